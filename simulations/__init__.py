@@ -1,0 +1,1 @@
+"""What users run: the ``vfl`` CLI, configs, datasets, sweeps and benchmarks."""

@@ -1,0 +1,1 @@
+"""Datasets: real-format loaders, offline packaged datasets, fixtures and vertical partitioners."""

@@ -1,0 +1,1 @@
+"""Registered algorithms. Importing this package registers every built-in strategy."""

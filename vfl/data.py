@@ -1,0 +1,79 @@
+"""Dataset containers shared by loaders, partitioners and parties.
+
+A ``Dataset`` holds the full sample-aligned arrays as a loader read them; a partitioner turns it
+into one ``PartyShard`` per passive party (its vertical slice) and one ``LabelShard`` for the
+server. Everything is indexed by the same sample ids, so a shared batch order aligns parties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from vfl.errors import DataError
+
+Modality = Literal["tabular", "image", "multiview", "text"]
+Metric = Literal["accuracy", "auprc"]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Full train/test arrays of one dataset, before vertical partitioning.
+
+    ``x_*`` layouts by modality: tabular ``(N, F)`` float32; image ``(N, C, H, W)`` float32;
+    multiview ``(N, V, C, H, W)`` float32; text: 1-D object array of ``str``.
+    ``y_*`` are int64 class ids in ``[0, num_classes)``.
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    modality: Modality = "tabular"
+    metric: Metric = "accuracy"
+    class_names: tuple[str, ...] = ()
+    extras: dict[str, np.ndarray] = field(default_factory=dict)  # e.g. a private attribute column
+
+    def __post_init__(self) -> None:
+        if len(self.x_train) != len(self.y_train):
+            raise DataError(f"{self.name}: {len(self.x_train)} train inputs but {len(self.y_train)} labels")
+        if len(self.x_test) != len(self.y_test):
+            raise DataError(f"{self.name}: {len(self.x_test)} test inputs but {len(self.y_test)} labels")
+        if self.num_classes < 2:
+            raise DataError(f"{self.name}: needs at least 2 classes, got {self.num_classes}")
+
+    @property
+    def num_train(self) -> int:
+        return len(self.y_train)
+
+    @property
+    def num_test(self) -> int:
+        return len(self.y_test)
+
+
+@dataclass(frozen=True)
+class PartyShard:
+    """One passive party's vertical slice of the train and test inputs (same sample order)."""
+
+    party: int
+    x_train: np.ndarray
+    x_test: np.ndarray
+    description: str = ""
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+@dataclass(frozen=True)
+class LabelShard:
+    """What the server (active party) holds: the labels and the task's metadata."""
+
+    y_train: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    metric: Metric = "accuracy"

@@ -1,0 +1,38 @@
+"""Typed errors of the framework: every failure a user can meet has one of these types."""
+
+from __future__ import annotations
+
+
+class VFLError(Exception):
+    """Base class of every error the framework raises on purpose."""
+
+
+class ConfigError(VFLError, ValueError):
+    """An invalid configuration value; the message names the key and what is allowed."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class DataError(VFLError):
+    """Missing or malformed data; the message names the expected files and their source."""
+
+
+class ProtocolError(VFLError):
+    """A message or protocol step that violates the expected exchange (wrong kind, bad tag...)."""
+
+
+class PartyFailure(VFLError):
+    """A party (or the actor hosting it) failed; names the party and the round."""
+
+    def __init__(self, party: str, round_: str, cause: str = "") -> None:
+        self.party = party
+        self.round = round_
+        self.cause = cause
+        detail = f": {cause}" if cause else ""
+        super().__init__(f"party {party} failed in round {round_}{detail}")
+
+
+class PrivacyBudgetExceeded(VFLError):
+    """The accountant's epsilon passed the configured budget."""
