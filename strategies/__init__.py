@@ -1,1 +1,3 @@
 """Registered algorithms. Importing this package registers every built-in strategy."""
+
+from strategies import npq  # noqa: F401

@@ -8,7 +8,7 @@ server. Everything is indexed by the same sample ids, so a shared batch order al
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -77,3 +77,15 @@ class LabelShard:
     y_test: np.ndarray
     num_classes: int
     metric: Metric = "accuracy"
+
+
+class DataSource(Protocol):
+    """Loads a run's data where it is used (inside each host), so raw data never crosses the wire."""
+
+    def dataset(self) -> Dataset:
+        """The full dataset (cached per process)."""
+        ...
+
+    def partition(self) -> tuple[list[PartyShard], LabelShard]:
+        """Vertical shards for every party and the server's labels (cached per process)."""
+        ...

@@ -1,0 +1,272 @@
+"""Vertical FL nodes: the passive party (features + bottom net) and the active party (labels + head).
+
+Both are long-lived: they keep their model, optimizer and data shard for the whole run. The
+party computes its embedding for the shared batch ids, passes it through its mods (PBM, LDP,
+SecAgg...) and sends it up; the server fuses what it receives, steps its head and sends the
+gradient of the fused input back (ONE broadcast tensor for sum fusion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.common import Message
+from torch import nn
+
+from vfl import message as wire
+from vfl.data import LabelShard, PartyShard
+from vfl.errors import ProtocolError
+from vfl.message import BROADCAST
+from vfl.mods import Mod, ModContext, apply_mods
+from vfl.node import Node, NodeSpec, handles
+from vfl.sampling import batch_ids, num_batches
+
+STEP = "step"  # config record carrying epoch/step/forward flags
+EMB = "emb"  # array record carrying the (possibly encoded) embedding
+GRAD = "grad"  # array record carrying the gradient of the fused input
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What every node knows of the batch schedule (no ids are ever sent)."""
+
+    seed: int
+    num_train: int
+    num_test: int
+    batch_size: int
+    eval_batch_size: int
+
+    @property
+    def steps(self) -> int:
+        return num_batches(num_samples=self.num_train, batch_size=self.batch_size)
+
+    @property
+    def eval_steps(self) -> int:
+        return num_batches(num_samples=self.num_test, batch_size=self.eval_batch_size)
+
+    def train_ids(self, epoch: int, step: int) -> np.ndarray:
+        return batch_ids(num_samples=self.num_train, batch_size=self.batch_size, seed=self.seed, epoch=epoch,
+                         step=step)
+
+    def test_ids(self, step: int) -> np.ndarray:
+        return np.arange(step * self.eval_batch_size, min((step + 1) * self.eval_batch_size, self.num_test))
+
+
+def make_optimizer(params: Sequence[nn.Parameter] | Any, *, name: str, lr: float, momentum: float,
+                   weight_decay: float) -> torch.optim.Optimizer:
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+def step_config(*, epoch: int, step: int, forward: bool, grad_step: int = -1) -> Any:
+    return wire.config(epoch=epoch, step=step, forward=forward, grad_step=grad_step)
+
+
+class PassiveParty(Node):
+    """A passive party: holds ``X_m`` and the bottom net; never sees labels."""
+
+    def __init__(self, spec: NodeSpec, *, index: int, num_parties: int, shard: PartyShard, bottom: nn.Module,
+                 optimizer: torch.optim.Optimizer, schedule: Schedule, mods: Sequence[Mod] = (),
+                 device: str = "cpu", secure_rng: bool = False) -> None:
+        super().__init__(spec)
+        self.index = index
+        self.num_parties = num_parties
+        self.shard = shard
+        self.bottom = bottom.to(device)
+        self.optimizer = optimizer
+        self.schedule = schedule
+        self.mods = list(mods)
+        self.device = device
+        self.secure_rng = secure_rng
+        self.mod_state: dict[str, Any] = {}
+        self._pending: tuple[int, int, torch.Tensor] | None = None  # (epoch, step, output with graph)
+
+    def ctx(self, phase: str, epoch: int, step: int) -> ModContext:
+        return ModContext(party=self.index, num_parties=self.num_parties, phase=phase, epoch=epoch, step=step,
+                          seed=self.schedule.seed, secure_rng=self.secure_rng, state=self.mod_state)
+
+    def _inputs(self, x: np.ndarray, ids: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32, device=self.device)
+
+    def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
+        out = wire.reply(request, dst=int(request.metadata.src_node_id), src=self.node_id,
+                         content=wire.records(**{EMB: wire.arrays(e=emb.detach().cpu().numpy()),
+                                                 STEP: step_config(epoch=epoch, step=step, forward=True)}))
+        return apply_mods(self.mods, out, self.ctx(phase, epoch, step))
+
+    def apply_gradient(self, grad: np.ndarray, epoch: int, step: int) -> None:
+        if self._pending is None or self._pending[:2] != (epoch, step):
+            raise ProtocolError(f"{self.spec.name}: gradient for step {epoch}:{step} but pending "
+                                f"{self._pending[:2] if self._pending else None}")
+        out = self._pending[2]
+        g = torch.tensor(grad, dtype=torch.float32, device=self.device).reshape(out.shape)
+        self.optimizer.zero_grad(set_to_none=True)
+        out.backward(g)
+        self.optimizer.step()
+        self._pending = None
+
+    @handles("train.forward")
+    def on_train(self, messages: list[Message]) -> list[Message]:
+        replies = []
+        for m in messages:
+            cfg = m.content.config_records[STEP]
+            epoch, step = int(cfg["epoch"]), int(cfg["step"])
+            if wire.has_array(m, GRAD):
+                self.apply_gradient(self.select_gradient(m), epoch, int(cfg["grad_step"]))
+            if bool(cfg["forward"]):
+                self.bottom.train()
+                out = self.bottom(self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
+                self._pending = (epoch, step, out)
+                replies.append(self._send(m, out, "train", epoch, step))
+        return replies
+
+    def select_gradient(self, m: Message) -> np.ndarray:
+        """The gradient meant for this party: the broadcast tensor, or this party's slice."""
+        rec = m.content.array_records[GRAD]
+        name = "g" if "g" in rec else f"g{self.index}"
+        return wire.from_array(rec[name])
+
+    @handles("evaluate.forward")
+    def on_eval(self, messages: list[Message]) -> list[Message]:
+        replies = []
+        self.bottom.eval()
+        for m in messages:
+            step = int(m.content.config_records[STEP]["step"])
+            with torch.no_grad():
+                out = self.bottom(self._inputs(self.shard.x_test, self.schedule.test_ids(step)))
+            replies.append(self._send(m, out, "eval", 0, step))
+        return replies
+
+    def state(self) -> dict[str, Any]:
+        return {"bottom": self.bottom.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.bottom.load_state_dict(state["bottom"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+Aggregator = Callable[[list[Message]], torch.Tensor]
+
+
+class ActiveServer(Node):
+    """The active party: labels + fusion head; aggregates embeddings and returns the gradient."""
+
+    accepts_broadcast = False
+
+    def __init__(self, spec: NodeSpec, *, labels: LabelShard, head: nn.Module, optimizer: torch.optim.Optimizer,
+                 schedule: Schedule, party_ids: Sequence[int], aggregate: Aggregator, fusion: str = "sum",
+                 device: str = "cpu") -> None:
+        super().__init__(spec)
+        self.labels = labels
+        self.head = head.to(device)
+        self.optimizer = optimizer
+        self.schedule = schedule
+        self.party_ids = sorted(party_ids)
+        self.aggregate = aggregate
+        self.fusion = fusion
+        self.device = device
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.reset_metrics()
+
+    def reset_metrics(self) -> None:
+        self.train_stats = {"loss": 0.0, "correct": 0, "count": 0}
+        self.eval_scores: list[np.ndarray] = []
+        self.eval_labels: list[np.ndarray] = []
+
+    def _check_round(self, messages: list[Message], phase: str) -> tuple[int, int]:
+        senders = sorted(int(m.metadata.src_node_id) for m in messages)
+        if senders != self.party_ids:
+            missing = sorted(set(self.party_ids) - set(senders))
+            raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
+        tags = {(int(m.content.config_records[STEP]["epoch"]), int(m.content.config_records[STEP]["step"]))
+                for m in messages}
+        if len(tags) != 1:
+            raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(tags)}")
+        return tags.pop()
+
+    def fuse(self, messages: list[Message]) -> torch.Tensor:
+        ordered = sorted(messages, key=lambda m: int(m.metadata.src_node_id))
+        return self.aggregate(ordered).to(self.device)
+
+    @handles("train.forward")
+    def on_train(self, messages: list[Message]) -> list[Message]:
+        epoch, step = self._check_round(messages, "train")
+        y = torch.as_tensor(self.labels.y_train[self.schedule.train_ids(epoch, step)], device=self.device)
+        fused = self.fuse(messages).detach().requires_grad_(True)
+        self.head.train()
+        logits = self.head(fused)
+        loss = self.loss_fn(logits, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.train_stats["loss"] += float(loss.detach()) * len(y)
+        self.train_stats["correct"] += int((logits.argmax(1) == y).sum())
+        self.train_stats["count"] += int(len(y))
+        grad = fused.grad.detach().cpu().numpy().astype(np.float32, copy=False)
+        nxt = step + 1 < self.schedule.steps
+        cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
+        src = messages[0]
+        if self.fusion == "sum":  # one tensor for everyone: the gradient of the sum is the same for all
+            return [wire.make("train.forward", src=self.node_id, dst=BROADCAST, round=src.metadata.group_id,
+                              content=wire.records(**{GRAD: wire.arrays(g=grad), STEP: cfg}))]
+        dim = grad.shape[1] // len(self.party_ids)
+        return [wire.make("train.forward", src=self.node_id, dst=pid, round=src.metadata.group_id,
+                          content=wire.records(**{GRAD: wire.arrays(**{f"g{i}": grad[:, i * dim:(i + 1) * dim]}),
+                                                  STEP: cfg}))
+                for i, pid in enumerate(self.party_ids)]
+
+    @handles("evaluate.forward")
+    def on_eval(self, messages: list[Message]) -> list[Message]:
+        _, step = self._check_round(messages, "eval")
+        self.head.eval()
+        with torch.no_grad():
+            logits = self.head(self.fuse(messages))
+        self.eval_scores.append(torch.softmax(logits, 1).cpu().numpy())
+        self.eval_labels.append(self.labels.y_test[self.schedule.test_ids(step)])
+        return []
+
+    @handles("query.metrics")
+    def on_metrics(self, messages: list[Message]) -> list[Message]:
+        """Driver-side read of the running metrics (control plane, never sent to parties)."""
+        out: dict[str, float] = {}
+        s = self.train_stats
+        if s["count"]:
+            out["train_loss"] = s["loss"] / s["count"]
+            out["train_acc"] = s["correct"] / s["count"]
+        if self.eval_scores:
+            scores, labels = np.concatenate(self.eval_scores), np.concatenate(self.eval_labels)
+            out["test_acc"] = float((scores.argmax(1) == labels).mean())
+            if self.labels.num_classes == 2:
+                from sklearn.metrics import average_precision_score
+
+                out["test_auprc"] = float(average_precision_score(labels == 1, scores[:, 1]))
+        self.reset_metrics()
+        return [wire.reply(messages[0], content=wire.records(m=wire.metrics(**out)))]
+
+    def state(self) -> dict[str, Any]:
+        return {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.head.load_state_dict(state["head"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def sum_aggregator(messages: list[Message]) -> torch.Tensor:
+    """NPQ/LDP fusion: the float sum of the embeddings (in party order)."""
+    total = None
+    for m in messages:
+        e = wire.get_array(m, EMB, "e").astype(np.float32, copy=False)
+        total = e.copy() if total is None else total + e
+    if total is None:
+        raise ProtocolError("no embeddings to aggregate")
+    return torch.from_numpy(total)
+
+
+def concat_aggregator(messages: list[Message]) -> torch.Tensor:
+    """Concatenation fusion (party order); not additive, so incompatible with secure aggregation."""
+    return torch.from_numpy(np.concatenate([wire.get_array(m, EMB, "e") for m in messages], axis=1))

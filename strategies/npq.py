@@ -1,0 +1,14 @@
+"""NPQ: no privacy, no quantization — parties send float embeddings, the server sums them (SPEC §1)."""
+
+from __future__ import annotations
+
+from strategies.vertical import VerticalStrategy
+from vfl.strategy import register
+
+
+@register
+class NPQ(VerticalStrategy):
+    """Plain vertical FL: float embeddings, sum (or concat) fusion, one gradient broadcast."""
+
+    name = "npq"
+    summary = "no privacy, no quantization: float embeddings summed (or concatenated) at the server"

@@ -1,0 +1,129 @@
+"""The vertical-FL template shared by NPQ, PBM and LDP: server node 0, parties 1..M.
+
+Per step the driver makes two hops: the server's broadcast (gradient of step t + "forward step
+t+1") goes to every party, and the parties' embeddings go to the server. Subclasses change only
+the party mods and the server's aggregation (decode) — the round itself is the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from parties.models import BOTTOMS, HEADS
+from parties.vertical import (
+    STEP,
+    ActiveServer,
+    Aggregator,
+    PassiveParty,
+    Schedule,
+    concat_aggregator,
+    make_optimizer,
+    step_config,
+    sum_aggregator,
+)
+from vfl import message as wire
+from vfl.data import DataSource
+from vfl.errors import ProtocolError
+from vfl.grid import Grid
+from vfl.message import BROADCAST, round_tag
+from vfl.mods import Mod
+from vfl.node import Node, NodeSpec
+from vfl.sampling import derive_seed, num_batches
+from vfl.strategy import Progress, Strategy
+
+SERVER_ID = 0
+
+
+def party_node_id(index: int) -> int:
+    return index + 1
+
+
+class VerticalStrategy(Strategy):
+    """Template round of vertical FL with a fusion head on the server."""
+
+    # ---- topology ---------------------------------------------------------------------------
+    def layout(self) -> list[NodeSpec]:
+        specs = [NodeSpec(SERVER_ID, "hub", "server", "server")]
+        specs += [NodeSpec(party_node_id(m), "party", f"party{m}", "parties") for m in range(self.cfg.num_parties)]
+        return specs
+
+    def schedule(self, num_train: int, num_test: int) -> Schedule:
+        t = self.cfg.train
+        return Schedule(seed=self.cfg.seed, num_train=num_train, num_test=num_test, batch_size=t.batch_size,
+                        eval_batch_size=max(t.batch_size, t.eval_batch_size))
+
+    def party_mods(self, index: int) -> list[Mod]:
+        """Transforms of each outgoing embedding (identity for NPQ)."""
+        return []
+
+    def server_aggregator(self) -> Aggregator:
+        """Turns the M received messages into the head's input."""
+        return sum_aggregator if self.cfg.model.fusion == "sum" else concat_aggregator
+
+    def _seeded(self, what: str, node_id: int, build: Any) -> Any:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(what, self.cfg.seed, node_id) & 0x7FFF_FFFF_FFFF_FFFF)
+            return build()
+
+    def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
+        cfg, m, t = self.cfg, self.cfg.model, self.cfg.train
+        shards, labels = data.partition()
+        sched = self.schedule(len(labels.y_train), len(labels.y_test))
+        if spec.role == "hub":
+            in_dim = m.embed_dim if m.fusion == "sum" else m.embed_dim * cfg.num_parties
+            head = self._seeded("head", spec.node_id, lambda: HEADS.get(m.head, "model.head")(
+                in_dim=in_dim, num_classes=labels.num_classes, hidden=m.head_hidden))
+            opt = make_optimizer(head.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
+                                 weight_decay=t.weight_decay)
+            return ActiveServer(spec, labels=labels, head=head, optimizer=opt, schedule=sched,
+                                party_ids=[party_node_id(i) for i in range(cfg.num_parties)],
+                                aggregate=self.server_aggregator(), fusion=m.fusion, device=t.device)
+        index = spec.node_id - 1
+        shard = shards[index]
+        bottom = self._seeded("bottom", spec.node_id, lambda: BOTTOMS.get(m.bottom, "model.bottom")(
+            input_shape=shard.input_shape, embed_dim=m.embed_dim, tanh_c=m.tanh_c, hidden=m.bottom_hidden))
+        opt = make_optimizer(bottom.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
+                             weight_decay=t.weight_decay)
+        return PassiveParty(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
+                            optimizer=opt, schedule=sched, mods=self.party_mods(index), device=t.device,
+                            secure_rng=cfg.privacy.secure_rng)
+
+    # ---- driver-side round ------------------------------------------------------------------
+    def steps_per_epoch(self) -> int:
+        return num_batches(num_samples=self._num_train, batch_size=self.cfg.train.batch_size)
+
+    def prepare(self, data: DataSource) -> None:
+        """The driver learns the split sizes (not the data) to drive the schedule."""
+        _, labels = data.partition()
+        self._num_train, self._num_test = len(labels.y_train), len(labels.y_test)
+
+    def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
+        steps = self.steps_per_epoch()
+        start = wire.make("train.forward", src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, 0),
+                          content=wire.records(**{STEP: step_config(epoch=epoch, step=0, forward=True)}))
+        ups = grid.send([start])
+        for step in range(steps):
+            downs = grid.send(ups)  # embeddings -> server -> gradient broadcast (+ next forward)
+            if not downs:
+                raise ProtocolError(f"server sent no gradient for step {epoch}:{step}")
+            ups = grid.send(downs)  # gradient -> parties -> next embeddings
+            progress(1)
+        if ups:
+            raise ProtocolError(f"parties sent {len(ups)} messages after the last step of epoch {epoch}")
+        return {}
+
+    def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        sched = self.schedule(self._num_train, self._num_test)
+        for step in range(sched.eval_steps):
+            req = wire.make("evaluate.forward", src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, step, "eval"),
+                            content=wire.records(**{STEP: step_config(epoch=epoch, step=step, forward=True)}))
+            grid.send(grid.send([req]))
+        return {}
+
+    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        """Train and test metrics accumulated by the server since the last read."""
+        q = wire.make("query.metrics", src=SERVER_ID, dst=SERVER_ID, round=round_tag(epoch, 0, "control"))
+        (rep,) = grid.send([q])
+        return {k: float(v) for k, v in rep.open().content.metric_records["m"].items()}

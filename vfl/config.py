@@ -1,0 +1,223 @@
+"""Frozen, validated configs built from plain mappings (YAML files + ``--set key=value``).
+
+A config class is a frozen dataclass whose fields carry their allowed range in metadata
+(``param(default, ge=..., choices=...)``). ``build(cls, mapping)`` refuses unknown keys, wrong
+types and out-of-range values with a ``ConfigError`` naming the dotted key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar, Union
+
+import yaml
+
+from vfl.errors import ConfigError
+
+C = TypeVar("C")
+_MISSING = dataclasses.MISSING
+
+
+def param(
+    default: Any = _MISSING,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    choices: Sequence[Any] | None = None,
+    help: str = "",
+) -> Any:
+    """A dataclass field with its allowed range; mutable defaults (tuples are fine) stay immutable."""
+    meta = {"ge": ge, "gt": gt, "le": le, "lt": lt, "choices": tuple(choices) if choices else None, "help": help}
+    if default is _MISSING:
+        return dataclasses.field(metadata=meta)
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=lambda: dict(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _range_text(meta: Mapping[str, Any]) -> str:
+    if meta.get("choices"):
+        return "one of " + ", ".join(repr(c) for c in meta["choices"])
+    lo = "(-inf"
+    if meta.get("gt") is not None:
+        lo = f"({meta['gt']}"
+    elif meta.get("ge") is not None:
+        lo = f"[{meta['ge']}"
+    if meta.get("lt") is not None:
+        hi = f"{meta['lt']})"
+    elif meta.get("le") is not None:
+        hi = f"{meta['le']}]"
+    else:
+        hi = "inf)"
+    return f"a value in {lo}, {hi}"
+
+
+def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
+    if value is None:
+        return
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(key, f"got {value!r}; allowed: {_range_text(meta)}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        bad = (
+            (meta.get("ge") is not None and value < meta["ge"])
+            or (meta.get("gt") is not None and value <= meta["gt"])
+            or (meta.get("le") is not None and value > meta["le"])
+            or (meta.get("lt") is not None and value >= meta["lt"])
+        )
+        if bad:
+            raise ConfigError(key, f"got {value!r}; allowed: {_range_text(meta)}")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check ``value`` against the annotation ``tp``; converts lists to tuples and ints to floats."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise ConfigError(key, f"must not be null; expected {_type_name(tp)}")
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(key, value, arg)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(key, f"got {value!r}; expected {_type_name(tp)}")
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(key, f"got {value!r}; allowed: one of " + ", ".join(repr(a) for a in allowed))
+        return value
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(key, f"got {value!r}; expected a list")
+        item_tp = args[0] if args else Any
+        return tuple(_coerce(f"{key}[{i}]", v, item_tp) for i, v in enumerate(value))
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(key, f"got {value!r}; expected a mapping")
+        return dict(value)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(key, f"got {value!r}; expected a mapping of {_type_name(tp)} fields")
+        return build(tp, value, prefix=key)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(key, f"got {value!r}; expected true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(key, f"got {value!r}; expected an integer")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(key, f"got {value!r}; expected a number")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(key, f"got {value!r}; expected a string")
+        return value
+    raise TypeError(f"unsupported config annotation {tp!r} for {key}")
+
+
+def build(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "") -> C:
+    """Build the frozen config ``cls`` from ``data``, validating every key (dotted names in errors)."""
+    data = dict(data or {})
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
+    for key in data:
+        if key not in fields:
+            allowed = ", ".join(sorted(fields))
+            raise ConfigError(f"{prefix}.{key}" if prefix else key, f"unknown key; allowed keys: {allowed}")
+    kwargs = {}
+    for name, f in fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if name not in data:
+            if f.default is _MISSING and f.default_factory is _MISSING:
+                raise ConfigError(key, "is required")
+            continue
+        value = _coerce(key, data[name], hints[name])
+        _check_range(key, value, f.metadata)
+        kwargs[name] = value
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(prefix or cls.__name__, str(exc)) from None
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain (YAML/JSON-able) form of a config: dataclasses -> dicts, tuples -> lists."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``key.sub=value`` overrides (values parsed as YAML) to a nested mapping copy."""
+    out: dict[str, Any] = _deep_copy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(item, "override must look like key=value (e.g. train.epochs=3)")
+        dotted, raw = item.split("=", 1)
+        parts = [p for p in dotted.strip().split(".") if p]
+        if not parts:
+            raise ConfigError(item, "override has an empty key")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(".".join(parts[: i + 1]), "is not a section; cannot set a sub-key")
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def help_table(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(key, default, allowed, help) rows for every field, recursing into sections (for docs)."""
+    rows: list[tuple[str, str, str, str]] = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            rows.extend(help_table(tp, key))  # type: ignore[arg-type]
+            continue
+        default = f.default if f.default is not _MISSING else (
+            f.default_factory() if f.default_factory is not _MISSING else "(required)")
+        allowed = _range_text(f.metadata) if f.metadata else _type_name(tp)
+        rows.append((key, repr(default), allowed, f.metadata.get("help", "")))
+    return rows

@@ -1,0 +1,92 @@
+"""Byte accounting: the serialized size of every message, per party, direction, phase and round.
+
+The ledger is THE communication metric: it counts ``len(bytes)`` of each serialized message once,
+where it is produced. ``up`` is party -> hub (server / model server), ``down`` is hub -> party
+(a broadcast counts once, attributed to the party ``"*"``). Payload is array data; envelope is the
+rest (metadata, dtype/shape, protobuf framing).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+UP, DOWN, CONTROL = "up", "down", "control"
+
+
+@dataclass
+class Counter:
+    bytes: int = 0
+    payload: int = 0
+    messages: int = 0
+
+    def add(self, nbytes: int, payload: int) -> None:
+        self.bytes += nbytes
+        self.payload += payload
+        self.messages += 1
+
+    @property
+    def envelope(self) -> int:
+        return self.bytes - self.payload
+
+    def as_dict(self) -> dict[str, int]:
+        return {"bytes": self.bytes, "payload": self.payload, "envelope": self.envelope,
+                "messages": self.messages}
+
+
+@dataclass
+class CommLedger:
+    """Counts bytes; ``epoch_totals`` gives one epoch's numbers, ``totals`` the run's."""
+
+    by_key: dict[tuple[str, str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
+    by_round: dict[str, dict[str, int]] = field(default_factory=dict)
+    keep_rounds: bool = True
+    _epoch: dict[tuple[str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
+
+    def record(self, *, phase: str, direction: str, party: str, round: str, nbytes: int, payload: int) -> None:
+        self.by_key[(phase, direction, party)].add(nbytes, payload)
+        self._epoch[(phase, direction)].add(nbytes, payload)
+        if self.keep_rounds and direction != CONTROL:
+            row = self.by_round.setdefault(round, {UP: 0, DOWN: 0})
+            row[direction] += nbytes
+
+    def start_epoch(self) -> None:
+        self._epoch = defaultdict(Counter)
+        self.by_round = {}
+
+    def epoch_totals(self, phase: str = "train") -> dict[str, int]:
+        up, down = self._epoch[(phase, UP)], self._epoch[(phase, DOWN)]
+        return {
+            "bytes_up": up.bytes, "bytes_down": down.bytes,
+            "payload_up": up.payload, "payload_down": down.payload,
+            "messages_up": up.messages, "messages_down": down.messages,
+        }
+
+    def totals(self, phase: str = "train") -> dict[str, int]:
+        out = {"bytes_up": 0, "bytes_down": 0, "payload_up": 0, "payload_down": 0, "messages_up": 0,
+               "messages_down": 0}
+        for (ph, direction, _), c in self.by_key.items():
+            if ph != phase or direction == CONTROL:
+                continue
+            out[f"bytes_{direction}"] += c.bytes
+            out[f"payload_{direction}"] += c.payload
+            out[f"messages_{direction}"] += c.messages
+        return out
+
+    def per_party(self, phase: str = "train") -> dict[str, dict[str, dict[str, int]]]:
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for (ph, direction, party), c in sorted(self.by_key.items()):
+            if ph == phase and direction != CONTROL:
+                out.setdefault(party, {})[direction] = c.as_dict()
+        return out
+
+    def state(self) -> dict[str, Any]:
+        """JSON-able state for checkpoints (cumulative counters only)."""
+        return {"|".join(k): c.as_dict() for k, c in self.by_key.items()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.by_key = defaultdict(Counter)
+        for key, c in state.items():
+            phase, direction, party = key.split("|")
+            self.by_key[(phase, direction, party)] = Counter(c["bytes"], c["payload"], c["messages"])

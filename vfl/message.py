@@ -1,0 +1,197 @@
+"""The one message envelope: flwr ``Message`` + ``RecordDict``, serialized with flwr's protobuf serde.
+
+Every exchange between nodes is built here (src, dst, round, kind, reply-to in flwr
+``Metadata``) and turned into bytes with ``message_to_proto(...).SerializeToString()`` — never
+pickle. Arrays travel as flwr ``Array`` objects with ``stype="raw"`` (little-endian bytes plus
+dtype and shape in the record) so that no per-array npy header inflates the envelope.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from flwr.app.message.message import make_message
+from flwr.common import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    Metadata,
+    MetricRecord,
+    RecordDict,
+    serde,
+)
+
+from vfl.errors import ProtocolError
+
+BROADCAST = 2**32 - 1  # dst of a message delivered to every party node (serialized and counted once)
+RAW_STYPE = "raw"
+_RUN_ID = 1
+_TTL = 3600.0
+_seq = itertools.count()
+
+
+def round_tag(epoch: int, step: int, phase: str = "train") -> str:
+    """The ``group_id`` of a message: which round (epoch, step) of which phase it belongs to."""
+    return f"{phase}:{epoch}:{step}"
+
+
+def parse_round(tag: str) -> tuple[str, int, int]:
+    """Inverse of ``round_tag`` (``("setup", -1, -1)`` style tags are allowed)."""
+    try:
+        phase, epoch, step = tag.split(":")
+        return phase, int(epoch), int(step)
+    except ValueError:
+        raise ProtocolError(f"malformed round tag {tag!r}") from None
+
+
+def make(
+    kind: str,
+    *,
+    src: int,
+    dst: int,
+    round: str,
+    content: RecordDict | None = None,
+    reply_to: str = "",
+) -> Message:
+    """A flwr ``Message`` with explicit ``Metadata`` (no global run/task identity is touched)."""
+    metadata = Metadata(
+        run_id=_RUN_ID,
+        message_id=f"{src}.{next(_seq)}",
+        src_node_id=src,
+        dst_node_id=dst,
+        reply_to_message_id=reply_to,
+        group_id=round,
+        created_at=time.time(),
+        ttl=_TTL,
+        message_type=kind,
+    )
+    return make_message(metadata, content if content is not None else RecordDict())
+
+
+def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: int | None = None,
+          content: RecordDict | None = None) -> Message:
+    """A message answering ``to`` (same round, reply-to set; by default back to its sender)."""
+    md = to.metadata
+    return make(
+        kind or md.message_type,
+        src=md.dst_node_id if src is None else src,
+        dst=md.src_node_id if dst is None else dst,
+        round=md.group_id,
+        content=content,
+        reply_to=md.message_id,
+    )
+
+
+def encode(message: Message) -> bytes:
+    """Serialize with flwr's protobuf serde."""
+    return serde.message_to_proto(message).SerializeToString()  # type: ignore[no-any-return]
+
+
+def decode(data: bytes) -> Message:
+    """Deserialize bytes produced by ``encode``."""
+    try:
+        return serde.message_from_proto(serde.ProtoMessage.FromString(data))  # type: ignore[no-any-return]
+    except Exception as exc:  # protobuf raises DecodeError / ValueError variants
+        raise ProtocolError(f"cannot decode message ({len(data)} bytes): {exc}") from exc
+
+
+def to_array(x: np.ndarray) -> Array:
+    """A raw flwr ``Array`` (dtype, shape and the bytes; no npy header)."""
+    x = np.ascontiguousarray(x)
+    if x.dtype.byteorder == ">":
+        x = x.astype(x.dtype.newbyteorder("<"))
+    return Array(dtype=x.dtype.str.lstrip("<|="), shape=tuple(int(s) for s in x.shape), stype=RAW_STYPE,
+                 data=x.tobytes())
+
+
+def from_array(a: Array) -> np.ndarray:
+    """Inverse of ``to_array``; also accepts flwr's default numpy-serialized arrays."""
+    if a.stype == RAW_STYPE:
+        return np.frombuffer(a.data, dtype=np.dtype(a.dtype)).reshape(a.shape)
+    return a.numpy()
+
+
+def arrays(**named: np.ndarray) -> ArrayRecord:
+    """An ``ArrayRecord`` of raw arrays."""
+    return ArrayRecord({k: to_array(v) for k, v in named.items()})
+
+
+def get_array(message: Message, record: str, name: str) -> np.ndarray:
+    """Read one array, with a ProtocolError naming what is missing."""
+    try:
+        return from_array(message.content.array_records[record][name])
+    except KeyError:
+        raise ProtocolError(
+            f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
+            f"has no array {record}/{name}"
+        ) from None
+
+
+def config(**values: int | float | str | bool | bytes | list[int] | list[float] | list[str]) -> ConfigRecord:
+    return ConfigRecord(dict(values))
+
+
+def metrics(**values: int | float) -> MetricRecord:
+    return MetricRecord(dict(values))
+
+
+def payload_nbytes(message: Message) -> int:
+    """Bytes of array data in the message (the payload); the rest of the wire size is envelope."""
+    total = 0
+    if message.has_content():
+        for record in message.content.array_records.values():
+            for arr in record.values():
+                total += len(arr.data)
+    return total
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A serialized message in flight: routing header + the exact bytes that cross the wire."""
+
+    src: int
+    dst: int
+    kind: str
+    round: str
+    data: bytes
+    payload: int
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data)
+
+    @classmethod
+    def of(cls, message: Message) -> Wire:
+        md = message.metadata
+        return cls(src=md.src_node_id, dst=md.dst_node_id, kind=md.message_type, round=md.group_id,
+                   data=encode(message), payload=payload_nbytes(message))
+
+    def open(self) -> Message:
+        return decode(self.data)
+
+
+def records(**named: ArrayRecord | ConfigRecord | MetricRecord) -> RecordDict:
+    """A ``RecordDict`` from named records."""
+    return RecordDict(dict(named))
+
+
+def config_value(message: Message, record: str, key: str) -> object:
+    try:
+        return message.content.config_records[record][key]
+    except KeyError:
+        raise ProtocolError(
+            f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
+            f"has no config {record}/{key}"
+        ) from None
+
+
+def has_array(message: Message, record: str, name: str | None = None) -> bool:
+    recs: Mapping[str, ArrayRecord] = message.content.array_records
+    if record not in recs:
+        return False
+    return name is None or name in recs[record]

@@ -1,0 +1,93 @@
+"""Nodes: the long-lived logic of one party or server, fed flwr messages by a host.
+
+A node answers messages by kind: ``@handles("train.forward")`` marks a method that receives every
+message of that kind addressed to the node in one delivery (e.g. the server receives all M
+embeddings of a step at once) and returns the replies. Nodes never see bytes or transports.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from flwr.common import Message
+
+from vfl.errors import ProtocolError
+
+Role = Literal["hub", "party"]
+Handler = Callable[[Any, list[Message]], list[Message]]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Where a node sits: id, role (hub = server side, party = data side), name, actor group."""
+
+    node_id: int
+    role: Role
+    name: str
+    group: str
+
+
+def handles(kind: str) -> Callable[[Handler], Handler]:
+    """Mark a ``Node`` method as the handler of messages of ``kind``."""
+
+    def deco(fn: Handler) -> Handler:
+        fn.__vfl_handles__ = kind  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+class Node:
+    """Base class: dispatches messages to ``@handles`` methods; checkpoint hooks via ``state``."""
+
+    spec: NodeSpec
+    accepts_broadcast: bool = True
+
+    def __init__(self, spec: NodeSpec) -> None:
+        self.spec = spec
+        self._handlers: dict[str, Handler] = {}
+        for klass in reversed(type(self).__mro__):
+            for attr in vars(klass).values():
+                kind = getattr(attr, "__vfl_handles__", None)
+                if kind is not None:
+                    self._handlers[kind] = attr
+
+    @property
+    def node_id(self) -> int:
+        return self.spec.node_id
+
+    def handle(self, messages: list[Message]) -> list[Message]:
+        """Group messages by kind (keeping order) and call the matching handlers."""
+        out: list[Message] = []
+        by_kind: dict[str, list[Message]] = {}
+        for m in messages:
+            by_kind.setdefault(m.metadata.message_type, []).append(m)
+        for kind, group in by_kind.items():
+            handler = self._handlers.get(kind)
+            if handler is None:
+                raise ProtocolError(f"node {self.spec.name} has no handler for message kind {kind!r}")
+            out.extend(handler(self, group))
+        return out
+
+    # --- checkpoints -------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything needed to resume this node (models, optimizers, counters)."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state`` returned."""
+
+
+def state_to_bytes(state: dict[str, Any]) -> bytes:
+    """Checkpoint serialization (torch.save of tensors/optimizer dicts; never used on the wire)."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
+
+
+def state_from_bytes(data: bytes) -> dict[str, Any]:
+    return torch.load(io.BytesIO(data), weights_only=True)  # type: ignore[no-any-return]

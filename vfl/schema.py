@@ -1,0 +1,99 @@
+"""The run configuration: one frozen, validated ``RunConfig`` per run.
+
+Sections mirror the YAML files in ``simulations/configs/``. Strategy-specific options live in
+``params`` and are validated by the chosen strategy's own ``Params`` dataclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vfl.config import build, param, to_dict
+from vfl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    data_dir: str | None = param(None, help="directory holding real datasets (else $VFL_DATA_DIR)")
+    partition: str = param("contiguous", help="vertical split: contiguous|interleaved|quadrants|strips|views|tokens")
+    partition_opts: dict[str, Any] = param({}, help="extra partitioner options (e.g. sizes, orientation)")
+    train_subsample: int | None = param(None, ge=1, help="use at most this many training samples")
+    test_subsample: int | None = param(None, ge=1, help="use at most this many test samples")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    bottom: str = param("mlp", help="registered bottom model (party side)")
+    bottom_hidden: tuple[int, ...] = param((64,), help="hidden widths of MLP bottoms")
+    embed_dim: int = param(16, ge=1, le=65536, help="embedding dimension P")
+    tanh_c: float = param(1.0, gt=0, help="embedding range C (bottoms end in C*tanh)")
+    fusion: str = param("sum", choices=("sum", "concat"), help="how the server fuses embeddings")
+    head: str = param("mlp", help="registered fusion head (server side)")
+    head_hidden: tuple[int, ...] = param((64,), help="hidden widths of MLP heads")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = param(10, ge=1, le=100000)
+    batch_size: int = param(100, ge=1, le=1000000)
+    optimizer: str = param("sgd", choices=("sgd", "adam"))
+    lr: float = param(0.01, gt=0, le=10)
+    momentum: float = param(0.0, ge=0, lt=1)
+    weight_decay: float = param(0.0, ge=0)
+    device: str = param("cpu", choices=("cpu", "cuda"), help="torch device of every party model")
+    eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")
+    eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
+    threads_per_actor: int = param(1, ge=1, le=256, help="torch intra-op threads inside each actor")
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    kind: str = param("inprocess", choices=("inprocess", "ray"))
+    address: str | None = param(None, help="HOST:PORT of an existing Ray cluster (else a local one)")
+    parties_per_actor: int = param(0, ge=0, help="parties hosted by one Ray actor (0 = auto)")
+    cpus_per_actor: float = param(0.1, gt=0, le=64, help="Ray num_cpus reserved by each actor")
+    max_actors: int = param(8, ge=1, help="upper bound on party actors when parties_per_actor=0")
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    delta: float = param(1e-5, gt=0, lt=1, help="delta of the reported (epsilon, delta)")
+    epsilon_budget: float | None = param(None, gt=0, help="stop with PrivacyBudgetExceeded beyond it")
+    secure_rng: bool = param(False, help="party noise from OS entropy (not reproducible) instead of the seed")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str = param("run", help="run name (output folder prefix)")
+    seed: int = param(0, ge=0)
+    strategy: str = param("npq", help="registered strategy (see `vfl strategies`)")
+    dataset: str = param("digits", help="registered dataset (see README data table)")
+    num_parties: int = param(4, ge=1, le=100000, help="number of passive parties M")
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    transport: TransportConfig = dataclasses.field(default_factory=TransportConfig)
+    privacy: PrivacyConfig = dataclasses.field(default_factory=PrivacyConfig)
+    params: Any = param({}, help="strategy options (validated by the strategy)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)  # type: ignore[no-any-return]
+
+
+def load_run_config(data: Mapping[str, Any]) -> RunConfig:
+    """Validate a plain mapping into a ``RunConfig`` whose ``params`` is the strategy's dataclass."""
+    from vfl.strategy import STRATEGIES  # same layer; the registry is filled by `strategies`
+
+    raw = dict(data)
+    params_raw = raw.pop("params", None) or {}
+    if not isinstance(params_raw, Mapping):
+        raise ConfigError("params", f"got {params_raw!r}; expected a mapping of strategy options")
+    cfg = build(RunConfig, raw)
+    strategy_cls = STRATEGIES.get(cfg.strategy, key="strategy")
+    params: Any = build(strategy_cls.Params, params_raw, prefix="params")
+    cfg = dataclasses.replace(cfg, params=params)
+    strategy_cls.validate_config(cfg)
+    return cfg

@@ -1,0 +1,121 @@
+"""Strategy = the round logic of one algorithm, registered by name.
+
+A strategy declares its nodes (``layout``), builds them inside their hosts (``build_node``) and
+drives the template round from the driver: configure -> party forward (+ mods) -> aggregate ->
+server step -> backward -> party update -> evaluate. No code outside a strategy switches on
+algorithm names.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from vfl.data import DataSource
+from vfl.node import Node, NodeSpec
+from vfl.registry import Registry
+from vfl.transport.base import HostGroup
+
+if TYPE_CHECKING:
+    from vfl.grid import Grid
+    from vfl.schema import RunConfig
+
+Progress = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """Strategies without options."""
+
+
+class Strategy(ABC):
+    """Base class of every algorithm. Subclasses set ``name``, ``summary`` and ``Params``."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    Params: ClassVar[type] = NoParams
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.params = cfg.params
+
+    @classmethod
+    def validate_config(cls, cfg: RunConfig) -> None:
+        """Cross-field checks; raise ``ConfigError`` naming the key."""
+
+    # ---- topology (driver) and node construction (inside hosts) ------------------------------
+    @abstractmethod
+    def layout(self) -> list[NodeSpec]:
+        """Every node of the run."""
+
+    def host_groups(self, specs: Sequence[NodeSpec]) -> list[HostGroup]:
+        """Hubs get an actor each; parties are packed into at most ``transport.max_actors`` actors."""
+        t = self.cfg.transport
+        gpus = 0.0  # GPU placement is opted into by strategies that need it
+        groups = [HostGroup(s.name, (s,), t.cpus_per_actor, gpus) for s in specs if s.role == "hub"]
+        parties = [s for s in specs if s.role == "party"]
+        if parties:
+            per = t.parties_per_actor or math.ceil(len(parties) / min(len(parties), t.max_actors))
+            for i in range(0, len(parties), per):
+                chunk = tuple(parties[i : i + per])
+                groups.append(HostGroup(f"parties-{i // per}", chunk, t.cpus_per_actor, gpus))
+        return groups
+
+    @abstractmethod
+    def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
+        """Create the node for ``spec`` (runs inside its host; loads only what it needs)."""
+
+    # ---- driver-side round logic ----------------------------------------------------------
+    def prepare(self, data: DataSource) -> None:
+        """Driver-side look at the data's shape (split sizes) before any node exists."""
+
+    def setup(self, grid: Grid) -> None:
+        """One-time protocol set-up after the nodes exist (e.g. secure-aggregation keys)."""
+
+    @abstractmethod
+    def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
+        """Run one epoch of training; return train metrics (``train_loss``, ``train_acc``...)."""
+
+    @abstractmethod
+    def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        """Evaluate on the test split; return metrics (``test_acc``...)."""
+
+    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        """Metrics gathered at the end of the epoch (after training and evaluation)."""
+        return {}
+
+    def steps_per_epoch(self) -> int:
+        """Batches per epoch (for progress bars)."""
+        return 0
+
+    def privacy_events(self, *, epoch: int) -> list[Any]:
+        """Privacy events released during ``epoch`` (for the accountant)."""
+        return []
+
+    def summary_extra(self, grid: Grid) -> dict[str, Any]:
+        """Strategy-specific keys for summary.json (formula bytes, leak metrics...)."""
+        return {}
+
+
+STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    """Class decorator: register a strategy under its ``name`` (duplicates refused)."""
+    return STRATEGIES.add(cls.name, cls, cls.summary)
+
+
+@dataclass(frozen=True)
+class NodeFactory:
+    """Picklable builder shipped to hosts: rebuilds the strategy there and asks it for nodes."""
+
+    strategy_cls: type[Strategy]
+    cfg: Any
+    data: DataSource
+
+    def __call__(self, specs: Sequence[NodeSpec]) -> dict[int, Node]:
+        strategy = self.strategy_cls(self.cfg)
+        return {s.node_id: strategy.build_node(s, self.data) for s in specs}

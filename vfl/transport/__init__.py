@@ -1,0 +1,5 @@
+"""Transports behind one interface: ``inprocess`` (tests, debugging) and ``ray`` (the product path)."""
+
+from vfl.transport.base import HostGroup, Transport, make_transport
+
+__all__ = ["HostGroup", "Transport", "make_transport"]

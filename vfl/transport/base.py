@@ -1,0 +1,76 @@
+"""The transport interface: start hosts, deliver wires to them in parallel, checkpoint, shut down."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vfl.errors import ConfigError
+from vfl.host import NodeBuilder
+from vfl.message import Wire
+from vfl.node import NodeSpec
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """The nodes one host (actor) runs, and what it reserves."""
+
+    name: str
+    specs: tuple[NodeSpec, ...]
+    num_cpus: float = 0.1
+    num_gpus: float = 0.0
+
+    @property
+    def node_ids(self) -> tuple[int, ...]:
+        return tuple(s.node_id for s in self.specs)
+
+
+class Transport(ABC):
+    """Moves serialized messages between the driver and the hosts; knows nothing of algorithms."""
+
+    kind: str = "abstract"
+
+    @abstractmethod
+    def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
+        """Create one host per group; each builds its nodes with ``build`` (data stays local)."""
+
+    @abstractmethod
+    def deliver(self, batches: dict[str, list[Wire]], *, round: str) -> dict[str, list[Wire]]:
+        """Deliver wires to each named host concurrently; return each host's reply wires."""
+
+    @abstractmethod
+    def get_state(self) -> dict[int, bytes]:
+        """Checkpoint bytes of every node on every host."""
+
+    @abstractmethod
+    def set_state(self, states: dict[int, bytes]) -> None:
+        """Restore node states (resume)."""
+
+    @abstractmethod
+    def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Control-plane call on one node (diagnostics, attack evaluation), outside the protocol."""
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Stop hosts (and a local Ray started by this transport)."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def make_transport(kind: str, *, address: str | None = None, temp_dir: str | None = None) -> Transport:
+    """Factory by name: ``inprocess`` or ``ray``."""
+    if kind == "inprocess":
+        from vfl.transport.inprocess import InProcessTransport
+
+        return InProcessTransport()
+    if kind == "ray":
+        from vfl.transport.ray_transport import RayTransport
+
+        return RayTransport(address=address, temp_dir=temp_dir)
+    raise ConfigError("transport.kind", f"got {kind!r}; allowed: 'inprocess', 'ray'")
