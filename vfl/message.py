@@ -61,7 +61,7 @@ def make(
     """A flwr ``Message`` with explicit ``Metadata`` (no global run/task identity is touched)."""
     metadata = Metadata(
         run_id=_RUN_ID,
-        message_id=f"{src}.{next(_seq)}",
+        message_id=f"{next(_seq):016x}",  # fixed width: byte counts do not drift with the counter
         src_node_id=src,
         dst_node_id=dst,
         reply_to_message_id=reply_to,

@@ -1,0 +1,28 @@
+"""Shared fixtures: one local Ray per test session (own temp dir, torn down after)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray (2 CPUs) started for the tests and shut down after; never `ray stop`."""
+    import ray
+
+    temp = tempfile.mkdtemp(prefix="vflt-")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, _temp_dir=temp, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)

@@ -1,0 +1,56 @@
+"""Frozen validated configs: unknown keys, wrong types and ranges name the key; registries."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import strategies  # noqa: F401
+from vfl.config import apply_overrides
+from vfl.errors import ConfigError
+from vfl.registry import Registry
+from vfl.schema import load_run_config
+
+
+def test_defaults_are_valid_and_frozen():
+    cfg = load_run_config({})
+    assert cfg.strategy == "npq" and cfg.num_parties == 4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.seed = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("data,key,needle", [
+    ({"num_parties": 0}, "num_parties", "[1,"),
+    ({"bogus": 1}, "bogus", "unknown key"),
+    ({"train": {"lr": "fast"}}, "train.lr", "expected a number"),
+    ({"train": {"epochs": 1.5}}, "train.epochs", "expected an integer"),
+    ({"train": {"optimizer": "lbfgs"}}, "train.optimizer", "'sgd'"),
+    ({"model": {"fusion": "max"}}, "model.fusion", "'concat'"),
+    ({"transport": {"kind": "grpc"}}, "transport.kind", "'ray'"),
+    ({"strategy": "nope"}, "strategy", "allowed: "),
+    ({"model": {"bottom_hidden": [8, "x"]}}, "model.bottom_hidden[1]", "integer"),
+    ({"params": {"b": 3}}, "params.b", "unknown key"),
+])
+def test_errors_name_the_key(data, key, needle):
+    with pytest.raises(ConfigError) as exc:
+        load_run_config(data)
+    assert exc.value.key == key
+    assert needle in str(exc.value)
+
+
+def test_overrides_parse_yaml_values_and_nest():
+    data = apply_overrides({"train": {"epochs": 2}}, ["train.epochs=5", "model.bottom_hidden=[8, 4]", "name=x"])
+    cfg = load_run_config(data)
+    assert cfg.train.epochs == 5 and cfg.model.bottom_hidden == (8, 4) and cfg.name == "x"
+    with pytest.raises(ConfigError):
+        apply_overrides({}, ["novalue"])
+
+
+def test_registry_refuses_duplicates():
+    reg: Registry[int] = Registry("thing")
+    reg.add("a", 1)
+    with pytest.raises(ValueError, match="already registered"):
+        reg.add("a", 2)
+    with pytest.raises(ConfigError, match="allowed: a"):
+        reg.get("b")
