@@ -6,10 +6,12 @@ import hashlib
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from scipy.stats import chisquare
 
 from vfl.errors import ConfigError
 from vfl.secagg import apply_pairwise_masks, mask_stream, prg_nonce
+from vfl.secagg.prg import CHUNK_WORDS
 
 
 def fixed_seeds(own: int, peers: list[int]) -> dict[int, bytes]:
@@ -64,3 +66,20 @@ def test_stream_rejects_bad_parameters() -> None:
     for k in (0, 33):
         with pytest.raises(ConfigError):
             mask_stream(seed=b"s" * 32, round_id=0, name="e", n=4, k=k)
+
+
+@pytest.mark.parametrize(
+    "n", [1, 5, CHUNK_WORDS - 1, CHUNK_WORDS, CHUNK_WORDS + 3, 2 * CHUNK_WORDS + 17]
+)
+def test_stream_is_plain_aes256_ctr_across_chunks(n: int) -> None:
+    seed = hashlib.sha256(b"kat").digest()
+    nonce = prg_nonce(round_id=4, name="z")
+    assert (
+        nonce
+        == hashlib.sha256(
+            b"".join(len(p).to_bytes(4, "big") + p for p in (b"vfl-secagg-prg", b"4", b"z"))
+        ).digest()[:16]
+    )
+    raw = Cipher(algorithms.AES(seed), modes.CTR(nonce)).encryptor().update(bytes(4 * n))
+    expected = np.frombuffer(raw, dtype="<u4")
+    np.testing.assert_array_equal(mask_stream(seed=seed, round_id=4, name="z", n=n, k=32), expected)

@@ -14,8 +14,8 @@ import numpy.typing as npt
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from vfl.secagg.keys import derive_mask_seed
-from vfl.secagg.modular import low_bits_mask, to_residues
-from vfl.secagg.prg import mask_stream
+from vfl.secagg.modular import check_bits, low_bits_mask, to_residues
+from vfl.secagg.prg import accumulate_streams
 
 
 def apply_pairwise_masks(
@@ -30,12 +30,9 @@ def apply_pairwise_masks(
     """y = x + sum_{j>i} PRG(s_ij) - sum_{j<i} PRG(s_ij) mod 2^k, for residues x in [0, 2^k)."""
     x = to_residues(values, k=k)
     y = np.array(x, dtype=np.uint32, copy=True).reshape(-1)
-    for peer, seed in seeds.items():
-        stream = mask_stream(seed=seed, round_id=round_id, name=name, n=y.size, k=k)
-        if peer > own_id:
-            y += stream  # uint32 wrap-around is exact mod 2^k since 2^k | 2^32
-        else:
-            y -= stream
+    # uint32 wrap-around is exact mod 2^k since 2^k | 2^32
+    terms = [(seed, 1 if peer > own_id else -1) for peer, seed in seeds.items()]
+    accumulate_streams(y, terms=terms, round_id=round_id, name=name)
     y &= low_bits_mask(k)
     return y.reshape(x.shape)
 
@@ -56,7 +53,8 @@ def dropped_party_terms(
     Survivor j added +PRG(s_jd) if d > j and -PRG(s_jd) if d < j; subtracting this sum from
     the survivors' aggregate leaves exactly their true sum.
     """
-    total = np.zeros(n, dtype=np.uint32)
+    check_bits(k)
+    terms = []
     for peer, public in survivors.items():
         seed = derive_mask_seed(
             own_key=dropped_key,
@@ -65,10 +63,8 @@ def dropped_party_terms(
             peer_id=peer,
             session=session,
         )
-        stream = mask_stream(seed=seed, round_id=round_id, name=name, n=n, k=k)
-        if dropped_id > peer:
-            total += stream
-        else:
-            total -= stream
+        terms.append((seed, 1 if dropped_id > peer else -1))
+    total = np.zeros(n, dtype=np.uint32)
+    accumulate_streams(total, terms=terms, round_id=round_id, name=name)
     total &= low_bits_mask(k)
     return total

@@ -2,12 +2,15 @@
 
 A cryptographic PRG (not numpy's RandomState with a 32-bit seed as Flower SecAgg+ uses): the
 masks of one pair are unpredictable without the 32-byte seed, and every (round, name) gets an
-independent stream, so a mask is never reused for two different inputs.
+independent stream, so a mask is never reused for two different inputs. The 128-bit counter
+starts at a hash of (round, name), so two streams under one key overlap with negligible
+probability (streams are far shorter than 2^64 blocks).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +22,8 @@ from vfl.secagg.modular import check_bits, low_bits_mask
 SEED_BYTES = 32
 NONCE_BYTES = 16
 _NONCE_LABEL = b"vfl-secagg-prg"
+CHUNK_WORDS = 1 << 15
+"""Words per chunk (128 KiB): three such buffers stay in L2 while masking."""
 
 
 def _length_prefixed(*parts: bytes) -> bytes:
@@ -32,17 +37,48 @@ def prg_nonce(*, round_id: int | str, name: str) -> bytes:
     return hashlib.sha256(data).digest()[:NONCE_BYTES]
 
 
-def keystream_words(*, seed: bytes, nonce: bytes, n: int) -> npt.NDArray[np.uint32]:
-    """``n`` uint32 words (little-endian) of the AES-256-CTR keystream under (seed, nonce)."""
-    if len(seed) != SEED_BYTES:
-        raise ConfigError("seed", f"must be {SEED_BYTES} bytes, got {len(seed)}")
-    if len(nonce) != NONCE_BYTES:
-        raise ConfigError("nonce", f"must be {NONCE_BYTES} bytes, got {len(nonce)}")
-    if n < 0:
-        raise ConfigError("n", f"must be >= 0, got {n}")
-    encryptor = Cipher(algorithms.AES(seed), modes.CTR(nonce)).encryptor()
-    raw = encryptor.update(bytes(4 * n)) + encryptor.finalize()
-    return np.frombuffer(raw, dtype="<u4").astype(np.uint32, copy=False)
+def _check_seed(seed: bytes) -> None:
+    if not isinstance(seed, bytes) or len(seed) != SEED_BYTES:
+        raise ConfigError("seed", f"must be {SEED_BYTES} bytes")
+
+
+def accumulate_streams(
+    acc: npt.NDArray[np.uint32],
+    *,
+    terms: Iterable[tuple[bytes, int]],
+    round_id: int | str,
+    name: str,
+) -> None:
+    """In place: acc += sign * keystream(seed) mod 2^32 for each (seed, sign) in ``terms``.
+
+    Keystream words are little-endian uint32 of AES-256-CTR(seed, prg_nonce(round, name)).
+    Works in cache-sized chunks with one reused buffer: at multi-MB sizes, memory traffic and
+    page faults otherwise cost more than AES-NI. Callers reduce mod 2^k afterwards, which is
+    exact because 2^k divides 2^32.
+    """
+    if acc.dtype != np.uint32 or acc.ndim != 1:
+        raise ConfigError("acc", f"must be a 1-D uint32 array, got {acc.dtype} {acc.shape}")
+    n = acc.size
+    if n == 0:
+        return
+    nonce = prg_nonce(round_id=round_id, name=name)
+    streams = []
+    for seed, sign in terms:
+        _check_seed(seed)
+        streams.append((Cipher(algorithms.AES(seed), modes.CTR(nonce)).encryptor(), sign > 0))
+    width = min(n, CHUNK_WORDS)
+    zeros = memoryview(bytes(4 * width))
+    buf = np.empty(width + 4, dtype="<u4")  # update_into wants len(data) + 15 bytes of room
+    out = buf.data.cast("B")
+    for start in range(0, n, width):
+        m = min(width, n - start)
+        segment, words, plain = acc[start : start + m], buf[:m], zeros[: 4 * m]
+        for encryptor, add in streams:  # CTR state carries on from the previous chunk
+            encryptor.update_into(plain, out)
+            if add:
+                np.add(segment, words, out=segment, casting="unsafe")
+            else:
+                np.subtract(segment, words, out=segment, casting="unsafe")
 
 
 def mask_stream(
@@ -52,8 +88,11 @@ def mask_stream(
 
     Uniform because 2^k divides 2^32 (each residue has exactly 2^(32-k) preimages).
     """
-    words = keystream_words(seed=seed, nonce=prg_nonce(round_id=round_id, name=name), n=n)
     k = check_bits(k)
-    if k == 32:
-        return words.copy() if not words.flags.writeable else words
-    return words & low_bits_mask(k)
+    _check_seed(seed)
+    if n < 0:
+        raise ConfigError("n", f"must be >= 0, got {n}")
+    acc = np.zeros(n, dtype=np.uint32)
+    accumulate_streams(acc, terms=[(seed, 1)], round_id=round_id, name=name)
+    acc &= low_bits_mask(k)
+    return acc
