@@ -263,3 +263,22 @@ def test_fixed_point_through_secure_aggregation() -> None:
     assert total.shape == (4, 8)
     got = decode_fixed_sum(total, scale=scale, k=k)
     np.testing.assert_allclose(got, sum(emb.values()), atol=num / (2 * scale))
+
+
+def test_server_rejects_malformed_masked_vectors() -> None:
+    clients, keys = make_session(2, 1)
+    server = SecAggServer(range(2), 1, 8, b"test-session")
+    with pytest.raises(ProtocolError, match="party 1"):
+        server.aggregate(
+            {0: np.zeros(3, dtype=np.uint32), 1: np.array([0, 300, 0])},
+            round_id=0,
+            name="e",
+            public_keys=keys,
+        )
+    with pytest.raises(ProtocolError, match="shapes"):
+        server.aggregate(
+            {0: np.zeros(3, dtype=np.uint32), 1: np.zeros(4, dtype=np.uint32)},
+            round_id=1,
+            name="e",
+            public_keys=keys,
+        )

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from vfl.errors import PartyFailure, ProtocolError
+from vfl.errors import ConfigError, PartyFailure, ProtocolError
 from vfl.secagg.client import check_parties
 from vfl.secagg.keys import (
     load_public_key,
@@ -121,7 +121,10 @@ class SecAggServer:
     def _check_vectors(
         self, masked: Mapping[int, npt.ArrayLike], *, round_id: int | str
     ) -> list[npt.NDArray[np.uint32]]:
-        arrays = [to_residues(masked[p], k=self.k, key=f"masked[{p}]") for p in sorted(masked)]
+        try:
+            arrays = [to_residues(masked[p], k=self.k, key=f"party {p}") for p in sorted(masked)]
+        except ConfigError as exc:  # a malformed message, not a bad setting
+            raise ProtocolError(f"round {round_id}: masked vector of {exc}") from exc
         if len({a.shape for a in arrays}) > 1:
             raise ProtocolError(f"round {round_id}: masked vectors have different shapes")
         return arrays
