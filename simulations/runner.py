@@ -64,8 +64,7 @@ def default_out_dir(cfg: RunConfig, root: str | Path = "runs") -> Path:
 def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False, progress: bool | None = None,
             on_epoch_end: EpochCallback | None = None, transport: Transport | None = None) -> EngineResult:
     """Run ``cfg``; writes config, metrics, checkpoints, summary and plots when ``out_dir`` is set."""
-    data = ConfigDataSource.from_config(cfg)
-    data.partition()  # validate data + split on the driver before any actor starts (clear errors)
+    data = ConfigDataSource.from_config(cfg)  # the engine validates it (strategy.prepare) before actors start
     run_dir = RunDir(out_dir) if out_dir is not None else None
     if run_dir is not None and not resume:
         run_dir.write_config(cfg.to_dict())

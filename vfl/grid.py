@@ -45,7 +45,9 @@ class Grid:
 
     def count(self, wire: Wire) -> None:
         src, dst = self._role(wire.src), self._role(wire.dst)
-        if src == "party" and dst == "hub":
+        if wire.src == wire.dst:  # the driver talking to a node on its own behalf (start a step, read metrics)
+            direction, party = CONTROL, self.name(wire.dst)
+        elif src == "party" and dst == "hub":
             direction, party = UP, self.name(wire.src)
         elif src == "hub" and dst == "party":
             direction, party = DOWN, self.name(wire.dst)
@@ -85,3 +87,17 @@ class Grid:
                 self.count(wire)
                 out.append(wire)
         return out
+
+    def run_until_quiet(self, items: Sequence[Message | Wire], *, max_hops: int = 64) -> int:
+        """Keep routing replies to their destinations until no node has anything to say.
+
+        For multi-hop conversations (client -> model servers -> client -> ...); returns the hops.
+        """
+        wires = self.send(items)
+        hops = 1
+        while wires:
+            if hops >= max_hops:
+                raise ProtocolError(f"conversation did not end after {max_hops} hops")
+            wires = self.send(wires)
+            hops += 1
+        return hops
