@@ -1,0 +1,1 @@
+"""Split-LLM parties: model servers holding a frozen pretrained transformer, and the client."""
