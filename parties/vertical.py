@@ -94,9 +94,10 @@ class PassiveParty(Node):
         return torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32, device=self.device)
 
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
-        out = wire.reply(request, dst=int(request.metadata.src_node_id), src=self.node_id,
-                         content=wire.records(**{EMB: wire.arrays(e=emb.detach().cpu().numpy()),
-                                                 STEP: step_config(epoch=epoch, step=step, forward=True)}))
+        out = wire.make(request.metadata.message_type, src=self.node_id, dst=int(request.metadata.src_node_id),
+                        round=wire.round_tag(epoch, step, phase), reply_to=request.metadata.message_id,
+                        content=wire.records(**{EMB: wire.arrays(e=emb.detach().cpu().numpy()),
+                                                STEP: step_config(epoch=epoch, step=step, forward=True)}))
         return apply_mods(self.mods, out, self.ctx(phase, epoch, step))
 
     def apply_gradient(self, grad: np.ndarray, epoch: int, step: int) -> None:
@@ -136,10 +137,11 @@ class PassiveParty(Node):
         replies = []
         self.bottom.eval()
         for m in messages:
-            step = int(m.content.config_records[STEP]["step"])
+            cfg = m.content.config_records[STEP]
+            epoch, step = int(cfg["epoch"]), int(cfg["step"])
             with torch.no_grad():
                 out = self.bottom(self._inputs(self.shard.x_test, self.schedule.test_ids(step)))
-            replies.append(self._send(m, out, "eval", 0, step))
+            replies.append(self._send(m, out, "eval", epoch, step))
         return replies
 
     def state(self) -> dict[str, Any]:

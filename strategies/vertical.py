@@ -24,6 +24,7 @@ from parties.vertical import (
     sum_aggregator,
 )
 from vfl import message as wire
+from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
 from vfl.data import DataSource
 from vfl.errors import ProtocolError
 from vfl.grid import Grid
@@ -77,18 +78,26 @@ class VerticalStrategy(Strategy):
                 in_dim=in_dim, num_classes=labels.num_classes, hidden=m.head_hidden))
             opt = make_optimizer(head.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
                                  weight_decay=t.weight_decay)
-            return ActiveServer(spec, labels=labels, head=head, optimizer=opt, schedule=sched,
-                                party_ids=[party_node_id(i) for i in range(cfg.num_parties)],
-                                aggregate=self.server_aggregator(), fusion=m.fusion, device=t.device)
+            return self.make_server(spec, labels=labels, head=head, optimizer=opt, schedule=sched,
+                                    party_ids=[party_node_id(i) for i in range(cfg.num_parties)],
+                                    fusion=m.fusion, device=t.device)
         index = spec.node_id - 1
         shard = shards[index]
         bottom = self._seeded("bottom", spec.node_id, lambda: BOTTOMS.get(m.bottom, "model.bottom")(
             input_shape=shard.input_shape, embed_dim=m.embed_dim, tanh_c=m.tanh_c, hidden=m.bottom_hidden))
         opt = make_optimizer(bottom.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
                              weight_decay=t.weight_decay)
-        return PassiveParty(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
-                            optimizer=opt, schedule=sched, mods=self.party_mods(index), device=t.device,
-                            secure_rng=cfg.privacy.secure_rng)
+        return self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
+                               optimizer=opt, schedule=sched, mods=self.party_mods(index), device=t.device,
+                               secure_rng=cfg.privacy.secure_rng)
+
+    def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
+        """The active party node (override to add protocol handlers, e.g. secure aggregation)."""
+        return ActiveServer(spec, aggregate=self.server_aggregator(), **kwargs)
+
+    def make_party(self, spec: NodeSpec, **kwargs: Any) -> Node:
+        """A passive party node."""
+        return PassiveParty(spec, **kwargs)
 
     # ---- driver-side round ------------------------------------------------------------------
     def steps_per_epoch(self) -> int:
@@ -121,6 +130,32 @@ class VerticalStrategy(Strategy):
                             content=wire.records(**{STEP: step_config(epoch=epoch, step=step, forward=True)}))
             grid.send(grid.send([req]))
         return {}
+
+    def bits_per_element(self) -> int:
+        """Bits per embedding element a party puts on the wire (32 for float32 embeddings)."""
+        return FLOAT_BITS
+
+    def pbm_trials(self) -> int | None:
+        """``b`` for the paper's cost formula (None for float embeddings)."""
+        return None
+
+    def summary_extra(self, grid: Grid) -> dict[str, Any]:
+        cfg = self.cfg
+        epochs = cfg.train.epochs  # the summary is written when the run is complete
+        n, bsz = self._num_train, cfg.train.batch_size
+        per_epoch = [min(bsz, n - i) for i in range(0, n, bsz)]
+        bits = self.bits_per_element()
+        dim = cfg.model.embed_dim
+        bound = information_bound(batch_sizes=per_epoch * epochs, parties=cfg.num_parties, dim=dim, bits=bits,
+                                  broadcast=cfg.model.fusion == "sum")
+        return {
+            "bits_per_element": bits,
+            "formula_bytes": paper_formula_bytes(iterations=len(per_epoch) * epochs, batch=bsz,
+                                                 parties=cfg.num_parties, dim=dim, b=self.pbm_trials()),
+            "information_bound_bytes": bound["total"],
+            "information_bound_bytes_up": bound["up"],
+            "information_bound_bytes_down": bound["down"],
+        }
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         """Train and test metrics accumulated by the server since the last read."""
