@@ -1,0 +1,181 @@
+"""SAP model split of a BERT-like encoder: bottom (customer) and top + LoRA + head (vendor).
+
+``split = 0``: the bottom is the word-embedding table only, so its output lives in the vocabulary
+space (needed for nearest-token snapping); the top starts with the position/type embeddings and
+LayerNorm. ``split = k >= 1``: the bottom is the whole embedding layer plus blocks ``[0, k)``.
+The vendor ships the bottom as a state dict plus the public config (``bottom_state``); the
+customer rebuilds it with ``build_bottom``. Ragged sequences travel packed (``pack``/``unpack``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from vfl.errors import ConfigError
+
+
+def num_blocks(encoder: nn.Module) -> int:
+    layers = getattr(getattr(encoder, "encoder", None), "layer", None)
+    if layers is None or not hasattr(encoder, "embeddings"):
+        raise ConfigError("params.model_dir", f"{type(encoder).__name__} is not a BERT-like encoder "
+                          "(needs .embeddings and .encoder.layer)")
+    return len(layers)
+
+
+def check_split(encoder: nn.Module, split: int) -> None:
+    n = num_blocks(encoder)
+    if not 0 <= split < n:
+        raise ConfigError("params.split", f"got {split}; this model has {n} blocks, so split must be in [0, {n - 1}]")
+
+
+def _mask4d(config: Any, h: torch.Tensor, mask: torch.Tensor) -> Any:
+    """The attention mask in the form the configured attention implementation expects."""
+    from transformers.masking_utils import create_bidirectional_mask
+
+    return create_bidirectional_mask(config=config, inputs_embeds=h, attention_mask=mask)
+
+
+def _run_layers(layers: Sequence[nn.Module], config: Any, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m4 = _mask4d(config, h, mask) if len(layers) else None
+    for layer in layers:
+        out = layer(h, m4)
+        h = out[0] if isinstance(out, tuple) else out
+    return h
+
+
+class BottomModel(nn.Module):
+    """Customer-side bottom: word embeddings (split 0) or embeddings + ``split`` blocks."""
+
+    def __init__(self, *, config: Any, split: int, word_embeddings: nn.Embedding,
+                 embeddings: nn.Module | None = None, layers: Sequence[nn.Module] = ()) -> None:
+        super().__init__()
+        if split > 0 and embeddings is None:
+            raise ValueError("split >= 1 needs the full embedding layer")
+        self.config, self.split = config, split
+        self.word_embeddings = word_embeddings if split == 0 else None
+        self.embeddings = embeddings if split > 0 else None
+        self.layers = nn.ModuleList(layers)
+
+    @property
+    def vocab(self) -> torch.Tensor:
+        """The (V, d) token-embedding table (input space of the model)."""
+        emb = self.word_embeddings if self.split == 0 else self.embeddings.word_embeddings  # type: ignore[union-attr]
+        return emb.weight  # type: ignore[union-attr]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.split == 0:
+            return self.word_embeddings(input_ids)  # type: ignore[misc]
+        h = self.embeddings(input_ids=input_ids)  # type: ignore[misc]
+        return _run_layers(self.layers, self.config, h, attention_mask)
+
+    def forward_embeds(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Same map from (possibly relaxed) word vectors instead of ids (for inversion attacks)."""
+        if self.split == 0:
+            return inputs_embeds
+        h = self.embeddings(inputs_embeds=inputs_embeds)  # type: ignore[misc]
+        return _run_layers(self.layers, self.config, h, attention_mask)
+
+
+class TopModel(nn.Module):
+    """Vendor-side top: (position/type embeddings for split 0) + blocks ``[split, n)`` + pooling + head."""
+
+    def __init__(self, *, config: Any, split: int, layers: Sequence[nn.Module], num_classes: int,
+                 embeddings: nn.Module | None = None, pooling: str = "mean") -> None:
+        super().__init__()
+        if split == 0 and embeddings is None:
+            raise ValueError("split 0 needs the embedding layer on the top")
+        if pooling not in ("mean", "cls"):
+            raise ConfigError("params.pooling", f"got {pooling!r}; allowed: 'mean', 'cls'")
+        self.config, self.split, self.pooling = config, split, pooling
+        self.embeddings = embeddings if split == 0 else None
+        self.layers = nn.ModuleList(layers)
+        self.head = nn.Linear(config.hidden_size, num_classes)
+
+    def features(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Pooled sentence representation before the head."""
+        if self.split == 0:
+            h = self.embeddings(inputs_embeds=h)  # type: ignore[misc]
+        h = _run_layers(self.layers, self.config, h, attention_mask)
+        if self.pooling == "cls":
+            return h[:, 0]
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
+
+    def forward(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(h, attention_mask))
+
+
+def split_encoder(encoder: nn.Module, *, split: int, num_classes: int, pooling: str = "mean"
+                  ) -> tuple[BottomModel, TopModel]:
+    """Bottom and top sharing the encoder's modules (no copy): top(bottom(x)) is the whole model."""
+    check_split(encoder, split)
+    cfg, emb, layers = encoder.config, encoder.embeddings, list(encoder.encoder.layer)
+    bottom = BottomModel(config=cfg, split=split, word_embeddings=emb.word_embeddings,
+                         embeddings=emb if split else None, layers=layers[:split])
+    top = TopModel(config=cfg, split=split, layers=layers[split:], num_classes=num_classes,
+                   embeddings=emb if split == 0 else None, pooling=pooling)
+    return bottom, top
+
+
+def add_lora(module: nn.Module, *, rank: int, alpha: float, dropout: float, targets: Sequence[str]) -> list[nn.Parameter]:
+    """Inject peft LoRA adapters into ``module`` (in place); returns the trainable LoRA parameters."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    present = {name.rsplit(".", 1)[-1] for name, _ in module.named_modules()}
+    missing = [t for t in targets if t not in present]
+    if missing:
+        raise ConfigError("params.lora_targets", f"modules {missing} not found in the top model")
+    inject_adapter_in_model(LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets)),
+                            module)
+    return [p for n, p in module.named_parameters() if "lora_" in n]
+
+
+def bottom_state(bottom: BottomModel) -> tuple[str, dict[str, np.ndarray]]:
+    """What the vendor ships: the public config (JSON) and the bottom's weights as float32 arrays."""
+    state = {k: v.detach().cpu().numpy().astype(np.float32, copy=False) for k, v in bottom.state_dict().items()
+             if v.is_floating_point()}
+    return bottom.config.to_json_string(), state
+
+
+def build_bottom(*, config_json: str, split: int, state: dict[str, np.ndarray]) -> BottomModel:
+    """Customer side: rebuild the bottom from the shipped config and weights (strict key match)."""
+    from transformers import AutoConfig, AutoModel
+
+    raw = json.loads(config_json)
+    config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+    if split == 0:
+        emb = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        bottom = BottomModel(config=config, split=0, word_embeddings=emb)
+    else:
+        config.num_hidden_layers = split
+        shell = AutoModel.from_config(config, add_pooling_layer=False)
+        bottom = BottomModel(config=shell.config, split=split, word_embeddings=shell.embeddings.word_embeddings,
+                             embeddings=shell.embeddings, layers=list(shell.encoder.layer))
+    bottom.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()}, strict=False)
+    expected = {k for k, v in bottom.state_dict().items() if v.is_floating_point()}
+    if expected != set(state):
+        raise ConfigError("params.split", f"shipped bottom weights do not match the split-{split} bottom "
+                          f"(missing {sorted(expected - set(state))[:3]}, extra {sorted(set(state) - expected)[:3]})")
+    return bottom
+
+
+def pack(h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """(B, L, d) padded -> (sum(lengths), d): only real tokens go on the wire."""
+    mask = torch.arange(h.shape[1], device=h.device).unsqueeze(0) < lengths.to(h.device).unsqueeze(1)
+    return h[mask]
+
+
+def unpack(flat: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(T, d) packed -> (B, max(lengths), d) zero-padded and the (B, L) attention mask."""
+    lengths = lengths.to(torch.long)
+    width = int(lengths.max()) if len(lengths) else 0
+    mask = torch.arange(width, device=flat.device).unsqueeze(0) < lengths.to(flat.device).unsqueeze(1)
+    out = flat.new_zeros(len(lengths), width, flat.shape[-1])
+    out[mask] = flat
+    return out, mask.to(torch.long)
