@@ -1,0 +1,244 @@
+"""SAP customer node: owns the texts and labels, runs the bottom, privatizes, computes the loss.
+
+It receives the bottom from the vendor once, ηdχ-privatizes every representation it releases
+(snapping to the nearest token embedding for split 0; CTI lowers the noise on class-skewed
+tokens) and answers the vendor's logits with dLoss/dlogits, so labels never leave it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.common import Message
+
+from parties.llm import cti
+from parties.llm.sap_protocol import BGRAD, LOGITS, REPS, VENDOR_ID, Schedule, read_step, send
+from parties.llm.split import BottomModel, build_bottom, pack
+from vfl import message as wire
+from vfl.errors import ProtocolError
+from vfl.node import Node, NodeSpec, handles
+from vfl.privacy.dchi import privatize
+from vfl.sampling import derive_seed
+
+OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True)
+class Privatizer:
+    """The customer's release policy: η (None = plain), nearest-token snapping, CTI."""
+
+    eta: float | None
+    snap: bool = True
+    cti: bool = False
+    cti_fraction: float = 0.01
+    cti_factor: float = 0.1
+    cti_smoothing: float = 1.0
+
+
+class SapCustomer(Node):
+    """Party node of SAP (data owner)."""
+
+    def __init__(self, spec: NodeSpec, *, texts: tuple[np.ndarray, np.ndarray], labels: tuple[np.ndarray, np.ndarray],
+                 num_classes: int, tokenizer: Any, max_len: int, split: int, frozen: bool, privatizer: Privatizer,
+                 schedule: Schedule, make_optimizer: OptimizerFactory, seed: int, upload_chunk: int = 256,
+                 attribute: np.ndarray | None = None, secure_rng: bool = False, device: str = "cpu") -> None:
+        super().__init__(spec)
+        self.split, self.frozen, self.priv, self.schedule = split, frozen, privatizer, schedule
+        self.seed, self.secure_rng, self.device, self.upload_chunk = seed, secure_rng, device, upload_chunk
+        self.make_optimizer, self.num_classes = make_optimizer, num_classes
+        self.y_train, self.y_test = (np.asarray(y, dtype=np.int64) for y in labels)
+        self.attribute = attribute
+        self.special = sorted(int(i) for i in tokenizer.all_special_ids)
+        self.ids_train, self.len_train = self._tokenize(tokenizer, texts[0], max_len)
+        self.ids_test, self.len_test = self._tokenize(tokenizer, texts[1], max_len)
+        self.contributing = np.zeros(0, dtype=np.int64)
+        if privatizer.cti and privatizer.eta is not None:
+            seqs = [row[:n] for row, n in zip(self.ids_train, self.len_train, strict=True)]
+            counts = cti.class_token_counts(sequences=seqs, labels=self.y_train, num_classes=num_classes,
+                                            vocab_size=len(tokenizer), ignore=self.special)
+            ui = cti.utility_importance(counts, smoothing=privatizer.cti_smoothing)
+            self.contributing = cti.contributing_tokens(ui=ui, counts=counts, fraction=privatizer.cti_fraction)
+        self.bottom: BottomModel | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self._pending: tuple[int, int, torch.Tensor] | None = None  # (epoch, step, released reps with graph)
+        self.reset_metrics()
+
+    @staticmethod
+    def _tokenize(tokenizer: Any, texts: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+        enc = tokenizer([str(t) for t in texts], padding="max_length", truncation=True, max_length=max_len,
+                        return_tensors="np")
+        return enc["input_ids"].astype(np.int64), enc["attention_mask"].sum(1).astype(np.int64)
+
+    def reset_metrics(self) -> None:
+        self.train_stats = {"loss": 0.0, "correct": 0, "count": 0}
+        self.eval_stats = {"correct": 0, "count": 0}
+
+    # ---- privatization ----------------------------------------------------------------------
+    def _generator(self, *parts: int | str) -> torch.Generator:
+        g = torch.Generator(device=self.device)
+        g.manual_seed(secrets.randbits(63) if self.secure_rng else derive_seed("sap-dchi", self.seed, *parts) >> 1)
+        return g
+
+    def release(self, ids: np.ndarray, lengths: np.ndarray, *, generator: torch.Generator) -> torch.Tensor:
+        """Bottom outputs of real tokens, privatized, packed (T, d); keeps the graph when training."""
+        if self.bottom is None:
+            raise ProtocolError("customer has no bottom model yet (query.sap_bottom not received)")
+        width = int(lengths.max())
+        x = torch.as_tensor(ids[:, :width], device=self.device)
+        n = torch.as_tensor(lengths, device=self.device)
+        mask = (torch.arange(width, device=self.device).unsqueeze(0) < n.unsqueeze(1)).to(torch.long)
+        flat = pack(self.bottom(x, mask), n)
+        if self.priv.eta is None:
+            return flat
+        tokens = pack(x.unsqueeze(-1), n).squeeze(-1).cpu().numpy()
+        scale = torch.as_tensor(cti.noise_scale(tokens, contributing=self.contributing, factor=self.priv.cti_factor),
+                                device=self.device)
+        eta = torch.where(scale > 0, self.priv.eta / scale.clamp_min(1e-30), torch.full_like(scale, float("inf")))
+        table = self.bottom.vocab if self.split == 0 and self.priv.snap else None
+        out, _ = privatize(flat, eta=eta, generator=generator, table=table)
+        return out
+
+    def _reps(self, ids: np.ndarray, lengths: np.ndarray, *, generator: torch.Generator, grad: bool
+              ) -> tuple[torch.Tensor, dict[str, np.ndarray]]:
+        with torch.set_grad_enabled(grad):
+            out = self.release(ids, lengths, generator=generator)
+        return out, {"h": out.detach().cpu().numpy().astype(np.float32, copy=False),
+                     "lengths": lengths.astype(np.int32)}
+
+    # ---- setup ------------------------------------------------------------------------------
+    @handles("query.sap_bottom")
+    def on_bottom(self, messages: list[Message]) -> list[Message]:
+        m = messages[-1]
+        config_json = str(wire.config_value(m, "model", "config"))
+        state = {k: wire.from_array(a) for k, a in m.content.array_records["weights"].items()}
+        self.bottom = build_bottom(config_json=config_json, split=self.split, state=state).to(self.device)
+        if self.frozen:
+            self.bottom.eval().requires_grad_(False)
+        else:
+            self.optimizer = self.make_optimizer(list(self.bottom.parameters()))
+        return []
+
+    # ---- frozen bottom: release each split once ---------------------------------------------
+    def _upload(self, kind: str, phase: str, ids: np.ndarray, lengths: np.ndarray, epoch: int) -> list[Message]:
+        out = []
+        for chunk, start in enumerate(range(0, len(ids), self.upload_chunk)):
+            sl = slice(start, start + self.upload_chunk)
+            _, arrs = self._reps(ids[sl], lengths[sl], generator=self._generator(phase, chunk), grad=False)
+            out.append(send(kind, src=self.node_id, dst=VENDOR_ID, to=None, phase=phase, epoch=epoch, step=chunk,
+                            mode="upload", offset=start, **{REPS: arrs}))
+        return out
+
+    @handles("train.upload")
+    def on_train_upload(self, messages: list[Message]) -> list[Message]:
+        epoch = read_step(messages[-1])[0]
+        return self._upload("train.reps", "train", self.ids_train, self.len_train, epoch)
+
+    @handles("evaluate.upload")
+    def on_eval_upload(self, messages: list[Message]) -> list[Message]:
+        epoch = read_step(messages[-1])[0]
+        return self._upload("evaluate.reps", "eval", self.ids_test, self.len_test, epoch)
+
+    # ---- trainable bottom: a fresh privatized batch per step ---------------------------------
+    @handles("train.forward")
+    def on_train_forward(self, messages: list[Message]) -> list[Message]:
+        epoch, step, _, _ = read_step(messages[-1])
+        sel = self.schedule.train_ids(epoch, step)
+        self.bottom.train()  # type: ignore[union-attr]
+        out, arrs = self._reps(self.ids_train[sel], self.len_train[sel],
+                               generator=self._generator("train", epoch, step), grad=True)
+        self._pending = (epoch, step, out)
+        return [send("train.reps", src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="train", epoch=epoch,
+                     step=step, **{REPS: arrs})]
+
+    @handles("evaluate.forward")
+    def on_eval_forward(self, messages: list[Message]) -> list[Message]:
+        epoch, step, _, _ = read_step(messages[-1])
+        sel = self.schedule.test_ids(step)
+        self.bottom.eval()  # type: ignore[union-attr]
+        _, arrs = self._reps(self.ids_test[sel], self.len_test[sel],
+                             generator=self._generator("eval", epoch, step), grad=False)
+        return [send("evaluate.reps", src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="eval",
+                     epoch=epoch, step=step, **{REPS: arrs})]
+
+    @handles("train.bottom_grad")
+    def on_bottom_grad(self, messages: list[Message]) -> list[Message]:
+        m = messages[-1]
+        epoch, step, _, _ = read_step(m)
+        if self._pending is None or self._pending[:2] != (epoch, step):
+            raise ProtocolError(f"customer: bottom gradient for {epoch}:{step} but pending "
+                                f"{self._pending[:2] if self._pending else None}")
+        out = self._pending[2]
+        g = torch.as_tensor(np.array(wire.get_array(m, BGRAD, "g")), device=self.device).reshape(out.shape)
+        self.optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
+        out.backward(g)
+        self.optimizer.step()  # type: ignore[union-attr]
+        self._pending = None
+        return []
+
+    # ---- loss on the customer (labels stay here) --------------------------------------------
+    @handles("train.logits")
+    def on_train_logits(self, messages: list[Message]) -> list[Message]:
+        m = messages[-1]
+        epoch, step, _, _ = read_step(m)
+        logits = torch.tensor(wire.get_array(m, LOGITS, "z"), requires_grad=True)
+        y = torch.as_tensor(self.y_train[self.schedule.train_ids(epoch, step)])
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        loss.backward()
+        s = self.train_stats
+        s["loss"] += float(loss.detach()) * len(y)
+        s["correct"] += int((logits.detach().argmax(1) == y).sum())
+        s["count"] += len(y)
+        return [send("train.grad", src=self.node_id, dst=VENDOR_ID, to=m, phase="train", epoch=epoch, step=step,
+                     grad={"g": logits.grad.numpy().astype(np.float32, copy=False)})]
+
+    @handles("evaluate.logits")
+    def on_eval_logits(self, messages: list[Message]) -> list[Message]:
+        for m in messages:
+            _, step, _, _ = read_step(m)
+            z = wire.get_array(m, LOGITS, "z")
+            y = self.y_test[self.schedule.test_ids(step)]
+            self.eval_stats["correct"] += int((z.argmax(1) == y).sum())
+            self.eval_stats["count"] += len(y)
+        return []
+
+    # ---- control plane (the experimenter's view; not part of the protocol) -------------------
+    @handles("query.metrics")
+    def on_metrics(self, messages: list[Message]) -> list[Message]:
+        out: dict[str, float] = {}
+        s, e = self.train_stats, self.eval_stats
+        if s["count"]:
+            out.update(train_loss=s["loss"] / s["count"], train_acc=s["correct"] / s["count"])
+        if e["count"]:
+            out["test_acc"] = e["correct"] / e["count"]
+        out["cti_tokens"] = len(self.contributing)
+        self.reset_metrics()
+        return [wire.reply(messages[0], content=wire.records(m=wire.metrics(**out)))]
+
+    @handles("query.truth")
+    def on_truth(self, messages: list[Message]) -> list[Message]:
+        """Ground truth for scoring attacks: true token ids of asked samples, the attribute column."""
+        m = messages[-1]
+        ids = wire.get_array(m, "ask", "ids").astype(np.int64)
+        lengths = self.len_train[ids]
+        tokens = np.concatenate([self.ids_train[i, :n] for i, n in zip(ids, lengths, strict=True)]) if len(ids) \
+            else np.zeros(0, np.int64)
+        arrs = {"tokens": tokens, "lengths": lengths, "special": np.array(self.special, dtype=np.int64)}
+        if self.attribute is not None:
+            arrs["attribute"] = self.attribute.astype(np.int64)
+        return [wire.reply(m, content=wire.records(truth=wire.arrays(**arrs)))]
+
+    def state(self) -> dict[str, Any]:
+        if self.frozen or self.bottom is None:
+            return {}
+        return {"bottom": self.bottom.state_dict(), "optimizer": self.optimizer.state_dict()}  # type: ignore[union-attr]
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state and self.bottom is not None and self.optimizer is not None:
+            self.bottom.load_state_dict(state["bottom"])
+            self.optimizer.load_state_dict(state["optimizer"])
+

@@ -1,0 +1,83 @@
+"""SAP wire vocabulary shared by the vendor and customer nodes: kinds, records, batch schedule.
+
+What crosses the wire (SAP Algorithm 1; labels never leave the customer):
+  query.sap_bottom vendor -> customer  bottom weights + public model config (once, setup phase)
+  train.reps       customer -> vendor  privatized representations, packed real tokens + lengths
+                                       (frozen bottom: the whole train set once, in chunks;
+                                        trainable bottom: one fresh batch per step)
+  train.logits     vendor -> customer  top-model output for the batch
+  train.grad       customer -> vendor  dLoss/dlogits (the customer computes the loss)
+  train.bottom_grad vendor -> customer dLoss/d(received reps) (trainable bottom only)
+  evaluate.reps / evaluate.logits      the same for the test set (inference)
+Driver-issued ``train.step``/``train.forward``/``*.upload``/``query.*`` are control messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from flwr.common import Message
+
+from vfl import message as wire
+from vfl.errors import ProtocolError
+from vfl.sampling import batch_ids, num_batches
+
+VENDOR_ID, CUSTOMER_ID = 0, 1
+STEP = "step"  # config record: epoch, step, mode ("upload" | "batch"), offset
+REPS, LOGITS, GRAD, BGRAD = "reps", "logits", "grad", "bgrad"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The shared batch order (both sides derive batch ids from the seed; ids never travel)."""
+
+    seed: int
+    num_train: int
+    num_test: int
+    batch_size: int
+    eval_batch_size: int
+
+    @property
+    def steps(self) -> int:
+        return num_batches(num_samples=self.num_train, batch_size=self.batch_size)
+
+    @property
+    def eval_steps(self) -> int:
+        return num_batches(num_samples=self.num_test, batch_size=self.eval_batch_size)
+
+    def train_ids(self, epoch: int, step: int) -> np.ndarray:
+        return batch_ids(num_samples=self.num_train, batch_size=self.batch_size, seed=self.seed, epoch=epoch,
+                         step=step)
+
+    def test_ids(self, step: int) -> np.ndarray:
+        return np.arange(step * self.eval_batch_size, min((step + 1) * self.eval_batch_size, self.num_test))
+
+
+def step_config(*, epoch: int, step: int, mode: str = "batch", offset: int = 0) -> object:
+    return wire.config(epoch=epoch, step=step, mode=mode, offset=offset)
+
+
+def read_step(m: Message) -> tuple[int, int, str, int]:
+    """(epoch, step, mode, offset) of a message."""
+    try:
+        c = m.content.config_records[STEP]
+        return int(c["epoch"]), int(c["step"]), str(c["mode"]), int(c["offset"])
+    except KeyError:
+        raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step config") from None
+
+
+def send(kind: str, *, src: int, dst: int, to: Message | None, phase: str, epoch: int, step: int,
+         mode: str = "batch", offset: int = 0, **arrays: dict[str, np.ndarray]) -> Message:
+    """A protocol message carrying named array records (``reps={"h": ..., "lengths": ...}``)."""
+    content = wire.records(**{STEP: step_config(epoch=epoch, step=step, mode=mode, offset=offset)},
+                           **{name: wire.arrays(**arrs) for name, arrs in arrays.items()})
+    return wire.make(kind, src=src, dst=dst, round=wire.round_tag(epoch, step, phase), content=content,
+                     reply_to=to.metadata.message_id if to is not None else "")
+
+
+def split_packed(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    """Packed (T, ...) rows -> one array per sample."""
+    if int(lengths.sum()) != len(flat):
+        raise ProtocolError(f"packed rows {len(flat)} != sum of lengths {int(lengths.sum())}")
+    return np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []

@@ -1,0 +1,286 @@
+"""SAP vendor node: owns the pretrained model, ships the bottom, trains top LoRA + head, attacks.
+
+The vendor never sees texts, token ids or labels: it sees privatized representations (and their
+lengths) and dLoss/dlogits. Every message it receives is kept in ``log``; the embedding-inversion
+and attribute-inference attacks read only what it received (plus its own initial bottom weights:
+the white-box attacker of SAP §5.1) and answer the driver's ``query.eia`` / ``query.aia``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.common import Message
+from torch import nn
+
+from parties.llm.sap_protocol import (
+    BGRAD,
+    CUSTOMER_ID,
+    GRAD,
+    LOGITS,
+    REPS,
+    Schedule,
+    read_step,
+    send,
+    split_packed,
+)
+from parties.llm.split import add_lora, bottom_state, split_encoder, unpack
+from vfl import message as wire
+from vfl.attacks.attribute import attribute_inference
+from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion
+from vfl.errors import ProtocolError
+from vfl.node import Node, NodeSpec, handles
+from vfl.sampling import derive_seed
+
+OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    targets: tuple[str, ...] = ("query", "value")
+
+
+@dataclass(frozen=True)
+class AttackBudget:
+    eia_samples: int = 16
+    eia_steps: int = 100
+    eia_lr: float = 0.1
+    eia_temperature: float = 1.0
+    eia_chunk: int = 8
+
+
+@dataclass
+class LogEntry:
+    """One received message: kind, sender, round, config values and (within the log budget) its arrays."""
+
+    kind: str
+    src: int
+    round: str
+    config: dict[str, Any]
+    shapes: dict[str, tuple[str, tuple[int, ...]]]
+    arrays: dict[str, np.ndarray] | None = field(default=None, repr=False)
+
+
+class SapVendor(Node):
+    """Hub node of SAP (model owner and honest-but-curious attacker)."""
+
+    accepts_broadcast = False
+
+    def __init__(self, spec: NodeSpec, *, encoder: nn.Module, split: int, pooling: str, lora: LoraSpec,
+                 make_optimizer: OptimizerFactory, attack: AttackBudget, seed: int, device: str = "cpu",
+                 log_bytes: int = 64 << 20) -> None:
+        super().__init__(spec)
+        self.encoder, self.split, self.pooling, self.lora = encoder, split, pooling, lora
+        self.make_optimizer, self.attack, self.seed, self.device = make_optimizer, attack, seed, device
+        self.log: list[LogEntry] = []
+        self.log_budget = log_bytes
+        self.top: nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.schedule: Schedule | None = None
+        self.train_store: list[np.ndarray | None] = []
+        self.test_store: list[np.ndarray | None] = []
+        self.eia_ids: set[int] = set()
+        self.obs_full: dict[int, list[np.ndarray]] = {}
+        self.obs_pooled: dict[int, list[np.ndarray]] = {}
+        self._pending: tuple[int, int, torch.Tensor, torch.Tensor] | None = None
+
+    def handle(self, messages: list[Message]) -> list[Message]:
+        for m in messages:
+            self._record(m)
+        return super().handle(messages)
+
+    def _record(self, m: Message) -> None:
+        arrays = {f"{r}/{k}": wire.from_array(a) for r, rec in m.content.array_records.items() for k, a in rec.items()}
+        size = sum(a.nbytes for a in arrays.values())
+        keep = size <= self.log_budget
+        self.log_budget -= size if keep else 0
+        config = {f"{r}/{k}": v for r, rec in m.content.config_records.items() for k, v in rec.items()}
+        self.log.append(LogEntry(m.metadata.message_type, int(m.metadata.src_node_id), m.metadata.group_id, config,
+                                 {k: (a.dtype.str, a.shape) for k, a in arrays.items()}, arrays if keep else None))
+
+    # ---- setup: build top + LoRA + head, ship the bottom ------------------------------------
+    @handles("query.sap_init")
+    def on_init(self, messages: list[Message]) -> list[Message]:
+        c = messages[-1].content.config_records["task"]
+        self.schedule = Schedule(seed=self.seed, num_train=int(c["num_train"]), num_test=int(c["num_test"]),
+                                 batch_size=int(c["batch_size"]), eval_batch_size=int(c["eval_batch_size"]))
+        self.train_store = [None] * self.schedule.num_train
+        self.test_store = [None] * self.schedule.num_test
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed("sap-top", self.seed) >> 1)
+            bottom, top = split_encoder(self.encoder, split=self.split, num_classes=int(c["num_classes"]),
+                                        pooling=self.pooling)
+            self.attack_bottom = copy.deepcopy(bottom).eval().requires_grad_(False).to(self.device)
+            top.requires_grad_(False)
+            params = add_lora(top, rank=self.lora.rank, alpha=self.lora.alpha, dropout=self.lora.dropout,
+                              targets=self.lora.targets)
+            top.head.requires_grad_(True)
+        self.top = top.to(self.device)
+        self.optimizer = self.make_optimizer(params + list(top.head.parameters()))
+        rng = np.random.default_rng(derive_seed("sap-eia-ids", self.seed))
+        k = min(self.attack.eia_samples, self.schedule.num_train)
+        self.eia_ids = {int(i) for i in rng.choice(self.schedule.num_train, size=k, replace=False)}
+        config_json, weights = bottom_state(bottom)
+        content = wire.records(model=wire.config(config=config_json), weights=wire.arrays(**weights))
+        return [wire.make("query.sap_bottom", src=self.node_id, dst=CUSTOMER_ID, round=wire.round_tag(-1, -1, "setup"),
+                          content=content)]
+
+    # ---- receiving representations ----------------------------------------------------------
+    def _observe(self, ids: np.ndarray, reps: list[np.ndarray]) -> None:
+        for sid, r in zip(ids.tolist(), reps, strict=True):
+            if sid in self.eia_ids:
+                self.obs_full.setdefault(sid, []).append(np.array(r))
+            self.obs_pooled.setdefault(sid, []).append(np.asarray(r, dtype=np.float32).mean(0))
+
+    def _forward(self, flat: np.ndarray, lengths: np.ndarray, *, train: bool, input_grad: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-model logits; ``input_grad`` keeps dLoss/d(received reps) for a trainable bottom."""
+        h = torch.tensor(flat, device=self.device, requires_grad=input_grad)
+        padded, mask = unpack(h, torch.tensor(lengths, device=self.device))
+        self.top.train(train)  # type: ignore[union-attr]
+        with torch.set_grad_enabled(train):
+            logits = self.top(padded, mask)  # type: ignore[misc]
+        return logits, h
+
+    def _from_store(self, store: list[np.ndarray | None], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        reps = [store[i] for i in ids]
+        if any(r is None for r in reps):
+            raise ProtocolError("vendor asked to train/evaluate on samples whose representations it never received")
+        return np.concatenate(reps), np.array([len(r) for r in reps])  # type: ignore[arg-type]
+
+    def _logits(self, kind: str, phase: str, to: Message | None, epoch: int, step: int, z: torch.Tensor) -> Message:
+        return send(kind, src=self.node_id, dst=CUSTOMER_ID, to=to, phase=phase, epoch=epoch, step=step,
+                    **{LOGITS: {"z": z.detach().cpu().numpy().astype(np.float32, copy=False)}})
+
+    @handles("train.reps")
+    def on_train_reps(self, messages: list[Message]) -> list[Message]:
+        out = []
+        for m in messages:
+            epoch, step, mode, offset = read_step(m)
+            flat, lengths = wire.get_array(m, REPS, "h"), wire.get_array(m, REPS, "lengths")
+            reps = split_packed(flat, lengths)
+            if mode == "upload":
+                ids = np.arange(offset, offset + len(reps))
+                for i, r in zip(ids, reps, strict=True):
+                    self.train_store[i] = r
+                self._observe(ids, reps)
+                continue
+            self._observe(self.schedule.train_ids(epoch, step), reps)  # type: ignore[union-attr]
+            logits, h = self._forward(flat, lengths, train=True, input_grad=True)
+            self._pending = (epoch, step, logits, h)
+            out.append(self._logits("train.logits", "train", m, epoch, step, logits))
+        return out
+
+    @handles("train.step")
+    def on_train_step(self, messages: list[Message]) -> list[Message]:
+        epoch, step, _, _ = read_step(messages[-1])
+        flat, lengths = self._from_store(self.train_store, self.schedule.train_ids(epoch, step))  # type: ignore[union-attr]
+        logits, h = self._forward(flat, lengths, train=True)
+        self._pending = (epoch, step, logits, h)
+        return [self._logits("train.logits", "train", None, epoch, step, logits)]
+
+    @handles("train.grad")
+    def on_grad(self, messages: list[Message]) -> list[Message]:
+        m = messages[-1]
+        epoch, step, _, _ = read_step(m)
+        if self._pending is None or self._pending[:2] != (epoch, step):
+            raise ProtocolError(f"vendor: gradient for {epoch}:{step} but pending "
+                                f"{self._pending[:2] if self._pending else None}")
+        _, _, logits, h = self._pending
+        g = torch.as_tensor(np.array(wire.get_array(m, GRAD, "g")), device=self.device)
+        self.optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
+        logits.backward(g)
+        self.optimizer.step()  # type: ignore[union-attr]
+        self._pending = None
+        if h.grad is None:  # frozen bottom: nothing goes back
+            return []
+        return [send("train.bottom_grad", src=self.node_id, dst=CUSTOMER_ID, to=m, phase="train", epoch=epoch,
+                     step=step, **{BGRAD: {"g": h.grad.cpu().numpy().astype(np.float32, copy=False)}})]
+
+    @handles("evaluate.reps")
+    def on_eval_reps(self, messages: list[Message]) -> list[Message]:
+        out = []
+        for m in messages:
+            epoch, step, mode, offset = read_step(m)
+            flat, lengths = wire.get_array(m, REPS, "h"), wire.get_array(m, REPS, "lengths")
+            if mode == "upload":
+                for i, r in enumerate(split_packed(flat, lengths)):
+                    self.test_store[offset + i] = r
+                continue
+            logits, _ = self._forward(flat, lengths, train=False)
+            out.append(self._logits("evaluate.logits", "eval", m, epoch, step, logits))
+        return out
+
+    @handles("evaluate.step")
+    def on_eval_step(self, messages: list[Message]) -> list[Message]:
+        epoch, step, _, _ = read_step(messages[-1])
+        flat, lengths = self._from_store(self.test_store, self.schedule.test_ids(step))  # type: ignore[union-attr]
+        logits, _ = self._forward(flat, lengths, train=False)
+        return [self._logits("evaluate.logits", "eval", None, epoch, step, logits)]
+
+    # ---- attacks on what was received (control plane) ---------------------------------------
+    def invert(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """EIA on every observation of the attacked samples: (sample ids, lengths, guessed tokens)."""
+        entries = [(sid, r) for sid in sorted(self.obs_full) for r in self.obs_full[sid]]
+        guesses: list[np.ndarray] = []
+        vocab = self.attack_bottom.vocab
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(derive_seed("sap-eia", self.seed) >> 1)
+        chunk = self.attack.eia_chunk
+        for i in range(0, len(entries), chunk):
+            reps = [torch.as_tensor(r, device=self.device) for _, r in entries[i : i + chunk]]
+            lengths = torch.tensor([len(r) for r in reps], device=self.device)
+            if self.split == 0:
+                ids = nearest_neighbor_inversion(torch.cat(reps), vocab=vocab).cpu().numpy()
+                guesses += split_packed(ids, lengths.cpu().numpy())
+                continue
+            padded, mask = unpack(torch.cat(reps), lengths)
+            pred = optimization_inversion(target=padded, attention_mask=mask, bottom=self.attack_bottom.forward_embeds,
+                                          vocab=vocab, steps=self.attack.eia_steps, lr=self.attack.eia_lr,
+                                          temperature=self.attack.eia_temperature, generator=gen)
+            guesses += [pred[j, : int(n)].cpu().numpy() for j, n in enumerate(lengths)]
+        sample = np.array([sid for sid, _ in entries], dtype=np.int64)
+        lens = np.array([len(g) for g in guesses], dtype=np.int64)
+        flat = np.concatenate(guesses).astype(np.int64) if guesses else np.zeros(0, np.int64)
+        return sample, lens, flat
+
+    @handles("query.eia")
+    def on_eia(self, messages: list[Message]) -> list[Message]:
+        sample, lens, flat = self.invert()
+        return [wire.reply(messages[-1], content=wire.records(eia=wire.arrays(sample=sample, lengths=lens, tokens=flat)))]
+
+    @handles("query.aia")
+    def on_aia(self, messages: list[Message]) -> list[Message]:
+        m = messages[-1]
+        known_ids, known_y = wire.get_array(m, "aux", "ids"), wire.get_array(m, "aux", "values")
+        seen = np.array(sorted(self.obs_pooled), dtype=np.int64)
+        feats = {sid: np.mean(self.obs_pooled[sid], axis=0) for sid in seen.tolist()}
+        have = np.isin(known_ids, seen)
+        targets = np.setdiff1d(seen, known_ids)
+        pred = np.zeros(0, np.int64)
+        if len(targets) and have.any():
+            pred = attribute_inference(train_x=np.stack([feats[int(i)] for i in known_ids[have]]),
+                                       train_y=known_y[have], test_x=np.stack([feats[int(i)] for i in targets]),
+                                       seed=self.seed).astype(np.int64)
+        else:
+            targets = np.zeros(0, np.int64)
+        return [wire.reply(m, content=wire.records(aia=wire.arrays(ids=targets, pred=pred)))]
+
+    def state(self) -> dict[str, Any]:
+        if self.top is None:
+            return {}
+        trainable = {k: v for k, v in self.top.state_dict().items() if "lora_" in k or k.startswith("head.")}
+        return {"top": trainable, "optimizer": self.optimizer.state_dict()}  # type: ignore[union-attr]
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state and self.top is not None:
+            self.top.load_state_dict(state["top"], strict=False)
+            self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[union-attr]

@@ -1,0 +1,266 @@
+"""SAP: split-and-privatize fine-tuning of a pretrained LM (SPEC §5, Shen et al. 2023).
+
+The vendor (hub) splits its model, ships the bottom to the customer (party) and trains LoRA +
+head on the top; the customer releases ηdχ-privatized bottom representations (CTI: less noise on
+class-skewed tokens) and keeps its labels, answering logits with dLoss/dlogits. After training
+the vendor runs embedding-inversion and attribute-inference attacks on what it received; the
+driver scores them against the customer's truth: EP = 1 − attack success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.common import Message
+
+from parties.llm.sap_customer import Privatizer, SapCustomer
+from parties.llm.sap_protocol import CUSTOMER_ID, VENDOR_ID, Schedule, split_packed
+from parties.llm.sap_vendor import AttackBudget, LoraSpec, SapVendor
+from vfl import message as wire
+from vfl.attacks.attribute import majority_rate, split_labeled
+from vfl.attacks.inversion import token_recovery
+from vfl.config import param
+from vfl.data import Dataset, DataSource
+from vfl.errors import ConfigError, DataError, ProtocolError
+from vfl.grid import Grid
+from vfl.message import Wire, round_tag
+from vfl.node import Node, NodeSpec
+from vfl.sampling import derive_seed, num_batches
+from vfl.schema import RunConfig, TrainConfig
+from vfl.strategy import Progress, Strategy, register
+
+
+@dataclass(frozen=True)
+class SapParams:
+    split: int = param(0, ge=0, le=63, help="encoder blocks in the customer's bottom (0 = embedding layer only)")
+    frozen_bottom: bool = param(True, help="frozen: release every sample once; else privatize each batch and "
+                                "train the bottom with the gradient the vendor sends back")
+    eta: float | None = param(100.0, gt=0, help="dχ privacy parameter η, noise density ∝ exp(−η‖n‖); null = "
+                              "no privatization (E‖n‖ = d/η; MiniLM: d = 384)")
+    snap: bool = param(True, help="split 0 only: replace each noisy vector by its nearest token embedding")
+    cti: bool = param(False, help="contributing-token identification: less noise on class-skewed tokens")
+    cti_fraction: float = param(0.01, gt=0, le=1, help="contributing tokens cover at most this share of token occurrences")
+    cti_factor: float = param(0.1, ge=0, le=1, help="noise multiplier on contributing tokens (η/factor; 0 = exact)")
+    cti_smoothing: float = param(1.0, gt=0, help="Laplace smoothing of the per-class token frequencies")
+    lora_rank: int = param(8, ge=1, le=1024)
+    lora_alpha: float = param(16.0, gt=0)
+    lora_dropout: float = param(0.0, ge=0, lt=1)
+    lora_targets: tuple[str, ...] = param(("query", "value"), help="module names in the top blocks that get LoRA")
+    pooling: str = param("mean", choices=("mean", "cls"), help="sentence pooling before the classification head")
+    max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
+    model_dir: str | None = param(None, help="local Hugging Face model directory (default: packaged MiniLM)")
+    upload_chunk: int = param(256, ge=1, help="samples per message when a frozen bottom uploads a whole split")
+    eia_samples: int = param(16, ge=0, help="training samples the vendor tries to invert (0 = no EIA)")
+    eia_steps: int = param(100, ge=1, help="Adam steps of the optimization-based inversion (split >= 1)")
+    eia_lr: float = param(0.1, gt=0, help="learning rate of the optimization-based inversion")
+    eia_temperature: float = param(1.0, gt=0, help="softmax temperature of the relaxed token selection")
+    aia_attribute: str | None = param("source", help="Dataset.extras column the vendor tries to infer (null = no AIA)")
+    aia_labeled_frac: float = param(0.5, gt=0, lt=1, help="share of training samples whose attribute the attacker knows")
+    attack_every: int = param(0, ge=0, help="run the attacks every N epochs (0 = after the last epoch only)")
+    log_mb: int = param(64, ge=0, help="MB of received arrays the vendor keeps in its message log")
+
+
+def attribute_codes(ds: Dataset, name: str | None) -> np.ndarray | None:
+    """The private attribute of the training samples as integer codes (None if the data has none)."""
+    if name is None:
+        return None
+    col = ds.extras.get(f"{name}_train", ds.extras.get(name))
+    if col is None:
+        return None
+    col = np.asarray(col)
+    if len(col) == ds.num_train + ds.num_test and len(col) != ds.num_train:
+        col = col[: ds.num_train]  # extras laid out as train then test
+    if len(col) != ds.num_train:
+        raise DataError(f"{ds.name}: extras[{name!r}] has {len(col)} values for {ds.num_train} training samples")
+    return np.unique(col, return_inverse=True)[1].astype(np.int64)
+
+
+def optimizer_factory(t: TrainConfig) -> Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]:
+    """AdamW (``adam``, as in the paper) or SGD over the given parameters."""
+
+    def make(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        if t.optimizer == "adam":
+            return torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
+        return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+
+    return make
+
+
+@register
+class SAP(Strategy):
+    """Split-and-privatize: customer bottom + dχ privatization, vendor top + LoRA, labels stay home."""
+
+    name = "sap"
+    summary = "split-and-privatize LM fine-tuning: dχ-privatized bottom outputs, LoRA top at the vendor, EIA/AIA"
+    Params = SapParams
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self._sizes = (0, 0, 0)
+        self._uploaded = {"train": False, "eval": False}
+        self._tally: dict[str, dict[str, Any]] = {}
+        self._last: dict[str, Any] = {}
+
+    @classmethod
+    def validate_config(cls, cfg: RunConfig) -> None:
+        if cfg.num_parties != 1:
+            raise ConfigError("num_parties", f"got {cfg.num_parties}; sap has exactly one customer (set 1)")
+        if cfg.params.cti and cfg.params.eta is None:
+            raise ConfigError("params.cti", "CTI lowers the dχ noise on some tokens; it needs params.eta")
+
+    def layout(self) -> list[NodeSpec]:
+        return [NodeSpec(VENDOR_ID, "hub", "vendor", "vendor"), NodeSpec(CUSTOMER_ID, "party", "customer", "customer")]
+
+    def _schedule(self, num_train: int, num_test: int) -> Schedule:
+        t = self.cfg.train
+        return Schedule(seed=self.cfg.seed, num_train=num_train, num_test=num_test, batch_size=t.batch_size,
+                        eval_batch_size=max(t.batch_size, t.eval_batch_size))
+
+    def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
+        from parties.llm.backbone import load_encoder, load_tokenizer
+
+        p, t = self.params, self.cfg.train
+        if spec.role == "hub":  # the vendor learns the task sizes from the driver at setup, never the data
+            return SapVendor(spec, encoder=load_encoder(p.model_dir), split=p.split, pooling=p.pooling,
+                             lora=LoraSpec(p.lora_rank, p.lora_alpha, p.lora_dropout, p.lora_targets),
+                             make_optimizer=optimizer_factory(t), seed=self.cfg.seed, device=t.device,
+                             attack=AttackBudget(p.eia_samples, p.eia_steps, p.eia_lr, p.eia_temperature),
+                             log_bytes=p.log_mb << 20)
+        ds = data.dataset()
+        priv = Privatizer(eta=p.eta, snap=p.snap, cti=p.cti, cti_fraction=p.cti_fraction, cti_factor=p.cti_factor,
+                          cti_smoothing=p.cti_smoothing)
+        return SapCustomer(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test),
+                           num_classes=ds.num_classes, tokenizer=load_tokenizer(p.model_dir), max_len=p.max_len,
+                           split=p.split, frozen=p.frozen_bottom, privatizer=priv,
+                           schedule=self._schedule(ds.num_train, ds.num_test), make_optimizer=optimizer_factory(t),
+                           seed=self.cfg.seed, upload_chunk=p.upload_chunk,
+                           attribute=attribute_codes(ds, p.aia_attribute), secure_rng=self.cfg.privacy.secure_rng,
+                           device=t.device)
+
+    # ---- driver ------------------------------------------------------------------------------
+    def prepare(self, data: DataSource) -> None:
+        """Check the data is text and the split fits the model; learn the split sizes."""
+        from transformers import AutoConfig
+
+        from parties.llm.backbone import resolve_model_dir
+
+        ds = data.dataset()
+        if ds.modality != "text":
+            raise ConfigError("dataset", f"{ds.name} is {ds.modality!r}; sap needs a text dataset")
+        blocks = AutoConfig.from_pretrained(str(resolve_model_dir(self.params.model_dir))).num_hidden_layers
+        if self.params.split >= blocks:
+            raise ConfigError("params.split", f"got {self.params.split}; the model has {blocks} blocks, "
+                              f"allowed: 0..{blocks - 1}")
+        self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
+
+    def steps_per_epoch(self) -> int:
+        return num_batches(num_samples=self._sizes[0], batch_size=self.cfg.train.batch_size)
+
+    def _tally_wire(self, grid: Grid, w: Wire) -> None:
+        direction = "control" if w.src == w.dst else ("up" if grid.specs[w.src].role == "party" else "down")
+        row = self._tally.setdefault(w.kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})
+        row["messages"] += 1
+        row["bytes"] += w.nbytes
+        row["payload"] += w.payload
+
+    def _converse(self, grid: Grid, m: Message, max_hops: int = 16) -> None:
+        """Send one driver message and route replies until both nodes are quiet (bytes tallied by kind)."""
+        w = Wire.of(m)
+        grid.count(w)
+        self._tally_wire(grid, w)
+        replies = grid.send([w])
+        for _ in range(max_hops):
+            if not replies:
+                return
+            for r in replies:
+                self._tally_wire(grid, r)
+            replies = grid.send(replies)
+        raise ProtocolError(f"{m.metadata.message_type}: conversation did not end after {max_hops} hops")
+
+    @staticmethod
+    def _control(kind: str, node: int, tag: str, **records: Any) -> Message:
+        return wire.make(kind, src=node, dst=node, round=tag, content=wire.records(**records) if records else None)
+
+    def setup(self, grid: Grid) -> None:
+        n_train, n_test, classes = self._sizes
+        sched = self._schedule(n_train, n_test)
+        task = wire.config(num_train=n_train, num_test=n_test, num_classes=classes, batch_size=sched.batch_size,
+                           eval_batch_size=sched.eval_batch_size)
+        self._converse(grid, self._control("query.sap_init", VENDOR_ID, round_tag(-1, -1, "setup"), task=task))
+
+    def _step(self, epoch: int, step: int) -> Any:
+        return wire.config(epoch=epoch, step=step, mode="batch", offset=0)
+
+    def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
+        frozen = self.params.frozen_bottom
+        if frozen and not self._uploaded["train"]:
+            self._converse(grid, self._control("train.upload", CUSTOMER_ID, round_tag(epoch, 0), step=self._step(epoch, 0)))
+            self._uploaded["train"] = True
+        kind, node = ("train.step", VENDOR_ID) if frozen else ("train.forward", CUSTOMER_ID)
+        for step in range(self.steps_per_epoch()):
+            self._converse(grid, self._control(kind, node, round_tag(epoch, step), step=self._step(epoch, step)))
+            progress(1)
+        return {}
+
+    def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        frozen = self.params.frozen_bottom
+        if frozen and not self._uploaded["eval"]:
+            self._converse(grid, self._control("evaluate.upload", CUSTOMER_ID, round_tag(epoch, 0, "eval"),
+                                               step=self._step(epoch, 0)))
+            self._uploaded["eval"] = True
+        kind, node = ("evaluate.step", VENDOR_ID) if frozen else ("evaluate.forward", CUSTOMER_ID)
+        for step in range(self._schedule(*self._sizes[:2]).eval_steps):
+            self._converse(grid, self._control(kind, node, round_tag(epoch, step, "eval"), step=self._step(epoch, step)))
+        return {}  # the customer holds the labels: test_acc comes with epoch_metrics
+
+    def _query(self, grid: Grid, kind: str, node: int, epoch: int, **records: Any) -> Message:
+        replies = grid.send([self._control(kind, node, round_tag(epoch, 0, "control"), **records)])
+        if len(replies) != 1:
+            raise ProtocolError(f"{kind}: expected one reply, got {len(replies)}")
+        return replies[0].open()
+
+    def attacks(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        """EIA and AIA by the vendor on what it received, scored against the customer's truth."""
+        p, out = self.params, {}
+        eia = self._query(grid, "query.eia", VENDOR_ID, epoch) if p.eia_samples else None
+        sample = wire.get_array(eia, "eia", "sample") if eia is not None else np.zeros(0, np.int64)
+        ask = np.unique(sample)
+        truth = self._query(grid, "query.truth", CUSTOMER_ID, epoch, ask=wire.arrays(ids=ask))
+        get = lambda name: wire.get_array(truth, "truth", name)  # noqa: E731
+        if eia is not None and len(ask):
+            guesses = split_packed(wire.get_array(eia, "eia", "tokens"), wire.get_array(eia, "eia", "lengths"))
+            by_sample = [[g for s, g in zip(sample, guesses, strict=True) if s == sid] for sid in ask]
+            rate = token_recovery(predicted=by_sample, truth=split_packed(get("tokens"), get("lengths")),
+                                  ignore=get("special").tolist())
+            out.update(eia_rate=rate, ep_eia=1.0 - rate)
+        if wire.has_array(truth, "truth", "attribute"):
+            attr = get("attribute")
+            rng = np.random.default_rng(derive_seed("sap-aia", self.cfg.seed, epoch))
+            known, _ = split_labeled(n=len(attr), fraction=p.aia_labeled_frac, rng=rng)
+            rep = self._query(grid, "query.aia", VENDOR_ID, epoch,
+                              aux=wire.arrays(ids=known.astype(np.int64), values=attr[known]))
+            ids, pred = wire.get_array(rep, "aia", "ids"), wire.get_array(rep, "aia", "pred")
+            if len(ids):
+                acc = float((pred == attr[ids]).mean())
+                out.update(aia_acc=acc, aia_majority=majority_rate(attr[ids]), ep_aia=1.0 - acc)
+        return out
+
+    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        rep = self._query(grid, "query.metrics", CUSTOMER_ID, epoch)
+        out: dict[str, Any] = {k: float(v) for k, v in rep.content.metric_records["m"].items()}
+        out.update(eta=self.params.eta, split=self.params.split)
+        every = self.params.attack_every
+        if epoch == self.cfg.train.epochs - 1 or (every and (epoch + 1) % every == 0):
+            out.update(self.attacks(grid, epoch=epoch))
+        self._last.update(out)
+        return out
+
+    def summary_extra(self, grid: Grid) -> dict[str, Any]:
+        p = self.params
+        keys = ("test_acc", "ep_eia", "ep_aia", "eia_rate", "aia_acc", "aia_majority", "cti_tokens")
+        return {**{k: self._last.get(k) for k in keys}, "eta": p.eta, "split": p.split,
+                "frozen_bottom": p.frozen_bottom, "cti": p.cti, "bytes_by_kind": dict(sorted(self._tally.items()))}
