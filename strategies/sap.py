@@ -237,8 +237,8 @@ class SAP(Strategy):
             rate = token_recovery(predicted=by_sample, truth=split_packed(get("tokens"), get("lengths")),
                                   ignore=get("special").tolist())
             out.update(eia_rate=rate, ep_eia=1.0 - rate)
-        if wire.has_array(truth, "truth", "attribute"):
-            attr = get("attribute")
+        attr = get("attribute") if wire.has_array(truth, "truth", "attribute") else np.zeros(0, np.int64)
+        if len(np.unique(attr)) > 1:  # a constant attribute has nothing to infer
             rng = np.random.default_rng(derive_seed("sap-aia", self.cfg.seed, epoch))
             known, _ = split_labeled(n=len(attr), fraction=p.aia_labeled_frac, rng=rng)
             rep = self._query(grid, "query.aia", VENDOR_ID, epoch,

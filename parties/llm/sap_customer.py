@@ -117,6 +117,7 @@ class SapCustomer(Node):
         config_json = str(wire.config_value(m, "model", "config"))
         state = {k: wire.from_array(a) for k, a in m.content.array_records["weights"].items()}
         self.bottom = build_bottom(config_json=config_json, split=self.split, state=state).to(self.device)
+        torch.manual_seed(derive_seed("sap-dropout", self.seed, self.node_id) >> 1)  # reproducible dropout
         if self.frozen:
             self.bottom.eval().requires_grad_(False)
         else:

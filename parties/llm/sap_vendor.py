@@ -123,6 +123,7 @@ class SapVendor(Node):
             params = add_lora(top, rank=self.lora.rank, alpha=self.lora.alpha, dropout=self.lora.dropout,
                               targets=self.lora.targets)
             top.head.requires_grad_(True)
+        torch.manual_seed(derive_seed("sap-dropout", self.seed, self.node_id) >> 1)  # reproducible dropout
         self.top = top.to(self.device)
         self.optimizer = self.make_optimizer(params + list(top.head.parameters()))
         rng = np.random.default_rng(derive_seed("sap-eia-ids", self.seed))
