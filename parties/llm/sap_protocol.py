@@ -10,6 +10,8 @@ What crosses the wire (SAP Algorithm 1; labels never leave the customer):
   train.bottom_grad vendor -> customer dLoss/d(received reps) (trainable bottom only)
   evaluate.reps / evaluate.logits      the same for the test set (inference)
 Driver-issued ``train.step``/``train.forward``/``*.upload``/``query.*`` are control messages.
+Not hidden from the vendor: each text's token count (``lengths``), and every label through the sign
+pattern of dLoss/dlogits (softmax − one-hot); SAP protects the inputs, not the labels.
 """
 
 from __future__ import annotations
