@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vfl.errors import VFLError
+
 SERIES = ("eta", "split", "aia")
 ROW_KEYS = ("test_acc", "ep_eia", "eia_rate", "ep_aia", "aia_acc", "aia_majority", "cti_tokens",
             "total_bytes_up", "total_bytes_down", "setup_bytes", "wall_s")
@@ -172,21 +174,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
     todo = points(args)
     t0 = time.perf_counter()
     for i, (series, dataset, params) in enumerate(todo, 1):
-        row = run_point(args, series, dataset, params, out)
-        rows.append(row)
-        print(f"[{i}/{len(todo)}] {row['name']}: acc {_fmt(row['test_acc'])} EP_eia {_fmt(row['ep_eia'])} "
-              f"EP_aia {_fmt(row['ep_aia'])} ({row['run_s']:.0f} s)", flush=True)
+        try:
+            row = run_point(args, series, dataset, params, out)
+        except VFLError as exc:  # e.g. a dataset that is not installed: keep the other points
+            print(f"[{i}/{len(todo)}] {series} {params}: FAILED {type(exc).__name__}: {exc}", flush=True)
+            failed.append({"series": series, "dataset": dataset, "params": params, "error": str(exc)})
+        else:
+            rows.append(row)
+            print(f"[{i}/{len(todo)}] {row['name']}: acc {_fmt(row['test_acc'])} EP_eia {_fmt(row['ep_eia'])} "
+                  f"EP_aia {_fmt(row['ep_aia'])} ({row['run_s']:.0f} s)", flush=True)
         settings = {k: v for k, v in vars(args).items() if k != "out"}
-        (out / "sap_curve.json").write_text(json.dumps({"settings": settings, "rows": rows,
+        (out / "sap_curve.json").write_text(json.dumps({"settings": settings, "rows": rows, "failed": failed,
                                                         "wall_s": time.perf_counter() - t0}, indent=2, default=str))
     print(table(rows))
     for path in plot(rows, out):
         print(f"wrote {path}")
     print(f"wrote {out / 'sap_curve.json'} ({(time.perf_counter() - t0) / 60:.1f} min)")
-    return 0 if all(r["test_acc"] is not None and not math.isnan(r["test_acc"]) for r in rows) else 1
+    ok = not failed and all(r["test_acc"] is not None and not math.isnan(r["test_acc"]) for r in rows)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
