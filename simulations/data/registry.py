@@ -1,0 +1,40 @@
+"""The dataset registry: name -> loader ``(*, data_dir, seed, **opts) -> Dataset``.
+
+Importing ``simulations.data`` registers every built-in dataset; configs say ``dataset: <name>``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Protocol
+
+from simulations.data.common import resolve_data_dir
+from vfl.data import Dataset
+from vfl.errors import ConfigError
+from vfl.registry import Registry
+
+
+class Loader(Protocol):
+    """Reads one dataset from ``data_dir`` (or an installed package) and splits it by ``seed``."""
+
+    def __call__(self, *, data_dir: Path | None, seed: int, **opts: Any) -> Dataset: ...
+
+
+DATASETS: Registry[Loader] = Registry("dataset")
+
+
+def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0, **opts: Any) -> Dataset:
+    """Load a registered dataset; ``data_dir`` falls back to ``$VFL_DATA_DIR``.
+
+    ``opts`` go to the loader (e.g. ``size``/``channels`` for image folders).
+    """
+    import simulations.data  # noqa: F401  (registers the built-in loaders)
+
+    loader = DATASETS.get(name, "dataset")
+    allowed = [k for k, v in inspect.signature(loader).parameters.items()
+               if v.kind is v.KEYWORD_ONLY and k not in ("data_dir", "seed")]
+    unknown = sorted(set(opts) - set(allowed))
+    if unknown:
+        raise ConfigError("dataset", f"{name} has no option(s) {unknown}; allowed: {allowed or 'none'}")
+    return loader(data_dir=resolve_data_dir(data_dir), seed=int(seed), **opts)
