@@ -12,6 +12,7 @@ a contiguous span of each sentence's whitespace tokens per party).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,10 +41,12 @@ def partition(dataset: Dataset, *, num_parties: int, scheme: str, seed: int = 0,
     if not isinstance(num_parties, int | np.integer) or num_parties < 1:
         raise ConfigError("num_parties", f"must be an integer >= 1, got {num_parties!r}")
     split = SCHEMES.get(scheme, "data.partition")
-    try:
-        shards = split(dataset, int(num_parties), **opts)
-    except TypeError as e:  # an option the scheme does not take
-        raise ConfigError("data.partition_opts", f"scheme {scheme!r}: {e}") from None
+    allowed = [k for k, p in inspect.signature(split).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(opts) - set(allowed))
+    if unknown:
+        raise ConfigError("data.partition_opts", f"scheme {scheme!r} has no option(s) {unknown}; "
+                          f"allowed: {allowed or 'none'}")
+    shards = split(dataset, int(num_parties), **opts)
     labels = LabelShard(dataset.y_train, dataset.y_test, dataset.num_classes, dataset.metric)
     return shards, labels
 
