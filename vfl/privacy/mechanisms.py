@@ -1,0 +1,90 @@
+"""PBM quantization (SPEC §1 step 2-4) and the paper's LDP Gaussian baseline, as pure functions.
+
+Every random draw comes from the injected ``torch.Generator``, so a run is reproducible from
+its seed. Inputs are embeddings in [-c, c] (tanh-squashed, c = ``model.tanh_c``).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import torch
+
+from vfl.errors import ConfigError
+
+
+def validate_pbm(*, b: int, beta: float, c: float) -> None:
+    """Reject PBM parameters outside the paper's domain; the error names the offending key."""
+    if isinstance(b, bool) or not isinstance(b, Integral) or b < 1:
+        raise ConfigError("b", f"got {b!r}; the number of binomial trials must be an int >= 1")
+    if isinstance(beta, bool) or not isinstance(beta, Real) or not 0.0 < beta <= 0.25:  # also rejects NaN
+        raise ConfigError("beta", f"got {beta!r}; beta must lie in (0, 1/4] so that p stays in [1/4, 3/4]")
+    if isinstance(c, bool) or not isinstance(c, Real) or not (c > 0 and math.isfinite(c)):
+        raise ConfigError("c", f"got {c!r}; the embedding range c must be a finite number > 0")
+
+
+def _check_parties(num_parties: int) -> None:
+    if isinstance(num_parties, bool) or not isinstance(num_parties, Integral) or num_parties < 1:
+        raise ConfigError("num_parties", f"got {num_parties!r}; must be an int >= 1")
+
+
+def pbm_encode(x: torch.Tensor, *, b: int, beta: float, c: float,
+               generator: torch.Generator) -> torch.Tensor:
+    """Element-wise q ~ Binomial(b, 1/2 + (beta/c)·x) as int64 (Algorithm 1 of the paper).
+
+    ``x`` should lie in [-c, c]; p is clamped to [0, 1] defensively so an out-of-range input
+    cannot crash the sampler (it then leaks more than the accounted RDP, so squash upstream).
+    """
+    validate_pbm(b=b, beta=beta, c=c)
+    p = (0.5 + (beta / c) * x.to(torch.float64)).clamp_(0.0, 1.0)
+    count = torch.full_like(p, float(b))
+    return torch.binomial(count, p, generator=generator).to(torch.int64)
+
+
+def pbm_decode(q_sum: torch.Tensor, *, b: int, beta: float, c: float,
+               num_parties: int) -> torch.Tensor:
+    """Unbiased estimate of the sum of the M inputs from the summed counts: (c/(βb))·(q̂ − bM/2)."""
+    validate_pbm(b=b, beta=beta, c=c)
+    _check_parties(num_parties)
+    q = q_sum.to(torch.float64) if not q_sum.is_floating_point() else q_sum
+    return (c / (beta * b)) * (q - b * num_parties / 2.0)
+
+
+def pbm_variance(*, b: int, beta: float, c: float, num_parties: int) -> float:
+    """Worst-case per-element variance of the decoded sum: c²M/(4β²b) (paper Theorem 2.3).
+
+    Given inputs x_m the exact variance is (c/(βb))²·Σ_m b·p_m(1−p_m) with p_m = 1/2 + βx_m/c;
+    since p(1−p) ≤ 1/4 this is at most c²M/(4β²b), with equality iff every x_m = 0.
+    """
+    validate_pbm(b=b, beta=beta, c=c)
+    _check_parties(num_parties)
+    return c * c * num_parties / (4.0 * beta * beta * b)
+
+
+def pbm_conditional_variance(x: torch.Tensor, *, b: int, beta: float, c: float) -> torch.Tensor:
+    """Exact variance of the decoded sum given the inputs; ``x`` has the parties on dim 0."""
+    validate_pbm(b=b, beta=beta, c=c)
+    p = (0.5 + (beta / c) * x.to(torch.float64)).clamp(0.0, 1.0)
+    return (c / (beta * b)) ** 2 * (b * p * (1.0 - p)).sum(dim=0)
+
+
+def ldp_sigma(*, b: int, beta: float, num_parties: int, c: float = 1.0) -> float:
+    """Per-coordinate std of the paper's LDP baseline: σ = c·sqrt(2M/(bβ²)).
+
+    The paper states σ² = 2M/(bβ²) for C = 1. We scale σ by c so the per-coordinate Gaussian RDP
+    α(2c)²/(2σ²) = αbβ²/M stays the paper's PBM rate (Theorem 2.3 with C_0 = 1) for any c.
+    """
+    validate_pbm(b=b, beta=beta, c=c)
+    _check_parties(num_parties)
+    return c * math.sqrt(2.0 * num_parties / (b * beta * beta))
+
+
+def gaussian_perturb(x: torch.Tensor, *, sigma: float, generator: torch.Generator) -> torch.Tensor:
+    """x + N(0, σ²) element-wise, noise drawn from ``generator`` (σ = 0 returns a copy of x)."""
+    if isinstance(sigma, bool) or not isinstance(sigma, Real) or not (sigma >= 0 and math.isfinite(sigma)):
+        raise ConfigError("sigma", f"got {sigma!r}; the noise std must be a finite number >= 0")
+    if not x.is_floating_point():
+        raise ConfigError("x", f"got dtype {x.dtype}; gaussian_perturb needs a floating tensor")
+    noise = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+    return x + sigma * noise
