@@ -1,0 +1,47 @@
+"""Privacy mechanisms and accounting: PBM / LDP mechanisms, exact PBM RDP, the paper's formulas,
+privacy events and the RDP accountant (pure, typed; no Ray / flwr)."""
+
+from vfl.privacy.accountant import (
+    DEFAULT_ORDERS,
+    Accountant,
+    epsilon_from_rdp,
+    event_rdp,
+    gaussian_rdp,
+)
+from vfl.privacy.events import GaussianEvent, PBMEvent, PrivacyEvent, event_from_dict, event_to_dict
+from vfl.privacy.mechanisms import (
+    gaussian_perturb,
+    ldp_sigma,
+    pbm_conditional_variance,
+    pbm_decode,
+    pbm_encode,
+    pbm_variance,
+    validate_pbm,
+)
+from vfl.privacy.pbm_rdp import (
+    log_convolve_concave,
+    pbm_pure_dp,
+    pbm_rdp,
+    pbm_rdp_bruteforce,
+    pbm_rdp_cap,
+    pbm_rdp_profile,
+    renyi_divergence,
+)
+from vfl.privacy.report import account_report
+from vfl.privacy.theorems import (
+    gaussian_style_estimate,
+    sample_privacy_factor,
+    theorem_6_1_final,
+    theorem_6_1_per_iteration,
+    theorem_6_2_sample,
+)
+
+__all__ = [
+    "DEFAULT_ORDERS", "Accountant", "GaussianEvent", "PBMEvent", "PrivacyEvent", "account_report",
+    "epsilon_from_rdp", "event_from_dict", "event_rdp", "event_to_dict", "gaussian_perturb",
+    "gaussian_rdp", "gaussian_style_estimate", "ldp_sigma", "log_convolve_concave",
+    "pbm_conditional_variance", "pbm_decode", "pbm_encode", "pbm_pure_dp", "pbm_rdp",
+    "pbm_rdp_bruteforce", "pbm_rdp_cap", "pbm_rdp_profile", "pbm_variance", "renyi_divergence",
+    "sample_privacy_factor", "theorem_6_1_final", "theorem_6_1_per_iteration", "theorem_6_2_sample",
+    "validate_pbm",
+]
