@@ -1,0 +1,302 @@
+"""Split fine-tuning client (party): texts, labels, tokenizer, head, adapter sets and optimizer.
+
+One training step is a multi-hop conversation the driver starts with ``train.step``:
+  1. client -> servers  ``train.forward``   per adapter set i (to server i mod S): x, θ_i
+  2. servers -> client  ``train.activations`` h_i = h(x, θ_i)
+  3. the client mixes h' = Σ W_i ⊙ h_i, computes the head loss (+ regularizers), g_{h_i} = ∂L/∂h_i,
+     splits each g_{h_i} into pieces (private_backprop) and sends piece j to server (i + j) mod S
+     as ``train.backprop`` (x, θ_i, ĝ); 4. servers answer ``train.grads``; 5. the client
+     recombines g_θi = Σ α_j ĝθ_j and steps its optimizer (adapters and head). Nothing is sent back.
+``Recipe`` selects the algorithm: head only (no adapters: frozen features fetched once and
+cached), one adapter (regular split LoRA, + distance correlation, + randomized-response labels)
+or P3EFT (n adapters, mixing weights, m pieces, adversarial regularizer).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from flwr.common import Message
+from torch import nn
+
+from parties.llm.lora import init_adapters
+from parties.llm.private_backprop import mix, mixing_weights, recombine, split_gradient
+from parties.llm.regularizers import adversarial_loss, dcor_loss, fit_probe, randomized_response
+from parties.llm.sap_protocol import Schedule
+from parties.llm.split_protocol import (
+    ACT,
+    ADAPTER,
+    GRAD,
+    GRADS,
+    INPUTS,
+    StepTag,
+    inputs,
+    read_record,
+    read_step,
+    request,
+    to_numpy,
+)
+from vfl import message as wire
+from vfl.errors import ProtocolError
+from vfl.node import Node, NodeSpec, handles
+from vfl.sampling import derive_seed
+
+OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What the client runs: adapters (0 = head only), pieces m (1 = plain backprop, 0 = one per
+    example, >= 2 = obfuscated), mixing scale s (None = equal weights), regularizer, label noise."""
+
+    adapters: int = 1
+    m: int = 1
+    grad_noise: float = 30.0
+    xi_scale: float | None = None
+    reg: str = "none"  # none | adversarial | dcor
+    reg_weight: float = 0.0
+    probe_l2: float = 0.1
+    probe_steps: int = 20
+    label_epsilon: float | None = None  # PSLF randomized response
+
+
+@dataclass
+class Pending:
+    """One step in flight: which samples, activations received, pieces expected back."""
+
+    phase: str
+    epoch: int
+    step: int
+    ids: np.ndarray
+    acts: dict[int, np.ndarray] = field(default_factory=dict)
+    alphas: dict[int, torch.Tensor] = field(default_factory=dict)
+    routes: dict[int, tuple[int, list[int]]] = field(default_factory=dict)  # tag -> (adapter, piece ids)
+    pieces: dict[int, dict[int, dict[str, torch.Tensor]]] = field(default_factory=dict)
+
+
+def tokenize(tokenizer: Any, texts: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    enc = tokenizer([str(t) for t in texts], padding="max_length", truncation=True, max_length=max_len,
+                    return_tensors="np")
+    return enc["input_ids"].astype(np.int32), enc["attention_mask"].sum(1).astype(np.int32)
+
+
+def make_head(dim: int, num_classes: int, hidden: int) -> nn.Module:
+    """The client's head f(h, ψ): linear, or one hidden ReLU layer."""
+    if hidden <= 0:
+        return nn.Linear(dim, num_classes)
+    return nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+
+class LlmClient(Node):
+    """Party node of split fine-tuning over a model-server API (labels and head stay here)."""
+
+    def __init__(self, spec: NodeSpec, *, texts: tuple[np.ndarray, np.ndarray], labels: tuple[np.ndarray, np.ndarray],
+                 num_classes: int, tokenizer: Any, max_len: int, shapes: Mapping[str, tuple[int, ...]], dim: int,
+                 recipe: Recipe, schedule: Schedule, server_ids: list[int], make_optimizer: OptimizerFactory,
+                 head_hidden: int = 0, seed: int = 0, secure_rng: bool = False) -> None:
+        super().__init__(spec)
+        self.recipe, self.schedule, self.servers = recipe, schedule, list(server_ids)
+        self.num_classes, self.seed, self.secure_rng = num_classes, seed, secure_rng
+        self.tokens = {"train": tokenize(tokenizer, texts[0], max_len), "eval": tokenize(tokenizer, texts[1], max_len)}
+        y_train, self.y_test = (np.asarray(y, dtype=np.int64) for y in labels)
+        self.y_true = y_train
+        self.y_used = y_train
+        if recipe.label_epsilon is not None:  # PSLF: train on randomized-response labels, drawn once
+            rng = np.random.default_rng(derive_seed("pslf-rr", seed))
+            self.y_used = randomized_response(y_train, num_classes=num_classes, epsilon=recipe.label_epsilon, rng=rng)
+        gen = torch.Generator().manual_seed(derive_seed("llm-client-init", seed) >> 1)
+        self.adapters = [{k: nn.Parameter(v) for k, v in init_adapters(shapes, generator=gen).items()}
+                         for _ in range(recipe.adapters)]
+        n = max(1, recipe.adapters)
+        self.w = (mixing_weights(n=n, dim=dim, scale=recipe.xi_scale, generator=gen) if recipe.xi_scale is not None
+                  else torch.full((n, dim), 1.0 / n, dtype=torch.float64))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed("llm-client-head", seed) >> 1)
+            self.head = make_head(dim, num_classes, head_hidden)
+        params = list(self.head.parameters()) + [p for a in self.adapters for p in a.values()]
+        self.optimizer = make_optimizer(params)
+        self.cache = {ph: np.full((len(self.tokens[ph][1]), dim), np.nan, np.float32) for ph in ("train", "eval")}
+        self.pending: Pending | None = None
+        self.g_rms: dict[int, float] = {}  # per adapter set: running rms of g_h (noise scale of the pieces)
+        self.stats = {"train": [0.0, 0, 0], "eval": [0.0, 0, 0]}  # loss sum, correct, count
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _gen(self, *parts: int | str) -> torch.Generator:
+        seed = secrets.randbits(63) if self.secure_rng else derive_seed("llm-client-split", self.seed, *parts) >> 1
+        return torch.Generator().manual_seed(seed)
+
+    def _batch(self, phase: str, epoch: int, step: int) -> np.ndarray:
+        return self.schedule.train_ids(epoch, step) if phase == "train" else self.schedule.test_ids(step)
+
+    def _x(self, phase: str, ids: np.ndarray) -> dict[str, np.ndarray]:
+        toks, lens = self.tokens[phase]
+        return inputs(toks[ids], lens[ids])
+
+    def _labels(self, phase: str, ids: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy((self.y_used if phase == "train" else self.y_test)[ids])
+
+    def _score(self, phase: str, logits: torch.Tensor, ids: np.ndarray, loss: float) -> None:
+        truth = self.y_true if phase == "train" else self.y_test
+        s = self.stats[phase]
+        s[0] += loss * len(ids)
+        s[1] += int((logits.argmax(1).numpy() == truth[ids]).sum())
+        s[2] += len(ids)
+
+    # ---- step start (driver control) ---------------------------------------------------------
+    def _start(self, m: Message, phase: str) -> list[Message]:
+        t = read_step(m)
+        ids = self._batch(phase, t.epoch, t.step)
+        self.pending = Pending(phase, t.epoch, t.step, ids)
+        if self.recipe.adapters == 0 and not np.isnan(self.cache[phase][ids]).any():
+            return self._finish(self.pending, [torch.from_numpy(self.cache[phase][ids])])
+        kind = "train.forward" if phase == "train" else "evaluate.forward"
+        out = []
+        for i in range(max(1, self.recipe.adapters)):
+            arrays: dict[str, Any] = {INPUTS: self._x(phase, ids)}
+            if self.recipe.adapters:
+                arrays[ADAPTER] = to_numpy(self.adapters[i])
+            out.append(request(kind, src=self.node_id, dst=self.servers[i % len(self.servers)], phase=phase,
+                               tag=StepTag(t.epoch, t.step, i, i), **arrays))
+        return out
+
+    @handles("train.step")
+    def on_train_step(self, messages: list[Message]) -> list[Message]:
+        return self._start(messages[-1], "train")
+
+    @handles("evaluate.step")
+    def on_eval_step(self, messages: list[Message]) -> list[Message]:
+        return self._start(messages[-1], "eval")
+
+    # ---- activations back: loss, regularizers, private backprop ------------------------------
+    def _collect(self, messages: list[Message], phase: str) -> list[Message]:
+        p = self.pending
+        if p is None or p.phase != phase:
+            raise ProtocolError(f"client: activations for {phase} but nothing pending")
+        for m in messages:
+            t = read_step(m)
+            if (t.epoch, t.step) != (p.epoch, p.step):
+                raise ProtocolError(f"client: activations for {t.epoch}:{t.step}, pending {p.epoch}:{p.step}")
+            p.acts[max(t.adapter, 0)] = wire.get_array(m, ACT, "h")
+        if len(p.acts) < max(1, self.recipe.adapters):
+            return []
+        hs = [torch.tensor(np.array(p.acts[i]), requires_grad=phase == "train") for i in sorted(p.acts)]
+        if self.recipe.adapters == 0:
+            self.cache[phase][p.ids] = p.acts[0]
+        return self._finish(p, hs)
+
+    @handles("train.activations")
+    def on_train_acts(self, messages: list[Message]) -> list[Message]:
+        return self._collect(messages, "train")
+
+    @handles("evaluate.activations")
+    def on_eval_acts(self, messages: list[Message]) -> list[Message]:
+        return self._collect(messages, "eval")
+
+    def _regularizer(self, hs: list[torch.Tensor], y: torch.Tensor) -> torch.Tensor:
+        r = self.recipe
+        if r.reg == "adversarial":
+            probes = [fit_probe(h, y, num_classes=self.num_classes, l2=r.probe_l2, steps=r.probe_steps) for h in hs]
+            return sum((adversarial_loss(h, y, probe=pr) for h, pr in zip(hs, probes, strict=True)), torch.zeros(()))
+        if r.reg == "dcor":
+            return sum((dcor_loss(h, y, num_classes=self.num_classes) for h in hs), torch.zeros(()))
+        return torch.zeros(())
+
+    def _finish(self, p: Pending, hs: list[torch.Tensor]) -> list[Message]:
+        y = self._labels(p.phase, p.ids)
+        if p.phase == "eval":
+            with torch.no_grad():
+                logits = self.head(mix(hs, self.w))
+            self._score("eval", logits, p.ids, float(F.cross_entropy(logits, torch.from_numpy(self.y_test[p.ids]))))
+            self.pending = None
+            return []
+        logits = self.head(mix(hs, self.w))
+        main = F.cross_entropy(logits, y)
+        total = main + self.recipe.reg_weight * self._regularizer(hs, y) if self.recipe.adapters else main
+        head_params = list(self.head.parameters())
+        wrt = head_params + (hs if self.recipe.adapters else [])
+        grads = torch.autograd.grad(total, wrt)
+        self.optimizer.zero_grad(set_to_none=True)
+        for q, g in zip(head_params, grads, strict=False):
+            q.grad = g
+        self._score("train", logits.detach(), p.ids, float(main.detach()))
+        if not self.recipe.adapters:
+            self.optimizer.step()
+            self.pending = None
+            return []
+        return self._backprop(p, [g for g in grads[len(head_params):]])
+
+    def _backprop(self, p: Pending, g_h: list[torch.Tensor]) -> list[Message]:
+        r, gen, out = self.recipe, self._gen(p.epoch, p.step), []
+        x = self._x("train", p.ids)
+        for i, g in enumerate(g_h):
+            rms = float(g.detach().pow(2).mean().sqrt())
+            ref = self.g_rms.get(i, rms) or 1.0  # running rms of PAST steps: no tie to this batch's labels
+            self.g_rms[i] = 0.9 * self.g_rms[i] + 0.1 * rms if i in self.g_rms else rms
+            pieces, p.alphas[i] = split_gradient(g, m=r.m, std=r.grad_noise * ref, generator=gen)
+            p.pieces[i] = {}
+            by_server: dict[int, list[int]] = {}
+            for j in range(len(pieces)):
+                by_server.setdefault((i + j) % len(self.servers), []).append(j)
+            adapter = to_numpy(self.adapters[i])
+            for s, js in by_server.items():
+                tag = len(p.routes)
+                p.routes[tag] = (i, js)
+                g_np = pieces[js].numpy().astype(np.float32)
+                out.append(request("train.backprop", src=self.node_id, dst=self.servers[s], phase="train",
+                                   tag=StepTag(p.epoch, p.step, tag, i), **{INPUTS: x, ADAPTER: adapter, GRAD: {"g": g_np}}))
+        return out
+
+    @handles("train.grads")
+    def on_grads(self, messages: list[Message]) -> list[Message]:
+        p = self.pending
+        if p is None or p.phase != "train" or not p.routes:
+            raise ProtocolError("client: gradients received but no backprop pending")
+        for m in messages:
+            t = read_step(m)
+            if (t.epoch, t.step) != (p.epoch, p.step) or t.tag not in p.routes:
+                raise ProtocolError(f"client: unexpected gradients {t} for pending {p.epoch}:{p.step}")
+            i, js = p.routes.pop(t.tag)
+            grads = read_record(m, GRADS)
+            for k, j in enumerate(js):
+                p.pieces[i][j] = {name: v[k] for name, v in grads.items()}
+        if p.routes:
+            return []
+        for i, adapter in enumerate(self.adapters):
+            g_theta = recombine([p.pieces[i][j] for j in range(len(p.alphas[i]))], p.alphas[i])
+            for name, param in adapter.items():
+                param.grad = g_theta[name].to(param.dtype)
+        self.optimizer.step()
+        self.pending = None
+        return []
+
+    # ---- metrics (driver control) ------------------------------------------------------------
+    @handles("query.metrics")
+    def on_metrics(self, messages: list[Message]) -> list[Message]:
+        phase = str(messages[-1].content.config_records["which"]["phase"])
+        loss, correct, count = self.stats[phase]
+        self.stats[phase] = [0.0, 0, 0]
+        rec = wire.metrics(loss=loss / max(count, 1), acc=correct / max(count, 1), count=count)
+        return [wire.reply(messages[-1], content=wire.records(metrics=rec))]
+
+    def state(self) -> dict[str, Any]:
+        return {"adapters": [{k: v.detach().clone() for k, v in a.items()} for a in self.adapters],
+                "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(), "w": self.w,
+                "g_rms": dict(self.g_rms)}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        with torch.no_grad():
+            for a, saved in zip(self.adapters, state["adapters"], strict=True):
+                for k, v in a.items():
+                    v.copy_(saved[k])
+        self.head.load_state_dict(state["head"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.w = state["w"]
+        self.g_rms = {int(k): float(v) for k, v in state.get("g_rms", {}).items()}

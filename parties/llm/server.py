@@ -1,0 +1,150 @@
+"""LLM model server (hub): a frozen pretrained encoder behind a stateless forward/backprop API.
+
+``train.forward`` / ``evaluate.forward`` return h(x, θ); ``train.backprop`` returns, per received
+cotangent piece ĝ, the LoRA gradient (∂h/∂θ)^T ĝ. The adapter θ arrives in every request and is
+applied for that call only: nothing about the client is kept between calls except the MESSAGE
+LOG — an honest-but-curious server's record of what it saw: every received message's kind,
+record and array names/shapes (``received``), plus the training activations it returned and
+the gradient pieces it received (``observed``), which the driver drains with ``query.log`` to
+score label leakage against the true labels.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.common import Message
+
+from parties.llm.lora import LoraEncoder
+from parties.llm.split_protocol import (
+    ACT,
+    ADAPTER,
+    GRAD,
+    GRADS,
+    read_inputs,
+    read_record,
+    read_step,
+    respond,
+)
+from vfl import message as wire
+from vfl.message import parse_round
+from vfl.node import Node, NodeSpec, handles
+
+
+@dataclass(frozen=True)
+class Received:
+    """What one received message exposed: kind, sender, round, config keys, array (name, dtype, shape)."""
+
+    kind: str
+    src: int
+    round: str
+    config: tuple[str, ...]
+    arrays: tuple[tuple[str, str, tuple[int, ...]], ...]
+
+
+@dataclass
+class Observed:
+    """Rows the server saw in training, keyed by (epoch, step, adapter, row) for the experimenter."""
+
+    rows: list[np.ndarray] = field(default_factory=list)
+    keys: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, rows: np.ndarray, *, epoch: int, step: int, adapter: int, index: np.ndarray) -> None:
+        self.rows.append(np.asarray(rows, dtype=np.float32))
+        k = np.zeros((len(index), 4), dtype=np.int64)
+        k[:, 0], k[:, 1], k[:, 2], k[:, 3] = epoch, step, adapter, index
+        self.keys.append(k)
+
+    def drain(self, dim: int) -> dict[str, np.ndarray]:
+        rows = np.concatenate(self.rows) if self.rows else np.zeros((0, dim), np.float32)
+        keys = np.concatenate(self.keys) if self.keys else np.zeros((0, 4), np.int64)
+        self.rows, self.keys = [], []
+        return {"rows": rows, "keys": keys}
+
+
+class ModelServer(Node):
+    """Hub node: serves forward/backprop for client adapters; logs what it saw."""
+
+    accepts_broadcast = False
+
+    def __init__(self, spec: NodeSpec, *, model: LoraEncoder, keep_received: int = 100_000) -> None:
+        super().__init__(spec)
+        self.model = model
+        self.dim = int(model.encoder.config.hidden_size)
+        self.received: list[Received] = []
+        self.keep_received = keep_received
+        self.activations = Observed()
+        self.gradients = Observed()
+        self.busy: dict[str, float] = {}  # seconds spent in handlers, by round phase
+        self.calls = {"forward": 0, "backprop": 0}
+
+    def handle(self, messages: list[Message]) -> list[Message]:
+        for m in messages:
+            if len(self.received) < self.keep_received:
+                c = m.content
+                self.received.append(Received(
+                    m.metadata.message_type, int(m.metadata.src_node_id), m.metadata.group_id,
+                    tuple(f"{r}/{k}" for r, rec in c.config_records.items() for k in rec),
+                    tuple((f"{r}/{k}", a.dtype, tuple(a.shape)) for r, rec in c.array_records.items() for k, a in rec.items())))
+        t0 = time.perf_counter()
+        try:
+            return super().handle(messages)
+        finally:
+            phase = parse_round(messages[0].metadata.group_id)[0] if messages else "control"
+            self.busy[phase] = self.busy.get(phase, 0.0) + time.perf_counter() - t0
+
+    def _forward(self, messages: list[Message], *, kind: str, train: bool) -> list[Message]:
+        out = []
+        for m in messages:
+            tag = read_step(m)
+            ids, lengths = read_inputs(m)
+            h = self.model.forward(ids, lengths, read_record(m, ADAPTER)).cpu().numpy().astype(np.float32)
+            self.calls["forward"] += 1
+            if train:
+                self.activations.add(h, epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=np.arange(len(h)))
+            out.append(respond(m, kind, **{ACT: {"h": h}}))
+        return out
+
+    @handles("train.forward")
+    def on_train_forward(self, messages: list[Message]) -> list[Message]:
+        return self._forward(messages, kind="train.activations", train=True)
+
+    @handles("evaluate.forward")
+    def on_eval_forward(self, messages: list[Message]) -> list[Message]:
+        return self._forward(messages, kind="evaluate.activations", train=False)
+
+    @handles("train.backprop")
+    def on_backprop(self, messages: list[Message]) -> list[Message]:
+        out = []
+        for m in messages:
+            tag = read_step(m)
+            ids, lengths = read_inputs(m)
+            adapter = read_record(m, ADAPTER)
+            pieces = torch.from_numpy(np.array(wire.get_array(m, GRAD, "g")))
+            stacked: dict[str, list[torch.Tensor]] = {}
+            for g in pieces:
+                nz = np.flatnonzero(g.abs().sum(1).numpy() > 0)
+                self.gradients.add(g.numpy()[nz], epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=nz)
+                for name, t in self.model.backprop(ids, lengths, adapter, g).items():
+                    stacked.setdefault(name, []).append(t)
+                self.calls["backprop"] += 1
+            grads = {k: torch.stack(v).cpu().numpy().astype(np.float32) for k, v in stacked.items()}
+            out.append(respond(m, "train.grads", **{GRADS: grads}))
+        return out
+
+    @handles("query.log")
+    def on_log(self, messages: list[Message]) -> list[Message]:
+        """Drain the observation log (driver control plane; the experimenter scores it)."""
+        act, grad = self.activations.drain(self.dim), self.gradients.drain(self.dim)
+        arrays = {"act_rows": act["rows"], "act_keys": act["keys"], "grad_rows": grad["rows"], "grad_keys": grad["keys"]}
+        stats = wire.metrics(busy_train_s=self.busy.get("train", 0.0), busy_eval_s=self.busy.get("eval", 0.0),
+                             forward_calls=self.calls["forward"],
+                             backprop_calls=self.calls["backprop"])
+        return [wire.reply(messages[-1], content=wire.records(log=wire.arrays(**arrays), stats=stats))]
+
+    def state(self) -> dict[str, Any]:
+        return {}  # stateless API: nothing to resume

@@ -1,0 +1,85 @@
+"""Wire vocabulary of split fine-tuning over a model-server API (P3EFT §3.1): kinds and records.
+
+client -> server (up)      train.forward    inputs (token ids, lengths) + one adapter's LoRA tensors
+server -> client (down)    train.activations  h(x, θ) (B, d)
+client -> server (up)      train.backprop   inputs + adapter + k cotangent pieces ĝ (k, B, d)
+server -> client (down)    train.grads      k LoRA gradient sets, each tensor stacked (k, *shape)
+                           evaluate.forward / evaluate.activations: the same for the test set
+driver -> node (control)   train.step, evaluate.step (client); query.metrics (client); query.log (server)
+Labels, the head, the mixing weights and the coefficients α never leave the client. The ``step``
+record carries (epoch, step, tag, adapter): ``tag`` matches replies to requests and ``adapter``
+is the client's index of the adapter set (the server could link sets by their weights anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from flwr.common import Message
+
+from vfl import message as wire
+from vfl.errors import ProtocolError
+
+STEP, INPUTS, ADAPTER, GRAD, ACT, GRADS = "step", "inputs", "adapter", "grad", "act", "grads"
+
+
+@dataclass(frozen=True)
+class StepTag:
+    epoch: int
+    step: int
+    tag: int = 0
+    adapter: int = -1
+
+
+def step_record(t: StepTag) -> object:
+    return wire.config(epoch=t.epoch, step=t.step, tag=t.tag, adapter=t.adapter)
+
+
+def read_step(m: Message) -> StepTag:
+    try:
+        c = m.content.config_records[STEP]
+        return StepTag(int(c["epoch"]), int(c["step"]), int(c["tag"]), int(c["adapter"]))
+    except KeyError:
+        raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step record") from None
+
+
+def request(kind: str, *, src: int, dst: int, phase: str, tag: StepTag, reply_to: str = "",
+            **arrays: Mapping[str, np.ndarray]) -> Message:
+    """A protocol message: the step record plus named array records (``inputs={"ids": ...}``)."""
+    content = wire.records(**{STEP: step_record(tag)}, **{k: wire.arrays(**v) for k, v in arrays.items()})
+    return wire.make(kind, src=src, dst=dst, round=wire.round_tag(tag.epoch, tag.step, phase), content=content,
+                     reply_to=reply_to)
+
+
+def respond(to: Message, kind: str, **arrays: Mapping[str, np.ndarray]) -> Message:
+    """The reply to ``to``: same round and step record, new arrays."""
+    content = wire.records(**{STEP: to.content.config_records[STEP]}, **{k: wire.arrays(**v) for k, v in arrays.items()})
+    return wire.reply(to, kind, content=content)
+
+
+def inputs(ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+    """Token ids trimmed to the longest text of the batch (int32) and per-text lengths."""
+    width = max(1, int(lengths.max())) if len(lengths) else 1
+    return {"ids": np.ascontiguousarray(ids[:, :width], dtype=np.int32), "lengths": lengths.astype(np.int32)}
+
+
+def read_inputs(m: Message) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.from_numpy(wire.get_array(m, INPUTS, "ids").astype(np.int64))
+    lengths = torch.from_numpy(wire.get_array(m, INPUTS, "lengths").astype(np.int64))
+    if ids.dim() != 2 or lengths.shape != (ids.shape[0],) or bool((lengths > ids.shape[1]).any()):
+        raise ProtocolError(f"{m.metadata.message_type}: malformed inputs ids {tuple(ids.shape)}, "
+                            f"lengths {tuple(lengths.shape)}")
+    return ids, lengths
+
+
+def to_numpy(tensors: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy().astype(np.float32, copy=False) for k, v in tensors.items()}
+
+
+def read_record(m: Message, record: str) -> dict[str, torch.Tensor]:
+    """Every array of one record as tensors (empty if the record is absent)."""
+    rec = m.content.array_records.get(record)
+    return {} if rec is None else {k: torch.from_numpy(np.array(wire.from_array(a))) for k, a in rec.items()}
