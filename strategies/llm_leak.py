@@ -1,0 +1,77 @@
+"""Driver-side label-leakage scoring of what each model server saw (the experimenter's view).
+
+A server's log holds rows it observed — activations it returned and gradient pieces it received —
+keyed by (epoch, step, adapter, row). The driver maps keys to sample ids through the shared batch
+schedule, looks up the TRUE labels (which the server never has) and scores every stream (server,
+source, adapter set) with the windowed spectral/norm/k-means metrics. Per epoch each metric is
+the max over streams; the run reports the worst (max) epoch, as P3EFT's Tables do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from parties.llm.sap_protocol import Schedule
+from vfl.attacks.leakage import METRICS, windowed_leak
+from vfl.sampling import derive_seed
+
+SOURCES = ("act", "grad")
+KEYS = ("leak", *(f"leak_{m}" for m in METRICS), *(f"leak_{s}" for s in SOURCES))
+
+
+def _max(a: float, b: float) -> float:
+    if math.isnan(a):
+        return b
+    return a if math.isnan(b) else max(a, b)
+
+
+class LeakTracker:
+    """Scores server logs epoch by epoch and keeps the worst value of every metric over training."""
+
+    def __init__(self, *, y_train: np.ndarray, schedule: Schedule, window: int, seed: int) -> None:
+        self.y, self.schedule, self.window, self.seed = np.asarray(y_train), schedule, window, seed
+        self.epoch_values = dict.fromkeys(KEYS, math.nan)
+        self.worst_values = dict.fromkeys(KEYS, math.nan)
+        self.streams: dict[str, float] = {}
+        self._calls = 0
+
+    def sample_ids(self, keys: np.ndarray) -> np.ndarray:
+        """(epoch, step, adapter, row) keys -> training sample ids (via the seeded batch order)."""
+        out = np.empty(len(keys), dtype=np.int64)
+        for e, s in np.unique(keys[:, :2], axis=0) if len(keys) else []:
+            sel = (keys[:, 0] == e) & (keys[:, 1] == s)
+            out[sel] = self.schedule.train_ids(int(e), int(s))[keys[sel, 3]]
+        return out
+
+    def observe(self, *, server: int, log: Callable[[str], np.ndarray]) -> None:
+        """Score one server's drained log (``log(name)`` reads ``{act,grad}_{rows,keys}``)."""
+        self._calls += 1
+        rng = np.random.default_rng(derive_seed("leak", self.seed, self._calls))
+        for source in SOURCES:
+            rows, keys = log(f"{source}_rows"), log(f"{source}_keys")
+            for adapter in np.unique(keys[:, 2]) if len(keys) else []:
+                sel = keys[:, 2] == adapter
+                if sel.sum() < 4:
+                    continue
+                res = windowed_leak(rows[sel], self.y[self.sample_ids(keys[sel])], window=self.window, rng=rng)
+                for m in METRICS:
+                    self.epoch_values[f"leak_{m}"] = _max(self.epoch_values[f"leak_{m}"], res[m])
+                self.epoch_values["leak"] = _max(self.epoch_values["leak"], res["leak"])
+                self.epoch_values[f"leak_{source}"] = _max(self.epoch_values[f"leak_{source}"], res["leak"])
+                name = f"server{server}/{source}/adapter{int(adapter)}"
+                self.streams[name] = _max(self.streams.get(name, math.nan), res["leak"])
+
+    def epoch_summary(self) -> dict[str, float]:
+        """This epoch's values (NaN where a server saw nothing) and reset; updates the worst."""
+        out = dict(self.epoch_values)
+        for k, v in out.items():
+            self.worst_values[k] = _max(self.worst_values[k], v)
+        self.epoch_values = dict.fromkeys(KEYS, math.nan)
+        return out
+
+    def worst(self) -> dict[str, object]:
+        """Worst (max over epochs) value of every metric, same keys as the epoch lines, and per stream."""
+        return {**self.worst_values, "leak_by_stream": dict(sorted(self.streams.items()))}

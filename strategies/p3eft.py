@@ -1,0 +1,59 @@
+"""P3EFT (SPEC §4, Zmushko et al. 2025): label-private split fine-tuning with LoRA over an API.
+
+The client trains n adapter sets mixed by frozen random weights W (Σ_i W_i = 1), penalizes each
+set's activations with an adversarial logistic-regression probe (α·reg), and computes every
+adapter gradient with private_backprop: g_h is split into m random pieces with secret
+coefficients, each piece goes to a different server (m = 2 with two non-colluding servers;
+m = 0 means one piece per example, m = B, for a single server). Gradients are recovered
+exactly, so training follows the same loss as without the obfuscation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parties.llm.client import Recipe
+from parties.llm.private_backprop import PER_EXAMPLE
+from strategies.split_llm import LoraParams, SplitLlm
+from vfl.config import param
+from vfl.errors import ConfigError
+from vfl.schema import RunConfig
+from vfl.strategy import register
+
+
+@dataclass(frozen=True)
+class P3eftParams(LoraParams):
+    servers: int = param(2, ge=1, le=8, help="model servers; pieces of one g_h go to different servers")
+    n_adapters: int = param(2, ge=1, le=16, help="n adapter sets mixed by the frozen weights W")
+    m: int = param(2, ge=0, le=64, help="pieces per private backprop: >= 2 random pieces over the servers, "
+                   "0 = one piece per example (m = B, for a single server); 1 is plain backprop (refused)")
+    alpha: float = param(1.0, ge=0, help="weight α of the adversarial regularizer (paper grid: 10^(k/2))")
+    xi_scale: float = param(0.0, ge=-8, le=8, help="s: mixing noise ξ ~ N(0, 1)·10^(s/2)")
+    grad_noise: float = param(30.0, gt=0, le=1e4, help="std of the random pieces / rms(g_h) (m >= 2)")
+    probe_l2: float = param(0.1, ge=0, help="L2 of the per-batch logistic-regression probe (on standardized h)")
+    probe_steps: int = param(20, ge=1, le=1000, help="L-BFGS iterations of the probe fit")
+
+
+@register
+class P3eft(SplitLlm):
+    """P3EFT: mixture of adapters + adversarial regularizer + private_backprop over S servers."""
+
+    name = "p3eft"
+    summary = "P3EFT label-private split LoRA: n mixed adapter sets, adversarial probe, private_backprop (m pieces)"
+    Params = P3eftParams
+
+    @classmethod
+    def validate_config(cls, cfg: RunConfig) -> None:
+        super().validate_config(cfg)
+        p, batch = cfg.params, cfg.train.batch_size
+        if p.m == 1:
+            raise ConfigError("params.m", "got 1; one piece is g_h itself (plain backprop, use split-lora); "
+                              "allowed: 0 (one piece per example) or >= 2")
+        if p.servers == 1 and p.m != PER_EXAMPLE and p.m < batch:
+            raise ConfigError("params.m", f"got {p.m} with one server: it would receive all pieces and could "
+                              f"recover g_h for batches of {batch}; use m=0 (one piece per example) or servers >= 2")
+
+    def recipe(self) -> Recipe:
+        p = self.params
+        return Recipe(adapters=p.n_adapters, m=p.m, grad_noise=p.grad_noise, xi_scale=p.xi_scale,
+                      reg="adversarial", reg_weight=p.alpha, probe_l2=p.probe_l2, probe_steps=p.probe_steps)

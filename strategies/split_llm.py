@@ -1,0 +1,282 @@
+"""Split fine-tuning of a pretrained LM over a model-server API (SPEC §4), and its baselines.
+
+One client (party) holds texts, labels and the head; S model servers (hubs) hold the frozen
+model and answer stateless forward/backprop calls for adapters sent with each call. Baselines
+of P3EFT's Table 1: ``head-only`` (frozen features + head), ``split-lora`` (Regular FT: one LoRA,
+plain backprop), ``dcor`` (+ λ·log dCor²(h, y)), ``pslf`` (randomized-response labels). After each
+epoch the driver drains every server's message log and scores the label leakage of what that
+server saw (activations and gradients) against the true labels: the experimenter's view.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from flwr.common import Message
+
+from parties.llm.client import LlmClient, Recipe
+from parties.llm.lora import LoraSpec
+from parties.llm.sap_protocol import Schedule
+from parties.llm.split_protocol import StepTag, step_record
+from strategies.llm_leak import LeakTracker
+from strategies.sap import optimizer_factory
+from vfl import message as wire
+from vfl.config import param
+from vfl.data import DataSource
+from vfl.errors import ConfigError, ProtocolError
+from vfl.grid import Grid
+from vfl.message import Wire, round_tag
+from vfl.node import Node, NodeSpec
+from vfl.sampling import num_batches
+from vfl.schema import RunConfig
+from vfl.strategy import Progress, Strategy, register
+
+
+@dataclass(frozen=True)
+class LlmParams:
+    servers: int = param(1, ge=1, le=8, help="model servers (hubs), each hosting the same frozen model")
+    max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
+    model_dir: str | None = param(None, help="local Hugging Face model directory (default: packaged MiniLM)")
+    pooling: str = param("mean", choices=("mean", "cls"), help="h(x, θ): mean of the last hidden states over "
+                         "real tokens, or the [CLS] state")
+    head_hidden: int = param(0, ge=0, le=4096, help="client head: 0 = linear, else one hidden ReLU layer")
+    leak_window: int = param(512, ge=16, help="rows per window of the leak metrics (per epoch: max over windows)")
+
+
+@dataclass(frozen=True)
+class LoraParams(LlmParams):
+    lora_rank: int = param(8, ge=1, le=1024)
+    lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
+    lora_targets: tuple[str, ...] = param(("query", "value"), help="module names that get LoRA adapters")
+
+
+@dataclass(frozen=True)
+class DcorParams(LoraParams):
+    dcor_weight: float = param(1.0, ge=0, help="λ of the distance-correlation term λ·log dCor²(h, y)")
+
+
+@dataclass(frozen=True)
+class PslfParams(LoraParams):
+    epsilon: float = param(1.0, ge=0, le=50, help="label-DP ε: keep a label with p = e^ε/(e^ε + K − 1)")
+
+
+class SplitLlm(Strategy):
+    """Shared driver of the split-LLM strategies; subclasses give the client's ``Recipe``."""
+
+    Params: ClassVar[type] = LlmParams
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self._sizes = (0, 0, 2)
+        self._tally: dict[str, dict[str, Any]] = {}
+        self._steps_run = 0
+        self._step_times: list[float] = []
+        self._busy: dict[int, float] = {}
+        self._leak: LeakTracker | None = None
+        self._last: dict[str, Any] = {}
+
+    # ---- what varies between algorithms -------------------------------------------------------
+    def recipe(self) -> Recipe:
+        raise NotImplementedError
+
+    def lora_spec(self) -> LoraSpec | None:
+        p = self.params
+        return LoraSpec(p.lora_rank, p.lora_alpha, tuple(p.lora_targets)) if hasattr(p, "lora_rank") else None
+
+    # ---- topology ---------------------------------------------------------------------------
+    @classmethod
+    def validate_config(cls, cfg: RunConfig) -> None:
+        if cfg.num_parties != 1:
+            raise ConfigError("num_parties", f"got {cfg.num_parties}; {cfg.strategy} has exactly one client (set 1)")
+
+    @property
+    def client_id(self) -> int:
+        return int(self.params.servers)
+
+    def layout(self) -> list[NodeSpec]:
+        hubs = [NodeSpec(s, "hub", f"server-{s}", f"server-{s}") for s in range(self.params.servers)]
+        return [*hubs, NodeSpec(self.client_id, "party", "client", "client")]
+
+    def _schedule(self) -> Schedule:
+        t = self.cfg.train
+        return Schedule(seed=self.cfg.seed, num_train=self._sizes[0], num_test=self._sizes[1], batch_size=t.batch_size,
+                        eval_batch_size=max(t.batch_size, t.eval_batch_size))
+
+    def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
+        from transformers import AutoConfig
+
+        from parties.llm.backbone import load_encoder, load_tokenizer, resolve_model_dir
+        from parties.llm.lora import LoraEncoder, adapter_shapes
+        from parties.llm.server import ModelServer
+
+        p, t, lora = self.params, self.cfg.train, self.lora_spec()
+        if spec.role == "hub":  # the server gets the model only: never the data or the labels
+            return ModelServer(spec, model=LoraEncoder(load_encoder(p.model_dir), lora, pooling=p.pooling,
+                                                       device=t.device))
+        ds = data.dataset()
+        model_cfg = AutoConfig.from_pretrained(str(resolve_model_dir(p.model_dir)))
+        self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
+        return LlmClient(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test),
+                         num_classes=ds.num_classes, tokenizer=load_tokenizer(p.model_dir), max_len=p.max_len,
+                         shapes=adapter_shapes(model_cfg, lora) if lora else {}, dim=int(model_cfg.hidden_size),
+                         recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
+                         make_optimizer=optimizer_factory(t), head_hidden=p.head_hidden, seed=self.cfg.seed,
+                         secure_rng=self.cfg.privacy.secure_rng)
+
+    def prepare(self, data: DataSource) -> None:
+        """Text data only; the LoRA targets must exist in the model; keep the true labels for scoring."""
+        from transformers import AutoConfig
+
+        from parties.llm.backbone import resolve_model_dir
+        from parties.llm.lora import adapter_shapes
+
+        ds = data.dataset()
+        if ds.modality != "text":
+            raise ConfigError("dataset", f"{ds.name} is {ds.modality!r}; {self.name} needs a text dataset")
+        lora = self.lora_spec()
+        if lora is not None:
+            adapter_shapes(AutoConfig.from_pretrained(str(resolve_model_dir(self.params.model_dir))), lora)
+        self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
+        self._leak = LeakTracker(y_train=np.asarray(ds.y_train), schedule=self._schedule(),
+                                 window=self.params.leak_window, seed=self.cfg.seed)
+
+    def steps_per_epoch(self) -> int:
+        return num_batches(num_samples=self._sizes[0], batch_size=self.cfg.train.batch_size)
+
+    # ---- conversations ----------------------------------------------------------------------
+    def _tally_wire(self, grid: Grid, w: Wire) -> None:
+        direction = "control" if w.src == w.dst else ("up" if grid.specs[w.src].role == "party" else "down")
+        row = self._tally.setdefault(w.kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})
+        row["messages"] += 1
+        row["bytes"] += w.nbytes
+        row["payload"] += w.payload
+
+    def _converse(self, grid: Grid, m: Message, max_hops: int = 16) -> None:
+        """One driver message, then route replies until every node is quiet (bytes tallied by kind)."""
+        w = Wire.of(m)
+        grid.count(w)
+        self._tally_wire(grid, w)
+        replies = grid.send([w])
+        for _ in range(max_hops):
+            if not replies:
+                return
+            for r in replies:
+                self._tally_wire(grid, r)
+            replies = grid.send(replies)
+        raise ProtocolError(f"{m.metadata.message_type}: conversation did not end after {max_hops} hops")
+
+    def _control(self, kind: str, node: int, tag: str, **records: Any) -> Message:
+        return wire.make(kind, src=node, dst=node, round=tag, content=wire.records(**records) if records else None)
+
+    def _query(self, grid: Grid, kind: str, node: int, epoch: int, **records: Any) -> Message:
+        replies = grid.send([self._control(kind, node, round_tag(epoch, 0, "control"), **records)])
+        if len(replies) != 1:
+            raise ProtocolError(f"{kind}: expected one reply, got {len(replies)}")
+        return replies[0].open()
+
+    def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, float]:
+        rep = self._query(grid, "query.metrics", self.client_id, epoch, which=wire.config(phase=phase))
+        return {k: float(v) for k, v in rep.content.metric_records["metrics"].items()}
+
+    # ---- driver round logic -----------------------------------------------------------------
+    def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
+        self._step_times = []
+        for step in range(self.steps_per_epoch()):
+            t0 = time.perf_counter()
+            self._converse(grid, self._control("train.step", self.client_id, round_tag(epoch, step),
+                                               step=step_record(StepTag(epoch, step))))
+            self._step_times.append(time.perf_counter() - t0)
+            self._steps_run += 1
+            progress(1)
+        m = self._client_metrics(grid, epoch, "train")
+        return {"train_loss": m["loss"], "train_acc": m["acc"]}
+
+    def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        eval_steps = self._schedule().eval_steps
+        for step in range(eval_steps):
+            self._converse(grid, self._control("evaluate.step", self.client_id, round_tag(epoch, step, "eval"),
+                                               step=step_record(StepTag(epoch, step))))
+        m = self._client_metrics(grid, epoch, "eval")
+        self._last["test_acc"] = m["acc"]
+        return {"test_acc": m["acc"], "test_loss": m["loss"]}
+
+    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        """Leakage of what each server saw this epoch, and step timing (measured and parallel-server)."""
+        if self._leak is None:
+            raise ProtocolError("epoch_metrics before prepare(): no labels to score the leakage with")
+        busy: list[float] = []
+        for s in range(self.params.servers):
+            rep = self._query(grid, "query.log", s, epoch)
+            self._leak.observe(server=s, log=lambda name, r=rep: wire.get_array(r, "log", name))
+            total = float(rep.content.metric_records["stats"]["busy_train_s"])
+            busy.append(total - self._busy.get(s, 0.0))
+            self._busy[s] = total
+        out = self._leak.epoch_summary()
+        steps = max(1, len(self._step_times))
+        step_s = float(np.mean(self._step_times)) if self._step_times else math.nan
+        out.update(step_s=step_s, server_s_per_step=sum(busy) / steps,
+                   step_s_parallel=step_s - (sum(busy) - max(busy, default=0.0)) / steps)
+        self._last.update(out)
+        return out
+
+    def summary_extra(self, grid: Grid) -> dict[str, Any]:
+        steps = max(1, self._steps_run)
+        per_step = {k: {"direction": v["direction"], "bytes": v["bytes"] / steps, "messages": v["messages"] / steps}
+                    for k, v in sorted(self._tally.items()) if k.startswith("train.")}
+        worst = self._leak.worst() if self._leak else {}
+        return {"test_acc": self._last.get("test_acc"), **worst,
+                "step_s": self._last.get("step_s"), "step_s_parallel": self._last.get("step_s_parallel"),
+                "servers": self.params.servers, "bytes_by_kind": dict(sorted(self._tally.items())),
+                "train_bytes_per_step": per_step}
+
+
+@register
+class HeadOnly(SplitLlm):
+    """Without LoRAs: frozen features fetched once per text, head trained on the client."""
+
+    name = "head-only"
+    summary = "split LM baseline: frozen pretrained features + client head (no adapters, no gradients sent)"
+    Params = LlmParams
+
+    def recipe(self) -> Recipe:
+        return Recipe(adapters=0)
+
+
+@register
+class SplitLora(SplitLlm):
+    """Regular FT: one LoRA adapter set trained with plain backprop through the server."""
+
+    name = "split-lora"
+    summary = "split LM fine-tuning, regular LoRA (one adapter set, plain backprop): the non-private upper bound"
+    Params = LoraParams
+
+    def recipe(self) -> Recipe:
+        return Recipe(adapters=1)
+
+
+@register
+class Dcor(SplitLlm):
+    """Distance-correlation defense (Sun et al. 2022): + λ·log dCor²(h, y) on the activations."""
+
+    name = "dcor"
+    summary = "split LoRA + distance-correlation regularizer λ·log dCor²(h, y)"
+    Params = DcorParams
+
+    def recipe(self) -> Recipe:
+        return Recipe(adapters=1, reg="dcor", reg_weight=self.params.dcor_weight)
+
+
+@register
+class Pslf(SplitLlm):
+    """PSLF-style label DP: the client trains on randomized-response labels (drawn once)."""
+
+    name = "pslf"
+    summary = "split LoRA on randomized-response labels, p_keep = e^ε/(e^ε + K − 1)"
+    Params = PslfParams
+
+    def recipe(self) -> Recipe:
+        return Recipe(adapters=1, label_epsilon=self.params.epsilon)
