@@ -27,7 +27,8 @@ class P3eftParams(LoraParams):
     n_adapters: int = param(2, ge=1, le=16, help="n adapter sets mixed by the frozen weights W")
     m: int = param(2, ge=0, le=64, help="pieces per private backprop: >= 2 random pieces over the servers, "
                    "0 = one piece per example (m = B, for a single server); 1 is plain backprop (refused)")
-    alpha: float = param(1.0, ge=0, help="weight α of the adversarial regularizer (paper grid: 10^(k/2))")
+    alpha: float = param(3.16, ge=0, help="weight α of the adversarial regularizer (paper grid 10^(k/2); "
+                         "10^(1/2) as for DeBERTa on SST-2, also the best trade-off for MiniLM on rt-polarity)")
     xi_scale: float = param(0.0, ge=-8, le=8, help="s: mixing noise ξ ~ N(0, 1)·10^(s/2)")
     grad_noise: float = param(30.0, gt=0, le=1e4, help="std of the random pieces / rms(g_h) (m >= 2)")
     probe_l2: float = param(0.1, ge=0, help="L2 of the per-batch logistic-regression probe (on standardized h)")

@@ -56,7 +56,7 @@ class LoraParams(LlmParams):
 
 @dataclass(frozen=True)
 class DcorParams(LoraParams):
-    dcor_weight: float = param(1.0, ge=0, help="λ of the distance-correlation term λ·log dCor²(h, y)")
+    dcor_weight: float = param(0.3, ge=0, help="λ of the distance-correlation term λ·log dCor²(h, y)")
 
 
 @dataclass(frozen=True)
