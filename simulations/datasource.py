@@ -72,7 +72,18 @@ def subsample(ds: Dataset, *, train: int | None, test: int | None, seed: int) ->
     tr, te = pick(ds.num_train, train, "train"), pick(ds.num_test, test, "test")
     if tr is None and te is None:
         return ds
-    extras = dict(ds.extras)
+    extras = {}
+    n_tr, n_te = ds.num_train, ds.num_test
+    for key, col in ds.extras.items():  # per-sample columns: <key>_train, <key>_test, <key> = train then test
+        if key.endswith("_train") and len(col) == n_tr:
+            extras[key] = col if tr is None else col[tr]
+        elif key.endswith("_test") and len(col) == n_te:
+            extras[key] = col if te is None else col[te]
+        elif len(col) == n_tr + n_te:
+            a, b = col[:n_tr], col[n_tr:]
+            extras[key] = np.concatenate([a if tr is None else a[tr], b if te is None else b[te]])
+        else:
+            extras[key] = col
     return replace(
         ds,
         x_train=ds.x_train if tr is None else ds.x_train[tr], y_train=ds.y_train if tr is None else ds.y_train[tr],

@@ -18,7 +18,7 @@ from vfl.host import NodeBuilder, NodeHost
 from vfl.message import Wire
 from vfl.transport.base import HostGroup, Transport
 
-_MAX_SOCKET_DIR = 60  # Ray's unix socket paths (temp_dir/session_*/sockets/...) must stay < 108 chars
+_MAX_SOCKET_DIR = 40  # Ray adds ~65 chars (session_<date>_<pid>/sockets/plasma_store); unix sockets < 108
 
 
 def _short_temp_dir(temp_dir: str | None) -> str:
