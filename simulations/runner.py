@@ -88,4 +88,6 @@ def resume_run(out_dir: str | Path, *, progress: bool | None = None, overrides: 
     """Continue a killed run from its last checkpoint (its resolved config is reused)."""
     run_dir = RunDir(out_dir)
     cfg = resolve_config(run_dir.read_config(), overrides)
+    if overrides:  # e.g. more epochs: the directory's config must describe what was run
+        run_dir.write_config(cfg.to_dict())
     return execute(cfg, out_dir=out_dir, resume=True, progress=progress)

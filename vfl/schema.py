@@ -93,7 +93,13 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
         raise ConfigError("params", f"got {params_raw!r}; expected a mapping of strategy options")
     cfg = build(RunConfig, raw)
     strategy_cls = STRATEGIES.get(cfg.strategy, key="strategy")
-    params: Any = build(strategy_cls.Params, params_raw, prefix="params")
+    try:
+        params: Any = build(strategy_cls.Params, params_raw, prefix="params")
+    except ConfigError as exc:
+        if "unknown key" in str(exc):
+            raise ConfigError(exc.key, f"{str(exc).split(': ', 1)[1]} (options of strategy {cfg.strategy!r}; "
+                              "when switching strategy, reset them with --set params={})") from None
+        raise
     cfg = dataclasses.replace(cfg, params=params)
     strategy_cls.validate_config(cfg)
     return cfg
