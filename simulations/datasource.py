@@ -28,6 +28,7 @@ class ConfigDataSource:
     seed: int = 0
     data_dir: str | None = None
     partition_opts: dict[str, Any] = field(default_factory=dict)
+    load_opts: dict[str, Any] = field(default_factory=dict)
     train_subsample: int | None = None
     test_subsample: int | None = None
 
@@ -35,7 +36,7 @@ class ConfigDataSource:
     def from_config(cls, cfg: RunConfig) -> ConfigDataSource:
         d = cfg.data
         return cls(dataset_name=cfg.dataset, num_parties=cfg.num_parties, partition_scheme=d.partition,
-                   seed=cfg.seed, data_dir=d.data_dir, partition_opts=dict(d.partition_opts),
+                   seed=cfg.seed, data_dir=d.data_dir, partition_opts=dict(d.partition_opts), load_opts=dict(d.load_opts),
                    train_subsample=d.train_subsample, test_subsample=d.test_subsample)
 
     def _key(self, what: str) -> str:
@@ -46,7 +47,7 @@ class ConfigDataSource:
         if key not in _CACHE:
             from simulations.data.registry import load_dataset
 
-            ds = load_dataset(self.dataset_name, data_dir=self.data_dir, seed=self.seed)
+            ds = load_dataset(self.dataset_name, data_dir=self.data_dir, seed=self.seed, **self.load_opts)
             _CACHE[key] = subsample(ds, train=self.train_subsample, test=self.test_subsample, seed=self.seed)
         return _CACHE[key]  # type: ignore[no-any-return]
 

@@ -20,6 +20,7 @@ class DataConfig:
     data_dir: str | None = param(None, help="directory holding real datasets (else $VFL_DATA_DIR)")
     partition: str = param("contiguous", help="vertical split: contiguous|interleaved|quadrants|strips|views|tokens")
     partition_opts: dict[str, Any] = param({}, help="extra partitioner options (e.g. sizes, orientation)")
+    load_opts: dict[str, Any] = param({}, help="extra loader options (e.g. size, channels, views)")
     train_subsample: int | None = param(None, ge=1, help="use at most this many training samples")
     test_subsample: int | None = param(None, ge=1, help="use at most this many test samples")
 

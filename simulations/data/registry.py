@@ -36,5 +36,5 @@ def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0
                if v.kind is v.KEYWORD_ONLY and k not in ("data_dir", "seed")]
     unknown = sorted(set(opts) - set(allowed))
     if unknown:
-        raise ConfigError("dataset", f"{name} has no option(s) {unknown}; allowed: {allowed or 'none'}")
+        raise ConfigError("data.load_opts", f"{name} has no option(s) {unknown}; allowed: {allowed or 'none'}")
     return loader(data_dir=resolve_data_dir(data_dir), seed=int(seed), **opts)

@@ -25,9 +25,9 @@ def test_cli_joins_a_two_node_cluster(tmp_path):
                                "--set", "transport.cpus_per_actor=0.3"],
                               capture_output=True, text=True, env=env, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        nodes = subprocess.run([sys.executable, "-c", (
-            "import ray, json; ray.init(address=%r, configure_logging=False, log_to_driver=False);"
-            "print(json.dumps(sum(n['Alive'] for n in ray.nodes())))") % cluster.address],
+        probe = (f"import ray, json; ray.init(address={cluster.address!r}, configure_logging=False, "
+                 "log_to_driver=False); print(json.dumps(sum(n['Alive'] for n in ray.nodes())))")
+        nodes = subprocess.run([sys.executable, "-c", probe],
             capture_output=True, text=True, env=env, timeout=120)
         assert nodes.stdout.strip().splitlines()[-1] == "2"
     summary = json.loads((out / "summary.json").read_text())
