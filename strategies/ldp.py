@@ -9,13 +9,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from vfl.privacy.events import GaussianEvent
-from vfl.privacy.mechanisms import ldp_sigma
-
 from parties.mods import gaussian_mod
 from strategies.vertical import VerticalStrategy
 from vfl.config import param
 from vfl.mods import Mod
+from vfl.privacy.events import GaussianEvent
+from vfl.privacy.mechanisms import ldp_sigma
 from vfl.strategy import register
 
 

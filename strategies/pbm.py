@@ -13,8 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 from flwr.common import Message
-from vfl.privacy.events import PBMEvent
-from vfl.privacy.mechanisms import pbm_decode
 
 from parties.mods import pack_counts_mod, pbm_mod, read_encoded, secagg_mod
 from parties.secagg_nodes import SecAggActiveServer, SecAggParty
@@ -26,6 +24,8 @@ from vfl.errors import ConfigError
 from vfl.grid import Grid
 from vfl.mods import Mod
 from vfl.node import Node, NodeSpec
+from vfl.privacy.events import PBMEvent
+from vfl.privacy.mechanisms import pbm_decode
 from vfl.schema import RunConfig
 from vfl.secagg import smallest_modulus_bits
 from vfl.strategy import register

@@ -8,6 +8,7 @@ its destination (party embeddings on their way to the server) does not count it 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from flwr.common import Message
 
@@ -44,20 +45,22 @@ class Grid:
         return "party" if node_id == BROADCAST else self.specs[node_id].role
 
     def count(self, wire: Wire) -> None:
-        src, dst = self._role(wire.src), self._role(wire.dst)
-        if wire.src == wire.dst:  # the driver talking to a node on its own behalf (start a step, read metrics)
-            direction, party = CONTROL, self.name(wire.dst)
+        self._count(wire.src, wire.dst, wire.round, wire.nbytes, wire.payload)
+
+    def _count(self, src_id: int, dst_id: int, round: str, nbytes: int, payload: int) -> None:
+        src, dst = self._role(src_id), self._role(dst_id)
+        if src_id == dst_id:  # the driver talking to a node on its own behalf (start a step, read metrics)
+            direction, party = CONTROL, self.name(dst_id)
         elif src == "party" and dst == "hub":
-            direction, party = UP, self.name(wire.src)
+            direction, party = UP, self.name(src_id)
         elif src == "hub" and dst == "party":
-            direction, party = DOWN, self.name(wire.dst)
+            direction, party = DOWN, self.name(dst_id)
         elif src == "party" and dst == "party":  # party-to-party (e.g. secagg share relays go via hub)
-            direction, party = UP, self.name(wire.src)
+            direction, party = UP, self.name(src_id)
         else:
-            direction, party = CONTROL, self.name(wire.dst)
-        phase = parse_round(wire.round)[0]
-        self.ledger.record(phase=phase, direction=direction, party=party, round=wire.round,
-                           nbytes=wire.nbytes, payload=wire.payload)
+            direction, party = CONTROL, self.name(dst_id)
+        self.ledger.record(phase=parse_round(round)[0], direction=direction, party=party, round=round,
+                           nbytes=nbytes, payload=payload)
 
     def send(self, items: Sequence[Message | Wire]) -> list[Wire]:
         """Deliver messages (counted now) and wires (already counted); return counted replies."""
@@ -101,3 +104,19 @@ class Grid:
             wires = self.send(wires)
             hops += 1
         return hops
+
+    # ---- pipelined delivery (no driver round trip per hop) -----------------------------------
+    def submit(self, parts: Sequence[Any], to: Sequence[str]) -> dict[str, Any]:
+        """Deliver ``parts`` (lists of wires, or handles from earlier submits) to the hosts ``to``
+        without waiting; each host keeps what is addressed to its nodes. Call ``drain`` to count."""
+        return self.transport.submit(list(to), list(parts))
+
+    def collect(self, handles: dict[str, Any], *, round: str) -> list[Wire]:
+        """Wait for submitted deliveries and return their wires (already logged for ``drain``)."""
+        out = self.transport.collect(handles, round=round)
+        return [w for g in self.groups for w in out.get(g.name, [])]
+
+    def drain(self) -> None:
+        """Count every wire produced by pipelined delivery since the last drain."""
+        for src, dst, _kind, round, nbytes, payload in self.transport.drain():
+            self._count(src, dst, round, nbytes, payload)

@@ -31,10 +31,11 @@ PHISHING_ATTRIBUTES = (
 WORDS = {0: ("dull", "boring", "awful", "flat", "tedious"), 1: ("moving", "funny", "sharp", "lovely", "bold")}
 
 
-def write_har(out: Path, rng: np.random.Generator) -> None:
-    """``UCI HAR Dataset/{train,test}/{X,y}_*.txt``: 561 space-separated e-notation floats per row."""
+def write_har(out: Path, rng: np.random.Generator, sizes: tuple[int, int] = HAR_SIZES) -> None:
+    """``UCI HAR Dataset/{train,test}/{X,y}_*.txt``: 561 space-separated e-notation floats per row
+    (``sizes=(7352, 2947)`` gives a full-size synthetic twin for benchmarks)."""
     centers = rng.uniform(-0.6, 0.6, size=(6, 561))
-    for split, n in zip(("train", "test"), HAR_SIZES, strict=True):
+    for split, n in zip(("train", "test"), sizes, strict=True):
         d = out / "UCI HAR Dataset" / split
         d.mkdir(parents=True, exist_ok=True)
         y = np.arange(n) % 6 + 1

@@ -41,6 +41,19 @@ class Transport(ABC):
         """Deliver wires to each named host concurrently; return each host's reply wires."""
 
     @abstractmethod
+    def submit(self, groups: Sequence[str], parts: Sequence[Any]) -> dict[str, Any]:
+        """Pipelined delivery: each host in ``groups`` gets ``parts`` (wire lists or handles of
+        earlier submits) and keeps what is addressed to it; returns one handle per host."""
+
+    @abstractmethod
+    def collect(self, handles: dict[str, Any], *, round: str) -> dict[str, list[Wire]]:
+        """Wait for submitted deliveries; failures surface here as typed errors."""
+
+    @abstractmethod
+    def drain(self) -> list[tuple[int, int, str, str, int, int]]:
+        """The (src, dst, kind, round, nbytes, payload) of every wire produced by pipelined delivery."""
+
+    @abstractmethod
     def get_state(self) -> dict[int, bytes]:
         """Checkpoint bytes of every node on every host."""
 

@@ -81,11 +81,24 @@ class RayTransport(Transport):
                 cause = exc.cause if hasattr(exc, "cause") else None
                 if isinstance(cause, VFLError):
                     raise cause from None
+                dead = self._dead_names()  # a chained task also fails when an upstream actor died
+                if dead:
+                    raise PartyFailure(dead, round, "its Ray actor died") from exc
                 raise PartyFailure(self._names(name), round, f"{type(cause).__name__ if cause else 'error'}: "
                                    f"{cause if cause else exc}") from exc
             except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
-                raise PartyFailure(self._names(name), round, "its Ray actor died") from exc
+                raise PartyFailure(self._dead_names() or self._names(name), round, "its Ray actor died") from exc
         return out
+
+    def _dead_names(self) -> str:
+        """Which hosts are really dead (a chained task fails when any upstream actor died)."""
+        dead = []
+        for name, actor in self.actors.items():
+            try:
+                self._ray.get(actor.ready.remote(), timeout=30)
+            except Exception:
+                dead.append(self._names(name))
+        return ", ".join(dead)
 
     def _names(self, group: str) -> str:
         return ", ".join(s.name for s in self.groups[group].specs)
@@ -93,6 +106,17 @@ class RayTransport(Transport):
     def deliver(self, batches: dict[str, list[Wire]], *, round: str) -> dict[str, list[Wire]]:
         futures = {name: self.actors[name].deliver.remote(wires) for name, wires in batches.items()}
         return self._get(futures, round=round)
+
+    def submit(self, groups: Sequence[str], parts: Sequence[Any]) -> dict[str, Any]:
+        # ObjectRefs as top-level arguments are resolved by Ray and moved actor to actor.
+        return {name: self.actors[name].deliver_piped.remote(*parts) for name in groups}
+
+    def collect(self, handles: dict[str, Any], *, round: str) -> dict[str, list[Wire]]:
+        return self._get(handles, round=round)
+
+    def drain(self) -> list[tuple[int, int, str, str, int, int]]:
+        rows = self._get({n: a.drain_outbox.remote() for n, a in self.actors.items()}, round="drain")
+        return [row for part in rows.values() for row in part]
 
     def get_state(self) -> dict[int, bytes]:
         states: dict[int, bytes] = {}

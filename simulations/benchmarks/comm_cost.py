@@ -1,0 +1,129 @@
+"""Communication cost to reach a target (the PBM-VFL paper's Tables 1-3 procedure).
+
+For a grid of (b, beta), plus NPQ and the LDP baseline, train the same config, find the first
+epoch whose metric reaches the target, and report the MEASURED wire megabytes up to that epoch
+beside the paper's formula. Prints a table; writes DIR/comm_cost.json, DIR/comm_cost.csv and
+DIR/comm_cost_curves.png.
+
+    python -m simulations.benchmarks.comm_cost --out bench-out            # offline default grid
+    python -m simulations.benchmarks.comm_cost --full --config har-5p --set data.data_dir=DATA
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from simulations.runner import execute, resolve_config  # noqa: E402
+from vfl.costs import paper_formula_bytes  # noqa: E402
+
+DEFAULT_GRID = {"b": [4, 16, 64], "beta": [0.1, 0.25]}
+FULL_GRID = {"b": [4, 8, 16, 64, 128], "beta": [0.1, 0.15, 0.2, 0.25]}  # the paper's Activity grid
+
+
+def settings(grid: dict[str, list[Any]], ldp_b: int, ldp_beta: float) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{"strategy": "npq", "b": None, "beta": None}]
+    rows += [{"strategy": "pbm", "b": b, "beta": beta} for b in grid["b"] for beta in grid["beta"]]
+    rows.append({"strategy": "ldp", "b": ldp_b, "beta": ldp_beta})
+    return rows
+
+
+def run_one(base: str, overrides: list[str], row: dict[str, Any], *, epochs: int, transport: str,
+            out: Path) -> list[dict[str, Any]]:
+    sets = [*overrides, f"strategy={row['strategy']}", "params={}", f"train.epochs={epochs}",
+            f"transport.kind={transport}"]
+    if row["b"] is not None:
+        sets += [f"params.b={row['b']}", f"params.beta={row['beta']}"]
+    cfg = resolve_config(base, sets)
+    tag = row["strategy"] + (f"-b{row['b']}-beta{row['beta']}" if row["b"] is not None else "")
+    return execute(cfg, out_dir=out / "runs" / tag, progress=False).history, cfg  # type: ignore[return-value]
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--config", default="digits-5p", help="base config (default: offline digits, 5 parties)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--metric", default="train_acc", help="metrics.jsonl key compared with --target")
+    ap.add_argument("--target", type=float, default=0.8)
+    ap.add_argument("--transport", default="inprocess", choices=("inprocess", "ray"),
+                    help="bytes are identical; inprocess is faster on a small machine")
+    ap.add_argument("--full", action="store_true", help="the paper's (b, beta) grid and 100 epochs")
+    ap.add_argument("--ldp-b", type=int, default=16)
+    ap.add_argument("--ldp-beta", type=float, default=0.25)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    grid = FULL_GRID if args.full else DEFAULT_GRID
+    epochs = 100 if args.full and args.epochs == 30 else args.epochs
+    rows, curves = [], {}
+    t0 = time.perf_counter()
+    for row in settings(grid, args.ldp_b, args.ldp_beta):
+        history, cfg = run_one(args.config, args.overrides, row, epochs=epochs, transport=args.transport, out=out)
+        hit = next((r for r in history if (r.get(args.metric) or 0) >= args.target), None)
+        steps = -(-len_train(cfg) // cfg.train.batch_size)
+        to = hit["epoch"] + 1 if hit else None
+        last = hit or history[-1]
+        formula = paper_formula_bytes(iterations=steps * (to or len(history)), batch=cfg.train.batch_size,
+                                      parties=cfg.num_parties, dim=cfg.model.embed_dim, b=row["b"]
+                                      if row["strategy"] == "pbm" else None)
+        label = row["strategy"] + (f" b={row['b']} β={row['beta']}" if row["strategy"] != "npq" else "")
+        rows.append({**row, "label": label, "epochs_to_target": to,
+                     "measured_mb": (last["cum_bytes_up"] + last["cum_bytes_down"]) / 1e6 if hit else None,
+                     "measured_mb_all_epochs": (history[-1]["cum_bytes_up"] + history[-1]["cum_bytes_down"]) / 1e6,
+                     "formula_mb": formula / 1e6 if hit else None,
+                     "final_metric": history[-1].get(args.metric), "final_test_acc": history[-1].get("test_acc"),
+                     "epsilon": history[-1].get("epsilon")})
+        curves[label] = [(r["epoch"] + 1, r.get(args.metric)) for r in history]
+        print(f"  {label:<22} done ({time.perf_counter() - t0:.0f}s)", flush=True)
+    header = f"{'setting':<22} {'epochs→' + str(args.target):>12} {'measured MB':>12} {'formula MB':>11} " \
+             f"{'final ' + args.metric:>16} {'test acc':>9} {'epsilon':>10}"
+    print(f"\nconfig {args.config}, target {args.metric} >= {args.target}\n{header}")
+
+    def fmt(v: Any, spec: str) -> str:
+        return "never" if v is None else format(v, spec)
+
+    for r in rows:
+        print(f"{r['label']:<22} {fmt(r['epochs_to_target'], 'd'):>12} {fmt(r['measured_mb'], '.3f'):>12} "
+              f"{fmt(r['formula_mb'], '.3f'):>11} {fmt(r['final_metric'], '.3f'):>16} "
+              f"{fmt(r['final_test_acc'], '.3f'):>9} {('-' if r['epsilon'] is None else format(r['epsilon'], '.4g')):>10}")
+    meta = {"config": args.config, "overrides": args.overrides, "metric": args.metric, "target": args.target,
+            "epochs": epochs, "units": "MB = 1e6 bytes; measured = serialized flwr messages, up + down, training only",
+            "wall_s": time.perf_counter() - t0}
+    (out / "comm_cost.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    with open(out / "comm_cost.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, pts in curves.items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label,
+                ls="--" if label.startswith(("npq", "ldp")) else "-")
+    ax.axhline(args.target, color="gray", lw=0.8)
+    ax.set(xlabel="epoch", ylabel=args.metric, title=f"{args.config}: NPQ vs PBM vs LDP")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / "comm_cost_curves.png", dpi=110)
+    print(f"wrote {out / 'comm_cost.json'}, comm_cost.csv, comm_cost_curves.png")
+    return rows
+
+
+def len_train(cfg: Any) -> int:
+    from simulations.datasource import ConfigDataSource
+
+    return len(ConfigDataSource.from_config(cfg).partition()[1].y_train)
+
+
+if __name__ == "__main__":
+    main()
