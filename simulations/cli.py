@@ -151,6 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VFLError as exc:
         print(f"vfl: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:  # e.g. `vfl config-help | head`
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("vfl: interrupted; resume with `vfl run --resume DIR`", file=sys.stderr)
         return 130

@@ -218,6 +218,7 @@ def help_table(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
             continue
         default = f.default if f.default is not _MISSING else (
             f.default_factory() if f.default_factory is not _MISSING else "(required)")
-        allowed = _range_text(f.metadata) if f.metadata else _type_name(tp)
+        ranged = any(f.metadata.get(k) is not None for k in ("ge", "gt", "le", "lt", "choices"))
+        allowed = _range_text(f.metadata) if ranged else _type_name(tp)
         rows.append((key, repr(default), allowed, f.metadata.get("help", "")))
     return rows
