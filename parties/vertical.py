@@ -9,7 +9,6 @@ gradient of the fused input back (ONE broadcast tensor for sum fusion).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,37 +22,13 @@ from vfl.errors import ProtocolError
 from vfl.message import BROADCAST
 from vfl.mods import Mod, ModContext, apply_mods
 from vfl.node import Node, NodeSpec, handles
-from vfl.sampling import batch_ids, num_batches
+from vfl.sampling import Schedule
+
+__all__ = ["ActiveServer", "PassiveParty", "Schedule", "concat_aggregator", "sum_aggregator"]
 
 STEP = "step"  # config record carrying epoch/step/forward flags
 EMB = "emb"  # array record carrying the (possibly encoded) embedding
 GRAD = "grad"  # array record carrying the gradient of the fused input
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """What every node knows of the batch schedule (no ids are ever sent)."""
-
-    seed: int
-    num_train: int
-    num_test: int
-    batch_size: int
-    eval_batch_size: int
-
-    @property
-    def steps(self) -> int:
-        return num_batches(num_samples=self.num_train, batch_size=self.batch_size)
-
-    @property
-    def eval_steps(self) -> int:
-        return num_batches(num_samples=self.num_test, batch_size=self.eval_batch_size)
-
-    def train_ids(self, epoch: int, step: int) -> np.ndarray:
-        return batch_ids(num_samples=self.num_train, batch_size=self.batch_size, seed=self.seed, epoch=epoch,
-                         step=step)
-
-    def test_ids(self, step: int) -> np.ndarray:
-        return np.arange(step * self.eval_batch_size, min((step + 1) * self.eval_batch_size, self.num_test))
 
 
 def make_optimizer(params: Sequence[nn.Parameter] | Any, *, name: str, lr: float, momentum: float,

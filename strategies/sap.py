@@ -27,7 +27,7 @@ from vfl.config import param
 from vfl.data import Dataset, DataSource
 from vfl.errors import ConfigError, DataError, ProtocolError
 from vfl.grid import Grid
-from vfl.message import Wire, round_tag
+from vfl.message import round_tag
 from vfl.node import Node, NodeSpec
 from vfl.sampling import derive_seed, num_batches
 from vfl.schema import RunConfig, TrainConfig
@@ -102,7 +102,6 @@ class SAP(Strategy):
         super().__init__(cfg)
         self._sizes = (0, 0, 0)
         self._uploaded = {"train": False, "eval": False}
-        self._tally: dict[str, dict[str, Any]] = {}
         self._last: dict[str, Any] = {}
 
     @classmethod
@@ -160,26 +159,11 @@ class SAP(Strategy):
     def steps_per_epoch(self) -> int:
         return num_batches(num_samples=self._sizes[0], batch_size=self.cfg.train.batch_size)
 
-    def _tally_wire(self, grid: Grid, w: Wire) -> None:
-        direction = "control" if w.src == w.dst else ("up" if grid.specs[w.src].role == "party" else "down")
-        row = self._tally.setdefault(w.kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})
-        row["messages"] += 1
-        row["bytes"] += w.nbytes
-        row["payload"] += w.payload
-
-    def _converse(self, grid: Grid, m: Message, max_hops: int = 16) -> None:
-        """Send one driver message and route replies until both nodes are quiet (bytes tallied by kind)."""
-        w = Wire.of(m)
-        grid.count(w)
-        self._tally_wire(grid, w)
-        replies = grid.send([w])
-        for _ in range(max_hops):
-            if not replies:
-                return
-            for r in replies:
-                self._tally_wire(grid, r)
-            replies = grid.send(replies)
-        raise ProtocolError(f"{m.metadata.message_type}: conversation did not end after {max_hops} hops")
+    @staticmethod
+    def _converse(grid: Grid, m: Message, max_hops: int = 16) -> None:
+        """One driver message, then route replies until every node is quiet (the ledger counts
+        every wire, by kind too)."""
+        grid.run_until_quiet([m], max_hops=max_hops)
 
     @staticmethod
     def _control(kind: str, node: int, tag: str, **records: Any) -> Message:
@@ -263,4 +247,4 @@ class SAP(Strategy):
         p = self.params
         keys = ("test_acc", "ep_eia", "ep_aia", "eia_rate", "aia_acc", "aia_majority", "cti_tokens")
         return {**{k: self._last.get(k) for k in keys}, "eta": p.eta, "split": p.split,
-                "frozen_bottom": p.frozen_bottom, "cti": p.cti, "bytes_by_kind": dict(sorted(self._tally.items()))}
+                "frozen_bottom": p.frozen_bottom, "cti": p.cti}

@@ -29,7 +29,7 @@ from vfl.config import param
 from vfl.data import DataSource
 from vfl.errors import ConfigError, ProtocolError
 from vfl.grid import Grid
-from vfl.message import Wire, round_tag
+from vfl.message import round_tag
 from vfl.node import Node, NodeSpec
 from vfl.sampling import num_batches
 from vfl.schema import RunConfig
@@ -72,7 +72,6 @@ class SplitLlm(Strategy):
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self._sizes = (0, 0, 2)
-        self._tally: dict[str, dict[str, Any]] = {}
         self._steps_run = 0
         self._step_times: list[float] = []
         self._busy: dict[int, float] = {}
@@ -148,26 +147,11 @@ class SplitLlm(Strategy):
         return num_batches(num_samples=self._sizes[0], batch_size=self.cfg.train.batch_size)
 
     # ---- conversations ----------------------------------------------------------------------
-    def _tally_wire(self, grid: Grid, w: Wire) -> None:
-        direction = "control" if w.src == w.dst else ("up" if grid.specs[w.src].role == "party" else "down")
-        row = self._tally.setdefault(w.kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})
-        row["messages"] += 1
-        row["bytes"] += w.nbytes
-        row["payload"] += w.payload
-
-    def _converse(self, grid: Grid, m: Message, max_hops: int = 16) -> None:
-        """One driver message, then route replies until every node is quiet (bytes tallied by kind)."""
-        w = Wire.of(m)
-        grid.count(w)
-        self._tally_wire(grid, w)
-        replies = grid.send([w])
-        for _ in range(max_hops):
-            if not replies:
-                return
-            for r in replies:
-                self._tally_wire(grid, r)
-            replies = grid.send(replies)
-        raise ProtocolError(f"{m.metadata.message_type}: conversation did not end after {max_hops} hops")
+    @staticmethod
+    def _converse(grid: Grid, m: Message, max_hops: int = 16) -> None:
+        """One driver message, then route replies until every node is quiet (the ledger counts
+        every wire, by kind too)."""
+        grid.run_until_quiet([m], max_hops=max_hops)
 
     def _control(self, kind: str, node: int, tag: str, **records: Any) -> Message:
         return wire.make(kind, src=node, dst=node, round=tag, content=wire.records(**records) if records else None)
@@ -226,11 +210,11 @@ class SplitLlm(Strategy):
     def summary_extra(self, grid: Grid) -> dict[str, Any]:
         steps = max(1, self._steps_run)
         per_step = {k: {"direction": v["direction"], "bytes": v["bytes"] / steps, "messages": v["messages"] / steps}
-                    for k, v in sorted(self._tally.items()) if k.startswith("train.")}
+                    for k, v in sorted(grid.ledger.by_kind.items()) if k.startswith("train.")}
         worst = self._leak.worst() if self._leak else {}
         return {"test_acc": self._last.get("test_acc"), **worst,
                 "step_s": self._last.get("step_s"), "step_s_parallel": self._last.get("step_s_parallel"),
-                "servers": self.params.servers, "bytes_by_kind": dict(sorted(self._tally.items())),
+                "servers": self.params.servers,
                 "train_bytes_per_step": per_step}
 
 

@@ -165,6 +165,7 @@ class Engine:
             "setup_bytes": setup["bytes_up"] + setup["bytes_down"],
             "eval_bytes": sum(self.ledger.totals("eval")[k] for k in ("bytes_up", "bytes_down")),
             "bytes_per_party": self.ledger.per_party("train"),
+            "bytes_by_kind": dict(sorted(self.ledger.by_kind.items())),
             "wall_s": last.get("wall_s"),
         }
         if "test_auprc" in last:

@@ -45,9 +45,9 @@ class Grid:
         return "party" if node_id == BROADCAST else self.specs[node_id].role
 
     def count(self, wire: Wire) -> None:
-        self._count(wire.src, wire.dst, wire.round, wire.nbytes, wire.payload)
+        self._count(wire.src, wire.dst, wire.round, wire.nbytes, wire.payload, wire.kind)
 
-    def _count(self, src_id: int, dst_id: int, round: str, nbytes: int, payload: int) -> None:
+    def _count(self, src_id: int, dst_id: int, round: str, nbytes: int, payload: int, kind: str = "") -> None:
         src, dst = self._role(src_id), self._role(dst_id)
         if src_id == dst_id:  # the driver talking to a node on its own behalf (start a step, read metrics)
             direction, party = CONTROL, self.name(dst_id)
@@ -60,7 +60,7 @@ class Grid:
         else:
             direction, party = CONTROL, self.name(dst_id)
         self.ledger.record(phase=parse_round(round)[0], direction=direction, party=party, round=round,
-                           nbytes=nbytes, payload=payload)
+                           nbytes=nbytes, payload=payload, kind=kind)
 
     def send(self, items: Sequence[Message | Wire]) -> list[Wire]:
         """Deliver messages (counted now) and wires (already counted); return counted replies."""
@@ -118,5 +118,5 @@ class Grid:
 
     def drain(self) -> None:
         """Count every wire produced by pipelined delivery since the last drain."""
-        for src, dst, _kind, round, nbytes, payload in self.transport.drain():
-            self._count(src, dst, round, nbytes, payload)
+        for src, dst, kind, round, nbytes, payload in self.transport.drain():
+            self._count(src, dst, round, nbytes, payload, kind)

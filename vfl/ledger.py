@@ -42,10 +42,17 @@ class CommLedger:
     by_key: dict[tuple[str, str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
     by_round: dict[str, dict[str, int]] = field(default_factory=dict)
     keep_rounds: bool = True
+    by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
     _epoch: dict[tuple[str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
 
-    def record(self, *, phase: str, direction: str, party: str, round: str, nbytes: int, payload: int) -> None:
+    def record(self, *, phase: str, direction: str, party: str, round: str, nbytes: int, payload: int,
+               kind: str = "") -> None:
         self.by_key[(phase, direction, party)].add(nbytes, payload)
+        if kind:
+            row = self.by_kind.setdefault(kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})
+            row["messages"] += 1
+            row["bytes"] += nbytes
+            row["payload"] += payload
         self._epoch[(phase, direction)].add(nbytes, payload)
         if self.keep_rounds and direction != CONTROL:
             row = self.by_round.setdefault(round, {UP: 0, DOWN: 0})
@@ -83,10 +90,11 @@ class CommLedger:
 
     def state(self) -> dict[str, Any]:
         """JSON-able state for checkpoints (cumulative counters only)."""
-        return {"|".join(k): c.as_dict() for k, c in self.by_key.items()}
+        return {"keys": {"|".join(k): c.as_dict() for k, c in self.by_key.items()}, "kinds": self.by_kind}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.by_key = defaultdict(Counter)
-        for key, c in state.items():
+        self.by_kind = {k: dict(v) for k, v in state.get("kinds", {}).items()}
+        for key, c in state["keys"].items():
             phase, direction, party = key.split("|")
             self.by_key[(phase, direction, party)] = Counter(c["bytes"], c["payload"], c["messages"])

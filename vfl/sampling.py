@@ -8,6 +8,7 @@ and makes a resumed run replay exactly the batches an uninterrupted run would ha
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -46,3 +47,29 @@ def batch_ids(*, num_samples: int, batch_size: int, seed: int, epoch: int, step:
     """Sample ids of batch ``step`` of ``epoch``."""
     perm = epoch_permutation(num_samples=num_samples, seed=seed, epoch=epoch)
     return perm[step * batch_size : (step + 1) * batch_size]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What every node knows of the batch schedule; batch ids are derived, never sent."""
+
+    seed: int
+    num_train: int
+    num_test: int
+    batch_size: int
+    eval_batch_size: int
+
+    @property
+    def steps(self) -> int:
+        return num_batches(num_samples=self.num_train, batch_size=self.batch_size)
+
+    @property
+    def eval_steps(self) -> int:
+        return num_batches(num_samples=self.num_test, batch_size=self.eval_batch_size)
+
+    def train_ids(self, epoch: int, step: int) -> np.ndarray:
+        return batch_ids(num_samples=self.num_train, batch_size=self.batch_size, seed=self.seed, epoch=epoch,
+                         step=step)
+
+    def test_ids(self, step: int) -> np.ndarray:
+        return np.arange(step * self.eval_batch_size, min((step + 1) * self.eval_batch_size, self.num_test))

@@ -16,44 +16,16 @@ pattern of dLoss/dlogits (softmax − one-hot); SAP protects the inputs, not the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from flwr.common import Message
 
 from vfl import message as wire
 from vfl.errors import ProtocolError
-from vfl.sampling import batch_ids, num_batches
+from vfl.sampling import Schedule  # noqa: F401  (re-exported: the LLM nodes import it from here)
 
 VENDOR_ID, CUSTOMER_ID = 0, 1
 STEP = "step"  # config record: epoch, step, mode ("upload" | "batch"), offset
 REPS, LOGITS, GRAD, BGRAD = "reps", "logits", "grad", "bgrad"
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """The shared batch order (both sides derive batch ids from the seed; ids never travel)."""
-
-    seed: int
-    num_train: int
-    num_test: int
-    batch_size: int
-    eval_batch_size: int
-
-    @property
-    def steps(self) -> int:
-        return num_batches(num_samples=self.num_train, batch_size=self.batch_size)
-
-    @property
-    def eval_steps(self) -> int:
-        return num_batches(num_samples=self.num_test, batch_size=self.eval_batch_size)
-
-    def train_ids(self, epoch: int, step: int) -> np.ndarray:
-        return batch_ids(num_samples=self.num_train, batch_size=self.batch_size, seed=self.seed, epoch=epoch,
-                         step=step)
-
-    def test_ids(self, step: int) -> np.ndarray:
-        return np.arange(step * self.eval_batch_size, min((step + 1) * self.eval_batch_size, self.num_test))
 
 
 def step_config(*, epoch: int, step: int, mode: str = "batch", offset: int = 0) -> object:
