@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)  ## NPQ vs PBM on offline data over Ray actors (< 3 min on 2 cores)
-	$(VENV)/bin/vfl run demo --out runs/demo
+	$(VENV)/bin/vfl run demo
 
 test: $(STAMP)  ## the whole suite (unit, contract, integration with Ray, e2e CLI)
 	$(VENV)/bin/pytest -q -m "not gpu"

@@ -72,6 +72,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError("CONFIG", "missing; e.g. `vfl run demo` or `vfl run path/to/config.yaml`")
         cfg = resolve_config(args.config, args.overrides, transport=args.transport, address=args.address)
         out = Path(args.out) if args.out else default_out_dir(cfg)
+        args.out = str(out)  # named by the failure handler
         result = execute(cfg, out_dir=out, progress=progress)
     s = result.summary
     keys = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
@@ -145,8 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except (PartyFailure, PrivacyBudgetExceeded) as exc:
         print(f"vfl: run failed: {exc}", file=sys.stderr)
-        if getattr(args, "out", None) or getattr(args, "resume", None):
-            print(f"vfl: resume with: vfl run --resume {args.resume or args.out}", file=sys.stderr)
+        run = getattr(args, "resume", None) or getattr(args, "out", None)
+        if run:
+            latest = Path(run) / "checkpoints" / "latest"
+            ckpt = latest.read_text().strip() if latest.exists() else "none (failed before the first epoch ended)"
+            print(f"vfl: last checkpoint: {ckpt}; resume with: vfl run --resume {run}", file=sys.stderr)
         return EXIT_FAILED
     except VFLError as exc:
         print(f"vfl: {type(exc).__name__}: {exc}", file=sys.stderr)

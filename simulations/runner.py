@@ -67,6 +67,9 @@ def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False,
     data = ConfigDataSource.from_config(cfg)  # the engine validates it (strategy.prepare) before actors start
     run_dir = RunDir(out_dir) if out_dir is not None else None
     if run_dir is not None and not resume:
+        if (run_dir.path / "metrics.jsonl").exists():
+            raise ConfigError("--out", f"{run_dir.path} already holds a run; continue it with "
+                              f"`vfl run --resume {run_dir.path}` or choose another --out")
         run_dir.write_config(cfg.to_dict())
     own = transport is None
     if transport is None:

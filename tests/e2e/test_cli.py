@@ -93,3 +93,12 @@ def test_help_lists_the_commands(capsys):
     out = capsys.readouterr().out
     for cmd in ("run", "strategies", "account", "datasets"):
         assert cmd in out
+
+
+def test_an_existing_run_directory_is_never_overwritten(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "demo", "--out", str(out), *FAST]) == 0
+    before = (out / "metrics.jsonl").read_text()
+    assert main(["run", "demo", "--out", str(out), *FAST]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert (out / "metrics.jsonl").read_text() == before
