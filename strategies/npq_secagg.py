@@ -5,19 +5,14 @@ up to 1/scale per party, so this protects single embeddings from the server, not
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 
 from parties.mods import fixed_point_mod, secagg_mod
-from parties.secagg_nodes import SecAggActiveServer, SecAggParty
-from strategies.secure import check_secagg_config, run_key_setup
-from strategies.vertical import VerticalStrategy
+from strategies.secure import SecureSumStrategy, check_secagg_config
 from vfl.config import param
-from vfl.grid import Grid
 from vfl.mods import Mod
-from vfl.node import Node, NodeSpec
 from vfl.schema import RunConfig
 from vfl.secagg import decode_fixed_sum, fixed_point_bits
 from vfl.strategy import register
@@ -30,7 +25,7 @@ class NPQSecAggParams:
 
 
 @register
-class NPQSecAgg(VerticalStrategy):
+class NPQSecAgg(SecureSumStrategy):
     name = "npq+secagg"
     summary = "NPQ with fixed-point float embeddings under pairwise-masked secure aggregation"
     Params = NPQSecAggParams
@@ -43,21 +38,9 @@ class NPQSecAgg(VerticalStrategy):
     def k(self) -> int:
         return fixed_point_bits(self.cfg.num_parties, self.cfg.model.tanh_c, self.params.scale)
 
-    def bits_per_element(self) -> int:
-        return self.k
-
     def party_mods(self, index: int) -> list[Mod]:
         c = self.cfg.model.tanh_c
         return [fixed_point_mod(scale=self.params.scale, clip=c, k=self.k), secagg_mod(k=self.k)]
 
     def decode_sum(self, total: np.ndarray, num_parties: int) -> torch.Tensor:
         return torch.from_numpy(decode_fixed_sum(total, scale=self.params.scale, k=self.k).astype(np.float32))
-
-    def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
-        return SecAggActiveServer(spec, k=self.k, decode_sum=self.decode_sum, **kwargs)
-
-    def make_party(self, spec: NodeSpec, **kwargs: Any) -> Node:
-        return SecAggParty(spec, **kwargs)
-
-    def setup(self, grid: Grid) -> None:
-        run_key_setup(grid, num_parties=self.cfg.num_parties, threshold=self.params.threshold)

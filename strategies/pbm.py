@@ -12,18 +12,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.common import Message
 
-from parties.mods import pack_counts_mod, pbm_mod, read_encoded, secagg_mod
-from parties.secagg_nodes import SecAggActiveServer, SecAggParty
-from parties.vertical import ActiveServer, PassiveParty
-from strategies.secure import check_secagg_config, run_key_setup
-from strategies.vertical import VerticalStrategy
+from parties.mods import pack_counts_mod, pbm_mod, secagg_mod
+from strategies.secure import SecureSumStrategy, check_secagg_config
 from vfl.config import param
 from vfl.errors import ConfigError
-from vfl.grid import Grid
 from vfl.mods import Mod
-from vfl.node import Node, NodeSpec
 from vfl.privacy.events import PBMEvent
 from vfl.privacy.mechanisms import pbm_decode
 from vfl.schema import RunConfig
@@ -40,7 +34,7 @@ class PBMParams:
 
 
 @register
-class PBM(VerticalStrategy):
+class PBM(SecureSumStrategy):
     name = "pbm"
     summary = "PBM quantization + pairwise-masked secure aggregation (PBM-VFL); accounted in RDP"
     Params = PBMParams
@@ -59,8 +53,9 @@ class PBM(VerticalStrategy):
         p: PBMParams = self.params
         return smallest_modulus_bits(p.b * (self.cfg.num_parties if p.secagg else 1))
 
-    def bits_per_element(self) -> int:
-        return self.k
+    @property
+    def uses_secagg(self) -> bool:  # type: ignore[override]
+        return bool(self.params.secagg)
 
     def pbm_trials(self) -> int | None:
         return int(self.params.b)
@@ -74,22 +69,6 @@ class PBM(VerticalStrategy):
         p: PBMParams = self.params
         return pbm_decode(torch.from_numpy(total.astype(np.float64)), b=p.b, beta=p.beta, c=self.cfg.model.tanh_c,
                           num_parties=num_parties).float()
-
-    def _plain_sum(self, messages: list[Message]) -> torch.Tensor:
-        total = sum(read_encoded(m).values.astype(np.int64) for m in messages)
-        return self.decode_sum(np.asarray(total), len(messages))
-
-    def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
-        if self.params.secagg:
-            return SecAggActiveServer(spec, k=self.k, decode_sum=self.decode_sum, **kwargs)
-        return ActiveServer(spec, aggregate=self._plain_sum, **kwargs)
-
-    def make_party(self, spec: NodeSpec, **kwargs: Any) -> Node:
-        return SecAggParty(spec, **kwargs) if self.params.secagg else PassiveParty(spec, **kwargs)
-
-    def setup(self, grid: Grid) -> None:
-        if self.params.secagg:
-            run_key_setup(grid, num_parties=self.cfg.num_parties, threshold=self.params.threshold)
 
     def privacy_events(self, *, epoch: int) -> list[Any]:
         """Each training sample's P coordinates are released once per epoch; with SecAgg the server

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from strategies.vertical import SERVER_ID, party_node_id
+import numpy as np
+import torch
+from flwr.common import Message
+
+from parties.mods import read_encoded
+from parties.secagg_nodes import SecAggActiveServer, SecAggParty
+from parties.vertical import ActiveServer, PassiveParty
+from strategies.vertical import SERVER_ID, VerticalStrategy, party_node_id
 from vfl import message as wire
 from vfl.errors import ConfigError
 from vfl.grid import Grid
 from vfl.message import BROADCAST
+from vfl.node import Node, NodeSpec
 from vfl.schema import RunConfig
 from vfl.secagg import new_session_id
 
@@ -38,3 +47,34 @@ def run_key_setup(grid: Grid, *, num_parties: int, threshold: int) -> None:
                       content=wire.records(sa=wire.config(session=new_session_id(), parties=ids,
                                                           threshold=shamir_threshold(num_parties, threshold))))
     grid.run_until_quiet([start])
+
+
+class SecureSumStrategy(VerticalStrategy):
+    """A vertical strategy whose parties send integers that the server sums: under secure
+    aggregation (masked, only the sum revealed) or, when ``uses_secagg`` is off, in the clear.
+    Subclasses set ``k`` (bits per element) and ``decode_sum`` (integer sum -> head input)."""
+
+    k: int
+    uses_secagg: bool = True
+
+    def decode_sum(self, total: np.ndarray, num_parties: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _plain_sum(self, messages: list[Message]) -> torch.Tensor:
+        total = sum(read_encoded(m).values.astype(np.int64) for m in messages)
+        return self.decode_sum(np.asarray(total), len(messages))
+
+    def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
+        if self.uses_secagg:
+            return SecAggActiveServer(spec, k=self.k, decode_sum=self.decode_sum, **kwargs)
+        return ActiveServer(spec, aggregate=self._plain_sum, **kwargs)
+
+    def make_party(self, spec: NodeSpec, **kwargs: Any) -> Node:
+        return SecAggParty(spec, **kwargs) if self.uses_secagg else PassiveParty(spec, **kwargs)
+
+    def setup(self, grid: Grid) -> None:
+        if self.uses_secagg:
+            run_key_setup(grid, num_parties=self.cfg.num_parties, threshold=self.params.threshold)
+
+    def bits_per_element(self) -> int:
+        return self.k

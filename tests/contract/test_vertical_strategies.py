@@ -69,3 +69,16 @@ def test_secagg_refuses_concatenation(name):
     with pytest.raises(ConfigError) as exc:
         load_run_config({"strategy": name, "model": {"fusion": "concat"}})
     assert exc.value.key == "model.fusion"
+
+
+def test_pbm_without_secagg_packs_plain_counts_and_accounts_one_party():
+    cfg = load_run_config({"strategy": "pbm", "num_parties": M, "params": {"secagg": False, "b": 16},
+                           "model": {"embed_dim": P}, "train": {"epochs": 1, "batch_size": 50}})
+    res = Engine(cfg, InProcessTransport(), BlobSource(num_parties=M, num_train=N), progress=False).run()
+    s = res.summary
+    assert s["bits_per_element"] == 5 and s["setup_bytes"] == 0  # 2^5 > b = 16; no key exchange
+    assert s["payload_bytes_up"] == s["information_bound_bytes_up"]
+    with_secagg = Engine(load_run_config({"strategy": "pbm", "num_parties": M, "params": {"b": 16},
+                                          "model": {"embed_dim": P}, "train": {"epochs": 1, "batch_size": 50}}),
+                         InProcessTransport(), BlobSource(num_parties=M, num_train=N), progress=False).run()
+    assert s["epsilon"] > with_secagg.summary["epsilon"]  # the server sees each party's counts alone
