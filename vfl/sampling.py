@@ -7,17 +7,14 @@ and makes a resumed run replay exactly the batches an uninterrupted run would ha
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
+from vfl.rng import derive_seed
 
-def derive_seed(*parts: int | str) -> int:
-    """A 64-bit seed derived from named parts (stable across processes, unlike ``hash``)."""
-    h = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:8], "little")
+__all__ = ["Schedule", "batch_ids", "batch_indices", "derive_seed", "epoch_permutation", "num_batches"]
 
 
 @lru_cache(maxsize=8)
