@@ -63,7 +63,11 @@ class TransportConfig:
 class PrivacyConfig:
     delta: float = param(1e-5, gt=0, lt=1, help="delta of the reported (epsilon, delta)")
     epsilon_budget: float | None = param(None, gt=0, help="stop with PrivacyBudgetExceeded beyond it")
-    secure_rng: bool = param(False, help="party noise from OS entropy (not reproducible) instead of the seed")
+    noise_rng: str = param("crypto", choices=("crypto", "seeded"),
+                           help="privacy noise from a keystream keyed with OS entropy held only by the node "
+                                "that adds it (crypto), or from the run seed (seeded: reproducible debugging, "
+                                "the reported epsilon is then not a guarantee)")
+    secure_rng: bool = param(False, help="deprecated; superseded by noise_rng")
 
 
 @dataclass(frozen=True)
