@@ -100,6 +100,18 @@ class NoiseSource:
             return cls.seeded(*parts)
         raise ValueError(f"noise_rng must be one of {NOISE_RNG}, got {mode!r}")
 
+    @classmethod
+    def for_round(cls, mode: str, *, seed: int, purpose: str, node: int, phase: str, epoch: int,
+                  step: int, fresh: NoiseSource | None = None) -> NoiseSource:
+        """The noise a node uses for one (purpose, round): in ``seeded`` mode a stream that is a pure
+        function of these names (so a resumed run replays it, and anyone holding the seed can
+        rebuild it); in ``crypto`` mode the node's own ``fresh`` source (or a new one)."""
+        if mode == "seeded":
+            return cls.seeded("noise", seed, purpose, node, phase, epoch, step)
+        if mode == "crypto":
+            return fresh if fresh is not None else cls.fresh()
+        raise ValueError(f"noise_rng must be one of {NOISE_RNG}, got {mode!r}")
+
     def __getstate__(self) -> None:
         raise TypeError("a NoiseSource holds a secret key and must not be pickled or sent")
 

@@ -30,6 +30,17 @@ def test_for_mode_and_bad_mode():
         NoiseSource.for_mode("os", 1)
 
 
+def test_for_round_is_the_one_seeded_recipe():
+    kw = dict(seed=3, purpose="pbm", node=2, phase="train", epoch=1, step=4)
+    a, b = NoiseSource.for_round("seeded", **kw), NoiseSource.for_round("seeded", **kw)
+    assert np.array_equal(a.words(8), b.words(8))
+    assert not np.array_equal(NoiseSource.for_round("seeded", **{**kw, "step": 5}).words(8),
+                              NoiseSource.for_round("seeded", **kw).words(8))
+    own = NoiseSource.fresh()
+    assert NoiseSource.for_round("crypto", fresh=own, **kw) is own
+    assert not NoiseSource.for_round("crypto", **kw).reproducible
+
+
 def test_a_source_cannot_be_pickled():
     with pytest.raises(TypeError, match="secret key"):
         pickle.dumps(NoiseSource.fresh())
