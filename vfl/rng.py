@@ -29,6 +29,8 @@ import numpy.typing as npt
 import torch
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from vfl.errors import ConfigError
+
 KEY_BYTES = 32
 _CHUNK_WORDS = 1 << 16  # keystream words produced per AES call (256 KiB)
 _TWO32 = float(1 << 32)
@@ -207,3 +209,32 @@ class NoiseSource:
         dims, n = _numel(shape)
         bits = (self.words(n) & 1).astype(np.float64)
         return torch.from_numpy((2.0 * bits - 1.0).reshape(dims)).to(dtype)
+
+
+class NodeNoise:
+    """The privacy noise of one node: ``round(purpose, ...)`` gives the source for one round.
+
+    Build it inside the node that adds the noise. ``crypto``: one :meth:`NoiseSource.fresh` source
+    for the node's lifetime (``fresh``), never sent, logged or checkpointed. ``seeded``: the
+    per-round recipe :meth:`NoiseSource.for_round` of (seed, purpose, node, phase, epoch, step), so
+    a resumed run replays the same noise (and anyone holding the seed can too).
+    """
+
+    __slots__ = ("fresh", "mode", "node", "seed")
+
+    def __init__(self, mode: str, *, seed: int, node: int) -> None:
+        if mode not in NOISE_RNG:
+            raise ConfigError("privacy.noise_rng", f"got {mode!r}; allowed: one of {', '.join(NOISE_RNG)}")
+        self.mode, self.seed, self.node = mode, int(seed), int(node)
+        self.fresh: NoiseSource | None = NoiseSource.fresh() if mode == "crypto" else None
+
+    def round(self, purpose: str, *, phase: str, epoch: int, step: int) -> NoiseSource:
+        """The noise for ``purpose`` in one round (crypto: the node's own stream, continued)."""
+        return NoiseSource.for_round(self.mode, seed=self.seed, purpose=purpose, node=self.node, phase=phase,
+                                     epoch=epoch, step=step, fresh=self.fresh)
+
+    def __getstate__(self) -> None:
+        raise TypeError("a NodeNoise holds a secret key and must not be pickled or sent")
+
+    def __repr__(self) -> str:
+        return f"NodeNoise({self.mode}, node={self.node})"
