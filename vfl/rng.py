@@ -189,14 +189,14 @@ class NoiseSource:
         if isinstance(trials, bool) or not isinstance(trials, int | np.integer) or trials < 0:
             raise ValueError(f"trials must be an int >= 0, got {trials!r}")
         p64 = p.detach().to("cpu", torch.float64).numpy()
-        if p64.size and (np.isnan(p64).any() or p64.min() < 0.0 or p64.max() > 1.0):
+        if p64.size and not (p64.min() >= 0.0 and p64.max() <= 1.0):  # NaN fails both comparisons
             raise ValueError("binomial probabilities must lie in [0, 1]")
         scaled = p64.reshape(-1) * _TWO32
-        thr = np.where(scaled >= _TWO32 / 2, np.floor(scaled), np.ceil(scaled))
-        thr = np.clip(thr, 0, _TWO32).astype(np.uint64)
-        sure = thr >> np.uint64(32) == 1  # T = 2^32: every coin succeeds (p = 1)
+        # T rounds towards 1/2: floor above it, ceil below it (exact integers in float64)
+        thr = np.where(scaled >= _TWO32 / 2, np.floor(scaled), np.ceil(scaled)).astype(np.int64)
+        sure = thr == 1 << 32  # T = 2^32: every coin succeeds (p = 1)
         t = np.where(sure, 0, thr)
-        top, rest = (t >> np.uint64(24)).astype(np.uint8), (t & np.uint64(0xFFFFFF)).astype(np.uint32)
+        top, rest = (t >> 24).astype(np.uint8), (t & 0xFFFFFF).astype(np.uint32)
         n, k = t.size, int(trials)
         counts = np.where(sure, k, 0).astype(np.int64)
         acc = np.uint16 if k < 1 << 16 else np.int64
