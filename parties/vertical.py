@@ -22,6 +22,7 @@ from vfl.errors import ProtocolError
 from vfl.message import BROADCAST
 from vfl.mods import Mod, ModContext, apply_mods
 from vfl.node import Node, NodeSpec, handles
+from vfl.rng import NodeNoise
 from vfl.sampling import Schedule
 
 __all__ = ["ActiveServer", "PassiveParty", "Schedule", "concat_aggregator", "sum_aggregator"]
@@ -47,7 +48,7 @@ class PassiveParty(Node):
 
     def __init__(self, spec: NodeSpec, *, index: int, num_parties: int, shard: PartyShard, bottom: nn.Module,
                  optimizer: torch.optim.Optimizer, schedule: Schedule, mods: Sequence[Mod] = (),
-                 device: str = "cpu", secure_rng: bool = False) -> None:
+                 device: str = "cpu", noise_rng: str = "crypto") -> None:
         super().__init__(spec)
         self.index = index
         self.num_parties = num_parties
@@ -57,13 +58,13 @@ class PassiveParty(Node):
         self.schedule = schedule
         self.mods = list(mods)
         self.device = device
-        self.secure_rng = secure_rng
+        self.node_noise = NodeNoise(noise_rng, seed=schedule.seed, node=spec.node_id)  # built here, never sent
         self.mod_state: dict[str, Any] = {}
         self._pending: tuple[int, int, torch.Tensor] | None = None  # (epoch, step, output with graph)
 
     def ctx(self, phase: str, epoch: int, step: int) -> ModContext:
         return ModContext(party=self.index, num_parties=self.num_parties, phase=phase, epoch=epoch, step=step,
-                          seed=self.schedule.seed, secure_rng=self.secure_rng, state=self.mod_state)
+                          seed=self.schedule.seed, node_noise=self.node_noise, state=self.mod_state)
 
     def _inputs(self, x: np.ndarray, ids: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32, device=self.device)

@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from simulations.runner import default_out_dir, execute, resolve_config, resume_run
+    from vfl.privacy.noise_report import seeded_noise_warning
 
     progress = False if args.no_progress else None
     if args.resume:
@@ -75,6 +76,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.out = str(out)  # named by the failure handler
         result = execute(cfg, out_dir=out, progress=progress)
     s = result.summary
+    warning = seeded_noise_warning(s)
+    if warning:
+        print(warning, file=sys.stderr)
     keys = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
             "total_bytes_down", "epsilon")
     print(json.dumps({k: s[k] for k in keys if k in s}))

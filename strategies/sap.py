@@ -137,7 +137,7 @@ class SAP(Strategy):
                            split=p.split, frozen=p.frozen_bottom, privatizer=priv,
                            schedule=self._schedule(ds.num_train, ds.num_test), make_optimizer=optimizer_factory(t),
                            seed=self.cfg.seed, upload_chunk=p.upload_chunk,
-                           attribute=attribute_codes(ds, p.aia_attribute), secure_rng=self.cfg.privacy.secure_rng,
+                           attribute=attribute_codes(ds, p.aia_attribute), noise_rng=self.cfg.privacy.noise_rng,
                            device=t.device)
 
     # ---- driver ------------------------------------------------------------------------------

@@ -124,7 +124,7 @@ class SplitLlm(Strategy):
                          shapes=adapter_shapes(model_cfg, lora) if lora else {}, dim=int(model_cfg.hidden_size),
                          recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
                          make_optimizer=optimizer_factory(t), head_hidden=p.head_hidden, seed=self.cfg.seed,
-                         secure_rng=self.cfg.privacy.secure_rng)
+                         noise_rng=self.cfg.privacy.noise_rng)
 
     def prepare(self, data: DataSource) -> None:
         """Text data only; the LoRA targets must exist in the model; keep the true labels for scoring."""

@@ -91,7 +91,7 @@ class VerticalStrategy(Strategy):
                              weight_decay=t.weight_decay)
         return self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
                                optimizer=opt, schedule=sched, mods=self.party_mods(index), device=t.device,
-                               secure_rng=cfg.privacy.secure_rng)
+                               noise_rng=cfg.privacy.noise_rng)
 
     def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
         """The active party node (override to add protocol handlers, e.g. secure aggregation)."""

@@ -138,7 +138,8 @@ class Engine:
                 self.accountant.record(ev_)
         if self.accountant is not None:
             eps, order = self.accountant.epsilon(cfg.privacy.delta)
-            record.update({"epsilon": eps, "delta": cfg.privacy.delta, "rdp_order": order})
+            record.update({"epsilon": eps, "delta": cfg.privacy.delta, "rdp_order": order,
+                           "noise_rng": cfg.privacy.noise_rng})
         record["train_s"] = train_s
         record["epoch_s"] = time.perf_counter() - t0
         record["wall_s"] = time.perf_counter() - t_run
@@ -172,6 +173,9 @@ class Engine:
             summary["final_test_auprc"] = last["test_auprc"]
         if self.accountant is not None:
             summary.update({"epsilon": last.get("epsilon"), "delta": cfg.privacy.delta})
+        from vfl.privacy.noise_report import noise_fields
+
+        summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None))
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
         return summary

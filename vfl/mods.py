@@ -2,25 +2,24 @@
 
 A mod takes the outgoing message and a ``ModContext`` and returns the message to send. PBM
 quantization, LDP noise and secure-aggregation masking are mods, so NPQ+SecAgg, PBM+SecAgg and
-LDP are configurations of one party implementation. Randomness comes from ``ctx.generator``.
+LDP are configurations of one party implementation. Privacy noise comes from ``ctx.noise(purpose)``:
+the sending node's own keystream (``privacy.noise_rng: crypto``) or the per-round seeded recipe.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from flwr.common import Message
 
-from vfl.sampling import derive_seed
+from vfl.rng import NodeNoise, NoiseSource
 
 
 @dataclass
 class ModContext:
-    """What a mod may know: who sends, which round, a private generator and per-party state."""
+    """What a mod may know: who sends, which round, the sender's noise and per-party state."""
 
     party: int  # 0-based party index
     num_parties: int
@@ -28,17 +27,13 @@ class ModContext:
     epoch: int
     step: int
     seed: int
-    secure_rng: bool = False
+    node_noise: NodeNoise  # the sending node's noise: its mode and (crypto) its own fresh source
     state: dict[str, Any] = field(default_factory=dict)  # persists across rounds (e.g. secagg keys)
 
-    def generator(self, purpose: str) -> torch.Generator:
-        """A generator private to this party and round: reproducible from the run seed, or from
-        OS entropy when ``privacy.secure_rng`` is set (then the server cannot re-derive it)."""
-        if self.secure_rng:
-            seed = int.from_bytes(os.urandom(8), "little")
-        else:
-            seed = derive_seed("mod", purpose, self.seed, self.party, self.phase, self.epoch, self.step)
-        return torch.Generator().manual_seed(seed & 0x7FFF_FFFF_FFFF_FFFF)
+    def noise(self, purpose: str) -> NoiseSource:
+        """The sender's privacy noise for ``purpose`` in this round: its own OS-keyed stream
+        (crypto: no other node can regenerate it), or the seeded per-round recipe (seeded)."""
+        return self.node_noise.round(purpose, phase=self.phase, epoch=self.epoch, step=self.step)
 
 
 Mod = Callable[[Message, ModContext], Message]

@@ -29,6 +29,8 @@ import numpy.typing as npt
 import torch
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from vfl.errors import ConfigError
+
 KEY_BYTES = 32
 _CHUNK_WORDS = 1 << 16  # keystream words produced per AES call (256 KiB)
 _TWO32 = float(1 << 32)
@@ -119,16 +121,25 @@ class NoiseSource:
         return f"NoiseSource({'seeded' if self.reproducible else 'crypto'})"
 
     # ---- raw material ------------------------------------------------------------------------
+    def _stream(self, nbytes: int) -> npt.NDArray[np.uint8]:
+        """The next ``nbytes`` keystream bytes."""
+        out = np.empty(nbytes, dtype=np.uint8)
+        for start in range(0, nbytes, 4 * _CHUNK_WORDS):
+            stop = min(nbytes, start + 4 * _CHUNK_WORDS)
+            out[start:stop] = np.frombuffer(self._encryptor.update(self._zeros[: stop - start]), dtype=np.uint8)
+        return out
+
     def words(self, n: int) -> npt.NDArray[np.uint32]:
         """``n`` independent uniform 32-bit words (little-endian keystream)."""
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
-        out = np.empty(n, dtype="<u4")
-        view = out.view(np.uint8)
-        for start in range(0, 4 * n, 4 * _CHUNK_WORDS):
-            stop = min(4 * n, start + 4 * _CHUNK_WORDS)
-            view[start:stop] = np.frombuffer(self._encryptor.update(self._zeros[: stop - start]), dtype=np.uint8)
-        return out.astype(np.uint32, copy=False)
+        return self._stream(4 * n).view("<u4").astype(np.uint32, copy=False)
+
+    def bytes(self, n: int) -> npt.NDArray[np.uint8]:
+        """``n`` independent uniform bytes."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        return self._stream(n)
 
     def _unit53(self, n: int) -> npt.NDArray[np.float64]:
         """``n`` uniforms k/2^53 on [0, 1) with 53 random bits each (two words per value)."""
@@ -169,25 +180,38 @@ class NoiseSource:
     def binomial(self, trials: int, p: torch.Tensor) -> torch.Tensor:
         """Exact Binomial(trials, p̃) counts (int64, shape of ``p``) as sums of Bernoulli coins.
 
-        Each coin compares a 32-bit keystream word with an integer threshold T, so it is exactly
+        Each coin is [U < T] for a uniform 32-bit U and an integer threshold T, so it is exactly
         Bernoulli(T/2^32); T rounds p·2^32 towards 1/2, hence p̃ = T/2^32 lies between 1/2 and p.
         For PBM (p in [1/2−β, 1/2+β]) the accounted worst case therefore still holds exactly.
+        U is drawn lazily, most significant byte first: a coin whose top byte differs from T's is
+        decided by that byte; only on a tie (probability 1/256) are U's other 24 bits drawn.
         """
         if isinstance(trials, bool) or not isinstance(trials, int | np.integer) or trials < 0:
             raise ValueError(f"trials must be an int >= 0, got {trials!r}")
         p64 = p.detach().to("cpu", torch.float64).numpy()
-        if p64.size and (np.isnan(p64).any() or p64.min() < 0.0 or p64.max() > 1.0):
+        if p64.size and not (p64.min() >= 0.0 and p64.max() <= 1.0):  # NaN fails both comparisons
             raise ValueError("binomial probabilities must lie in [0, 1]")
         scaled = p64.reshape(-1) * _TWO32
-        thr = np.where(scaled >= _TWO32 / 2, np.floor(scaled), np.ceil(scaled))
-        thr = np.clip(thr, 0, _TWO32).astype(np.uint64)
-        n = thr.size
-        counts = np.zeros(n, dtype=np.int64)
-        rows = max(1, _CHUNK_WORDS * 4 // max(1, int(trials)))  # bound the words held at once
-        for start in range(0, n, rows):
-            stop = min(n, start + rows)
-            w = self.words((stop - start) * int(trials)).reshape(stop - start, int(trials))
-            counts[start:stop] = (w.astype(np.uint64) < thr[start:stop, None]).sum(axis=1)
+        # T rounds towards 1/2: floor above it, ceil below it (exact integers in float64)
+        thr = np.where(scaled >= _TWO32 / 2, np.floor(scaled), np.ceil(scaled)).astype(np.int64)
+        sure = thr == 1 << 32  # T = 2^32: every coin succeeds (p = 1)
+        t = np.where(sure, 0, thr)
+        top, rest = (t >> 24).astype(np.uint8), (t & 0xFFFFFF).astype(np.uint32)
+        n, k = t.size, int(trials)
+        counts = np.where(sure, k, 0).astype(np.int64)
+        acc = np.uint16 if k < 1 << 16 else np.int64
+        cols = max(1, _CHUNK_WORDS * 4 // max(1, k))  # bound the bytes held at once
+        for start in range(0, n, cols):
+            stop = min(n, start + cols)
+            m = stop - start
+            hi = self.bytes(k * m).reshape(k, m)  # coin-major: the count is a fast sum over axis 0
+            t_hi = top[start:stop]
+            won = (hi < t_hi).sum(axis=0, dtype=acc).astype(np.int64)
+            tied = np.flatnonzero(hi == t_hi) % m  # the sample of every tied coin
+            if tied.size:
+                low = self.words(tied.size) >> np.uint32(8)  # the other 24 bits of the tied U
+                won += np.bincount(tied[low < rest[start:stop][tied]], minlength=m)
+            counts[start:stop] += np.where(sure[start:stop], 0, won)
         return torch.from_numpy(counts.reshape(p64.shape)).to(p.device)
 
     def integers(self, high: int, shape: Shape) -> npt.NDArray[np.int64]:
@@ -207,3 +231,32 @@ class NoiseSource:
         dims, n = _numel(shape)
         bits = (self.words(n) & 1).astype(np.float64)
         return torch.from_numpy((2.0 * bits - 1.0).reshape(dims)).to(dtype)
+
+
+class NodeNoise:
+    """The privacy noise of one node: ``round(purpose, ...)`` gives the source for one round.
+
+    Build it inside the node that adds the noise. ``crypto``: one :meth:`NoiseSource.fresh` source
+    for the node's lifetime (``fresh``), never sent, logged or checkpointed. ``seeded``: the
+    per-round recipe :meth:`NoiseSource.for_round` of (seed, purpose, node, phase, epoch, step), so
+    a resumed run replays the same noise (and anyone holding the seed can too).
+    """
+
+    __slots__ = ("fresh", "mode", "node", "seed")
+
+    def __init__(self, mode: str, *, seed: int, node: int) -> None:
+        if mode not in NOISE_RNG:
+            raise ConfigError("privacy.noise_rng", f"got {mode!r}; allowed: one of {', '.join(NOISE_RNG)}")
+        self.mode, self.seed, self.node = mode, int(seed), int(node)
+        self.fresh: NoiseSource | None = NoiseSource.fresh() if mode == "crypto" else None
+
+    def round(self, purpose: str, *, phase: str, epoch: int, step: int) -> NoiseSource:
+        """The noise for ``purpose`` in one round (crypto: the node's own stream, continued)."""
+        return NoiseSource.for_round(self.mode, seed=self.seed, purpose=purpose, node=self.node, phase=phase,
+                                     epoch=epoch, step=step, fresh=self.fresh)
+
+    def __getstate__(self) -> None:
+        raise TypeError("a NodeNoise holds a secret key and must not be pickled or sent")
+
+    def __repr__(self) -> str:
+        return f"NodeNoise({self.mode}, node={self.node})"

@@ -67,7 +67,6 @@ class PrivacyConfig:
                            help="privacy noise from a keystream keyed with OS entropy held only by the node "
                                 "that adds it (crypto), or from the run seed (seeded: reproducible debugging, "
                                 "the reported epsilon is then not a guarantee)")
-    secure_rng: bool = param(False, help="deprecated; superseded by noise_rng")
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,13 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
     params_raw = raw.pop("params", None) or {}
     if not isinstance(params_raw, Mapping):
         raise ConfigError("params", f"got {params_raw!r}; expected a mapping of strategy options")
-    cfg = build(RunConfig, raw)
+    try:
+        cfg = build(RunConfig, raw)
+    except ConfigError as exc:
+        if exc.key == "privacy.secure_rng":  # removed: say what replaces it
+            raise ConfigError(exc.key, f"{str(exc).split(': ', 1)[1]} (removed: privacy noise is now "
+                              "unpredictable by default; see privacy.noise_rng: crypto|seeded)") from None
+        raise
     strategy_cls = STRATEGIES.get(cfg.strategy, key="strategy")
     try:
         params: Any = build(strategy_cls.Params, params_raw, prefix="params")

@@ -14,7 +14,6 @@ or P3EFT (n adapters, mixing weights, m pieces, adversarial regularizer).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +45,7 @@ from parties.llm.split_protocol import (
 from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
-from vfl.sampling import derive_seed
+from vfl.rng import NodeNoise, NoiseSource, derive_seed, seeded_torch
 
 
 @dataclass(frozen=True)
@@ -98,23 +97,24 @@ class LlmClient(Node):
     def __init__(self, spec: NodeSpec, *, texts: tuple[np.ndarray, np.ndarray], labels: tuple[np.ndarray, np.ndarray],
                  num_classes: int, tokenizer: Any, max_len: int, shapes: Mapping[str, tuple[int, ...]], dim: int,
                  recipe: Recipe, schedule: Schedule, server_ids: list[int], make_optimizer: OptimizerFactory,
-                 head_hidden: int = 0, seed: int = 0, secure_rng: bool = False) -> None:
+                 head_hidden: int = 0, seed: int = 0, noise_rng: str = "crypto") -> None:
         super().__init__(spec)
         self.recipe, self.schedule, self.servers = recipe, schedule, list(server_ids)
-        self.num_classes, self.seed, self.secure_rng = num_classes, seed, secure_rng
+        self.num_classes, self.seed = num_classes, seed
+        self.node_noise = NodeNoise(noise_rng, seed=seed, node=spec.node_id)  # built here, never sent
         self.tokens = {"train": tokenize(tokenizer, texts[0], max_len), "eval": tokenize(tokenizer, texts[1], max_len)}
         y_train, self.y_test = (np.asarray(y, dtype=np.int64) for y in labels)
         self.y_true = y_train
         self.y_used = y_train
         if recipe.label_epsilon is not None:  # PSLF: train on randomized-response labels, drawn once
-            rng = np.random.default_rng(derive_seed("pslf-rr", seed))
-            self.y_used = randomized_response(y_train, num_classes=num_classes, epsilon=recipe.label_epsilon, rng=rng)
-        gen = torch.Generator().manual_seed(derive_seed("llm-client-init", seed) >> 1)
+            self.y_used = randomized_response(y_train, num_classes=num_classes, epsilon=recipe.label_epsilon,
+                                              noise=self._noise("pslf-rr", "init"))
+        gen = seeded_torch("llm-client-init", seed)  # adapter init: reproducible, not private
         self.adapters = [{k: nn.Parameter(v) for k, v in init_adapters(shapes, generator=gen).items()}
                          for _ in range(recipe.adapters)]
         n = max(1, recipe.adapters)
-        self.w = (mixing_weights(n=n, dim=dim, scale=recipe.xi_scale, generator=gen) if recipe.xi_scale is not None
-                  else torch.full((n, dim), 1.0 / n, dtype=torch.float64))
+        self.w = (mixing_weights(n=n, dim=dim, scale=recipe.xi_scale, noise=self._noise("p3eft-mixing", "init"))
+                  if recipe.xi_scale is not None else torch.full((n, dim), 1.0 / n, dtype=torch.float64))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed("llm-client-head", seed) >> 1)
             self.head = make_head(dim, num_classes, head_hidden)
@@ -126,9 +126,9 @@ class LlmClient(Node):
         self.stats = {"train": [0.0, 0, 0], "eval": [0.0, 0, 0]}  # loss sum, correct, count
 
     # ---- helpers ------------------------------------------------------------------------------
-    def _gen(self, *parts: int | str) -> torch.Generator:
-        seed = secrets.randbits(63) if self.secure_rng else derive_seed("llm-client-split", self.seed, *parts) >> 1
-        return torch.Generator().manual_seed(seed)
+    def _noise(self, purpose: str, phase: str, epoch: int = 0, step: int = 0) -> NoiseSource:
+        """Privacy noise (mixing weights, gradient pieces, label coins) from this node's own source."""
+        return self.node_noise.round(purpose, phase=phase, epoch=epoch, step=step)
 
     def _batch(self, phase: str, epoch: int, step: int) -> np.ndarray:
         return self.schedule.train_ids(epoch, step) if phase == "train" else self.schedule.test_ids(step)
@@ -231,13 +231,13 @@ class LlmClient(Node):
         return self._backprop(p, [g for g in grads[len(head_params):]])
 
     def _backprop(self, p: Pending, g_h: list[torch.Tensor]) -> list[Message]:
-        r, gen, out = self.recipe, self._gen(p.epoch, p.step), []
+        r, noise, out = self.recipe, self._noise("p3eft-split", "train", p.epoch, p.step), []
         x = self._x("train", p.ids)
         for i, g in enumerate(g_h):
             rms = float(g.detach().pow(2).mean().sqrt())
             ref = self.g_rms.get(i, rms) or 1.0  # running rms of PAST steps: no tie to this batch's labels
             self.g_rms[i] = 0.9 * self.g_rms[i] + 0.1 * rms if i in self.g_rms else rms
-            pieces, p.alphas[i] = split_gradient(g, m=r.m, std=r.grad_noise * ref, generator=gen)
+            pieces, p.alphas[i] = split_gradient(g, m=r.m, std=r.grad_noise * ref, noise=noise)
             p.pieces[i] = {}
             by_server: dict[int, list[int]] = {}
             for j in range(len(pieces)):
@@ -284,9 +284,13 @@ class LlmClient(Node):
         return [wire.reply(messages[-1], content=wire.records(metrics=rec))]
 
     def state(self) -> dict[str, Any]:
-        return {"adapters": [{k: v.detach().clone() for k, v in a.items()} for a in self.adapters],
-                "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(), "w": self.w,
-                "g_rms": dict(self.g_rms)}
+        out: dict[str, Any] = {
+            "adapters": [{k: v.detach().clone() for k, v in a.items()} for a in self.adapters],
+            "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(), "w": self.w,
+            "g_rms": dict(self.g_rms)}
+        if self.recipe.label_epsilon is not None:  # PSLF's labels were randomized once: keep them
+            out["y_used"] = torch.from_numpy(self.y_used.copy())
+        return out
 
     def load_state(self, state: dict[str, Any]) -> None:
         if not state:
@@ -299,3 +303,5 @@ class LlmClient(Node):
         self.optimizer.load_state_dict(state["optimizer"])
         self.w = state["w"]
         self.g_rms = {int(k): float(v) for k, v in state.get("g_rms", {}).items()}
+        if "y_used" in state:  # the labels randomized once: a resume must not draw (and leak) them again
+            self.y_used = state["y_used"].numpy().astype(np.int64)

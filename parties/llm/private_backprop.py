@@ -1,4 +1,4 @@
-"""P3EFT's client-side math (Algorithm 1 and Eq. 4-5), pure functions with injected generators.
+"""P3EFT's client-side math (Algorithm 1 and Eq. 4-5), pure functions with injected noise sources.
 
 private_backprop: backprop(x, θ, ·) is linear in g_h for fixed (x, θ), so the client splits
 g_h = Σ_j α_j ĝ^j with secret α_j, sends each ĝ^j to a server and recombines
@@ -9,6 +9,8 @@ g_θ = Σ_j α_j · backprop(x, θ, ĝ^j).
   m = 0 (one server, "m = B"): one piece per example: row b holds the unit direction of g_h[b]
     with a random sign, every other row is zero; α_b = ±‖g_h[b]‖.
 Mixture of adapters: W_i = e/n + Σ_{j>i} ξ_ij − Σ_{j<i} ξ_ji, ξ ~ N(0, 1)·10^{s/2}, so Σ_i W_i = e.
+Pieces, coefficients, signs and ξ are privacy noise: they come from the client's
+:class:`vfl.rng.NoiseSource`, so no server can regenerate them from the run seed.
 """
 
 from __future__ import annotations
@@ -18,15 +20,12 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from vfl.errors import ConfigError
+from vfl.rng import NoiseSource
 
 PER_EXAMPLE = 0  # ``m`` value meaning one piece per example (m = B)
 
 
-def _signs(n: int, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
-    return torch.randint(0, 2, (n,), generator=generator).to(dtype) * 2 - 1
-
-
-def split_gradient(g: torch.Tensor, *, m: int, std: float, generator: torch.Generator
+def split_gradient(g: torch.Tensor, *, m: int, std: float, noise: NoiseSource
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pieces ``(m, *g.shape)`` and secret coefficients ``(m,)`` with Σ_j α_j · piece_j = g.
 
@@ -46,9 +45,9 @@ def split_gradient(g: torch.Tensor, *, m: int, std: float, generator: torch.Gene
         direction = g64 / norms.clamp_min(torch.finfo(torch.float64).tiny).unsqueeze(1)
         empty = norms == 0  # a zero row has no direction: send a random one (its α is 0)
         if bool(empty.any()):
-            rnd = torch.randn(int(empty.sum()), g64.shape[1], generator=generator, dtype=torch.float64)
+            rnd = noise.normal((int(empty.sum()), g64.shape[1]), dtype=torch.float64)
             direction[empty] = rnd / rnd.norm(dim=1, keepdim=True)
-        sign = _signs(rows, generator, torch.float64)
+        sign = noise.signs(rows)
         pieces = torch.zeros(rows, *g64.shape, dtype=torch.float64)
         idx = torch.arange(rows)
         pieces[idx, idx] = direction * sign.unsqueeze(1)
@@ -57,8 +56,8 @@ def split_gradient(g: torch.Tensor, *, m: int, std: float, generator: torch.Gene
         raise ConfigError("params.m", f"got {m}; allowed: 0 (one piece per example), 1 (plain) or >= 2")
     if not std > 0:
         raise ConfigError("params.grad_noise", f"the random pieces need a std > 0, got {std}")
-    alphas = _signs(m, generator, torch.float64) * (0.5 + torch.rand(m, generator=generator, dtype=torch.float64))
-    noise_pieces = torch.randn(m - 1, *g64.shape, generator=generator, dtype=torch.float64) * std
+    alphas = noise.signs(m) * (0.5 + noise.uniform(m))
+    noise_pieces = noise.normal((m - 1, *g64.shape), dtype=torch.float64) * std
     partial = torch.einsum("j,j...->...", alphas[:-1], noise_pieces)
     last = ((g64 - partial) / alphas[-1]).unsqueeze(0)
     return torch.cat([noise_pieces, last]).to(g.dtype), alphas
@@ -77,7 +76,7 @@ def recombine(grads: Sequence[Mapping[str, torch.Tensor]], alphas: torch.Tensor)
     return out
 
 
-def mixing_noise(*, n: int, dim: int, scale: float, generator: torch.Generator) -> torch.Tensor:
+def mixing_noise(*, n: int, dim: int, scale: float, noise: NoiseSource) -> torch.Tensor:
     """Antisymmetric ``(n, n, dim)`` noise: Ξ[i, j] = ξ_ij = −Ξ[j, i] for i < j, ξ ~ N(0, 1)·10^{scale/2}."""
     if n < 1:
         raise ConfigError("params.n_adapters", f"got {n}; allowed: >= 1")
@@ -85,14 +84,14 @@ def mixing_noise(*, n: int, dim: int, scale: float, generator: torch.Generator) 
     std = 10.0 ** (scale / 2)
     for i in range(n):
         for j in range(i + 1, n):
-            xi[i, j] = torch.randn(dim, generator=generator, dtype=torch.float64) * std
+            xi[i, j] = noise.normal(dim, dtype=torch.float64) * std
             xi[j, i] = -xi[i, j]
     return xi
 
 
-def mixing_weights(*, n: int, dim: int, scale: float, generator: torch.Generator) -> torch.Tensor:
+def mixing_weights(*, n: int, dim: int, scale: float, noise: NoiseSource) -> torch.Tensor:
     """Frozen ``(n, dim)`` mixing weights of Eq. 5, W_i = e/n + Σ_j Ξ[i, j]: every column sums to 1."""
-    return 1.0 / n + mixing_noise(n=n, dim=dim, scale=scale, generator=generator).sum(1)
+    return 1.0 / n + mixing_noise(n=n, dim=dim, scale=scale, noise=noise).sum(1)
 
 
 def mix(h: Sequence[torch.Tensor], w: torch.Tensor) -> torch.Tensor:

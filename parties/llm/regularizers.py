@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from vfl.errors import ConfigError
+from vfl.rng import NoiseSource
 
 
 def standardize(h: torch.Tensor) -> torch.Tensor:
@@ -84,10 +85,11 @@ def keep_probability(*, epsilon: float, num_classes: int) -> float:
     return 1.0 / (1.0 + (num_classes - 1) * math.exp(-epsilon))
 
 
-def randomized_response(y: np.ndarray, *, num_classes: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """Each label kept with ``keep_probability``, else replaced by a uniform draw of the other K − 1."""
+def randomized_response(y: np.ndarray, *, num_classes: int, epsilon: float, noise: NoiseSource) -> np.ndarray:
+    """Each label kept with ``keep_probability``, else replaced by a uniform draw of the other K − 1
+    (the coins come from the client's ``noise`` source: the label-DP guarantee rests on them)."""
     p = keep_probability(epsilon=epsilon, num_classes=num_classes)
     y = np.asarray(y, dtype=np.int64)
-    flip = rng.random(len(y)) >= p
-    shift = rng.integers(1, num_classes, size=len(y))  # 1..K-1: never the original label
+    flip = noise.uniform(len(y)).numpy() >= p
+    shift = 1 + noise.integers(num_classes - 1, len(y))  # 1..K-1: never the original label
     return np.where(flip, (y + shift) % num_classes, y)

@@ -7,7 +7,6 @@ tokens) and answers the vendor's logits with dLoss/dlogits, so labels never leav
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,7 @@ from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
 from vfl.privacy.dchi import privatize
-from vfl.sampling import derive_seed
+from vfl.rng import NodeNoise, NoiseSource, derive_seed
 
 
 @dataclass(frozen=True)
@@ -44,10 +43,11 @@ class SapCustomer(Node):
     def __init__(self, spec: NodeSpec, *, texts: tuple[np.ndarray, np.ndarray], labels: tuple[np.ndarray, np.ndarray],
                  num_classes: int, tokenizer: Any, max_len: int, split: int, frozen: bool, privatizer: Privatizer,
                  schedule: Schedule, make_optimizer: OptimizerFactory, seed: int, upload_chunk: int = 256,
-                 attribute: np.ndarray | None = None, secure_rng: bool = False, device: str = "cpu") -> None:
+                 attribute: np.ndarray | None = None, noise_rng: str = "crypto", device: str = "cpu") -> None:
         super().__init__(spec)
         self.split, self.frozen, self.priv, self.schedule = split, frozen, privatizer, schedule
-        self.seed, self.secure_rng, self.device, self.upload_chunk = seed, secure_rng, device, upload_chunk
+        self.seed, self.device, self.upload_chunk = seed, device, upload_chunk
+        self.node_noise = NodeNoise(noise_rng, seed=seed, node=spec.node_id)  # built here, never sent
         self.make_optimizer, self.num_classes = make_optimizer, num_classes
         self.y_train, self.y_test = (np.asarray(y, dtype=np.int64) for y in labels)
         self.attribute = attribute
@@ -77,12 +77,11 @@ class SapCustomer(Node):
         self.eval_stats = {"correct": 0, "count": 0}
 
     # ---- privatization ----------------------------------------------------------------------
-    def _generator(self, *parts: int | str) -> torch.Generator:
-        g = torch.Generator(device=self.device)
-        g.manual_seed(secrets.randbits(63) if self.secure_rng else derive_seed("sap-dchi", self.seed, *parts) >> 1)
-        return g
+    def _noise(self, phase: str, epoch: int, step: int) -> NoiseSource:
+        """The dχ noise of one release, from this node's own source (the vendor cannot rebuild it)."""
+        return self.node_noise.round("dchi", phase=phase, epoch=epoch, step=step)
 
-    def release(self, ids: np.ndarray, lengths: np.ndarray, *, generator: torch.Generator) -> torch.Tensor:
+    def release(self, ids: np.ndarray, lengths: np.ndarray, *, noise: NoiseSource) -> torch.Tensor:
         """Bottom outputs of real tokens, privatized, packed (T, d); keeps the graph when training."""
         if self.bottom is None:
             raise ProtocolError("customer has no bottom model yet (query.sap_bottom not received)")
@@ -98,13 +97,13 @@ class SapCustomer(Node):
                                 device=self.device)
         eta = torch.where(scale > 0, self.priv.eta / scale.clamp_min(1e-30), torch.full_like(scale, float("inf")))
         table = self.bottom.vocab if self.split == 0 and self.priv.snap else None
-        out, _ = privatize(flat, eta=eta, generator=generator, table=table)
+        out, _ = privatize(flat, eta=eta, noise=noise, table=table)
         return out
 
-    def _reps(self, ids: np.ndarray, lengths: np.ndarray, *, generator: torch.Generator, grad: bool
+    def _reps(self, ids: np.ndarray, lengths: np.ndarray, *, noise: NoiseSource, grad: bool
               ) -> tuple[torch.Tensor, dict[str, np.ndarray]]:
         with torch.set_grad_enabled(grad):
-            out = self.release(ids, lengths, generator=generator)
+            out = self.release(ids, lengths, noise=noise)
         return out, {"h": out.detach().cpu().numpy().astype(np.float32, copy=False),
                      "lengths": lengths.astype(np.int32)}
 
@@ -127,7 +126,7 @@ class SapCustomer(Node):
         out = []
         for chunk, start in enumerate(range(0, len(ids), self.upload_chunk)):
             sl = slice(start, start + self.upload_chunk)
-            _, arrs = self._reps(ids[sl], lengths[sl], generator=self._generator(phase, chunk), grad=False)
+            _, arrs = self._reps(ids[sl], lengths[sl], noise=self._noise(f"{phase}-upload", 0, chunk), grad=False)
             out.append(send(kind, src=self.node_id, dst=VENDOR_ID, to=None, phase=phase, epoch=epoch, step=chunk,
                             mode="upload", offset=start, **{REPS: arrs}))
         return out
@@ -149,7 +148,7 @@ class SapCustomer(Node):
         sel = self.schedule.train_ids(epoch, step)
         self.bottom.train()  # type: ignore[union-attr]
         out, arrs = self._reps(self.ids_train[sel], self.len_train[sel],
-                               generator=self._generator("train", epoch, step), grad=True)
+                               noise=self._noise("train", epoch, step), grad=True)
         self._pending = (epoch, step, out)
         return [send("train.reps", src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="train", epoch=epoch,
                      step=step, **{REPS: arrs})]
@@ -160,7 +159,7 @@ class SapCustomer(Node):
         sel = self.schedule.test_ids(step)
         self.bottom.eval()  # type: ignore[union-attr]
         _, arrs = self._reps(self.ids_test[sel], self.len_test[sel],
-                             generator=self._generator("eval", epoch, step), grad=False)
+                             noise=self._noise("eval", epoch, step), grad=False)
         return [send("evaluate.reps", src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="eval",
                      epoch=epoch, step=step, **{REPS: arrs})]
 

@@ -35,7 +35,7 @@ from vfl.attacks.attribute import attribute_inference
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
-from vfl.sampling import derive_seed
+from vfl.rng import derive_seed, seeded_torch
 
 
 @dataclass(frozen=True)
@@ -231,8 +231,7 @@ class SapVendor(Node):
         entries = [(sid, r) for sid in sorted(self.obs_full) for r in self.obs_full[sid]]
         guesses: list[np.ndarray] = []
         vocab = self.attack_bottom.vocab
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(derive_seed("sap-eia", self.seed) >> 1)
+        gen = seeded_torch("sap-eia", self.seed, device=self.device)  # attack restarts: reproducible
         chunk = self.attack.eia_chunk
         for i in range(0, len(entries), chunk):
             reps = [torch.as_tensor(r, device=self.device) for _, r in entries[i : i + chunk]]

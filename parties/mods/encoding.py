@@ -34,13 +34,13 @@ def _packed(message: Message, values: np.ndarray, k: int, masked: bool) -> Messa
 
 
 def pbm_mod(*, b: int, beta: float, c: float) -> Mod:
-    """Float embedding in [-c, c] -> Binomial(b, 1/2 + (beta/c) x) counts (SPEC §1 step 2)."""
+    """Float embedding (clamped to [-c, c]) -> Binomial(b, 1/2 + (beta/c) x) counts (PBM-VFL, Algorithm 1)."""
     from vfl.privacy.mechanisms import pbm_encode
 
     def mod(message: Message, ctx: ModContext) -> Message:
         e = wire.get_array(message, EMB, "e")
         q = pbm_encode(torch.from_numpy(np.array(e, dtype=np.float32)), b=b, beta=beta, c=c,
-                       generator=ctx.generator("pbm"))
+                       noise=ctx.noise("pbm"))
         _set(message, q=q.numpy().astype(np.uint32))
         return message
 
@@ -53,7 +53,7 @@ def gaussian_mod(*, sigma: float) -> Mod:
 
     def mod(message: Message, ctx: ModContext) -> Message:
         e = torch.from_numpy(np.array(wire.get_array(message, EMB, "e"), dtype=np.float32))
-        _set(message, e=gaussian_perturb(e, sigma=sigma, generator=ctx.generator("ldp")).numpy())
+        _set(message, e=gaussian_perturb(e, sigma=sigma, noise=ctx.noise("ldp")).numpy())
         return message
 
     return mod

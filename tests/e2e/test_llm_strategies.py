@@ -87,7 +87,8 @@ def test_cli_runs_the_bundled_config_offline(tmp_path, capsys):
 def test_p3eft_over_ray_actors_matches_inprocess(ray_local):
     from vfl.transport.ray_transport import RayTransport
 
-    cfg = load_run_config({**run_config("p3eft", RUNS["p3eft"]), "transport": {"kind": "ray", "cpus_per_actor": 0.1}})
+    cfg = load_run_config({**run_config("p3eft", RUNS["p3eft"]), "transport": {"kind": "ray", "cpus_per_actor": 0.1},
+                           "privacy": {"noise_rng": "seeded"}})  # the same mixing weights and pieces in both runs
     engine = Engine(cfg, RayTransport(), ToySentiment(num_train=32, num_test=16), progress=False)
     try:
         res = engine.run()

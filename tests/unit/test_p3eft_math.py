@@ -27,10 +27,15 @@ from parties.llm.regularizers import (
     standardize,
 )
 from vfl.errors import ConfigError
+from vfl.rng import NoiseSource
 
 
 def gen(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(seed)  # test inputs only
+
+
+def noise(seed: int = 0) -> NoiseSource:
+    return NoiseSource.seeded("test-p3eft", seed)
 
 
 def linear_backprop(jac: torch.Tensor):
@@ -42,7 +47,7 @@ def linear_backprop(jac: torch.Tensor):
 def test_split_recombine_equals_plain_backprop(m):
     g = torch.randn(6, 4, generator=gen(1), dtype=torch.float64)
     backprop = linear_backprop(torch.randn(24, 7, generator=gen(2), dtype=torch.float64))
-    pieces, alphas = split_gradient(g, m=m, std=30.0 * float(g.pow(2).mean().sqrt()), generator=gen(3))
+    pieces, alphas = split_gradient(g, m=m, std=30.0 * float(g.pow(2).mean().sqrt()), noise=noise(3))
     assert len(pieces) == len(alphas) == (6 if m == PER_EXAMPLE else m)
     torch.testing.assert_close(torch.einsum("j,j...->...", alphas, pieces), g)
     got = recombine([backprop(p) for p in pieces], alphas)
@@ -54,17 +59,17 @@ def test_split_recombine_equals_plain_backprop(m):
 
 def test_two_server_pieces_are_noise_dominated_and_secret():
     g = torch.randn(32, 16, generator=gen(4))
-    pieces, alphas = split_gradient(g, m=2, std=30.0 * float(g.pow(2).mean().sqrt()), generator=gen(5))
+    pieces, alphas = split_gradient(g, m=2, std=30.0 * float(g.pow(2).mean().sqrt()), noise=noise(5))
     for p in pieces:
         assert float(p.norm()) > 10 * float(g.norm())  # each server sees mostly noise
-    other, other_alphas = split_gradient(g, m=2, std=1.0, generator=gen(6))
+    other, other_alphas = split_gradient(g, m=2, std=1.0, noise=noise(6))
     assert not torch.allclose(alphas, other_alphas)  # fresh secret coefficients per call
 
 
 def test_per_example_pieces_are_unit_rows_with_random_sign():
     g = torch.randn(8, 5, generator=gen(7))
     g[3] = 0.0
-    pieces, alphas = split_gradient(g, m=PER_EXAMPLE, std=1.0, generator=gen(8))
+    pieces, alphas = split_gradient(g, m=PER_EXAMPLE, std=1.0, noise=noise(8))
     for b, p in enumerate(pieces):
         nonzero = torch.nonzero(p.abs().sum(1)).squeeze(1).tolist()
         assert nonzero == [b]  # piece b touches example b only
@@ -75,20 +80,20 @@ def test_per_example_pieces_are_unit_rows_with_random_sign():
 
 def test_plain_and_invalid_m():
     g = torch.randn(3, 2)
-    pieces, alphas = split_gradient(g, m=1, std=1.0, generator=gen())
+    pieces, alphas = split_gradient(g, m=1, std=1.0, noise=noise())
     assert torch.equal(pieces[0], g) and alphas.tolist() == [1.0]
     with pytest.raises(ConfigError, match="params.m"):
-        split_gradient(g, m=-1, std=1.0, generator=gen())
+        split_gradient(g, m=-1, std=1.0, noise=noise())
     with pytest.raises(ConfigError, match="params.grad_noise"):
-        split_gradient(g, m=2, std=0.0, generator=gen())
+        split_gradient(g, m=2, std=0.0, noise=noise())
 
 
 @pytest.mark.parametrize("n,scale", [(1, 0.0), (2, 0.0), (3, 2.0), (4, 4.0)])
 def test_mixing_weights_sum_to_one_and_noise_is_antisymmetric(n, scale):
-    xi = mixing_noise(n=n, dim=50, scale=scale, generator=gen(9))
+    xi = mixing_noise(n=n, dim=50, scale=scale, noise=noise(9))
     torch.testing.assert_close(xi, -xi.transpose(0, 1))
     assert torch.count_nonzero(xi[torch.arange(n), torch.arange(n)]) == 0
-    w = mixing_weights(n=n, dim=50, scale=scale, generator=gen(9))
+    w = mixing_weights(n=n, dim=50, scale=scale, noise=noise(9))
     torch.testing.assert_close(w, 1.0 / n + xi.sum(1))  # W_i = e/n + Σ_j ±ξ_ij
     torch.testing.assert_close(w.sum(0), torch.ones(50, dtype=torch.float64), atol=1e-9 * 10 ** (scale / 2), rtol=0)
     if n > 1:
@@ -98,7 +103,7 @@ def test_mixing_weights_sum_to_one_and_noise_is_antisymmetric(n, scale):
 def test_mixture_of_identical_adapters_is_the_adapter():
     """Eq. 6: at initialization all h_i are equal, so h' = h whatever the (large) ξ."""
     h = torch.randn(5, 8, generator=gen(10))
-    w = mixing_weights(n=3, dim=8, scale=2.0, generator=gen(11))
+    w = mixing_weights(n=3, dim=8, scale=2.0, noise=noise(11))
     torch.testing.assert_close(mix([h, h, h], w), h, atol=1e-4, rtol=1e-4)
 
 
@@ -140,9 +145,8 @@ def test_probe_view_is_scale_free():
 
 @pytest.mark.parametrize("epsilon,k", [(0.0, 2), (1.0, 2), (2.0, 4), (30.0, 3)])
 def test_randomized_response_keeps_with_the_stated_probability(epsilon, k):
-    rng = np.random.default_rng(15)
-    y = rng.integers(0, k, 20000)
-    noisy = randomized_response(y, num_classes=k, epsilon=epsilon, rng=rng)
+    y = np.random.default_rng(15).integers(0, k, 20000)
+    noisy = randomized_response(y, num_classes=k, epsilon=epsilon, noise=NoiseSource.seeded("test-rr", 15))
     p = keep_probability(epsilon=epsilon, num_classes=k)
     assert p == pytest.approx(math.exp(epsilon) / (math.exp(epsilon) + k - 1))
     assert float((noisy == y).mean()) == pytest.approx(p, abs=0.015)

@@ -17,10 +17,15 @@ from vfl.privacy import (
     pbm_variance,
     validate_pbm,
 )
+from vfl.rng import NoiseSource
 
 
 def _gen(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(seed)  # test inputs only
+
+
+def _noise(seed: int = 0) -> NoiseSource:
+    return NoiseSource.seeded("test-mechanisms", seed)
 
 
 @pytest.mark.parametrize(("kwargs", "key"), [
@@ -47,25 +52,36 @@ def test_validate_pbm_accepts_the_domain_edges():
 
 def test_encode_is_int64_in_range_and_reproducible():
     x = torch.rand(64, 16, generator=_gen(9)) * 2 - 1
-    q1 = pbm_encode(x, b=16, beta=0.2, c=1.0, generator=_gen(1))
-    q2 = pbm_encode(x, b=16, beta=0.2, c=1.0, generator=_gen(1))
-    q3 = pbm_encode(x, b=16, beta=0.2, c=1.0, generator=_gen(2))
+    q1 = pbm_encode(x, b=16, beta=0.2, c=1.0, noise=_noise(1))
+    q2 = pbm_encode(x, b=16, beta=0.2, c=1.0, noise=_noise(1))
+    q3 = pbm_encode(x, b=16, beta=0.2, c=1.0, noise=_noise(2))
     assert q1.dtype == torch.int64 and q1.shape == x.shape
     assert int(q1.min()) >= 0 and int(q1.max()) <= 16
     assert torch.equal(q1, q2)
     assert not torch.equal(q1, q3)
 
 
-def test_encode_clamps_out_of_range_inputs():
-    q = pbm_encode(torch.tensor([-100.0, 100.0]), b=8, beta=0.25, c=1.0, generator=_gen())
-    # p is clamped to [0, 1]: the outputs are deterministic at the clamp
-    assert q.tolist() == [0, 8]
+def test_encode_clamps_out_of_range_inputs_to_plus_minus_c():
+    """An input beyond ±c releases exactly what ±c releases (p stays in [1/2 − β, 1/2 + β], the
+    accounted range); clamping p to [0, 1] instead gave deterministic counts 0 and b."""
+    c, n = 2.0, 20_000
+    far = torch.tensor([-100.0 * c, 100.0 * c, -1.0001 * c, float("inf")]).repeat(n)
+    edge = torch.tensor([-c, c, -c, c]).repeat(n)
+    q_far = pbm_encode(far, b=8, beta=0.25, c=c, noise=_noise(11))
+    q_edge = pbm_encode(edge, b=8, beta=0.25, c=c, noise=_noise(11))
+    assert torch.equal(q_far, q_edge)  # same coins, same thresholds: the same distribution exactly
+    low, high = q_far.reshape(n, 4)[:, 0].double(), q_far.reshape(n, 4)[:, 1].double()
+    assert float(high.std()) > 1.0 and float(low.std()) > 1.0  # Bin(8, 3/4) noise, not the p-clamp's fixed 0 / b
+    assert float(high.mean()) == pytest.approx(8 * 0.75, abs=0.05)
+    assert float(low.mean()) == pytest.approx(8 * 0.25, abs=0.05)
+    with pytest.raises(ValueError, match="NaN"):
+        pbm_encode(torch.tensor([float("nan")]), b=8, beta=0.25, c=c, noise=_noise())
 
 
 @pytest.mark.parametrize(("b", "beta", "c", "m"), [(16, 0.25, 1.0, 3), (4, 0.1, 2.0, 5)])
 def test_decode_unbiased_with_worst_case_variance_at_zero(b, beta, c, m):
     n = 200_000
-    q = pbm_encode(torch.zeros(m, n), b=b, beta=beta, c=c, generator=_gen(3))
+    q = pbm_encode(torch.zeros(m, n), b=b, beta=beta, c=c, noise=_noise(3))
     est = pbm_decode(q.sum(0), b=b, beta=beta, c=c, num_parties=m).double()
     var = pbm_variance(b=b, beta=beta, c=c, num_parties=m)
     assert var == pytest.approx(c * c * m / (4 * beta * beta * b))
@@ -77,7 +93,7 @@ def test_decode_unbiased_with_worst_case_variance_at_zero(b, beta, c, m):
 def test_decode_unbiased_with_input_dependent_variance():
     b, beta, c, m, n = 8, 0.2, 1.5, 4, 200_000
     x = (torch.rand(m, 1, generator=_gen(5)) * 2 - 1) * c
-    q = pbm_encode(x.expand(m, n), b=b, beta=beta, c=c, generator=_gen(6))
+    q = pbm_encode(x.expand(m, n), b=b, beta=beta, c=c, noise=_noise(6))
     est = pbm_decode(q.sum(0), b=b, beta=beta, c=c, num_parties=m).double()
     var = float(pbm_conditional_variance(x, b=b, beta=beta, c=c)[0])
     assert var < pbm_variance(b=b, beta=beta, c=c, num_parties=m)
@@ -105,11 +121,11 @@ def test_ldp_sigma_is_the_papers_formula_scaled_by_c():
 
 def test_gaussian_perturb_reproducible_with_the_right_std():
     x = torch.zeros(100_000)
-    y1 = gaussian_perturb(x, sigma=2.5, generator=_gen(4))
-    y2 = gaussian_perturb(x, sigma=2.5, generator=_gen(4))
+    y1 = gaussian_perturb(x, sigma=2.5, noise=_noise(4))
+    y2 = gaussian_perturb(x, sigma=2.5, noise=_noise(4))
     assert torch.equal(y1, y2)
     assert float(y1.std()) == pytest.approx(2.5, rel=0.02)
-    assert torch.equal(gaussian_perturb(x[:5] + 1.0, sigma=0.0, generator=_gen()), x[:5] + 1.0)
+    assert torch.equal(gaussian_perturb(x[:5] + 1.0, sigma=0.0, noise=_noise()), x[:5] + 1.0)
     with pytest.raises(ConfigError) as info:
-        gaussian_perturb(x, sigma=-1.0, generator=_gen())
+        gaussian_perturb(x, sigma=-1.0, noise=_noise())
     assert info.value.key == "sigma"

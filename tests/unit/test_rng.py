@@ -100,6 +100,23 @@ def test_binomial_thresholds_round_towards_one_half():
         src.binomial(-1, torch.tensor([0.5]))
 
 
+def test_binomial_tie_path_is_exact():
+    """A coin is decided by U's top byte unless it ties T's top byte; then U's other 24 bits decide.
+    With p = (128 + 1/2)/256 half of every tie must succeed: dropping (or always winning) the tie
+    shifts the mean by 1/512, 4.4 standard errors at this size."""
+    rows, trials = 20_000, 64
+    p = (128 + 0.5) / 256
+    q = NoiseSource.seeded("tie").binomial(trials, torch.full((rows,), p))
+    est, se = float(q.double().mean()) / trials, (p * (1 - p) / (rows * trials)) ** 0.5
+    assert abs(est - p) < 2 * se
+    assert abs(est - 128 / 256) > 2 * se and abs(est - 129 / 256) > 2 * se
+    # p = 1 and p = 0 are exact whatever the bytes; mixed rows keep their own thresholds
+    mixed = NoiseSource.seeded("mix").binomial(5, torch.tensor([1.0, 0.0, 1.0, 0.0]))
+    assert mixed.tolist() == [5, 0, 5, 0]
+    big = NoiseSource.seeded("big").binomial(70_000, torch.tensor([0.25, 0.75]))  # > 2^16 trials
+    assert abs(int(big[0]) - 17_500) < 5 * 115 and abs(int(big[1]) - 52_500) < 5 * 115
+
+
 def test_integers_and_signs_are_uniform():
     src = NoiseSource.seeded("i")
     x = src.integers(7, 70_000)

@@ -13,6 +13,7 @@ from parties.llm.split import split_encoder
 from vfl.attacks.attribute import attribute_inference, majority_rate, pooled_features, split_labeled
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion, token_recovery
 from vfl.privacy.dchi import privatize
+from vfl.rng import NoiseSource
 
 TEXTS = ["the gorgeously elaborate continuation of the lord of the rings trilogy is so huge",
          "effective but too-tepid biopic", "a masterpiece four years in the making",
@@ -33,7 +34,7 @@ def encoder():
 
 def _nn_rate(vocab, ids, special, eta, snap, seed=0):
     flat = torch.as_tensor(np.concatenate(ids))
-    released, _ = privatize(vocab[flat], eta=eta, generator=torch.Generator().manual_seed(seed),
+    released, _ = privatize(vocab[flat], eta=eta, noise=NoiseSource.seeded("test-nn", seed),
                             table=vocab if snap else None)
     guess = nearest_neighbor_inversion(released, vocab=vocab).numpy()
     cuts = np.cumsum([len(i) for i in ids])[:-1]
@@ -65,7 +66,7 @@ def test_optimization_inversion_through_one_block(encoder, tokens):
     with torch.no_grad():
         clean = bottom(x, mask)
     noisy = clean.clone()
-    noisy[mask.bool()] = privatize(clean[mask.bool()], eta=2.0, generator=torch.Generator().manual_seed(0))[0]
+    noisy[mask.bool()] = privatize(clean[mask.bool()], eta=2.0, noise=NoiseSource.seeded("test-opt", 0))[0]
 
     def attack(target):
         pred = optimization_inversion(target=target, attention_mask=mask, bottom=bottom.forward_embeds,

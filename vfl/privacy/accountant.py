@@ -12,8 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import dp_accounting
 import numpy as np
-from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
+from dp_accounting import rdp as dp_rdp
 
 from vfl.errors import ConfigError
 from vfl.privacy.events import GaussianEvent, PBMEvent, PrivacyEvent, event_from_dict, event_to_dict
@@ -26,12 +27,12 @@ DEFAULT_ORDERS: tuple[float, ...] = (
 _FORMAT = 1
 
 
-def gaussian_rdp(*, noise_multiplier: float, orders: Sequence[float] | np.ndarray) -> np.ndarray:
-    """RDP α/(2·nm²) of one Gaussian release, as computed by ``dp_accounting`` (q = 1)."""
+def gaussian_rdp(*, noise_multiplier: float, orders: Sequence[float] | np.ndarray, count: int = 1) -> np.ndarray:
+    """RDP count·α/(2·nm²) of ``count`` Gaussian releases, from dp_accounting's public ``RdpAccountant``."""
     a = check_orders(orders)
-    curve = dp_rdp._compute_rdp_poisson_subsampled_gaussian(q=1.0, noise_multiplier=noise_multiplier,
-                                                            orders=a)
-    return np.broadcast_to(np.asarray(curve, dtype=np.float64), a.shape).copy()
+    acc = dp_rdp.RdpAccountant(list(a))
+    acc.compose(dp_accounting.GaussianDpEvent(noise_multiplier), int(count))
+    return np.broadcast_to(np.asarray(acc.rdp, dtype=np.float64), a.shape).copy()
 
 
 def event_rdp(event: PrivacyEvent, orders: Sequence[float] | np.ndarray) -> np.ndarray:

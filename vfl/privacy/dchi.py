@@ -2,8 +2,8 @@
 
 Sampling: direction uniform on the unit sphere (a normalized Gaussian) and magnitude
 ‖n‖ ~ Gamma(shape=d, scale=1/η). Because d is an integer the Gamma draw is the exact sum of d
-Exp(1) variables divided by η (torch's Gamma takes a RATE, and its sampler has no generator
-argument, so it is not used). Pure functions: every draw comes from the injected generator.
+Exp(1) variables divided by η. Pure functions: every draw comes from the injected
+:class:`vfl.rng.NoiseSource` (keyed inside the customer; the vendor cannot regenerate it).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import math
 import torch
 
 from vfl.errors import ConfigError
+from vfl.rng import NoiseSource
 
 
 def _check_eta(eta: float | torch.Tensor) -> None:
@@ -23,22 +24,22 @@ def _check_eta(eta: float | torch.Tensor) -> None:
         raise ConfigError("eta", f"got {eta!r}; the privacy parameter eta must be > 0 (inf = no noise)")
 
 
-def dchi_noise(*, rows: int, dim: int, eta: float | torch.Tensor, generator: torch.Generator,
+def dchi_noise(*, rows: int, dim: int, eta: float | torch.Tensor, noise: NoiseSource,
                dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
     """``rows`` independent d-dimensional noise vectors with density ∝ exp(−η‖n‖).
 
     ``eta`` is a scalar or a per-row tensor of shape ``(rows,)``; ``inf`` gives an exact zero row.
+    Drawn and combined in float64, returned in ``dtype`` on ``device``.
     """
     _check_eta(eta)
-    direction = torch.randn(rows, dim, generator=generator, dtype=dtype, device=device)
-    direction = direction / direction.norm(dim=1, keepdim=True).clamp_min(torch.finfo(dtype).tiny)
-    gamma = torch.empty(rows, dim, dtype=dtype, device=device).exponential_(generator=generator).sum(1)
+    direction = noise.normal((rows, dim), dtype=torch.float64)
+    direction = direction / direction.norm(dim=1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    gamma = noise.exponential((rows, dim)).sum(1)  # Gamma(d, 1): the sum of d Exp(1)
     if isinstance(eta, torch.Tensor):
-        eta = eta.to(dtype=dtype, device=device).reshape(rows)
-        magnitude = gamma / eta
+        magnitude = gamma / eta.detach().to("cpu", torch.float64).reshape(rows)
     else:
         magnitude = gamma / eta if math.isfinite(eta) else torch.zeros_like(gamma)
-    return direction * magnitude.unsqueeze(1)
+    return (direction * magnitude.unsqueeze(1)).to(dtype=dtype, device=device)
 
 
 def nearest_rows(x: torch.Tensor, *, table: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
@@ -54,16 +55,14 @@ def nearest_rows(x: torch.Tensor, *, table: torch.Tensor, chunk: int = 4096) -> 
     return out
 
 
-def privatize(x: torch.Tensor, *, eta: float | torch.Tensor, generator: torch.Generator,
+def privatize(x: torch.Tensor, *, eta: float | torch.Tensor, noise: NoiseSource,
               table: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """ηdχ-privatize the rows of ``x`` (T, d): add noise, then (with ``table``) snap to the nearest row.
 
     Returns ``(noisy, ids)``; ``ids`` are the snapped rows' indices (None without ``table``).
     Gradients flow to ``x`` through the additive noise; snapped rows are not differentiable in ``x``.
     """
-    noise = dchi_noise(rows=x.shape[0], dim=x.shape[1], eta=eta, generator=generator, dtype=x.dtype,
-                       device=x.device)
-    noisy = x + noise
+    noisy = x + dchi_noise(rows=x.shape[0], dim=x.shape[1], eta=eta, noise=noise, dtype=x.dtype, device=x.device)
     if table is None:
         return noisy, None
     ids = nearest_rows(noisy.detach(), table=table.detach())

@@ -1,7 +1,8 @@
-"""PBM quantization (SPEC §1 step 2-4) and the paper's LDP Gaussian baseline, as pure functions.
+"""PBM quantization (PBM-VFL, Algorithm 1) and the paper's LDP Gaussian baseline, as pure functions.
 
-Every random draw comes from the injected ``torch.Generator``, so a run is reproducible from
-its seed. Inputs are embeddings in [-c, c] (tanh-squashed, c = ``model.tanh_c``).
+Every random draw comes from the injected :class:`vfl.rng.NoiseSource` (keyed with OS entropy
+inside the node that adds the noise; seeded only for reproducible debugging). Inputs are
+embeddings in [-c, c] (tanh-squashed, c = ``model.tanh_c``); PBM clamps anything outside.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from numbers import Integral, Real
 import torch
 
 from vfl.errors import ConfigError
+from vfl.rng import NoiseSource
 
 
 def validate_pbm(*, b: int, beta: float, c: float) -> None:
@@ -29,17 +31,20 @@ def _check_parties(num_parties: int) -> None:
         raise ConfigError("num_parties", f"got {num_parties!r}; must be an int >= 1")
 
 
-def pbm_encode(x: torch.Tensor, *, b: int, beta: float, c: float,
-               generator: torch.Generator) -> torch.Tensor:
-    """Element-wise q ~ Binomial(b, 1/2 + (beta/c)·x) as int64 (Algorithm 1 of the paper).
+def pbm_encode(x: torch.Tensor, *, b: int, beta: float, c: float, noise: NoiseSource) -> torch.Tensor:
+    """Element-wise q ~ Binomial(b, 1/2 + β·x/c) as int64 (Algorithm 1 of the paper), x clamped to [−c, c].
 
-    ``x`` should lie in [-c, c]; p is clamped to [0, 1] defensively so an out-of-range input
-    cannot crash the sampler (it then leaks more than the accounted RDP, so squash upstream).
+    Why clamp x (not p): the RDP accounting assumes every p lies in [1/2 − β, 1/2 + β]. Clamping p to
+    [0, 1] instead lets an out-of-range input reach p = 0 or 1 — a deterministic count that
+    reveals the input while the accountant still reports the β bound. With x clamped, an input
+    beyond ±c releases exactly what ±c releases, so the accounted guarantee holds for any input.
     """
     validate_pbm(b=b, beta=beta, c=c)
-    p = (0.5 + (beta / c) * x.to(torch.float64)).clamp_(0.0, 1.0)
-    count = torch.full_like(p, float(b))
-    return torch.binomial(count, p, generator=generator).to(torch.int64)
+    u = x.detach().to("cpu", torch.float64) / c
+    if bool(torch.isnan(u).any()):
+        raise ValueError("pbm_encode: the embedding holds NaN (did the bottom model diverge?)")
+    p = 0.5 + beta * u.clamp_(-1.0, 1.0)  # |β·u| <= β exactly: p stays in the accounted range
+    return noise.binomial(int(b), p).to(x.device)
 
 
 def pbm_decode(q_sum: torch.Tensor, *, b: int, beta: float, c: float,
@@ -63,9 +68,10 @@ def pbm_variance(*, b: int, beta: float, c: float, num_parties: int) -> float:
 
 
 def pbm_conditional_variance(x: torch.Tensor, *, b: int, beta: float, c: float) -> torch.Tensor:
-    """Exact variance of the decoded sum given the inputs; ``x`` has the parties on dim 0."""
+    """Exact variance of the decoded sum given the inputs (clamped as ``pbm_encode`` does);
+    ``x`` has the parties on dim 0."""
     validate_pbm(b=b, beta=beta, c=c)
-    p = (0.5 + (beta / c) * x.to(torch.float64)).clamp(0.0, 1.0)
+    p = 0.5 + beta * (x.to(torch.float64) / c).clamp(-1.0, 1.0)
     return (c / (beta * b)) ** 2 * (b * p * (1.0 - p)).sum(dim=0)
 
 
@@ -80,11 +86,12 @@ def ldp_sigma(*, b: int, beta: float, num_parties: int, c: float = 1.0) -> float
     return c * math.sqrt(2.0 * num_parties / (b * beta * beta))
 
 
-def gaussian_perturb(x: torch.Tensor, *, sigma: float, generator: torch.Generator) -> torch.Tensor:
-    """x + N(0, σ²) element-wise, noise drawn from ``generator`` (σ = 0 returns a copy of x)."""
+def gaussian_perturb(x: torch.Tensor, *, sigma: float, noise: NoiseSource) -> torch.Tensor:
+    """x + N(0, σ²) element-wise, the Gaussians drawn from ``noise`` (σ = 0 returns a copy of x)."""
     if isinstance(sigma, bool) or not isinstance(sigma, Real) or not (sigma >= 0 and math.isfinite(sigma)):
         raise ConfigError("sigma", f"got {sigma!r}; the noise std must be a finite number >= 0")
     if not x.is_floating_point():
         raise ConfigError("x", f"got dtype {x.dtype}; gaussian_perturb needs a floating tensor")
-    noise = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
-    return x + sigma * noise
+    if sigma == 0:
+        return x.clone()
+    return x + sigma * noise.normal(tuple(x.shape), dtype=x.dtype, device=x.device)
