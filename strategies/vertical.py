@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from parties.dp_bottom import wrap_bottom
 from parties.models import BOTTOMS, HEADS
 from parties.vertical import (
     STEP,
@@ -45,6 +46,8 @@ class VerticalStrategy(Strategy):
     """Template round of vertical FL with a fusion head on the server."""
 
     SYNC = 16  # steps between driver syncs in the pipelined training loop
+    bottom_dp_refusal = ("it releases each sample's embedding without DP noise, so no end-to-end epsilon "
+                         "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
 
     # ---- topology ---------------------------------------------------------------------------
     def layout(self) -> list[NodeSpec]:
@@ -89,6 +92,10 @@ class VerticalStrategy(Strategy):
             input_shape=shard.input_shape, embed_dim=m.embed_dim, tanh_c=m.tanh_c, hidden=m.bottom_hidden))
         opt = make_optimizer(bottom.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
                              weight_decay=t.weight_decay)
+        if (dp := cfg.privacy.bottom_dp) is not None:  # DP-SGD through Opacus, noise from the node's source
+            bottom, opt = wrap_bottom(bottom, opt, name=m.bottom, noise_multiplier=dp.noise_multiplier,
+                                      max_grad_norm=dp.max_grad_norm, batch_size=t.batch_size,
+                                      noise_rng=cfg.privacy.noise_rng, seed=cfg.seed, node_id=spec.node_id)
         return self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
                                optimizer=opt, schedule=sched, mods=self.party_mods(index), device=t.device,
                                secure_rng=cfg.privacy.secure_rng)

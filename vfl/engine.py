@@ -138,7 +138,8 @@ class Engine:
                 self.accountant.record(ev_)
         if self.accountant is not None:
             eps, order = self.accountant.epsilon(cfg.privacy.delta)
-            record.update({"epsilon": eps, "delta": cfg.privacy.delta, "rdp_order": order})
+            record.update({"epsilon": eps, "delta": cfg.privacy.delta, "rdp_order": order,
+                           "epsilon_scope": self.accountant.scope()})
         record["train_s"] = train_s
         record["epoch_s"] = time.perf_counter() - t0
         record["wall_s"] = time.perf_counter() - t_run
@@ -171,7 +172,8 @@ class Engine:
         if "test_auprc" in last:
             summary["final_test_auprc"] = last["test_auprc"]
         if self.accountant is not None:
-            summary.update({"epsilon": last.get("epsilon"), "delta": cfg.privacy.delta})
+            summary.update({"epsilon": last.get("epsilon"), "delta": cfg.privacy.delta,
+                            "epsilon_scope": self.accountant.scope()})
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
         return summary
