@@ -80,7 +80,7 @@ def gaussian_noise(source: NoiseSource, *, std: float, like: torch.Tensor, secur
     if std == 0:
         return torch.zeros_like(like)
     if secure_mode:
-        z = sum(source.normal(like.shape, dtype=torch.float64) for _ in range(4)) / 2.0
+        z = torch.stack([source.normal(like.shape, dtype=torch.float64) for _ in range(4)]).sum(0) / 2.0
     else:
         z = source.normal(like.shape, dtype=torch.float64)
     return (std * z).to(dtype=like.dtype, device=like.device)

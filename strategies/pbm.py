@@ -19,8 +19,8 @@ from vfl.config import param
 from vfl.errors import ConfigError
 from vfl.mods import Mod
 from vfl.privacy.events import PBMEvent
-from vfl.privacy.scope import bottom_dp_events
 from vfl.privacy.mechanisms import pbm_decode
+from vfl.privacy.scope import bottom_dp_events
 from vfl.schema import RunConfig
 from vfl.secagg import smallest_modulus_bits
 from vfl.strategy import register

@@ -35,7 +35,13 @@ from vfl.privacy.pbm_rdp import (
     renyi_divergence,
 )
 from vfl.privacy.report import account_report
-from vfl.privacy.scope import SCOPE_END_TO_END, SCOPE_GAUSSIAN, SCOPE_PBM, bottom_dp_events, epsilon_scope
+from vfl.privacy.scope import (
+    SCOPE_END_TO_END,
+    SCOPE_GAUSSIAN,
+    SCOPE_PBM,
+    bottom_dp_events,
+    epsilon_scope,
+)
 from vfl.privacy.theorems import (
     gaussian_style_estimate,
     sample_privacy_factor,

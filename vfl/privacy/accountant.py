@@ -16,7 +16,14 @@ import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
 
 from vfl.errors import ConfigError
-from vfl.privacy.events import DPSGDEvent, GaussianEvent, PBMEvent, PrivacyEvent, event_from_dict, event_to_dict
+from vfl.privacy.events import (
+    DPSGDEvent,
+    GaussianEvent,
+    PBMEvent,
+    PrivacyEvent,
+    event_from_dict,
+    event_to_dict,
+)
 from vfl.privacy.pbm_rdp import check_orders, pbm_rdp
 from vfl.privacy.scope import epsilon_scope
 
