@@ -37,9 +37,10 @@ warnings.filterwarnings("ignore", message="Full backward hook is firing when gra
 class NoiseSourceDPOptimizer(DPOptimizer):
     """Opacus' DPOptimizer whose Gaussian noise comes from a ``NoiseSource`` per (epoch, step).
 
-    ``begin_step`` must precede every ``step``: it selects the round's noise stream (seeded mode:
-    a pure function of seed/node/epoch/step, so a resumed run replays it; crypto mode: the node's
-    own fresh source) and the batch size the noised sum is divided by.
+    ``begin_step`` must precede every ``step`` (``PassiveParty.apply_gradient`` calls it): it selects
+    the round's noise stream (seeded mode: a pure function of seed/node/epoch/step, so a resumed run
+    replays it; crypto mode: the node's own fresh source) and the batch size the noised sum is
+    divided by.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, *, noise_multiplier: float, max_grad_norm: float,
@@ -107,9 +108,3 @@ def wrap_bottom(bottom: nn.Module, optimizer: torch.optim.Optimizer, *, name: st
     dp_opt = NoiseSourceDPOptimizer(optimizer, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
                                     expected_batch_size=batch_size, noise_rng=noise_rng, seed=seed, node_id=node_id)
     return module, dp_opt
-
-
-def begin_step(optimizer: torch.optim.Optimizer, *, epoch: int, step: int, batch_size: int) -> None:
-    """Announce the training step to a DP-SGD optimizer (noise stream, batch size); no-op otherwise."""
-    if isinstance(optimizer, NoiseSourceDPOptimizer):
-        optimizer.begin_step(epoch=epoch, step=step, batch_size=batch_size)

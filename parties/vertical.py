@@ -16,7 +16,6 @@ import torch
 from flwr.common import Message
 from torch import nn
 
-from parties.dp_bottom import begin_step
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
 from vfl.errors import ProtocolError
@@ -84,7 +83,8 @@ class PassiveParty(Node):
         g = torch.tensor(grad, dtype=torch.float32, device=self.device).reshape(out.shape)
         self.optimizer.zero_grad(set_to_none=True)
         out.backward(g)
-        begin_step(self.optimizer, epoch=epoch, step=step, batch_size=int(out.shape[0]))  # DP-SGD only
+        if (begin_step := getattr(self.optimizer, "begin_step", None)) is not None:  # DP-SGD: parties/dp_bottom.py
+            begin_step(epoch=epoch, step=step, batch_size=int(out.shape[0]))
         self.optimizer.step()
         self._pending = None
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import torch
 
-from parties.dp_bottom import wrap_bottom
 from parties.models import BOTTOMS, HEADS
 from parties.vertical import (
     STEP,
@@ -93,6 +92,8 @@ class VerticalStrategy(Strategy):
         opt = make_optimizer(bottom.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
                              weight_decay=t.weight_decay)
         if (dp := cfg.privacy.bottom_dp) is not None:  # DP-SGD through Opacus, noise from the node's source
+            from parties.dp_bottom import wrap_bottom  # imports Opacus only when asked for
+
             bottom, opt = wrap_bottom(bottom, opt, name=m.bottom, noise_multiplier=dp.noise_multiplier,
                                       max_grad_norm=dp.max_grad_norm, batch_size=t.batch_size,
                                       noise_rng=cfg.privacy.noise_rng, seed=cfg.seed, node_id=spec.node_id)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from parties.dp_bottom import begin_step, gaussian_noise, wrap_bottom
+from parties.dp_bottom import gaussian_noise, wrap_bottom
 from parties.models import BOTTOMS, linear_head, mlp_bottom
 from vfl.errors import ConfigError, ProtocolError
 from vfl.rng import NoiseSource
@@ -46,7 +46,7 @@ def _opacus_step(bottom, head, x, y, *, nm: float, c: float, noise_rng: str = "s
     out = module(x)
     out.backward(_server_gradient(head, out, y))
     per_sample = [p.grad_sample.detach().clone() for p in bottom.parameters()]
-    begin_step(opt, epoch=epoch, step=step, batch_size=int(out.shape[0]))
+    opt.begin_step(epoch=epoch, step=step, batch_size=int(out.shape[0]))
     opt.step()
     return module, per_sample
 
