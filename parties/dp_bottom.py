@@ -17,6 +17,8 @@ an epoch may be smaller; B is public). With C = ∞ and no noise the update is t
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from opacus import GradSampleModule
@@ -24,7 +26,7 @@ from opacus.optimizers import DPOptimizer
 from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 from torch import nn
 
-from parties.models import ViewShared
+from parties.models import BOTTOMS, ViewShared
 from vfl.errors import ConfigError, ProtocolError
 from vfl.rng import NOISE_RNG, NoiseSource
 
@@ -93,10 +95,19 @@ def check_dp_bottom(bottom: nn.Module, *, name: str) -> None:
         raise ConfigError("model.bottom", f"{name!r} with multiview input shares its net across the views of a "
                           "sample (batch = samples x views), so Opacus' per-sample gradients would be per view, "
                           "not per sample; privacy.bottom_dp needs a single-view bottom")
-    errors = GradSampleModule.validate(bottom, strict=False)
-    if errors:
-        raise ConfigError("model.bottom", f"{name!r} has layers with buffers (e.g. BatchNorm) that mix samples; "
-                          f"privacy.bottom_dp cannot clip per sample ({errors[0]})")
+    if GradSampleModule.validate(bottom, strict=False):
+        where = [n for n, m in bottom.named_modules() if any(True for _ in m.buffers(recurse=False))]
+        raise ConfigError("model.bottom", f"{name!r} has layers with buffers that mix samples (e.g. BatchNorm: "
+                          f"{', '.join(where[:3])}); privacy.bottom_dp cannot clip per sample; use mlp, linear or cnn")
+
+
+def check_bottoms(model: Any, input_shapes: Iterable[Sequence[int]]) -> None:
+    """Driver-side twin of the check in ``wrap_bottom``: build ``model.bottom`` once per party input
+    shape and refuse it before any actor starts (``model`` is the run's ``ModelConfig``)."""
+    build = BOTTOMS.get(model.bottom, "model.bottom")
+    for shape in sorted({tuple(int(d) for d in s) for s in input_shapes}):
+        check_dp_bottom(build(input_shape=shape, embed_dim=model.embed_dim, tanh_c=model.tanh_c,
+                              hidden=model.bottom_hidden), name=model.bottom)
 
 
 def wrap_bottom(bottom: nn.Module, optimizer: torch.optim.Optimizer, *, name: str, noise_multiplier: float,

@@ -115,8 +115,12 @@ class VerticalStrategy(Strategy):
 
     def prepare(self, data: DataSource) -> None:
         """The driver learns the split sizes (not the data) to drive the schedule."""
-        _, labels = data.partition()
+        shards, labels = data.partition()
         self._num_train, self._num_test = len(labels.y_train), len(labels.y_test)
+        if self.cfg.privacy.bottom_dp is not None:  # refuse a bottom Opacus cannot clip before actors start
+            from parties.dp_bottom import check_bottoms
+
+            check_bottoms(self.cfg.model, [s.input_shape for s in shards])
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         """Pipelined: the driver chains the hops (parties -> server -> parties ...) without waiting

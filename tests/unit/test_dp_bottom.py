@@ -9,10 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from parties.dp_bottom import gaussian_noise, wrap_bottom
+from parties.dp_bottom import check_bottoms, gaussian_noise, wrap_bottom
 from parties.models import BOTTOMS, linear_head, mlp_bottom
 from vfl.errors import ConfigError, ProtocolError
 from vfl.rng import NoiseSource
+from vfl.schema import ModelConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
@@ -194,3 +195,13 @@ def test_unsupported_bottoms_are_refused_with_the_key():
     with pytest.raises(ConfigError, match="per view"):
         wrap_bottom(views, torch.optim.SGD(views.parameters(), lr=0.1), name="cnn", noise_multiplier=1.0,
                     max_grad_norm=1.0, batch_size=4, noise_rng="crypto", seed=0, node_id=1)
+
+
+def test_driver_side_check_refuses_before_any_actor_starts():
+    check_bottoms(ModelConfig(bottom="cnn"), [(1, 14, 14), (1, 14, 14)])  # fine: single-view CNN
+    check_bottoms(ModelConfig(bottom="mlp"), [(13,), (12,)])
+    with pytest.raises(ConfigError, match="bn1") as info:
+        check_bottoms(ModelConfig(bottom="resnet18"), [(1, 14, 14)])
+    assert info.value.key == "model.bottom"
+    with pytest.raises(ConfigError, match="per view"):
+        check_bottoms(ModelConfig(bottom="cnn"), [(2, 1, 8, 8)])
