@@ -84,6 +84,8 @@ class PassiveParty(Node):
         g = torch.tensor(grad, dtype=torch.float32, device=self.device).reshape(out.shape)
         self.optimizer.zero_grad(set_to_none=True)
         out.backward(g)
+        if (begin_step := getattr(self.optimizer, "begin_step", None)) is not None:  # DP-SGD: parties/dp_bottom.py
+            begin_step(epoch=epoch, step=step, batch_size=int(out.shape[0]))
         self.optimizer.step()
         self._pending = None
 

@@ -15,6 +15,7 @@ from vfl.config import param
 from vfl.mods import Mod
 from vfl.privacy.events import GaussianEvent
 from vfl.privacy.mechanisms import ldp_sigma
+from vfl.privacy.scope import bottom_dp_events
 from vfl.strategy import register
 
 
@@ -30,6 +31,7 @@ class LDP(VerticalStrategy):
     name = "ldp"
     summary = "local DP baseline: Gaussian noise on each party's embedding, sigma^2 = 2M/(b beta^2), no SecAgg"
     Params = LDPParams
+    bottom_dp_refusal = None  # every release is Gaussian noised: with privacy.bottom_dp the epsilon is end-to-end
 
     @property
     def sigma(self) -> float:
@@ -45,4 +47,5 @@ class LDP(VerticalStrategy):
         """One release of each sample's P-dim embedding per epoch; a change of one sample's features
         moves each coordinate by at most 2C, so the L2 sensitivity is 2C·sqrt(P)."""
         c, dim = self.cfg.model.tanh_c, self.cfg.model.embed_dim
-        return [GaussianEvent(sigma=self.sigma, sensitivity=2 * c * math.sqrt(dim), count=1)]
+        return [GaussianEvent(sigma=self.sigma, sensitivity=2 * c * math.sqrt(dim), count=1),
+                *bottom_dp_events(self.cfg.privacy.bottom_dp)]

@@ -20,6 +20,7 @@ from vfl.errors import ConfigError
 from vfl.mods import Mod
 from vfl.privacy.events import PBMEvent
 from vfl.privacy.mechanisms import pbm_decode
+from vfl.privacy.scope import bottom_dp_events
 from vfl.schema import RunConfig
 from vfl.secagg import smallest_modulus_bits
 from vfl.strategy import register
@@ -38,6 +39,7 @@ class PBM(SecureSumStrategy):
     name = "pbm"
     summary = "PBM quantization + pairwise-masked secure aggregation (PBM-VFL); accounted in RDP"
     Params = PBMParams
+    bottom_dp_refusal = None  # every release is PBM noised: with privacy.bottom_dp the epsilon is end-to-end
 
     @classmethod
     def validate_config(cls, cfg: RunConfig) -> None:
@@ -75,4 +77,5 @@ class PBM(SecureSumStrategy):
         sees the sum, so the other M-1 parties' binomials are noise too (no amplification in VFL)."""
         p: PBMParams = self.params
         m = self.cfg.num_parties if p.secagg else 1
-        return [PBMEvent(b=p.b, beta=p.beta, num_parties=m, dim=self.cfg.model.embed_dim, count=1)]
+        return [PBMEvent(b=p.b, beta=p.beta, num_parties=m, dim=self.cfg.model.embed_dim, count=1),
+                *bottom_dp_events(self.cfg.privacy.bottom_dp)]

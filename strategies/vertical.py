@@ -45,6 +45,8 @@ class VerticalStrategy(Strategy):
     """Template round of vertical FL with a fusion head on the server."""
 
     SYNC = 16  # steps between driver syncs in the pipelined training loop
+    bottom_dp_refusal = ("it releases each sample's embedding without DP noise, so no end-to-end epsilon "
+                         "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
 
     # ---- topology ---------------------------------------------------------------------------
     def layout(self) -> list[NodeSpec]:
@@ -89,6 +91,12 @@ class VerticalStrategy(Strategy):
             input_shape=shard.input_shape, embed_dim=m.embed_dim, tanh_c=m.tanh_c, hidden=m.bottom_hidden))
         opt = make_optimizer(bottom.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
                              weight_decay=t.weight_decay)
+        if (dp := cfg.privacy.bottom_dp) is not None:  # DP-SGD through Opacus, noise from the node's source
+            from parties.dp_bottom import wrap_bottom  # imports Opacus only when asked for
+
+            bottom, opt = wrap_bottom(bottom, opt, name=m.bottom, noise_multiplier=dp.noise_multiplier,
+                                      max_grad_norm=dp.max_grad_norm, batch_size=t.batch_size,
+                                      noise_rng=cfg.privacy.noise_rng, seed=cfg.seed, node_id=spec.node_id)
         return self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
                                optimizer=opt, schedule=sched, mods=self.party_mods(index), device=t.device,
                                noise_rng=cfg.privacy.noise_rng)
@@ -107,8 +115,12 @@ class VerticalStrategy(Strategy):
 
     def prepare(self, data: DataSource) -> None:
         """The driver learns the split sizes (not the data) to drive the schedule."""
-        _, labels = data.partition()
+        shards, labels = data.partition()
         self._num_train, self._num_test = len(labels.y_train), len(labels.y_test)
+        if self.cfg.privacy.bottom_dp is not None:  # refuse a bottom Opacus cannot clip before actors start
+            from parties.dp_bottom import check_bottoms
+
+            check_bottoms(self.cfg.model, [s.input_shape for s in shards])
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         """Pipelined: the driver chains the hops (parties -> server -> parties ...) without waiting

@@ -64,8 +64,10 @@ def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
     if choices and value not in choices:
         raise ConfigError(key, f"got {value!r}; allowed: {_range_text(meta)}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ranged = any(meta.get(k) is not None for k in ("ge", "gt", "le", "lt"))
         bad = (
-            (meta.get("ge") is not None and value < meta["ge"])
+            (ranged and value != value)  # NaN lies in no range
+            or (meta.get("ge") is not None and value < meta["ge"])
             or (meta.get("gt") is not None and value <= meta["gt"])
             or (meta.get("le") is not None and value > meta["le"])
             or (meta.get("lt") is not None and value >= meta["lt"])
@@ -89,6 +91,9 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
             if type(None) in args:
                 return None
             raise ConfigError(key, f"must not be null; expected {_type_name(tp)}")
+        non_null = [arg for arg in args if arg is not type(None)]
+        if len(non_null) == 1:  # X | None: X's own error names the sub-key (e.g. privacy.bottom_dp.max_grad_norm)
+            return _coerce(key, value, non_null[0])
         errors = []
         for arg in args:
             if arg is type(None):

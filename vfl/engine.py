@@ -139,7 +139,7 @@ class Engine:
         if self.accountant is not None:
             eps, order = self.accountant.epsilon(cfg.privacy.delta)
             record.update({"epsilon": eps, "delta": cfg.privacy.delta, "rdp_order": order,
-                           "noise_rng": cfg.privacy.noise_rng})
+                           "epsilon_scope": self.accountant.scope(), "noise_rng": cfg.privacy.noise_rng})
         record["train_s"] = train_s
         record["epoch_s"] = time.perf_counter() - t0
         record["wall_s"] = time.perf_counter() - t_run
@@ -172,7 +172,8 @@ class Engine:
         if "test_auprc" in last:
             summary["final_test_auprc"] = last["test_auprc"]
         if self.accountant is not None:
-            summary.update({"epsilon": last.get("epsilon"), "delta": cfg.privacy.delta})
+            summary.update({"epsilon": last.get("epsilon"), "delta": cfg.privacy.delta,
+                            "epsilon_scope": self.accountant.scope()})
         from vfl.privacy.noise_report import noise_fields
 
         summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None))

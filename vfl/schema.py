@@ -60,6 +60,14 @@ class TransportConfig:
 
 
 @dataclass(frozen=True)
+class BottomDPConfig:
+    """DP-SGD of every party's bottom model (Opacus): per-sample clipping + Gaussian noise."""
+
+    noise_multiplier: float = param(gt=0, le=1e6, help="noise std / max_grad_norm on the summed clipped gradients")
+    max_grad_norm: float = param(gt=0, le=1e6, help="per-sample gradient L2 clipping bound C")
+
+
+@dataclass(frozen=True)
 class PrivacyConfig:
     delta: float = param(1e-5, gt=0, lt=1, help="delta of the reported (epsilon, delta)")
     epsilon_budget: float | None = param(None, gt=0, help="stop with PrivacyBudgetExceeded beyond it")
@@ -67,6 +75,8 @@ class PrivacyConfig:
                            help="privacy noise from a keystream keyed with OS entropy held only by the node "
                                 "that adds it (crypto), or from the run seed (seeded: reproducible debugging, "
                                 "the reported epsilon is then not a guarantee)")
+    bottom_dp: BottomDPConfig | None = param(None, help="{noise_multiplier, max_grad_norm}: train each party's "
+                                             "bottom by DP-SGD and report an end-to-end epsilon (null = off)")
 
 
 @dataclass(frozen=True)
@@ -112,4 +122,7 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
         raise
     cfg = dataclasses.replace(cfg, params=params)
     strategy_cls.validate_config(cfg)
+    if cfg.privacy.bottom_dp is not None and strategy_cls.bottom_dp_refusal:
+        raise ConfigError("privacy.bottom_dp", f"not available with strategy {cfg.strategy!r}: "
+                          f"{strategy_cls.bottom_dp_refusal}")
     return cfg

@@ -37,6 +37,9 @@ class Strategy(ABC):
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
+    bottom_dp_refusal: ClassVar[str | None] = (
+        "it has no vertical party bottom model for DP-SGD to protect, and no accounted releases to compose with")
+    """Why ``privacy.bottom_dp`` is refused (None: supported, the ε is then end-to-end)."""
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg

@@ -8,7 +8,14 @@ from vfl.privacy.accountant import (
     event_rdp,
     gaussian_rdp,
 )
-from vfl.privacy.events import GaussianEvent, PBMEvent, PrivacyEvent, event_from_dict, event_to_dict
+from vfl.privacy.events import (
+    DPSGDEvent,
+    GaussianEvent,
+    PBMEvent,
+    PrivacyEvent,
+    event_from_dict,
+    event_to_dict,
+)
 from vfl.privacy.mechanisms import (
     gaussian_perturb,
     ldp_sigma,
@@ -28,6 +35,13 @@ from vfl.privacy.pbm_rdp import (
     renyi_divergence,
 )
 from vfl.privacy.report import account_report
+from vfl.privacy.scope import (
+    SCOPE_END_TO_END,
+    SCOPE_GAUSSIAN,
+    SCOPE_PBM,
+    bottom_dp_events,
+    epsilon_scope,
+)
 from vfl.privacy.theorems import (
     gaussian_style_estimate,
     sample_privacy_factor,
@@ -37,11 +51,11 @@ from vfl.privacy.theorems import (
 )
 
 __all__ = [
-    "DEFAULT_ORDERS", "Accountant", "GaussianEvent", "PBMEvent", "PrivacyEvent", "account_report",
-    "epsilon_from_rdp", "event_from_dict", "event_rdp", "event_to_dict", "gaussian_perturb",
-    "gaussian_rdp", "gaussian_style_estimate", "ldp_sigma", "log_convolve_concave",
-    "pbm_conditional_variance", "pbm_decode", "pbm_encode", "pbm_pure_dp", "pbm_rdp",
-    "pbm_rdp_bruteforce", "pbm_rdp_cap", "pbm_rdp_profile", "pbm_variance", "renyi_divergence",
-    "sample_privacy_factor", "theorem_6_1_final", "theorem_6_1_per_iteration", "theorem_6_2_sample",
-    "validate_pbm",
+    "DEFAULT_ORDERS", "SCOPE_END_TO_END", "SCOPE_GAUSSIAN", "SCOPE_PBM", "Accountant", "DPSGDEvent",
+    "GaussianEvent", "PBMEvent", "PrivacyEvent", "account_report", "bottom_dp_events", "epsilon_from_rdp",
+    "epsilon_scope", "event_from_dict", "event_rdp", "event_to_dict", "gaussian_perturb", "gaussian_rdp",
+    "gaussian_style_estimate", "ldp_sigma", "log_convolve_concave", "pbm_conditional_variance", "pbm_decode",
+    "pbm_encode", "pbm_pure_dp", "pbm_rdp", "pbm_rdp_bruteforce", "pbm_rdp_cap", "pbm_rdp_profile",
+    "pbm_variance", "renyi_divergence", "sample_privacy_factor", "theorem_6_1_final",
+    "theorem_6_1_per_iteration", "theorem_6_2_sample", "validate_pbm",
 ]

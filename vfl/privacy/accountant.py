@@ -17,8 +17,16 @@ import numpy as np
 from dp_accounting import rdp as dp_rdp
 
 from vfl.errors import ConfigError
-from vfl.privacy.events import GaussianEvent, PBMEvent, PrivacyEvent, event_from_dict, event_to_dict
+from vfl.privacy.events import (
+    DPSGDEvent,
+    GaussianEvent,
+    PBMEvent,
+    PrivacyEvent,
+    event_from_dict,
+    event_to_dict,
+)
 from vfl.privacy.pbm_rdp import check_orders, pbm_rdp
+from vfl.privacy.scope import epsilon_scope
 
 DEFAULT_ORDERS: tuple[float, ...] = (
     1.02, 1.05, 1.1, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 14.0,
@@ -40,6 +48,8 @@ def event_rdp(event: PrivacyEvent, orders: Sequence[float] | np.ndarray) -> np.n
     a = check_orders(orders)
     if isinstance(event, PBMEvent):
         per_release = event.dim * pbm_rdp(b=event.b, beta=event.beta, num_parties=event.num_parties, orders=a)
+    elif isinstance(event, DPSGDEvent):  # Gaussian with sigma = nm*C over sensitivity 2C
+        per_release = gaussian_rdp(noise_multiplier=event.sigma / event.sensitivity, orders=a)
     else:
         per_release = gaussian_rdp(noise_multiplier=event.noise_multiplier, orders=a)
     return event.count * per_release
@@ -70,19 +80,22 @@ class Accountant:
 
     @property
     def events(self) -> tuple[PrivacyEvent, ...]:
-        """The ledger; consecutive events equal up to ``count`` are merged into one entry."""
+        """The ledger; events equal up to ``count`` are merged into one entry (composition commutes)."""
         return tuple(self._ledger)
 
     def record(self, event: PrivacyEvent) -> None:
-        """Append ``event`` (merging its count into the last entry when the parameters match)."""
-        if not isinstance(event, (PBMEvent, GaussianEvent)):
-            raise ConfigError("event", f"got {type(event).__name__}; expected PBMEvent or GaussianEvent")
-        if self._ledger:
-            last = self._ledger[-1]
-            if type(last) is type(event) and dataclasses.replace(last, count=event.count) == event:
-                self._ledger[-1] = dataclasses.replace(last, count=last.count + event.count)
+        """Add ``event``: its count is merged into the entry with the same parameters, if any."""
+        if not isinstance(event, (PBMEvent, GaussianEvent, DPSGDEvent)):
+            raise ConfigError("event", f"got {type(event).__name__}; expected PBMEvent, GaussianEvent or DPSGDEvent")
+        for i, entry in enumerate(self._ledger):
+            if type(entry) is type(event) and dataclasses.replace(entry, count=event.count) == event:
+                self._ledger[i] = dataclasses.replace(entry, count=entry.count + event.count)
                 return
         self._ledger.append(event)
+
+    def scope(self) -> str:
+        """What the composed ε protects, derived from the kinds of events in the ledger."""
+        return epsilon_scope(self._ledger)
 
     def rdp(self) -> np.ndarray:
         """Composed RDP curve: the sum of every ledger entry's curve, one value per order."""

@@ -75,8 +75,41 @@ class GaussianEvent:
         return self.sigma / self.sensitivity
 
 
-PrivacyEvent = PBMEvent | GaussianEvent
-EVENT_TYPES: dict[str, type[PBMEvent] | type[GaussianEvent]] = {"pbm": PBMEvent, "gaussian": GaussianEvent}
+@dataclass(frozen=True, kw_only=True)
+class DPSGDEvent:
+    """``count`` DP-SGD steps of a party's bottom model, each holding a given sample exactly once.
+
+    One step sums the per-sample gradients clipped to ``max_grad_norm`` and adds
+    N(0, (noise_multiplier·max_grad_norm)²I). Neighbours replace one sample's features at one
+    party, so the clipped sum moves by at most 2·max_grad_norm (replace-one, not add/remove):
+    a Gaussian mechanism with σ = noise_multiplier·C and Δ = 2C, i.e. noise multiplier nm/2.
+    No subsampling amplification: the batch schedule is known to every node.
+    """
+
+    kind: ClassVar[str] = "dpsgd"
+    noise_multiplier: float
+    max_grad_norm: float
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        _finite("noise_multiplier", self.noise_multiplier, strict=True)
+        _finite("max_grad_norm", self.max_grad_norm, strict=True)
+        _positive_int("count", self.count)
+
+    @property
+    def sigma(self) -> float:
+        """Std of the noise added to the summed clipped gradients (Opacus' noise_multiplier·C)."""
+        return self.noise_multiplier * self.max_grad_norm
+
+    @property
+    def sensitivity(self) -> float:
+        """L2 sensitivity of the clipped-gradient sum under replace-one: 2·max_grad_norm."""
+        return 2.0 * self.max_grad_norm
+
+
+PrivacyEvent = PBMEvent | GaussianEvent | DPSGDEvent
+EVENT_TYPES: dict[str, type[PBMEvent] | type[GaussianEvent] | type[DPSGDEvent]] = {
+    "pbm": PBMEvent, "gaussian": GaussianEvent, "dpsgd": DPSGDEvent}
 
 
 def event_to_dict(event: PrivacyEvent) -> dict[str, Any]:
