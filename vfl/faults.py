@@ -3,7 +3,7 @@
 ``VFL_FAULT_INJECT="party2@0:5"`` makes the host of node ``party2`` die when it is about to send
 its message of round ``train:0:5`` (it computed and masked step 5 of epoch 0, so did the other
 parties; nothing of it leaves). Grammar: ``NAME@[PHASE:]EPOCH:STEP[/KIND][!MODE]``, several
-separated by commas; ``KIND`` restricts it to one message kind (e.g. ``secagg.unmask``: die
+separated by commas; ``KIND`` restricts it to one message kind (e.g. ``query.secagg_unmask``: die
 before revealing round keys); ``MODE`` is ``exit`` (default: ``os._exit`` in a Ray actor, an
 :class:`InjectedCrash` when the host runs in the driver) or ``hang`` (never answer; Ray only, to
 exercise ``transport.round_timeout_s``). ``VFL_SECAGG_AUDIT=1`` makes parties keep their plain

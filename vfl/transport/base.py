@@ -63,9 +63,14 @@ class Transport(ABC):
         """The (src, dst, kind, round, nbytes, payload) of every wire produced by pipelined delivery."""
 
     # ---- dropouts (train.on_dropout) ------------------------------------------------------------
-    def settle(self, handles: dict[str, Any], *, timeout: float | None) -> dict[str, Outcome]:
-        """Wait up to ``timeout`` s for submitted deliveries; each one's outcome, without raising."""
-        raise NotImplementedError(f"transport {self.kind!r} cannot settle deliveries")
+    def ready(self, handles: dict[str, Any], *, timeout: float | None) -> set[str]:
+        """Wait up to ``timeout`` s for submitted deliveries; the names of those that finished
+        (successfully or not). Fetches nothing."""
+        raise NotImplementedError(f"transport {self.kind!r} cannot wait on deliveries")
+
+    def outcome(self, handle: Any) -> Outcome:
+        """Fetch a finished delivery without raising: its wires, or the error it ended with."""
+        raise NotImplementedError(f"transport {self.kind!r} cannot fetch deliveries")
 
     def alive(self, group: str) -> bool:
         """Whether the host ``group`` still answers."""

@@ -81,9 +81,11 @@ class InProcessTransport(Transport):
             raise failures[0]
         return dict(handles)
 
-    def settle(self, handles: dict[str, Any], *, timeout: float | None) -> dict[str, Outcome]:
-        return {name: Outcome("failed", error=h.error) if isinstance(h, Failed) else Outcome("ok", tuple(h))
-                for name, h in handles.items()}
+    def ready(self, handles: dict[str, Any], *, timeout: float | None) -> set[str]:
+        return set(handles)  # deliveries run synchronously in submit
+
+    def outcome(self, handle: Any) -> Outcome:
+        return Outcome("failed", error=handle.error) if isinstance(handle, Failed) else Outcome("ok", tuple(handle))
 
     def alive(self, group: str) -> bool:
         return group in self.hosts and group not in self.dead

@@ -117,24 +117,22 @@ class RayTransport(Transport):
     def collect(self, handles: dict[str, Any], *, round: str) -> dict[str, list[Wire]]:
         return self._get(handles, round=round)
 
-    def settle(self, handles: dict[str, Any], *, timeout: float | None) -> dict[str, Outcome]:
+    def ready(self, handles: dict[str, Any], *, timeout: float | None) -> set[str]:
+        refs = {ref: name for name, ref in handles.items()}
+        if not refs:
+            return set()
+        done, _ = self._ray.wait(list(refs), num_returns=len(refs), timeout=timeout, fetch_local=False)
+        return {refs[ref] for ref in done}
+
+    def outcome(self, handle: Any) -> Outcome:
         ray = self._ray
-        refs = list(handles.values())
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout) if refs else ([], [])
-        done = set(ready)
-        out: dict[str, Outcome] = {}
-        for name, ref in handles.items():
-            if ref not in done:
-                out[name] = Outcome("pending")
-                continue
-            try:
-                out[name] = Outcome("ok", tuple(ray.get(ref)))
-            except ray.exceptions.RayTaskError as exc:
-                cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
-                out[name] = Outcome("failed", error=cause)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
-                out[name] = Outcome("failed", error=exc)
-        return out
+        try:
+            return Outcome("ok", tuple(ray.get(handle)))
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            return Outcome("failed", error=cause if isinstance(cause, BaseException) else exc)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
+            return Outcome("failed", error=exc)
 
     def alive(self, group: str, timeout: float = 10.0) -> bool:
         if group not in self.actors:
