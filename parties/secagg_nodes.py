@@ -42,9 +42,9 @@ def reveal_of(message: Message) -> Reveal:
     """Parse a survivor's UNMASK reply."""
     c = cfg_of(message)
     names = [str(n) for n in c[sw.NAMES]]
-    keys = [bytes(k) for k in c[sw.PAIR_KEYS]]
+    keys = [bytes(k) for k in c.get(sw.PAIR_KEYS, [])]
     pairs = {int(d): {n: keys[i * len(names) + j] for j, n in enumerate(names)}
-             for i, d in enumerate(c[sw.PAIR_PARTIES])}
+             for i, d in enumerate(c.get(sw.PAIR_PARTIES, []))}
     return Reveal(str(c[sw.ROUND]), dict(zip(names, [bytes(k) for k in c[sw.SELF_KEYS]], strict=True)), pairs)
 
 
@@ -94,13 +94,14 @@ class SecAggParty(PassiveParty):
     def on_unmask(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        rv = self.client.unmask(round_id=str(c[sw.ROUND]), survivors=[int(p) for p in c[sw.SURVIVORS]],
-                                dropped=[int(p) for p in c[sw.DROPPED]])
+        dropped = [int(p) for p in c.get(sw.DROPPED, [])]
+        survivors = [int(p) for p in c[sw.SURVIVORS]] if dropped else sorted(self.client.active)
+        rv = self.client.unmask(round_id=str(c[sw.ROUND]), survivors=survivors, dropped=dropped)
         names = sorted(rv.self_keys)
         gone = sorted(rv.pair_keys)
+        pairs = {"pd": gone, "pk": [rv.pair_keys[d][n] for d in gone for n in names]} if gone else {}
         return [wire.reply(m, src=self.node_id, content=_records(
-            round=rv.round_id, names=names, self=[rv.self_keys[n] for n in names], pd=gone,
-            pk=[rv.pair_keys[d][n] for d in gone for n in names]))]
+            round=rv.round_id, names=names, self=[rv.self_keys[n] for n in names], **pairs))]
 
     @handles(sw.REVEAL_SHARES)
     def on_reveal_shares(self, messages: list[Message]) -> list[Message]:
@@ -201,8 +202,9 @@ class SecAggActiveServer(ActiveServer):
         if self._open is None:
             raise ProtocolError("no secure-aggregation round is open")
         if isinstance(request, UnmaskRequest):
-            recovering = bool(request.dropped)
-            return [self._request(sw.UNMASK, request.round_id, recovering, round=request.round_id,
+            if not request.dropped:  # everyone arrived: "all of you" needs no list
+                return [self._request(sw.UNMASK, request.round_id, False, round=request.round_id)]
+            return [self._request(sw.UNMASK, request.round_id, True, round=request.round_id,
                                   survivors=list(request.survivors), dropped=list(request.dropped))]
         if isinstance(request, ShareRequest):
             return [self._request(sw.REVEAL_SHARES, request.round_id, True, round=request.round_id,

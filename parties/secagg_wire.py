@@ -9,9 +9,10 @@ Set-up, ledger phase ``setup`` (once per session):
   SHARES   party -> server     to, env (its seed shares, one AES-GCM envelope per peer)
   DELIVER  server -> party     frm, env (the envelopes addressed to it)
 Every round, ledger phase of the round (``train``/``eval``), or ``recovery`` once a party dropped:
-  UNMASK         server -> parties   round, survivors, dropped
-  UNMASK         party -> server     round, names, self (its round self keys), pd, pk (round pair
-                                      keys: pk[i*len(names) + j] is for party pd[i], tensor names[j])
+  UNMASK         server -> parties   round; survivors, dropped only when a party dropped (else:
+                                      every active party survived)
+  UNMASK         party -> server     round, names, self (its round self keys); pd, pk only when a
+                                      party dropped (pk[i*len(names) + j]: party pd[i], tensor names[j])
   REVEAL_SHARES  server -> parties   round, owners (survivors that vanished before answering)
   REVEAL_SHARES  party -> server     round, owners, shares (its plaintext shares of their seeds)
 """
