@@ -75,11 +75,11 @@ class Dropouts:
                 self._synced()
                 return step, ups, left
             except PartyFailure as exc:
-                if self.policy == "fail":
-                    raise
-                failure = exc
+                failure = exc  # find the round it happened in
         found = self._first_failure()
         if found is None:  # a slow window, but every hop answered in time
+            if failure is not None:
+                raise failure
             left = grid.collect(ups, round=round_tag(self._epoch, step))
             self._synced()
             return step, ups, left
@@ -199,14 +199,13 @@ class Dropouts:
         return None
 
     def _check_policy(self, hop: Hop, dead: set[str], late: set[str], failure: PartyFailure | None) -> None:
+        """With on_dropout=fail: PartyFailure naming the parties and the round they missed."""
         if self.policy == "skip-party":
             return
         grid = self._require_grid()
         names = ", ".join(n for g in sorted(dead | late) for n in self._names(grid, g))
-        if late:
-            raise PartyFailure(names, round_tag(self._epoch, hop.step),
-                               f"no answer within transport.round_timeout_s={self.timeout:g}")
-        raise failure or PartyFailure(names, round_tag(self._epoch, hop.step), "its host died")
+        cause = f"no answer within transport.round_timeout_s={self.timeout:g}" if late else "its host died"
+        raise PartyFailure(names, round_tag(self._epoch, hop.step), cause) from failure
 
     def _drop(self, index: int, groups: set[str], *, cause: dict[str, str]) -> list[Wire]:
         """Remove dead/late hosts, count what they produced before, tell the server; return the

@@ -89,6 +89,7 @@ class RecordingTransport(InProcessTransport):
 
 def run_one(m: int, *, round_r: int, seed: int) -> dict[str, Any]:
     dead = m // 2  # party index; node id dead + 1
+    saved = {k: os.environ.get(k) for k in (FAULT_ENV, AUDIT_ENV)}
     os.environ[FAULT_ENV] = f"party{dead}@0:{round_r}"
     os.environ[AUDIT_ENV] = "1"
     cfg = load_run_config({
@@ -103,7 +104,11 @@ def run_one(m: int, *, round_r: int, seed: int) -> dict[str, Any]:
     try:
         result = engine.run()
     finally:
-        os.environ.pop(FAULT_ENV, None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     wall = time.perf_counter() - t0
     (record,) = result.summary["dropouts"]
     did = dead + 1
