@@ -1,9 +1,10 @@
-"""Vertical-FL nodes that run secure aggregation: key set-up over messages, masked sums at the server.
+"""Vertical-FL nodes that run secure aggregation over counted flwr messages (``parties.secagg_wire``).
 
-Set-up (once per run, re-run on resume = re-key): the server sends the session id; each party
-answers with its X25519 public key; the server broadcasts the roster of keys; each party answers
-with its Shamir shares sealed per recipient; the server relays each party the shares addressed to
-it. After that every embedding a party sends is masked mod 2^k and the server only learns the sum.
+Set-up (once per run, again on resume = a new session): the server relays public keys and the
+sealed shares of every party's self-mask seed. Each round: the parties send double-masked
+vectors; the server opens the round with the vectors that arrived and asks the survivors for
+their round keys (``query.secagg_unmask``), and for seed shares only if a survivor vanished before
+answering; then it has exactly the survivors' sum, fuses it and steps its head.
 """
 
 from __future__ import annotations
@@ -15,54 +16,105 @@ import numpy as np
 import torch
 from flwr.common import Message
 
+from parties import secagg_wire as sw
 from parties.mods.encoding import read_encoded
 from parties.vertical import ActiveServer, PassiveParty
+from vfl import faults
 from vfl import message as wire
 from vfl.errors import ProtocolError
-from vfl.message import BROADCAST
+from vfl.message import BROADCAST, parse_round, round_tag
 from vfl.node import handles
-from vfl.secagg import SecAggClient, SecAggServer
-
-KEYS, ROSTER, SHARES, DELIVER = "query.secagg_keys", "query.secagg_roster", "query.secagg_shares", "query.secagg_deliver"
-SA = "sa"
+from vfl.secagg import Reveal, SecAggClient, SecAggServer, ShareRequest, UnmaskRequest
 
 
-def _cfg(message: Message) -> Any:
+def cfg_of(message: Message) -> Any:
     try:
-        return message.content.config_records[SA]
+        return message.content.config_records[sw.RECORD]
     except KeyError:
-        raise ProtocolError(f"{message.metadata.message_type} without the {SA!r} record") from None
+        raise ProtocolError(f"{message.metadata.message_type} without the {sw.RECORD!r} record") from None
+
+
+def _records(**values: Any) -> Any:
+    return wire.records(**{sw.RECORD: wire.config(**values)})
+
+
+def reveal_of(message: Message) -> Reveal:
+    """Parse a survivor's UNMASK reply."""
+    c = cfg_of(message)
+    names = [str(n) for n in c[sw.NAMES]]
+    keys = [bytes(k) for k in c.get(sw.PAIR_KEYS, [])]
+    pairs = {int(d): {n: keys[i * len(names) + j] for j, n in enumerate(names)}
+             for i, d in enumerate(c.get(sw.PAIR_PARTIES, []))}
+    return Reveal(str(c[sw.ROUND]), dict(zip(names, [bytes(k) for k in c[sw.SELF_KEYS]], strict=True)), pairs)
+
+
+def shares_of(message: Message) -> dict[int, bytes]:
+    """Parse a holder's REVEAL_SHARES reply (owner -> share)."""
+    c = cfg_of(message)
+    return {int(o): bytes(s) for o, s in zip(c[sw.OWNERS], c[sw.SEED_SHARES], strict=True)}
 
 
 class SecAggParty(PassiveParty):
     """A passive party holding a ``SecAggClient`` in its mod state (used by ``secagg_mod``)."""
 
-    @handles(KEYS)
-    def on_keys(self, messages: list[Message]) -> list[Message]:
-        (m,) = messages
-        c = _cfg(m)
-        client = SecAggClient(self.node_id, [int(p) for p in c["parties"]], int(c["threshold"]), bytes(c["session"]))
-        self.mod_state["secagg"] = client
-        return [wire.reply(m, src=self.node_id, content=wire.records(**{SA: wire.config(
-            pk=client.public_key(), session=bytes(c["session"]), threshold=int(c["threshold"]))}))]
+    @property
+    def client(self) -> SecAggClient:
+        client = self.mod_state.get("secagg")
+        if client is None:
+            raise ProtocolError(f"{self.spec.name}: secure aggregation used before key set-up")
+        return client  # type: ignore[no-any-return]
 
-    @handles(ROSTER)
+    @handles(sw.SETUP)
+    def on_setup(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        c = cfg_of(m)
+        session, threshold = bytes(c[sw.SESSION]), int(c[sw.THRESHOLD])
+        client = SecAggClient(self.node_id, [int(p) for p in c[sw.PARTIES]], threshold, session)
+        self.mod_state["secagg"] = client
+        return [wire.reply(m, src=self.node_id, content=_records(pk=client.public_key(), session=session,
+                                                                 threshold=threshold))]
+
+    @handles(sw.ROSTER)
     def on_roster(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
-        c = _cfg(m)
-        client: SecAggClient = self.mod_state["secagg"]
-        client.receive_public_keys({int(i): bytes(k) for i, k in zip(c["ids"], c["keys"], strict=True)})
-        shares = client.make_shares()
+        c = cfg_of(m)
+        self.client.receive_public_keys({int(i): bytes(k) for i, k in zip(c[sw.IDS], c[sw.KEYS], strict=True)})
+        shares = self.client.make_shares()
         to = sorted(shares)
-        return [wire.reply(m, SHARES, src=self.node_id, content=wire.records(**{SA: wire.config(
-            to=to, env=[shares[i] for i in to])}))]
+        return [wire.reply(m, sw.SHARES, src=self.node_id, content=_records(to=to, env=[shares[i] for i in to]))]
 
-    @handles(DELIVER)
+    @handles(sw.DELIVER)
     def on_deliver(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
-        c = _cfg(m)
-        self.mod_state["secagg"].receive_shares({int(i): bytes(e) for i, e in zip(c["frm"], c["env"], strict=True)})
+        c = cfg_of(m)
+        self.client.receive_shares({int(i): bytes(e) for i, e in zip(c[sw.FROM], c[sw.ENVELOPES], strict=True)})
         return []
+
+    @handles(sw.UNMASK)
+    def on_unmask(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        c = cfg_of(m)
+        dropped = [int(p) for p in c.get(sw.DROPPED, [])]
+        survivors = [int(p) for p in c[sw.SURVIVORS]] if dropped else sorted(self.client.active)
+        rv = self.client.unmask(round_id=str(c[sw.ROUND]), survivors=survivors, dropped=dropped)
+        names = sorted(rv.self_keys)
+        gone = sorted(rv.pair_keys)
+        pairs = {"pd": gone, "pk": [rv.pair_keys[d][n] for d in gone for n in names]} if gone else {}
+        return [wire.reply(m, src=self.node_id, content=_records(
+            round=rv.round_id, names=names, self=[rv.self_keys[n] for n in names], **pairs))]
+
+    @handles(sw.REVEAL_SHARES)
+    def on_reveal_shares(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        c = cfg_of(m)
+        got = self.client.reveal_shares(round_id=str(c[sw.ROUND]), owners=[int(p) for p in c[sw.OWNERS]])
+        owners = sorted(got)
+        return [wire.reply(m, src=self.node_id, content=_records(
+            round=str(c[sw.ROUND]), owners=owners, shares=[got[o] for o in owners]))]
+
+    def audit_inputs(self) -> dict[str, list[int]]:
+        """Plain integer inputs per round (only with VFL_SECAGG_AUDIT=1; tests and benchmarks)."""
+        return {r: np.asarray(q).ravel().tolist() for r, q in self.mod_state.get("audit", {}).items()}
 
 
 class SecAggActiveServer(ActiveServer):
@@ -70,49 +122,115 @@ class SecAggActiveServer(ActiveServer):
 
     def __init__(self, *args: Any, k: int, decode_sum: Callable[[np.ndarray, int], torch.Tensor],
                  **kwargs: Any) -> None:
-        super().__init__(*args, aggregate=self._masked_aggregate, **kwargs)
+        super().__init__(*args, aggregate=self._unmasked_sum, **kwargs)
         self.k = k
         self.decode_sum = decode_sum  # (sum of the integers, number of parties summed) -> head input
         self.public_keys: dict[int, bytes] = {}
         self.secagg: SecAggServer | None = None
+        self._open: tuple[dict[int, Message], Callable[[list[Message]], list[Message]]] | None = None
+        self._fused: torch.Tensor | None = None
+        self.audit: dict[str, tuple[list[int], list[int]]] = {}
 
-    @handles(KEYS)
-    def on_keys(self, messages: list[Message]) -> list[Message]:
+    @handles(sw.SETUP)
+    def on_setup(self, messages: list[Message]) -> list[Message]:
         if sorted(int(m.metadata.src_node_id) for m in messages) != self.party_ids:
             raise ProtocolError("secure-aggregation set-up needs a public key from every party")
-        cfgs = [_cfg(m) for m in messages]
-        session, threshold = bytes(cfgs[0]["session"]), int(cfgs[0]["threshold"])
-        self.public_keys = {int(m.metadata.src_node_id): bytes(c["pk"]) for m, c in zip(messages, cfgs, strict=True)}
+        cfgs = [cfg_of(m) for m in messages]
+        session, threshold = bytes(cfgs[0][sw.SESSION]), int(cfgs[0][sw.THRESHOLD])
+        self.public_keys = {int(m.metadata.src_node_id): bytes(c[sw.PUBLIC_KEY])
+                            for m, c in zip(messages, cfgs, strict=True)}
         self.secagg = SecAggServer(self.party_ids, threshold, self.k, session)
         ids = sorted(self.public_keys)
-        return [wire.make(ROSTER, src=self.node_id, dst=BROADCAST, round=messages[0].metadata.group_id,
-                          content=wire.records(**{SA: wire.config(ids=ids, keys=[self.public_keys[i] for i in ids])}))]
+        return [wire.make(sw.ROSTER, src=self.node_id, dst=BROADCAST, round=messages[0].metadata.group_id,
+                          content=_records(ids=ids, keys=[self.public_keys[i] for i in ids]))]
 
-    @handles(SHARES)
+    @handles(sw.SHARES)
     def on_shares(self, messages: list[Message]) -> list[Message]:
         inbox: dict[int, tuple[list[int], list[bytes]]] = {pid: ([], []) for pid in self.party_ids}
         for m in messages:
-            c = _cfg(m)
-            for to, env in zip(c["to"], c["env"], strict=True):
+            c = cfg_of(m)
+            for to, env in zip(c[sw.TO], c[sw.ENVELOPES], strict=True):
                 inbox[int(to)][0].append(int(m.metadata.src_node_id))
                 inbox[int(to)][1].append(bytes(env))
         tag = messages[0].metadata.group_id
-        return [wire.make(DELIVER, src=self.node_id, dst=pid, round=tag,
-                          content=wire.records(**{SA: wire.config(frm=frm, env=env)}))
+        return [wire.make(sw.DELIVER, src=self.node_id, dst=pid, round=tag, content=_records(frm=frm, env=env))
                 for pid, (frm, env) in inbox.items()]
 
-    def _masked_aggregate(self, messages: list[Message]) -> torch.Tensor:
+    # ---- rounds ---------------------------------------------------------------------------------
+    @handles("train.forward")
+    def on_train(self, messages: list[Message]) -> list[Message]:
+        epoch, step = self._check_round(messages, "train")
+        return self._open_round(messages, lambda ms: self.train_step(ms, epoch, step))
+
+    @handles("evaluate.forward")
+    def on_eval(self, messages: list[Message]) -> list[Message]:
+        _, step = self._check_round(messages, "eval")
+        return self._open_round(messages, lambda ms: self.eval_step(ms, step))
+
+    @handles(sw.UNMASK)
+    def on_unmask(self, messages: list[Message]) -> list[Message]:
+        reveals = {int(m.metadata.src_node_id): reveal_of(m) for m in messages}
+        rnd = str(cfg_of(messages[0])[sw.ROUND])
+        return self._next(self._server().add_unmask(rnd, reveals))
+
+    @handles(sw.REVEAL_SHARES)
+    def on_reveal_shares(self, messages: list[Message]) -> list[Message]:
+        rnd = str(cfg_of(messages[0])[sw.ROUND])
+        self._server().add_shares(rnd, {int(m.metadata.src_node_id): shares_of(m) for m in messages})
+        return self._next(None)
+
+    def _server(self) -> SecAggServer:
         if self.secagg is None:
-            raise ProtocolError("masked embeddings arrived before the secure-aggregation set-up")
+            raise ProtocolError("masked vectors arrived before the secure-aggregation set-up")
+        return self.secagg
+
+    def _open_round(self, messages: list[Message], then: Callable[[list[Message]], list[Message]]) -> list[Message]:
         masked: dict[int, np.ndarray] = {}
-        shape: tuple[int, ...] = ()
         for m in messages:
             enc = read_encoded(m)
             if not enc.masked or enc.k != self.k:
                 raise ProtocolError(f"node {m.metadata.src_node_id} sent an unmasked or {enc.k}-bit vector; "
                                     f"expected {self.k}-bit masked values")
-            masked[int(m.metadata.src_node_id)] = enc.values.ravel()
-            shape = enc.values.shape
-        total = self.secagg.aggregate(masked, round_id=messages[0].metadata.group_id, name="emb",
-                                      public_keys=self.public_keys)
-        return self.decode_sum(np.asarray(total).reshape(shape), len(messages))
+            masked[int(m.metadata.src_node_id)] = enc.values
+        rnd = messages[0].metadata.group_id
+        request = self._server().open_round(masked, round_id=rnd, name="emb")
+        self._open = ({int(m.metadata.src_node_id): m for m in messages}, then)
+        return self._next(request)
+
+    def _next(self, request: UnmaskRequest | ShareRequest | None) -> list[Message]:
+        """The next request to the parties, or (round complete) the continuation of the round."""
+        if self._open is None:
+            raise ProtocolError("no secure-aggregation round is open")
+        if isinstance(request, UnmaskRequest):
+            if not request.dropped:  # everyone arrived: "all of you" needs no list
+                return [self._request(sw.UNMASK, request.round_id, False, round=request.round_id)]
+            return [self._request(sw.UNMASK, request.round_id, True, round=request.round_id,
+                                  survivors=list(request.survivors), dropped=list(request.dropped))]
+        if isinstance(request, ShareRequest):
+            return [self._request(sw.REVEAL_SHARES, request.round_id, True, round=request.round_id,
+                                  owners=list(request.owners))]
+        messages, then = self._open
+        rnd = next(iter(messages.values())).metadata.group_id
+        total, summed = self._server().result(rnd)
+        if faults.audit_enabled():
+            self.audit[rnd] = (total.ravel().tolist(), list(summed))
+        self._open = None
+        self._fused = self.decode_sum(total, len(summed))
+        try:
+            return then([messages[p] for p in summed])
+        finally:
+            self._fused = None
+
+    def _request(self, kind: str, rnd: str, recovering: bool, **values: Any) -> Message:
+        _, epoch, step = parse_round(rnd)
+        tag = round_tag(epoch, step, sw.RECOVERY_PHASE) if recovering else rnd
+        return wire.make(kind, src=self.node_id, dst=BROADCAST, round=tag, content=_records(**values))
+
+    def _unmasked_sum(self, messages: list[Message]) -> torch.Tensor:
+        if self._fused is None:
+            raise ProtocolError("the server fused embeddings outside an unmasked round")
+        return self._fused
+
+    def audit_sums(self) -> dict[str, tuple[list[int], list[int]]]:
+        """Unmasked sums and the parties summed, per round (only with VFL_SECAGG_AUDIT=1)."""
+        return dict(self.audit)

@@ -30,6 +30,7 @@ __all__ = ["ActiveServer", "PassiveParty", "Schedule", "concat_aggregator", "sum
 STEP = "step"  # config record carrying epoch/step/forward flags
 EMB = "emb"  # array record carrying the (possibly encoded) embedding
 GRAD = "grad"  # array record carrying the gradient of the fused input
+DROP = "query.drop_parties"  # driver -> server: these parties left the run (train.on_dropout: skip-party)
 
 
 def make_optimizer(params: Sequence[nn.Parameter] | Any, *, name: str, lr: float, momentum: float,
@@ -151,6 +152,7 @@ class ActiveServer(Node):
         self.fusion = fusion
         self.device = device
         self.loss_fn = nn.CrossEntropyLoss()
+        self.last_summed: list[int] = []
         self.reset_metrics()
 
     def reset_metrics(self) -> None:
@@ -171,11 +173,27 @@ class ActiveServer(Node):
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
         ordered = sorted(messages, key=lambda m: int(m.metadata.src_node_id))
+        self.last_summed = [int(m.metadata.src_node_id) for m in ordered]
         return self.aggregate(ordered).to(self.device)
+
+    def contributors(self) -> list[int]:
+        """The parties whose embeddings made the last fused input (dropout records)."""
+        return list(self.last_summed)
+
+    @handles(DROP)
+    def on_drop(self, messages: list[Message]) -> list[Message]:
+        """The driver reports parties that left the run: later rounds expect only the others."""
+        gone = {int(p) for m in messages for p in m.content.config_records["drop"]["parties"]}
+        self.party_ids = [p for p in self.party_ids if p not in gone]
+        return []
 
     @handles("train.forward")
     def on_train(self, messages: list[Message]) -> list[Message]:
         epoch, step = self._check_round(messages, "train")
+        return self.train_step(messages, epoch, step)
+
+    def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
+        """Fuse the embeddings, step the head, and send back the gradient (+ forward step+1)."""
         y = torch.as_tensor(self.labels.y_train[self.schedule.train_ids(epoch, step)], device=self.device)
         fused = self.fuse(messages).detach().requires_grad_(True)
         self.head.train()
@@ -203,6 +221,9 @@ class ActiveServer(Node):
     @handles("evaluate.forward")
     def on_eval(self, messages: list[Message]) -> list[Message]:
         _, step = self._check_round(messages, "eval")
+        return self.eval_step(messages, step)
+
+    def eval_step(self, messages: list[Message], step: int) -> list[Message]:
         self.head.eval()
         with torch.no_grad():
             logits = self.head(self.fuse(messages))

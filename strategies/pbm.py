@@ -76,6 +76,7 @@ class PBM(SecureSumStrategy):
         """Each training sample's P coordinates are released once per epoch; with SecAgg the server
         sees the sum, so the other M-1 parties' binomials are noise too (no amplification in VFL)."""
         p: PBMParams = self.params
-        m = self.cfg.num_parties if p.secagg else 1
+        # the fewest parties summed in a round of this epoch (fewer after a dropout: epsilon grows)
+        m = self.dropouts.parties_summed(epoch, self.cfg.num_parties) if p.secagg else 1
         return [PBMEvent(b=p.b, beta=p.beta, num_parties=m, dim=self.cfg.model.embed_dim, count=1),
                 *bottom_dp_events(self.cfg.privacy.bottom_dp)]

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from flwr.common import Message
 
+from parties import secagg_wire as sw
 from parties.mods import read_encoded
 from parties.secagg_nodes import SecAggActiveServer, SecAggParty
 from parties.vertical import ActiveServer, PassiveParty
@@ -41,11 +42,11 @@ def shamir_threshold(num_parties: int, threshold: int) -> int:
 
 
 def run_key_setup(grid: Grid, *, num_parties: int, threshold: int) -> None:
-    """Keys -> roster -> sealed shares -> delivery, all as counted messages in the 'setup' phase."""
+    """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase."""
     ids = [party_node_id(i) for i in range(num_parties)]
-    start = wire.make("query.secagg_keys", src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
-                      content=wire.records(sa=wire.config(session=new_session_id(), parties=ids,
-                                                          threshold=shamir_threshold(num_parties, threshold))))
+    start = wire.make(sw.SETUP, src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
+                      content=wire.records(**{sw.RECORD: wire.config(
+                          session=new_session_id(), parties=ids, threshold=shamir_threshold(num_parties, threshold))}))
     grid.run_until_quiet([start])
 
 
@@ -56,6 +57,11 @@ class SecureSumStrategy(VerticalStrategy):
 
     k: int
     uses_secagg: bool = True
+
+    @property
+    def unmask_hops(self) -> int:  # type: ignore[override]
+        """Secure aggregation adds one round trip per round: the survivors reveal round keys."""
+        return 1 if self.uses_secagg else 0
 
     def decode_sum(self, total: np.ndarray, num_parties: int) -> torch.Tensor:
         raise NotImplementedError

@@ -7,6 +7,7 @@ the party mods and the server's aggregation (decode) — the round itself is the
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -23,10 +24,11 @@ from parties.vertical import (
     step_config,
     sum_aggregator,
 )
+from strategies.dropout import Dropouts
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
 from vfl.data import DataSource
-from vfl.errors import ProtocolError
+from vfl.errors import ConfigError, ProtocolError
 from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
 from vfl.mods import Mod
@@ -47,6 +49,12 @@ class VerticalStrategy(Strategy):
     SYNC = 16  # steps between driver syncs in the pipelined training loop
     bottom_dp_refusal = ("it releases each sample's embedding without DP noise, so no end-to-end epsilon "
                          "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
+    unmask_hops = 0  # extra server -> parties -> server hops per round (secure aggregation: 1)
+
+    @cached_property
+    def dropouts(self) -> Dropouts:
+        """Driver-side dropout policy and records (train.on_dropout)."""
+        return Dropouts(self.cfg)
 
     # ---- topology ---------------------------------------------------------------------------
     def layout(self) -> list[NodeSpec]:
@@ -121,6 +129,9 @@ class VerticalStrategy(Strategy):
             from parties.dp_bottom import check_bottoms
 
             check_bottoms(self.cfg.model, [s.input_shape for s in shards])
+        if self.cfg.train.on_dropout == "skip-party" and self.cfg.model.fusion != "sum":
+            raise ConfigError("train.on_dropout", "skip-party needs model.fusion: sum (a concatenated head "
+                              "input cannot lose a party); use fail")
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         """Pipelined: the driver chains the hops (parties -> server -> parties ...) without waiting
@@ -131,27 +142,33 @@ class VerticalStrategy(Strategy):
                                        content=wire.records(**{STEP: step_config(epoch=epoch, step=0,
                                                                                  forward=True)})))
         grid.count(start)
-        parties, server = grid.party_groups, [grid.group_of[SERVER_ID]]
-        ups = grid.submit([[start]], to=parties)
-        done = 0
-        for step in range(steps):
-            downs = grid.submit(list(ups.values()), to=server)  # embeddings -> server -> gradient broadcast
-            ups = grid.submit(list(downs.values()), to=parties)  # gradient -> parties -> next embeddings
+        server, guard = [grid.group_of[SERVER_ID]], self.dropouts
+        guard.start_epoch(grid, epoch)
+        ups = guard.hop(0, grid.submit([[start]], to=grid.party_groups))
+        done, step = 0, 0
+        while step < steps:
+            downs = guard.hop(step, grid.submit(list(ups.values()), to=server))  # embeddings -> server
+            for _ in range(self.unmask_hops):  # secure aggregation: the survivors reveal round keys
+                ups = guard.hop(step, grid.submit(list(downs.values()), to=grid.party_groups))
+                downs = guard.hop(step, grid.submit(list(ups.values()), to=server))
+            ups = guard.hop(step + 1, grid.submit(list(downs.values()), to=grid.party_groups))  # gradient
             if (step + 1) % self.SYNC == 0 or step == steps - 1:
-                left = grid.collect(ups, round=round_tag(epoch, step))
+                step, ups, left = guard.sync(ups, step=step)  # a dropout: back to the step it completed
                 progress(step + 1 - done)
                 done = step + 1
+            step += 1
         grid.drain()
         if left:
             raise ProtocolError(f"parties sent {len(left)} messages after the last step of epoch {epoch}")
-        return {}
+        return guard.finish_epoch()
 
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         sched = self.schedule(self._num_train, self._num_test)
         for step in range(sched.eval_steps):
             req = wire.make("evaluate.forward", src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, step, "eval"),
                             content=wire.records(**{STEP: step_config(epoch=epoch, step=step, forward=True)}))
-            grid.send(grid.send([req]))
+            self.dropouts.converse(grid, [req], epoch=epoch, step=step, phase="eval")
+        grid.drain()
         return {}
 
     def bits_per_element(self) -> int:
@@ -172,6 +189,7 @@ class VerticalStrategy(Strategy):
         bound = information_bound(batch_sizes=per_epoch * epochs, parties=cfg.num_parties, dim=dim, bits=bits,
                                   broadcast=cfg.model.fusion == "sum")
         return {
+            **self.dropouts.summary(grid),
             "bits_per_element": bits,
             "formula_bytes": paper_formula_bytes(iterations=len(per_epoch) * epochs, batch=bsz,
                                                  parties=cfg.num_parties, dim=dim, b=self.pbm_trials()),

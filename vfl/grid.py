@@ -30,9 +30,21 @@ class Grid:
         self.group_of: dict[int, str] = {s.node_id: g.name for g in groups for s in g.specs}
         self.party_groups = [g.name for g in groups if any(s.role == "party" for s in g.specs)]
 
+    def remove_groups(self, names: Sequence[str]) -> list[int]:
+        """Forget hosts that left the run (dropouts): no more deliveries or broadcasts to their
+        nodes; their specs stay for naming. Returns the node ids they held."""
+        gone = set(names)
+        self.groups = [g for g in self.groups if g.name not in gone]
+        self.party_groups = [n for n in self.party_groups if n not in gone]
+        ids = sorted(n for n, g in self.group_of.items() if g in gone)
+        for n in ids:
+            del self.group_of[n]
+        return ids
+
     @property
     def party_ids(self) -> list[int]:
-        return sorted(n for n, s in self.specs.items() if s.role == "party")
+        """Party nodes still in the run."""
+        return sorted(n for n, s in self.specs.items() if s.role == "party" and n in self.group_of)
 
     @property
     def hub_ids(self) -> list[int]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from vfl import faults
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
 
@@ -45,8 +46,9 @@ class NodeHost:
         out: list[Wire] = []
         for nid, messages in per_node.items():
             node = self.nodes[nid]
-            for r in node.handle(messages):
-                out.append(Wire.of(r))
+            replies = node.handle(messages)
+            faults.check(node.spec.name, replies)  # testing hook (VFL_FAULT_INJECT); no-op otherwise
+            out.extend(Wire.of(r) for r in replies)
         return out
 
     def deliver_piped(self, *parts: Sequence[Wire]) -> list[Wire]:

@@ -48,6 +48,9 @@ class TrainConfig:
     eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")
     eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
     threads_per_actor: int = param(1, ge=1, le=256, help="torch intra-op threads inside each actor")
+    on_dropout: str = param("fail", choices=("fail", "skip-party"),
+                            help="a party dead or past transport.round_timeout_s in a round: fail (PartyFailure) "
+                                 "or skip-party (finish the round with the survivors, go on without it)")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class TransportConfig:
     parties_per_actor: int = param(0, ge=0, help="parties hosted by one Ray actor (0 = auto)")
     cpus_per_actor: float = param(0.1, gt=0, le=64, help="Ray num_cpus reserved by each actor")
     max_actors: int = param(8, ge=1, help="upper bound on party actors when parties_per_actor=0")
+    round_timeout_s: float = param(120.0, gt=0, help="a party that has not answered a round within this many "
+                                   "seconds is treated as dead (see train.on_dropout)")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from flwr.common import Message
 
 from vfl import message as wire
 from vfl.errors import ProtocolError
+from vfl.faults import audit_enabled
 from vfl.mods import Mod, ModContext
 from vfl.secagg import encode_fixed, pack_bits, unpack_bits
 
@@ -80,8 +81,8 @@ def pack_counts_mod(*, k: int) -> Mod:
 
 
 def secagg_mod(*, k: int, name: str = "emb") -> Mod:
-    """Pairwise-mask the integers mod 2^k (the party's SecAggClient lives in ``ctx.state``) and
-    bit-pack them; the round tag and tensor name make every mask fresh."""
+    """Double-mask the integers mod 2^k (the party's SecAggClient lives in ``ctx.state``) and
+    bit-pack them; the round tag and tensor name make every mask key fresh."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
         client = ctx.state.get("secagg")
@@ -89,6 +90,8 @@ def secagg_mod(*, k: int, name: str = "emb") -> Mod:
             raise ProtocolError(f"party {ctx.party}: secure aggregation used before key set-up")
         q = wire.get_array(message, EMB, "q")
         masked = client.mask(q.ravel(), round_id=message.metadata.group_id, name=name, k=k)
+        if audit_enabled():  # testing hook: keep the plain input so a test can check the recovered sum
+            ctx.state.setdefault("audit", {})[message.metadata.group_id] = np.array(q, copy=True)
         return _packed(message, np.asarray(masked).reshape(q.shape), k, masked=True)
 
     return mod

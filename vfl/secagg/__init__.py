@@ -1,61 +1,77 @@
-"""Secure aggregation by pairwise masking (Bonawitz et al. 2017, "Protocol 0" + dropout recovery).
+"""Secure aggregation by double masking (Bonawitz et al., CCS 2017) with round-bound keys.
 
 Pure and transport-agnostic: the state objects exchange only ``bytes`` and numpy arrays, so any
-message layer (Flower records, Ray calls) can carry them.
+message layer (Flower records, Ray calls) can carry them. The protocol, message sequence and
+byte costs are written out in ``docs/secagg.md``.
 
-Protocol. Every party i holds an X25519 key pair; each pair (i, j) derives a 32-byte seed
-s_ij = HKDF-SHA256(X25519(sk_i, pk_j), info = "vfl-secagg|" + session + sorted(i, j)).
-Party i sends y_i = x_i + sum_{j>i} PRG(s_ij) - sum_{j<i} PRG(s_ij) mod 2^k, where the PRG is
-AES-256-CTR keyed by s_ij with a nonce from (round, tensor name), so masks are fresh for each
-(round, name). The masks cancel in sum_i y_i = sum_i x_i mod 2^k; pick 2^k above the largest
-true sum (:func:`smallest_modulus_bits`, :func:`fixed_point_bits`). Before masking each party
-Shamir-shares its private key (threshold t) among the others, each share sealed with AES-GCM
-under a second key of the pair. If party d drops after masking, survivors reveal their shares
-of d's key, the server rebuilds it and subtracts the survivors' mask terms for d, getting
-exactly the survivors' sum. With fewer than t shares the round fails with PartyFailure; a
-missing party is never zero-filled.
+Session set-up (once per run, again on resume). Party i draws an X25519 key pair and a 32-byte
+self-mask seed b_i. Each pair (i, j) derives from X25519(sk_i, pk_j) with HKDF-SHA256 a pair
+mask secret s_ij and a share key. Party i Shamir-shares b_i (threshold t, GF(2^128)) among the
+others, each share sealed with AES-GCM under the pair's share key and bound to the session and
+direction. The private key and s_ij are never shared and never leave the party.
 
-Threat model. The server is honest-but-curious: it follows the protocol but tries to learn
-single inputs from what it sees. Parties do not collude with it beyond t-1 share holders, and
-the channels are authenticated (public keys reach the right parties). Then the server sees only
-uniform-looking masked vectors and the sum. There is no self-mask (Bonawitz's b_i), so once a
-party's key is rebuilt its masked vectors become readable: the server object therefore refuses
-any message from a party declared dropped for the rest of the session (a late message for that
-round included) and aggregates each (round, name) once; clients refuse to mask the same
-(round, name) twice. Re-key (new key pairs and session id) to readmit a dropped party. Not
-covered: an actively malicious server (e.g. lying about who dropped to different parties), or
-the information the sum itself reveals (that is what DP noise/PBM is for).
+Round r, tensor n. Keys are bound to the round: self_i = HKDF(b_i, session|r|n) and
+k_ij = HKDF(s_ij, session|r|n). Party i sends y_i = x_i + PRG(self_i) + sum_{j>i} PRG(k_ij) -
+sum_{j<i} PRG(k_ij) mod 2^k over the active parties (PRG = AES-256-CTR). The server takes the
+vectors that arrived (survivors S; the other active parties D are dropped for the rest of the
+session) and asks each survivor for its own round self key and, for each d in D, the round pair
+key k_sd. It subtracts the survivors' self masks and their terms for D and gets exactly
+sum_{s in S} x_s. A survivor that vanishes before answering is moved to D (the others reveal
+pair keys for it) or, when nobody else dropped, keeps its contribution: t holders reveal their
+shares of its seed and the server rebuilds its self key. Those are the only secrets that ever
+leave a party: one round's keys and, for a vanished survivor, shares of its seed.
+
+Threat model. The server is honest-but-curious: it follows the protocol and keeps everything it
+received to learn one party's input. Fewer than t parties collude with it; channels are
+authenticated (public keys reach the right parties). Then it learns only the sums:
+(a) earlier rounds of a dropped party d stay masked: only round-r keys were revealed, and HKDF
+makes them useless for any other round; (b) d's late vector of round r is refused, and even kept
+it stays masked by PRG(self_d), whose key d never revealed and whose seed's shares honest
+parties refuse to reveal once they revealed pair keys for d; (c) a single survivor's vector
+keeps its pair masks with the other survivors (a sum of fewer than two is refused). The honest
+client (``SecAggClient``) enforces its rules with ``RevealRefused``: keys only for the round it
+masked last, never a peer's pair keys and seed shares both, nothing about its own seed, no masking
+after leaving the session. Not covered: an actively malicious server that tells different
+parties different survivor sets in one round (d told "you survived" reveals its self key while
+the others, told "d dropped", reveal pair keys for d) -- Bonawitz et al.'s consistency-check
+round with signatures closes that at O(M^2) bytes per round; nor what the sum itself reveals
+(the job of DP noise / PBM).
 """
 
-from vfl.secagg.client import SecAggClient
+from vfl.secagg.client import Reveal, SecAggClient
 from vfl.secagg.fixed_point import decode_fixed_sum, encode_fixed, fixed_point_bits
-from vfl.secagg.keys import PairKeys, derive_pair_keys, new_session_id
-from vfl.secagg.masking import apply_pairwise_masks, dropped_party_terms
+from vfl.secagg.keys import PairKeys, derive_pair_keys, new_session_id, round_key
+from vfl.secagg.masking import apply_pairwise_masks, pair_sign, removal_terms
 from vfl.secagg.modular import MAX_BITS, smallest_modulus_bits
 from vfl.secagg.packing import pack_bits, packed_size, unpack_bits
 from vfl.secagg.prg import mask_stream, prg_nonce
-from vfl.secagg.server import SecAggServer
-from vfl.secagg.shares import KeyShare, combine_key, split_key
+from vfl.secagg.server import SecAggServer, ShareRequest, UnmaskRequest
+from vfl.secagg.shares import SeedShare, combine_secret, split_secret
 
 __all__ = [
     "MAX_BITS",
-    "KeyShare",
     "PairKeys",
+    "Reveal",
     "SecAggClient",
     "SecAggServer",
+    "SeedShare",
+    "ShareRequest",
+    "UnmaskRequest",
     "apply_pairwise_masks",
-    "combine_key",
+    "combine_secret",
     "decode_fixed_sum",
     "derive_pair_keys",
-    "dropped_party_terms",
     "encode_fixed",
     "fixed_point_bits",
     "mask_stream",
     "new_session_id",
     "pack_bits",
     "packed_size",
+    "pair_sign",
     "prg_nonce",
+    "removal_terms",
+    "round_key",
     "smallest_modulus_bits",
-    "split_key",
+    "split_secret",
     "unpack_bits",
 ]

@@ -1,36 +1,38 @@
 """One party's side of secure aggregation, as a state object exchanging only bytes and arrays.
 
-Order of calls: ``public_key`` -> ``receive_public_keys`` -> ``make_shares`` ->
-``receive_shares`` -> ``mask`` (once per (round, name)) -> ``reveal_shares`` if the server
-reports dropouts. ``rekey`` starts a new session with a fresh key pair.
+Order of calls: ``public_key`` -> ``receive_public_keys`` -> ``make_shares`` -> ``receive_shares``
+-> per round: ``mask`` (once per (round, name)) -> ``unmask`` (the server's request: my round
+self key, plus round pair keys for the parties it declares dropped) -> ``reveal_shares`` only if
+a survivor vanished before revealing its own self key. A new session is a new client.
+
+The honest-client rules are enforced here and raise :class:`RevealRefused`: keys only for the
+round masked last; never both a peer's round pair keys and shares of its seed; never anything
+about its own seed; no masking after it was declared dropped or its seed was rebuilt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ConfigError, ProtocolError
+from vfl.errors import ConfigError, ProtocolError, RevealRefused
 from vfl.secagg.keys import (
+    PAIR_LABEL,
+    SELF_LABEL,
     PairKeys,
     derive_pair_keys,
     generate_private_key,
     load_public_key,
-    new_session_id,
-    private_key_bytes,
+    new_seed,
     public_key_bytes,
+    round_key,
     session_bytes,
 )
 from vfl.secagg.masking import apply_pairwise_masks
-from vfl.secagg.shares import (
-    KeyShare,
-    decrypt_share,
-    encrypt_share,
-    share_index,
-    split_key,
-)
+from vfl.secagg.shares import SeedShare, decrypt_share, encrypt_share, share_index, split_secret
 
 
 def check_parties(parties: Iterable[int], threshold: int) -> tuple[int, ...]:
@@ -47,6 +49,15 @@ def check_parties(parties: Iterable[int], threshold: int) -> tuple[int, ...]:
     return ids
 
 
+@dataclass(frozen=True)
+class Reveal:
+    """A survivor's answer to an unmask request: round-bound keys only, never a long-lived secret."""
+
+    round_id: str
+    self_keys: dict[str, bytes]  # tensor name -> my self key of (round, name)
+    pair_keys: dict[int, dict[str, bytes]]  # dropped party -> tensor name -> our pair key of (round, name)
+
+
 class SecAggClient:
     """Party ``party_id`` among ``peers`` (all party ids; including itself or not)."""
 
@@ -56,30 +67,40 @@ class SecAggClient:
         self.party_id = int(party_id)
         self.parties = check_parties([*peers, self.party_id], threshold)
         self.threshold = threshold
-        self.rekey(session)
-
-    @property
-    def peers(self) -> tuple[int, ...]:
-        """The other parties, sorted."""
-        return tuple(p for p in self.parties if p != self.party_id)
-
-    def rekey(self, session: bytes | str | None = None) -> bytes:
-        """Fresh key pair and session (random id if None); forgets all pair state. Returns the public key."""
-        self.session = session_bytes(session) if session is not None else new_session_id()
-        self._key = generate_private_key()
+        self.session = session_bytes(session)
+        self._key = generate_private_key()  # never shared, never leaves this object
+        self._seed = new_seed()  # self-mask seed b; only Shamir shares of it leave
         self._pairs: dict[int, PairKeys] = {}
         self._peer_keys: dict[int, bytes] = {}
         self._envelopes: dict[int, bytes] | None = None
-        self._held: dict[int, KeyShare] = {}
+        self._held: dict[int, SeedShare] = {}
+        self._active = set(self.parties)
+        self._leaving: set[int] = set()  # leave the active set when the next round starts
         self._used: set[tuple[str, str]] = set()
-        return self.public_key()
+        self._rounds: set[str] = set()
+        self._round: str | None = None  # the round masked last
+        self._names: list[str] = []
+        self._view: tuple[frozenset[int], frozenset[int]] | None = None  # (survivors, dropped) of it
+        self._pair_revealed: set[int] = set()
+        self._shares_revealed: set[int] = set()
+        self._retired = False
+
+    @property
+    def peers(self) -> tuple[int, ...]:
+        """The other parties of the session, sorted."""
+        return tuple(p for p in self.parties if p != self.party_id)
+
+    @property
+    def active(self) -> frozenset[int]:
+        """The parties (me included) whose masks I use in the next round."""
+        return frozenset(self._active - self._leaving)
 
     def public_key(self) -> bytes:
         """My 32-byte X25519 public key for this session."""
         return public_key_bytes(self._key)
 
     def receive_public_keys(self, keys: Mapping[int, bytes]) -> None:
-        """Agree a mask seed and a share key with every peer from their public keys."""
+        """Agree a mask secret and a share key with every peer from their public keys."""
         unknown = sorted(set(keys) - set(self.parties))
         if unknown:
             raise ProtocolError(f"public keys from unknown parties {unknown}")
@@ -95,7 +116,7 @@ class SecAggClient:
                 raise ProtocolError(f"party {peer} presented party {self.party_id}'s public key")
             if peer in self._peer_keys:
                 if self._peer_keys[peer] != raw:
-                    raise ProtocolError(f"party {peer} changed its public key; re-key first")
+                    raise ProtocolError(f"party {peer} changed its public key; start a new session")
                 continue
             self._pairs[peer] = derive_pair_keys(
                 own_key=self._key,
@@ -107,12 +128,10 @@ class SecAggClient:
             self._peer_keys[peer] = raw
 
     def make_shares(self) -> dict[int, bytes]:
-        """Shamir-share my private key (threshold t), one AES-GCM envelope per recipient."""
+        """Shamir-share my self-mask seed (threshold t), one AES-GCM envelope per peer."""
         self._require_keys()
         if self._envelopes is None:
-            shares = split_key(
-                private_key_bytes(self._key), threshold=self.threshold, count=len(self.peers)
-            )
+            shares = split_secret(self._seed, threshold=self.threshold, count=len(self.peers))
             self._envelopes = {
                 peer: encrypt_share(
                     share,
@@ -126,7 +145,7 @@ class SecAggClient:
         return dict(self._envelopes)
 
     def receive_shares(self, shares: Mapping[int, bytes]) -> None:
-        """Decrypt and keep the shares of other parties' keys addressed to me (sender -> envelope)."""
+        """Decrypt and keep the shares of other parties' seeds addressed to me (sender -> envelope)."""
         self._require_keys()
         for sender, blob in shares.items():
             if sender not in self.peers:
@@ -150,43 +169,129 @@ class SecAggClient:
     def mask(
         self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int
     ) -> npt.NDArray[np.uint32]:
-        """Mask integer ``values`` in [0, 2^k) for (round, name); each pair may be used once."""
+        """Double-mask integer ``values`` in [0, 2^k) for (round, name) over the active parties."""
+        if self._retired:
+            raise RevealRefused(
+                f"party {self.party_id} left this session (declared dropped or its seed was "
+                "rebuilt); masking again would expose its input: a new session is needed"
+            )
         self._require_keys()
         if self._envelopes is None:
             raise ProtocolError(
                 "make_shares() must run before masking, or dropouts are unrecoverable"
             )
-        slot = (str(round_id), name)
-        if slot in self._used:
-            raise ProtocolError(
-                f"party {self.party_id} already masked {name!r} in round {round_id}"
-            )
+        rnd = str(round_id)
+        if (rnd, name) in self._used:
+            raise ProtocolError(f"party {self.party_id} already masked {name!r} in round {rnd}")
+        if rnd != self._round:
+            if rnd in self._rounds:
+                raise ProtocolError(f"party {self.party_id} cannot go back to round {rnd}")
+            self._active -= self._leaving
+            self._leaving.clear()
+            self._round, self._names, self._view = rnd, [], None
+        elif self._view is not None:
+            raise ProtocolError(f"round {rnd} is being unmasked; it takes no more tensors")
+        if len(self._active) < 2:
+            raise ProtocolError(f"party {self.party_id} has no active peer left to mask with")
         masked = apply_pairwise_masks(
             values,
             own_id=self.party_id,
-            seeds={peer: pair.mask_seed for peer, pair in self._pairs.items()},
-            round_id=round_id,
+            seeds={p: self._pair_key(p, rnd, name) for p in sorted(self._active) if p != self.party_id},
+            self_key=self._self_key(rnd, name),
+            round_id=rnd,
             name=name,
             k=k,
         )
-        self._used.add(slot)
+        self._used.add((rnd, name))
+        self._rounds.add(rnd)
+        self._names.append(name)
         return masked
 
-    def reveal_shares(self, dropped: Iterable[int]) -> dict[int, bytes]:
-        """Plaintext shares I hold of the dropped parties' keys (dropped -> share bytes).
+    def unmask(
+        self, *, round_id: int | str, survivors: Iterable[int], dropped: Iterable[int]
+    ) -> Reveal:
+        """Answer the server's unmask request for the round masked last.
 
-        Parties whose share never reached me are left out; the server decides whether the rest
-        meets the threshold.
+        I reveal my own self key of that round (I am a survivor) and, for every party in
+        ``dropped``, our pair key of that round; never keys of another round, and never pair keys
+        for a peer whose seed shares I revealed. A repeat request of the same round may only move
+        survivors to ``dropped``.
         """
-        out: dict[int, bytes] = {}
-        for party in dropped:
-            if party == self.party_id:
-                raise ProtocolError(f"party {self.party_id} was asked to reveal its own key")
-            if party not in self.peers:
-                raise ProtocolError(f"cannot reveal a share of unknown party {party}")
-            if party in self._held:
-                out[party] = self._held[party].to_bytes()
-        return out
+        rnd = self._check_round(round_id, "round keys")
+        live, gone = frozenset(int(p) for p in survivors), frozenset(int(p) for p in dropped)
+        if self.party_id in gone or self.party_id not in live:
+            self._retired = True
+            raise RevealRefused(f"party {self.party_id} is not a survivor of round {rnd}; it reveals nothing")
+        if live & gone:
+            raise ProtocolError(f"round {rnd}: parties {sorted(live & gone)} both survived and dropped")
+        if live | gone != self._active:
+            raise ProtocolError(
+                f"round {rnd}: survivors + dropped {sorted(live | gone)} != the parties I masked "
+                f"with {sorted(self._active)}"
+            )
+        if self._view is not None:
+            old_live, old_gone = self._view
+            if not (live <= old_live and gone >= old_gone):
+                raise RevealRefused(
+                    f"round {rnd}: the server changed its view from survivors {sorted(old_live)} "
+                    f"to {sorted(live)}; only moves of survivors to dropped are allowed"
+                )
+        both = sorted(gone & self._shares_revealed)
+        if both:
+            raise RevealRefused(
+                f"party {self.party_id} revealed seed shares of parties {both}; it never also "
+                "reveals their pair keys"
+            )
+        self._view = (live, gone)
+        self._pair_revealed |= gone
+        self._leaving |= gone
+        return Reveal(
+            round_id=rnd,
+            self_keys={n: self._self_key(rnd, n) for n in self._names},
+            pair_keys={d: {n: self._pair_key(d, rnd, n) for n in self._names} for d in sorted(gone)},
+        )
+
+    def reveal_shares(self, *, round_id: int | str, owners: Iterable[int]) -> dict[int, bytes]:
+        """Plaintext shares I hold of the seeds of ``owners``: survivors of the round being
+        unmasked that vanished before revealing their own self key (owner -> share bytes)."""
+        rnd = self._check_round(round_id, "seed shares")
+        if self._view is None:
+            raise RevealRefused(f"round {rnd}: seed shares come only after the unmask request")
+        owners = sorted({int(p) for p in owners})
+        if self.party_id in owners:
+            self._retired = True
+            raise RevealRefused(f"party {self.party_id} never reveals anything about its own seed")
+        outside = sorted(set(owners) - self._view[0])
+        if outside:
+            raise RevealRefused(f"round {rnd}: parties {outside} are not survivors; no seed shares")
+        both = sorted(set(owners) & self._pair_revealed)
+        if both:
+            raise RevealRefused(
+                f"party {self.party_id} revealed pair keys of parties {both}; it never also "
+                "reveals shares of their seeds"
+            )
+        self._shares_revealed |= set(owners)
+        self._leaving |= set(owners)
+        return {p: self._held[p].to_bytes() for p in owners if p in self._held}
+
+    # ---- internals --------------------------------------------------------------------------
+    def _check_round(self, round_id: int | str, what: str) -> str:
+        rnd = str(round_id)
+        if self._retired:
+            raise RevealRefused(f"party {self.party_id} left this session; it reveals nothing more")
+        if rnd != self._round:
+            raise RevealRefused(
+                f"party {self.party_id} reveals {what} only for the round it masked last "
+                f"({self._round}); refused for round {rnd}"
+            )
+        return rnd
+
+    def _self_key(self, rnd: str, name: str) -> bytes:
+        return round_key(self._seed, label=SELF_LABEL, session=self.session, round_id=rnd, name=name)
+
+    def _pair_key(self, peer: int, rnd: str, name: str) -> bytes:
+        secret = self._pairs[peer].mask_secret
+        return round_key(secret, label=PAIR_LABEL, session=self.session, round_id=rnd, name=name)
 
     def _require_keys(self) -> None:
         if set(self._pairs) != set(self.peers):

@@ -1,21 +1,26 @@
-"""Pairwise masks of Bonawitz et al. "Protocol 0": party i adds PRG(s_ij) for j > i, subtracts for j < i.
+"""Double masking (Bonawitz et al., CCS 2017): a self mask plus pairwise masks, all round-bound.
 
-Summed over all parties every pair's stream appears once with + and once with -, so the masks
-cancel exactly mod 2^k. For a dropped party d the server rebuilds the terms that the survivors
-added for d (from d's reconstructed key) and takes them out of the survivors' aggregate.
+Party i sends y_i = x_i + PRG(self_i) + sum_{j>i} PRG(k_ij) - sum_{j<i} PRG(k_ij) mod 2^k, where
+self_i and k_ij are the keys of this (round, tensor). Over the survivors S of a round the pair
+streams between two survivors cancel; what is left is each survivor's self stream and, for every
+dropped party d, the term each survivor put in for d. :func:`removal_terms` builds that sum from
+the revealed round keys so the server can subtract it and keep exactly sum_{s in S} x_s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
-from vfl.secagg.keys import derive_mask_seed
 from vfl.secagg.modular import check_bits, low_bits_mask, to_residues
 from vfl.secagg.prg import accumulate_streams
+
+
+def pair_sign(own_id: int, peer_id: int) -> int:
+    """+1 if party ``own_id`` adds the pair stream with ``peer_id`` (peer > own), -1 if it subtracts."""
+    return 1 if peer_id > own_id else -1
 
 
 def apply_pairwise_masks(
@@ -26,44 +31,40 @@ def apply_pairwise_masks(
     round_id: int | str,
     name: str,
     k: int,
+    self_key: bytes | None = None,
 ) -> npt.NDArray[np.uint32]:
-    """y = x + sum_{j>i} PRG(s_ij) - sum_{j<i} PRG(s_ij) mod 2^k, for residues x in [0, 2^k)."""
+    """y = x + PRG(self_key) + sum_{j>i} PRG(seeds[j]) - sum_{j<i} PRG(seeds[j]) mod 2^k.
+
+    ``seeds`` maps each peer to the key of this (round, tensor); ``x`` are residues in [0, 2^k).
+    """
     x = to_residues(values, k=k)
     y = np.array(x, dtype=np.uint32, copy=True).reshape(-1)
     # uint32 wrap-around is exact mod 2^k since 2^k | 2^32
-    terms = [(seed, 1 if peer > own_id else -1) for peer, seed in seeds.items()]
+    terms = [(seed, pair_sign(own_id, peer)) for peer, seed in seeds.items()]
+    if self_key is not None:
+        terms.append((self_key, 1))
     accumulate_streams(y, terms=terms, round_id=round_id, name=name)
     y &= low_bits_mask(k)
     return y.reshape(x.shape)
 
 
-def dropped_party_terms(
+def removal_terms(
     *,
-    dropped_id: int,
-    dropped_key: X25519PrivateKey,
-    survivors: Mapping[int, X25519PublicKey],
-    session: bytes,
+    self_keys: Iterable[bytes],
+    pair_keys: Iterable[tuple[int, int, bytes]],
     round_id: int | str,
     name: str,
     n: int,
     k: int,
 ) -> npt.NDArray[np.uint32]:
-    """Sum (mod 2^k) of the mask terms the survivors put in their vectors for ``dropped_id``.
+    """Sum mod 2^k of the mask terms left in the survivors' aggregate.
 
-    Survivor j added +PRG(s_jd) if d > j and -PRG(s_jd) if d < j; subtracting this sum from
-    the survivors' aggregate leaves exactly their true sum.
+    ``self_keys``: each survivor's self key of the round; ``pair_keys``: (survivor s, dropped d,
+    k_sd) for every survivor/dropped pair. Survivor s added pair_sign(s, d) * PRG(k_sd).
     """
     check_bits(k)
-    terms = []
-    for peer, public in survivors.items():
-        seed = derive_mask_seed(
-            own_key=dropped_key,
-            peer_public=public,
-            own_id=dropped_id,
-            peer_id=peer,
-            session=session,
-        )
-        terms.append((seed, 1 if dropped_id > peer else -1))
+    terms = [(key, 1) for key in self_keys]
+    terms += [(key, pair_sign(s, d)) for s, d, key in pair_keys]
     total = np.zeros(n, dtype=np.uint32)
     accumulate_streams(total, terms=terms, round_id=round_id, name=name)
     total &= low_bits_mask(k)

@@ -1,53 +1,87 @@
-"""Server side of secure aggregation: sums masked vectors and removes the masks of dropped parties.
+"""Server side of secure aggregation: opens a round, asks for round keys, returns only the sum.
 
-It enforces the rules that keep an honest-but-curious server from learning one party's input:
-a party declared dropped is refused for the rest of the session (its key gets reconstructed, so
-its masked vector would be readable), and each (round, name) is aggregated at most once.
+One round at a time: ``open_round`` takes the masked vectors that arrived (their senders are the
+survivors S, the other active parties are declared dropped for the rest of the session) and
+returns the unmask request. ``add_unmask`` takes the survivors' reveals and returns the next
+request, if any: a survivor that did not answer stays in S and has its seed rebuilt from >= t
+shares when nobody else dropped (``ShareRequest``), otherwise it is moved to the dropped set
+(a repeat ``UnmaskRequest``). ``result`` returns sum_{s in S} x_s mod 2^k. A vector from a
+party declared dropped is refused for the rest of the session, and each (round, name) is
+aggregated once; a sum over fewer than two parties is refused (it would be one party's input).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from vfl.errors import ConfigError, PartyFailure, ProtocolError
-from vfl.secagg.client import check_parties
-from vfl.secagg.keys import (
-    load_public_key,
-    private_key_from_bytes,
-    public_key_bytes,
-    session_bytes,
-)
-from vfl.secagg.masking import dropped_party_terms
+from vfl.secagg.client import Reveal, check_parties
+from vfl.secagg.keys import SELF_LABEL, round_key, session_bytes
+from vfl.secagg.masking import removal_terms
 from vfl.secagg.modular import check_bits, low_bits_mask, to_residues
-from vfl.secagg.shares import KeyShare, combine_key, share_index
+from vfl.secagg.shares import SeedShare, combine_secret, share_index
+
+
+@dataclass(frozen=True)
+class UnmaskRequest:
+    """Sent to every survivor: reveal your self key of ``round_id`` and pair keys for ``dropped``."""
+
+    round_id: str
+    survivors: tuple[int, ...]
+    dropped: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ShareRequest:
+    """Sent to ``holders``: reveal your shares of the seeds of ``owners`` (survivors that vanished)."""
+
+    round_id: str
+    owners: tuple[int, ...]
+    holders: tuple[int, ...]
+
+
+@dataclass
+class _Round:
+    round_id: str
+    name: str
+    shape: tuple[int, ...]
+    vectors: dict[int, npt.NDArray[np.uint32]]
+    survivors: set[int]
+    dropped: set[int]
+    self_keys: dict[int, bytes] = field(default_factory=dict)
+    pair_keys: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    answered: set[int] = field(default_factory=set)
+    pending: UnmaskRequest | ShareRequest | None = None
+
+
+def _names(parties: Iterable[int]) -> str:
+    return ",".join(str(p) for p in sorted(parties))
 
 
 class SecAggServer:
     """Aggregator for ``parties`` with Shamir threshold ``threshold`` over Z_{2^k}."""
 
-    def __init__(
-        self, parties: Iterable[int], threshold: int, k: int, session: bytes | str
-    ) -> None:
+    def __init__(self, parties: Iterable[int], threshold: int, k: int, session: bytes | str) -> None:
         self.parties = check_parties(parties, threshold)
         self.threshold = threshold
         self.k = check_bits(k)
-        self.rekey(session)
-
-    def rekey(self, session: bytes | str) -> None:
-        """Start a new session (clients re-key too): forget dropouts, recovered keys and rounds."""
         self.session = session_bytes(session)
         self._dropped: set[int] = set()
-        self._recovered: dict[int, X25519PrivateKey] = {}
         self._done: set[tuple[str, str]] = set()
+        self._open: _Round | None = None
 
     @property
     def dropped(self) -> frozenset[int]:
-        """Parties declared dropped in this session; none of their messages is accepted again."""
+        """Parties declared dropped in this session; none of their vectors is accepted again."""
         return frozenset(self._dropped)
+
+    @property
+    def active(self) -> tuple[int, ...]:
+        return tuple(p for p in self.parties if p not in self._dropped)
 
     def accept(self, party: int, *, round_id: int | str, name: str) -> None:
         """Raise ProtocolError unless a masked vector from ``party`` for (round, name) may be used."""
@@ -55,158 +89,165 @@ class SecAggServer:
             raise ProtocolError(f"masked vector from unknown party {party}")
         if party in self._dropped:
             raise ProtocolError(
-                f"party {party} was declared dropped in this session; its message for "
-                f"round {round_id} is refused (re-key to readmit it)"
+                f"party {party} was declared dropped in this session; its vector for round "
+                f"{round_id} is refused (a new session is needed to readmit it)"
             )
-        if (str(round_id), name) in self._done:
-            raise ProtocolError(f"{name!r} of round {round_id} was already aggregated")
+        if (str(round_id), name) in self._done or (
+            self._open is not None and (self._open.round_id, self._open.name) == (str(round_id), name)
+        ):
+            raise ProtocolError(f"{name!r} of round {round_id} was already aggregated or opened")
 
-    def declare_dropped(self, parties: Iterable[int], *, round_id: int | str) -> None:
-        """Commit to a dropout set before asking survivors for shares; later messages are refused."""
-        for party in parties:
-            if party not in self.parties:
-                raise ProtocolError(f"round {round_id}: cannot drop unknown party {party}")
-            self._dropped.add(party)
-
-    def aggregate(
-        self,
-        masked: Mapping[int, npt.ArrayLike],
-        *,
-        round_id: int | str,
-        name: str,
-        public_keys: Mapping[int, bytes],
-        revealed_shares: Mapping[int, Mapping[int, bytes]] | None = None,
-    ) -> npt.NDArray[np.int64]:
-        """Sum mod 2^k of the true inputs of the parties in ``masked``.
-
-        Parties absent from ``masked`` are declared dropped; their keys are rebuilt from
-        ``revealed_shares`` (survivor -> {dropped -> share}) unless already known, and their
-        mask terms removed. PartyFailure if any dropped key has fewer than ``threshold`` shares.
-        """
+    def open_round(
+        self, masked: Mapping[int, npt.ArrayLike], *, round_id: int | str, name: str
+    ) -> UnmaskRequest:
+        """Take the vectors that arrived; the active parties without one are dropped from now on."""
+        rnd = str(round_id)
+        if self._open is not None:
+            raise ProtocolError(f"round {self._open.round_id} is still being unmasked; cannot open {rnd}")
         for party in masked:
-            self.accept(party, round_id=round_id, name=name)
-        survivors = sorted(masked)
-        missing = sorted(set(self.parties) - set(masked))
-        arrays = self._check_vectors(masked, round_id=round_id)
-        revealed = revealed_shares or {}
-        self._check_revealers(revealed, survivors=survivors, missing=missing, round_id=round_id)
-        # From here on the round is spent and the missing parties are out, whatever happens.
-        self._done.add((str(round_id), name))
-        self.declare_dropped(missing, round_id=round_id)
-        if not survivors:
-            raise PartyFailure(_names(missing), str(round_id), "no party sent a masked vector")
-        shape = arrays[0].shape
-        total = np.zeros(arrays[0].size, dtype=np.uint32)
-        for arr in arrays:
-            total += arr.reshape(-1)  # wraps mod 2^32, exact mod 2^k
-        if missing:
-            keys = self._dropped_keys(missing, survivors, public_keys, revealed, round_id)
-            survivor_keys = {
-                s: load_public_key(_key_of(public_keys, s), party=s) for s in survivors
-            }
-            for party in missing:
-                total -= dropped_party_terms(
-                    dropped_id=party,
-                    dropped_key=keys[party],
-                    survivors=survivor_keys,
-                    session=self.session,
-                    round_id=round_id,
-                    name=name,
-                    n=total.size,
-                    k=self.k,
-                )
-        total &= low_bits_mask(self.k)
-        return total.astype(np.int64).reshape(shape)
+            self.accept(party, round_id=rnd, name=name)
+        vectors = self._check_vectors(masked, round_id=rnd)
+        survivors = set(vectors)
+        dropped = set(self.active) - survivors
+        self._dropped |= dropped
+        shape = next(iter(vectors.values())).shape if vectors else ()
+        r = _Round(rnd, name, shape, {p: v.reshape(-1) for p, v in vectors.items()}, survivors, dropped)
+        self._open = r
+        self._require_two(r)
+        return self._unmask_request(r)
 
-    def _check_vectors(
-        self, masked: Mapping[int, npt.ArrayLike], *, round_id: int | str
-    ) -> list[npt.NDArray[np.uint32]]:
-        try:
-            arrays = [to_residues(masked[p], k=self.k, key=f"party {p}") for p in sorted(masked)]
-        except ConfigError as exc:  # a malformed message, not a bad setting
-            raise ProtocolError(f"round {round_id}: masked vector of {exc}") from exc
-        if len({a.shape for a in arrays}) > 1:
-            raise ProtocolError(f"round {round_id}: masked vectors have different shapes")
-        return arrays
-
-    def _check_revealers(
-        self,
-        revealed: Mapping[int, Mapping[int, bytes]],
-        *,
-        survivors: list[int],
-        missing: list[int],
-        round_id: int | str,
-    ) -> None:
-        for holder, shares in revealed.items():
-            if holder not in survivors:
-                raise ProtocolError(f"round {round_id}: shares from non-survivor {holder}")
-            leaked = sorted(set(shares) - set(missing))
-            if leaked:
+    def add_unmask(
+        self, round_id: int | str, reveals: Mapping[int, Reveal]
+    ) -> UnmaskRequest | ShareRequest | None:
+        """Record the survivors' reveals; return the next request, or None when the sum is ready."""
+        r = self._require_pending(round_id, UnmaskRequest)
+        rnd = r.round_id
+        for party, reveal in reveals.items():
+            if party not in r.survivors:
+                raise ProtocolError(f"round {rnd}: reveal from party {party}, not a survivor")
+            if reveal.round_id != rnd or r.name not in reveal.self_keys:
+                raise ProtocolError(f"round {rnd}: party {party} revealed keys of another round or tensor")
+            if set(reveal.pair_keys) != r.dropped:
                 raise ProtocolError(
-                    f"round {round_id}: party {holder} revealed shares of live parties {leaked}"
+                    f"round {rnd}: party {party} revealed pair keys for {sorted(reveal.pair_keys)}, "
+                    f"asked for {sorted(r.dropped)}"
                 )
+            r.self_keys[party] = reveal.self_keys[r.name]
+            for d, keys in reveal.pair_keys.items():
+                r.pair_keys[(party, d)] = keys[r.name]
+            r.answered.add(party)
+        vanished = r.survivors - r.answered
+        if not vanished:
+            r.pending = None
+            return None
+        if not r.dropped and len(r.survivors) - len(vanished) >= self.threshold:
+            r.pending = ShareRequest(rnd, tuple(sorted(vanished)), tuple(sorted(r.survivors - vanished)))
+            return r.pending
+        # They left before revealing: move them to the dropped set, ask the others again.
+        r.survivors -= vanished
+        r.dropped |= vanished
+        self._dropped |= vanished
+        for party in vanished:
+            r.vectors.pop(party)
+            r.self_keys.pop(party, None)
+        self._require_two(r)
+        return self._unmask_request(r)
 
-    def _dropped_keys(
-        self,
-        missing: list[int],
-        survivors: list[int],
-        public_keys: Mapping[int, bytes],
-        revealed: Mapping[int, Mapping[int, bytes]],
-        round_id: int | str,
-    ) -> dict[int, X25519PrivateKey]:
-        """Private keys of the dropped parties: cached, or rebuilt from >= threshold shares."""
-        short: list[tuple[int, int]] = []
-        for party in missing:
-            if party in self._recovered:
+    def add_shares(self, round_id: int | str, shares: Mapping[int, Mapping[int, bytes]]) -> None:
+        """Rebuild the seeds of the vanished survivors from >= t shares (holder -> {owner -> share})."""
+        r = self._require_pending(round_id, ShareRequest)
+        rnd, request = r.round_id, r.pending
+        if not isinstance(request, ShareRequest):  # checked by _require_pending; narrows the type
+            raise ProtocolError(f"round {rnd} does not expect seed shares now")
+        owners = request.owners
+        short = []
+        for owner in owners:
+            got: list[SeedShare] = []
+            for holder, revealed in shares.items():
+                if holder not in request.holders:
+                    raise ProtocolError(f"round {rnd}: seed shares from party {holder}, not asked")
+                if owner in revealed:
+                    share = SeedShare.from_bytes(revealed[owner])
+                    expected = share_index(owner=owner, holder=holder, parties=self.parties)
+                    if share.index != expected:
+                        raise ProtocolError(
+                            f"round {rnd}: party {holder}'s share of party {owner} has index "
+                            f"{share.index}, expected {expected}"
+                        )
+                    got.append(share)
+            if len(got) < self.threshold:
+                short.append((owner, len(got)))
                 continue
-            shares = self._collect(party, survivors, revealed, round_id)
-            if len(shares) < self.threshold:
-                short.append((party, len(shares)))
-                continue
-            key = private_key_from_bytes(combine_key(shares[: self.threshold]))
-            if public_key_bytes(key) != _key_of(public_keys, party):
-                raise ProtocolError(
-                    f"round {round_id}: key rebuilt for party {party} does not match its public key"
-                )
-            self._recovered[party] = key
+            seed = combine_secret(got[: self.threshold])
+            r.self_keys[owner] = round_key(seed, label=SELF_LABEL, session=self.session, round_id=rnd, name=r.name)
+        self._dropped |= set(owners)  # their seeds are known now: they leave the session
         if short:
+            self._abort(rnd)
             counts = ", ".join(f"party {p}: {c}" for p, c in short)
             raise PartyFailure(
-                _names([p for p, _ in short]),
-                str(round_id),
-                f"dropped after masking and too few key shares to recover "
-                f"({counts}; threshold {self.threshold})",
+                _names(p for p, _ in short), rnd,
+                f"vanished before unmasking and too few seed shares to recover ({counts}; "
+                f"threshold {self.threshold})",
             )
-        return {party: self._recovered[party] for party in missing}
+        r.pending = None
 
-    def _collect(
-        self,
-        party: int,
-        survivors: list[int],
-        revealed: Mapping[int, Mapping[int, bytes]],
-        round_id: int | str,
-    ) -> list[KeyShare]:
-        shares = []
-        for holder in survivors:
-            raw = revealed.get(holder, {}).get(party)
-            if raw is None:
-                continue
-            share = KeyShare.from_bytes(raw)
-            expected = share_index(owner=party, holder=holder, parties=self.parties)
-            if share.index != expected:
-                raise ProtocolError(
-                    f"round {round_id}: party {holder}'s share of party {party} has index "
-                    f"{share.index}, expected {expected}"
-                )
-            shares.append(share)
-        return shares
+    def result(self, round_id: int | str) -> tuple[npt.NDArray[np.int64], tuple[int, ...]]:
+        """(sum over the survivors mod 2^k, the survivors summed); closes the round."""
+        rnd = str(round_id)
+        r = self._open
+        if r is None or r.round_id != rnd or r.pending is not None:
+            raise ProtocolError(f"round {rnd} is not ready to be unmasked")
+        n = int(np.prod(r.shape)) if r.shape else 0
+        total = np.zeros(n, dtype=np.uint32)
+        for party in sorted(r.survivors):
+            total += r.vectors[party]  # wraps mod 2^32, exact mod 2^k
+        total -= removal_terms(
+            self_keys=[r.self_keys[s] for s in sorted(r.survivors)],
+            pair_keys=[(s, d, r.pair_keys[(s, d)]) for s in sorted(r.survivors) for d in sorted(r.dropped)],
+            round_id=rnd, name=r.name, n=n, k=self.k,
+        )
+        total &= low_bits_mask(self.k)
+        self._done.add((rnd, r.name))
+        self._open = None
+        return total.astype(np.int64).reshape(r.shape), tuple(sorted(r.survivors))
 
+    # ---- internals --------------------------------------------------------------------------
+    def _unmask_request(self, r: _Round) -> UnmaskRequest:
+        r.answered = set()
+        r.pending = UnmaskRequest(r.round_id, tuple(sorted(r.survivors)), tuple(sorted(r.dropped)))
+        return r.pending
 
-def _names(parties: Iterable[int]) -> str:
-    return ",".join(str(p) for p in parties)
+    def _require_two(self, r: _Round) -> None:
+        if len(r.survivors) < 2:
+            self._abort(r.round_id)
+            gone = r.dropped or set(self.parties)
+            raise PartyFailure(
+                _names(gone), r.round_id,
+                f"only {sorted(r.survivors) or 'no party'} left; a sum of fewer than two parties "
+                "would reveal an input",
+            )
 
+    def _abort(self, rnd: str) -> None:
+        if self._open is not None:
+            self._done.add((rnd, self._open.name))
+        self._open = None
 
-def _key_of(public_keys: Mapping[int, bytes], party: int) -> bytes:
-    if party not in public_keys:
-        raise ProtocolError(f"no public key for party {party}")
-    return public_keys[party]
+    def _require_pending(self, round_id: int | str, kind: type) -> _Round:
+        rnd = str(round_id)
+        r = self._open
+        if r is None or r.round_id != rnd:
+            raise ProtocolError(f"no open round {rnd}")
+        if not isinstance(r.pending, kind):
+            raise ProtocolError(f"round {rnd} does not expect a {kind.__name__} answer now")
+        return r
+
+    def _check_vectors(
+        self, masked: Mapping[int, npt.ArrayLike], *, round_id: str
+    ) -> dict[int, npt.NDArray[np.uint32]]:
+        try:
+            arrays = {p: to_residues(masked[p], k=self.k, key=f"party {p}") for p in sorted(masked)}
+        except ConfigError as exc:  # a malformed message, not a bad setting
+            raise ProtocolError(f"round {round_id}: masked vector of {exc}") from exc
+        if len({a.shape for a in arrays.values()}) > 1:
+            raise ProtocolError(f"round {round_id}: masked vectors have different shapes")
+        return arrays

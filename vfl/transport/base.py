@@ -14,6 +14,15 @@ from vfl.node import NodeSpec
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """How one pipelined delivery ended: ``ok`` (its wires), ``failed`` (the error) or ``pending``."""
+
+    state: str
+    wires: tuple[Wire, ...] = ()
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
 class HostGroup:
     """The nodes one host (actor) runs, and what it reserves."""
 
@@ -52,6 +61,24 @@ class Transport(ABC):
     @abstractmethod
     def drain(self) -> list[tuple[int, int, str, str, int, int]]:
         """The (src, dst, kind, round, nbytes, payload) of every wire produced by pipelined delivery."""
+
+    # ---- dropouts (train.on_dropout) ------------------------------------------------------------
+    def ready(self, handles: dict[str, Any], *, timeout: float | None) -> set[str]:
+        """Wait up to ``timeout`` s for submitted deliveries; the names of those that finished
+        (successfully or not). Fetches nothing."""
+        raise NotImplementedError(f"transport {self.kind!r} cannot wait on deliveries")
+
+    def outcome(self, handle: Any) -> Outcome:
+        """Fetch a finished delivery without raising: its wires, or the error it ended with."""
+        raise NotImplementedError(f"transport {self.kind!r} cannot fetch deliveries")
+
+    def alive(self, group: str) -> bool:
+        """Whether the host ``group`` still answers."""
+        raise NotImplementedError(f"transport {self.kind!r} cannot probe hosts")
+
+    def remove(self, group: str) -> None:
+        """Kill the host ``group`` if it still runs and forget it (no delivery, drain or checkpoint)."""
+        raise NotImplementedError(f"transport {self.kind!r} cannot remove hosts")
 
     @abstractmethod
     def get_state(self) -> dict[int, bytes]:

@@ -1,15 +1,29 @@
-"""In-process transport: hosts live in the driver; messages are still serialized and counted."""
+"""In-process transport: hosts live in the driver; messages are still serialized and counted.
+
+Pipelined deliveries behave like Ray object refs: a host that fails yields a ``Failed`` handle,
+deliveries that depend on it fail without running, and the error surfaces at ``collect``. A host
+'dies' only through the fault-injection hook (``vfl.faults``); it is then refused from then on.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from vfl.errors import PartyFailure, VFLError
+from vfl.faults import InjectedCrash
 from vfl.host import NodeBuilder, NodeHost
 from vfl.message import Wire
-from vfl.transport.base import HostGroup, Transport
+from vfl.transport.base import HostGroup, Outcome, Transport
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A pipelined delivery that failed (the in-process stand-in for a failed Ray object ref)."""
+
+    error: VFLError
 
 
 class InProcessTransport(Transport):
@@ -18,6 +32,7 @@ class InProcessTransport(Transport):
     def __init__(self) -> None:
         self.hosts: dict[str, NodeHost] = {}
         self.groups: dict[str, HostGroup] = {}
+        self.dead: dict[str, InjectedCrash] = {}
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
         os.environ["VFL_HOST_IN_DRIVER"] = "1"  # do not change the driver's torch thread count
@@ -25,32 +40,63 @@ class InProcessTransport(Transport):
             self.groups[g.name] = g
             self.hosts[g.name] = NodeHost(build, g.specs, threads)
 
+    def _names(self, name: str) -> str:
+        return ", ".join(s.name for s in self.groups[name].specs)
+
+    def _run(self, name: str, round: str, call: Any) -> list[Wire]:
+        if name in self.dead:
+            raise PartyFailure(self._names(name), round, "its host died")
+        try:
+            return call()  # type: ignore[no-any-return]
+        except InjectedCrash as crash:
+            self.dead[name] = crash
+            raise PartyFailure(self._names(name), round, "its host died") from crash
+        except VFLError:
+            raise
+        except Exception as exc:
+            raise PartyFailure(self._names(name), round, f"{type(exc).__name__}: {exc}") from exc
+
     def deliver(self, batches: dict[str, list[Wire]], *, round: str) -> dict[str, list[Wire]]:
-        out: dict[str, list[Wire]] = {}
-        for name, wires in batches.items():
-            try:
-                out[name] = self.hosts[name].deliver(wires)
-            except VFLError:
-                raise
-            except Exception as exc:
-                names = ", ".join(s.name for s in self.groups[name].specs)
-                raise PartyFailure(names, round, f"{type(exc).__name__}: {exc}") from exc
-        return out
+        return {name: self._run(name, round, lambda name=name, wires=wires: self.hosts[name].deliver(wires))
+                for name, wires in batches.items()}
 
     def submit(self, groups: Sequence[str], parts: Sequence[Any]) -> dict[str, Any]:
-        out = {}
+        failed = next((p for p in parts if isinstance(p, Failed)), None)
+        out: dict[str, Any] = {}
         for name in groups:
+            if failed is not None:  # a failed input: like Ray, the delivery fails without running
+                out[name] = failed
+                continue
             try:
-                out[name] = self.hosts[name].deliver_piped(*parts)
-            except VFLError:
-                raise
-            except Exception as exc:
-                names = ", ".join(s.name for s in self.groups[name].specs)
-                raise PartyFailure(names, "pipelined", f"{type(exc).__name__}: {exc}") from exc
+                out[name] = self._run(name, "pipelined", lambda name=name: self.hosts[name].deliver_piped(*parts))
+            except VFLError as exc:
+                out[name] = Failed(exc)
         return out
 
     def collect(self, handles: dict[str, Any], *, round: str) -> dict[str, list[Wire]]:
+        failures = [h.error for h in handles.values() if isinstance(h, Failed)]
+        if failures:
+            if self.dead:
+                raise PartyFailure(", ".join(self._names(n) for n in self.dead), round, "its host died")
+            raise failures[0]
         return dict(handles)
+
+    def ready(self, handles: dict[str, Any], *, timeout: float | None) -> set[str]:
+        return set(handles)  # deliveries run synchronously in submit
+
+    def outcome(self, handle: Any) -> Outcome:
+        return Outcome("failed", error=handle.error) if isinstance(handle, Failed) else Outcome("ok", tuple(handle))
+
+    def alive(self, group: str) -> bool:
+        return group in self.hosts and group not in self.dead
+
+    def remove(self, group: str) -> None:
+        self.hosts.pop(group, None)
+
+    def late_replies(self, group: str) -> list[Any]:
+        """Messages a host had computed but never sent when it died (tests: late vectors)."""
+        crash = self.dead.get(group)
+        return crash.replies if crash is not None else []
 
     def drain(self) -> list[tuple[int, int, str, str, int, int]]:
         return [row for h in self.hosts.values() for row in h.drain_outbox()]

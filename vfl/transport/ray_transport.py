@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from vfl.errors import PartyFailure, VFLError
+from vfl.faults import FORWARD_ENV
 from vfl.host import NodeBuilder, NodeHost
 from vfl.message import Wire
-from vfl.transport.base import HostGroup, Transport
+from vfl.transport.base import HostGroup, Outcome, Transport
 
 _MAX_SOCKET_DIR = 40  # Ray adds ~65 chars (session_<date>_<pid>/sockets/plasma_store); unix sockets < 108
 
@@ -63,10 +64,12 @@ class RayTransport(Transport):
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
         remote_host = self._ray.remote(NodeHost)
+        env = {k: os.environ[k] for k in FORWARD_ENV if os.environ.get(k)}  # testing hooks only
+        extra: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
         for g in groups:
             self.groups[g.name] = g
             self.actors[g.name] = remote_host.options(
-                num_cpus=g.num_cpus, num_gpus=g.num_gpus, max_restarts=0, max_concurrency=1
+                num_cpus=g.num_cpus, num_gpus=g.num_gpus, max_restarts=0, max_concurrency=1, **extra
             ).remote(build, g.specs, threads)
         # Wait until every actor has built its nodes (data loaded, models created).
         self._get({name: actor.ready.remote() for name, actor in self.actors.items()}, round="setup")
@@ -113,6 +116,40 @@ class RayTransport(Transport):
 
     def collect(self, handles: dict[str, Any], *, round: str) -> dict[str, list[Wire]]:
         return self._get(handles, round=round)
+
+    def ready(self, handles: dict[str, Any], *, timeout: float | None) -> set[str]:
+        refs = {ref: name for name, ref in handles.items()}
+        if not refs:
+            return set()
+        done, _ = self._ray.wait(list(refs), num_returns=len(refs), timeout=timeout, fetch_local=False)
+        return {refs[ref] for ref in done}
+
+    def outcome(self, handle: Any) -> Outcome:
+        ray = self._ray
+        try:
+            return Outcome("ok", tuple(ray.get(handle)))
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            return Outcome("failed", error=cause if isinstance(cause, BaseException) else exc)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
+            return Outcome("failed", error=exc)
+
+    def alive(self, group: str, timeout: float = 10.0) -> bool:
+        if group not in self.actors:
+            return False
+        try:
+            self._ray.get(self.actors[group].ready.remote(), timeout=timeout)
+            return True
+        except Exception:  # dead, or too busy to answer (a straggler): not alive for the round
+            return False
+
+    def remove(self, group: str) -> None:
+        actor = self.actors.pop(group, None)
+        if actor is not None:
+            try:
+                self._ray.kill(actor, no_restart=True)
+            except Exception:  # already dead
+                pass
 
     def drain(self) -> list[tuple[int, int, str, str, int, int]]:
         rows = self._get({n: a.drain_outbox.remote() for n, a in self.actors.items()}, round="drain")

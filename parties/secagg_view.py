@@ -1,0 +1,60 @@
+"""The curious server's view, rebuilt from the real wire bytes it received and sent.
+
+``view_from_wires`` parses every serialized message that reached (or left) the server node -- the
+set-up replies, the parties' masked embeddings (late ones included), the unmask replies and the
+seed-share replies -- into a :class:`vfl.secagg.curious.ServerView`, so an attack runs on exactly
+what crossed the wire. Used by the dropout benchmark and the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from parties import secagg_wire as sw
+from parties.mods.encoding import read_encoded
+from parties.secagg_nodes import cfg_of, reveal_of, shares_of
+from vfl.message import Wire
+from vfl.secagg.curious import ServerView
+
+SERVER_ID = 0
+
+
+def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold: int,
+                    sums: Mapping[str, tuple[Sequence[int], Sequence[int]]] | None = None) -> ServerView:
+    """Everything the server node held; ``sums`` are the sums it computed (round -> (sum, summed))."""
+    msgs = [w.open() for w in wires]
+    session, k = b"", 0
+    vectors: dict[tuple[str, int], np.ndarray] = {}
+    view = ServerView(parties=tuple(parties), threshold=threshold, k=1, session=b"-")
+    for m in msgs:
+        md = m.metadata
+        kind, src = md.message_type, int(md.src_node_id)
+        if kind == sw.SETUP and src != SERVER_ID:
+            session = bytes(cfg_of(m)[sw.SESSION])
+        elif kind in ("train.forward", "evaluate.forward") and src != SERVER_ID:
+            enc = read_encoded(m)
+            if enc.masked:
+                vectors[(md.group_id, src)] = enc.values.astype(np.uint32)
+                k = enc.k
+        elif kind == sw.UNMASK and src == SERVER_ID:
+            c = cfg_of(m)
+            if sw.DROPPED in c:  # otherwise: the parties whose vectors arrived
+                view.active[str(c[sw.ROUND])] = tuple(sorted(int(p) for p in [*c[sw.SURVIVORS], *c[sw.DROPPED]]))
+        elif kind == sw.UNMASK:
+            rv = reveal_of(m)
+            for name, key in rv.self_keys.items():
+                view.self_keys[(rv.round_id, src)] = key
+                view.name = name
+            for d, keys in rv.pair_keys.items():
+                view.pair_keys[(rv.round_id, src, d)] = keys[view.name]
+        elif kind == sw.REVEAL_SHARES and src != SERVER_ID:
+            for owner, raw in shares_of(m).items():
+                view.seed_shares.setdefault(owner, {})[src] = raw
+    view.session, view.k = session, k
+    view.vectors = vectors
+    for rnd in {r for r, _ in vectors}:
+        view.active.setdefault(rnd, tuple(sorted(p for r, p in vectors if r == rnd)))
+    view.sums = {r: (np.asarray(total, dtype=np.int64), tuple(summed)) for r, (total, summed) in (sums or {}).items()}
+    return view

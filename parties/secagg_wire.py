@@ -1,0 +1,40 @@
+"""Message kinds and record keys of the secure-aggregation protocol, in one place (the role of
+Flower's ``secaggplus_constants``). Every message carries one config record named ``RECORD``.
+Kinds are ``query.secagg_*``: flwr accepts only the train/evaluate/query categories.
+
+Set-up, ledger phase ``setup`` (once per session):
+  SETUP    driver -> parties   session, parties, threshold
+  SETUP    party -> server     pk (its X25519 public key)
+  ROSTER   server -> parties   ids, keys (every public key)
+  SHARES   party -> server     to, env (its seed shares, one AES-GCM envelope per peer)
+  DELIVER  server -> party     frm, env (the envelopes addressed to it)
+Every round, ledger phase of the round (``train``/``eval``), or ``recovery`` once a party dropped:
+  UNMASK         server -> parties   round; survivors, dropped only when a party dropped (else:
+                                      every active party survived)
+  UNMASK         party -> server     round, names, self (its round self keys); pd, pk only when a
+                                      party dropped (pk[i*len(names) + j]: party pd[i], tensor names[j])
+  REVEAL_SHARES  server -> parties   round, owners (survivors that vanished before answering)
+  REVEAL_SHARES  party -> server     round, owners, shares (its plaintext shares of their seeds)
+"""
+
+from __future__ import annotations
+
+RECORD = "sa"
+
+SETUP = "query.secagg_setup"
+ROSTER = "query.secagg_roster"
+SHARES = "query.secagg_shares"
+DELIVER = "query.secagg_deliver"
+UNMASK = "query.secagg_unmask"
+REVEAL_SHARES = "query.secagg_reveal_shares"
+
+SETUP_KINDS = (SETUP, ROSTER, SHARES, DELIVER)
+ROUND_KINDS = (UNMASK, REVEAL_SHARES)
+
+RECOVERY_PHASE = "recovery"
+
+# record keys
+SESSION, PARTIES, THRESHOLD, PUBLIC_KEY = "session", "parties", "threshold", "pk"
+IDS, KEYS, TO, FROM, ENVELOPES = "ids", "keys", "to", "frm", "env"
+ROUND, SURVIVORS, DROPPED, OWNERS = "round", "survivors", "dropped", "owners"
+NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "names", "self", "pd", "pk", "shares"

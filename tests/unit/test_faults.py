@@ -1,0 +1,38 @@
+"""The fault-injection hook (a testing aid): its grammar, and a host 'dying' with its unsent replies."""
+
+from __future__ import annotations
+
+import pytest
+
+from vfl import faults
+from vfl import message as wire
+from vfl.errors import ConfigError
+
+
+def test_grammar() -> None:
+    assert faults.parse_faults("party2@0:5") == (faults.Fault("party2", "train:0:5"),)
+    assert faults.parse_faults(" a@eval:1:2/query.secagg_unmask!hang , b@3:4!exit") == (
+        faults.Fault("a", "eval:1:2", "query.secagg_unmask", "hang"), faults.Fault("b", "train:3:4"))
+    for bad in ("party2", "party2@x:1", "p@1:2!boom", "@1:2", "p@1:2:3:4"):
+        with pytest.raises(ConfigError) as info:
+            faults.parse_faults(bad)
+        assert info.value.key == faults.FAULT_ENV
+
+
+def test_a_host_in_the_driver_dies_with_its_unsent_replies(monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = wire.make("train.forward", src=3, dst=0, round="train:0:5")
+    other = wire.make("train.forward", src=3, dst=0, round="train:0:4")
+    monkeypatch.setenv("VFL_HOST_IN_DRIVER", "1")
+    monkeypatch.delenv(faults.FAULT_ENV, raising=False)
+    faults.check("party2", [mine])  # no fault configured: nothing happens
+    monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5")
+    faults.check("party1", [mine])  # another node
+    faults.check("party2", [other])  # another round
+    with pytest.raises(faults.InjectedCrash) as info:
+        faults.check("party2", [mine])
+    assert info.value.replies == [mine]
+    monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5/query.secagg_unmask")
+    faults.check("party2", [mine])  # restricted to another kind
+    monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5!hang")
+    with pytest.raises(ConfigError, match="ray transport"):
+        faults.check("party2", [mine])

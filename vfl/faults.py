@@ -1,0 +1,95 @@
+"""Testing hooks: deterministic fault injection in hosts, and the secure-aggregation audit switch.
+
+``VFL_FAULT_INJECT="party2@0:5"`` makes the host of node ``party2`` die when it is about to send
+its message of round ``train:0:5`` (it computed and masked step 5 of epoch 0, so did the other
+parties; nothing of it leaves). Grammar: ``NAME@[PHASE:]EPOCH:STEP[/KIND][!MODE]``, several
+separated by commas; ``KIND`` restricts it to one message kind (e.g. ``query.secagg_unmask``: die
+before revealing round keys); ``MODE`` is ``exit`` (default: ``os._exit`` in a Ray actor, an
+:class:`InjectedCrash` when the host runs in the driver) or ``hang`` (never answer; Ray only, to
+exercise ``transport.round_timeout_s``). ``VFL_SECAGG_AUDIT=1`` makes parties keep their plain
+integer inputs per round and the server its sums, so tests can check a recovered sum. Both are
+for tests and benchmarks only; the Ray transport forwards them to its actors.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from flwr.common import Message
+
+from vfl.errors import ConfigError
+
+FAULT_ENV = "VFL_FAULT_INJECT"
+AUDIT_ENV = "VFL_SECAGG_AUDIT"
+FORWARD_ENV = (FAULT_ENV, AUDIT_ENV)
+
+
+class InjectedCrash(Exception):  # noqa: N818 - it is a simulated death, not an error of the code
+    """A host running in the driver 'dies'; carries the replies it never sent (late messages)."""
+
+    def __init__(self, node: str, replies: Sequence[Message]) -> None:
+        self.node = node
+        self.replies = list(replies)
+        super().__init__(f"injected crash of {node}")
+
+
+@dataclass(frozen=True)
+class Fault:
+    node: str
+    round: str  # "phase:epoch:step"
+    kind: str = ""
+    mode: str = "exit"
+
+
+@lru_cache(maxsize=8)
+def parse_faults(spec: str) -> tuple[Fault, ...]:
+    """Parse a ``VFL_FAULT_INJECT`` value; ConfigError naming the variable on bad syntax."""
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        try:
+            node, rest = item.split("@", 1)
+            rest, _, mode = rest.partition("!")
+            where, _, kind = rest.partition("/")
+            parts = where.split(":")
+            phase, epoch, step = (["train", *parts] if len(parts) == 2 else parts)
+            round_ = f"{phase}:{int(epoch)}:{int(step)}"
+        except ValueError:
+            raise ConfigError(FAULT_ENV, f"cannot parse {item!r}; expected NAME@[PHASE:]EPOCH:STEP[/KIND][!exit|hang]"
+                              ) from None
+        if mode not in ("", "exit", "hang") or not node:
+            raise ConfigError(FAULT_ENV, f"{item!r}: mode must be exit or hang")
+        out.append(Fault(node, round_, kind, mode or "exit"))
+    return tuple(out)
+
+
+def check(node: str, replies: Sequence[Message]) -> None:
+    """Called by a host before the replies of ``node`` leave it: die here if a fault says so."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec or not replies:
+        return
+    for fault in parse_faults(spec):
+        if fault.node != node:
+            continue
+        if any(m.metadata.group_id == fault.round and fault.kind in ("", m.metadata.message_type) for m in replies):
+            _die(fault, replies)
+
+
+def _die(fault: Fault, replies: Sequence[Message]) -> None:
+    in_driver = os.environ.get("VFL_HOST_IN_DRIVER") == "1"
+    if fault.mode == "hang":
+        if in_driver:
+            raise ConfigError(FAULT_ENV, "a 'hang' fault needs the ray transport (it would block the driver)")
+        while True:  # a straggler that never answers; the driver kills it after round_timeout_s
+            time.sleep(3600)
+    if in_driver:
+        raise InjectedCrash(fault.node, replies)
+    os._exit(17)  # a dead actor, as after a crash or a kill
+
+
+def audit_enabled() -> bool:
+    """True when ``VFL_SECAGG_AUDIT=1``: keep plain inputs and sums for tests (never in production)."""
+    return os.environ.get(AUDIT_ENV) == "1"
