@@ -28,12 +28,12 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     bottom: str = param("mlp", help="registered bottom model (party side)")
-    bottom_hidden: tuple[int, ...] = param((64,), help="hidden widths of MLP bottoms")
+    bottom_hidden: tuple[int, ...] = param((64,), ge=1, help="hidden widths of MLP bottoms")
     embed_dim: int = param(16, ge=1, le=65536, help="embedding dimension P")
     tanh_c: float = param(1.0, gt=0, help="embedding range C (bottoms end in C*tanh)")
     fusion: str = param("sum", choices=("sum", "concat"), help="how the server fuses embeddings")
     head: str = param("mlp", help="registered fusion head (server side)")
-    head_hidden: tuple[int, ...] = param((64,), help="hidden widths of MLP heads")
+    head_hidden: tuple[int, ...] = param((64,), ge=1, help="hidden widths of MLP heads")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ class TrainConfig:
     eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")
     eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
     threads_per_actor: int = param(1, ge=1, le=256, help="torch intra-op threads inside each actor")
+    on_failure: str | None = param(None, choices=("restart", "fail"),
+                                   help="a dead host: restart it from the last checkpoint, or fail "
+                                        "(default: restart over Ray, fail in-process)")
+    max_restarts: int = param(3, ge=0, le=10000, help="restarts allowed per run with on_failure=restart")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class TransportConfig:
     parties_per_actor: int = param(0, ge=0, help="parties hosted by one Ray actor (0 = auto)")
     cpus_per_actor: float = param(0.1, gt=0, le=64, help="Ray num_cpus reserved by each actor")
     max_actors: int = param(8, ge=1, help="upper bound on party actors when parties_per_actor=0")
+    connect_timeout_s: float = param(30.0, gt=0, le=3600, help="give up joining transport.address after this")
 
 
 @dataclass(frozen=True)
