@@ -61,14 +61,18 @@ class RunDir:
         p = Path(path)
         if p.exists() and not p.is_dir():
             raise ConfigError(key, f"{p} is a file; give a new or empty directory")
-        try:
-            p.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(key, f"cannot create run directory {p}: {exc.strerror or exc}") from None
         run = cls(p)
-        run.lock(key)
         try:
-            run._refuse_foreign_content(key)
+            if (p / LOCK_FILE).exists():
+                run.lock(key)  # a live run there: name its PID
+            if p.is_dir():
+                run._refuse_foreign_content(key)  # before adding anything (not even a lock file)
+            try:
+                p.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(key, f"cannot create run directory {p}: {exc.strerror or exc}") from None
+            run.lock(key)
+            run._refuse_foreign_content(key)  # again, under the lock (another run may have started)
         except BaseException:
             run.close()
             raise
