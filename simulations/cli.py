@@ -1,29 +1,52 @@
 """The ``vfl`` command line: run experiments, list strategies/datasets, account privacy.
 
-Bad input (config keys, values, missing data) exits with status 2 and one line naming the key;
-a failed party exits with status 1 naming the party, the round and the last checkpoint.
+Bad input (config keys, values, files, busy run directories) exits with status 2 and one line
+naming the key or file; a failed run exits with status 1 and one line naming the party, the
+round and the last checkpoint; SIGINT/SIGTERM exit 130/143 naming the run directory
+(docs/failures.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vfl.errors import ConfigError, DataError, PartyFailure, PrivacyBudgetExceeded, VFLError
+from simulations import signals
+from vfl import __version__
+from vfl.errors import (
+    ConfigError,
+    DataError,
+    PartyFailure,
+    PrivacyBudgetExceeded,
+    RunDirError,
+    TransportError,
+    VFLError,
+)
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reads ``-1e-5`` as a value, not an option, so validation can name the key."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf$")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="vfl",
         description="Privacy-preserving vertical federated learning and split fine-tuning "
                     "(Ray actors, Flower messages, every byte counted).",
     )
+    p.add_argument("--version", action="version", version=f"vfl {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     r = sub.add_parser("run", help="run an experiment from a YAML config (or resume one)",
@@ -66,15 +89,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         if args.config:
             raise ConfigError("--resume", "give either CONFIG or --resume DIR, not both")
-        result = resume_run(args.resume, progress=progress, overrides=args.overrides)
+        if args.out:
+            raise ConfigError("--out", "not with --resume (the run stays in its directory)")
+        args.run_dir = args.resume  # named by the failure handlers
+        result = resume_run(args.resume, progress=progress, overrides=args.overrides, transport=args.transport,
+                            address=args.address)
         out = Path(args.resume)
     else:
         if not args.config:
             raise ConfigError("CONFIG", "missing; e.g. `vfl run demo` or `vfl run path/to/config.yaml`")
         cfg = resolve_config(args.config, args.overrides, transport=args.transport, address=args.address)
         out = Path(args.out) if args.out else default_out_dir(cfg)
-        args.out = str(out)  # named by the failure handler
-        result = execute(cfg, out_dir=out, progress=progress)
+        args.run_dir = str(out)
+        result = execute(cfg, out_dir=out, progress=progress, note=f"created by: vfl {shlex.join(args.argv)}")
     s = result.summary
     warning = seeded_noise_warning(s)
     if warning:
@@ -129,44 +156,72 @@ def _cmd_account(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checkpoint_hint(run: str | None) -> str:
+    """'; last checkpoint: ...; resume with: ...' for a run directory this command wrote to."""
+    from vfl.checkpoint import CheckpointStore
+    from vfl.rundir import CKPT, CONFIG
+
+    if not run or not (Path(run) / CONFIG).is_file():
+        return ""
+    ckpt = CheckpointStore(Path(run) / CKPT).latest_name() or "none (stopped before the first epoch ended)"
+    return f"; last checkpoint: {ckpt}; resume with: vfl run --resume {run}"
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return _cmd_run(args)
+    if args.command == "strategies":
+        return _cmd_strategies()
+    if args.command == "datasets":
+        return _cmd_datasets()
+    if args.command == "config-help":
+        return _cmd_config_help(args)
+    if args.command == "account":
+        return _cmd_account(args)
+    parser.print_help()
+    return EXIT_BAD_INPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    try:
-        if args.command == "run":
-            return _cmd_run(args)
-        if args.command == "strategies":
-            return _cmd_strategies()
-        if args.command == "datasets":
-            return _cmd_datasets()
-        if args.command == "config-help":
-            return _cmd_config_help(args)
-        if args.command == "account":
-            return _cmd_account(args)
-        parser.print_help()
-        return EXIT_BAD_INPUT
-    except (ConfigError, DataError) as exc:
-        print(f"vfl: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (PartyFailure, PrivacyBudgetExceeded) as exc:
-        print(f"vfl: run failed: {exc}", file=sys.stderr)
-        run = getattr(args, "resume", None) or getattr(args, "out", None)
-        if run:
-            latest = Path(run) / "checkpoints" / "latest"
-            ckpt = latest.read_text().strip() if latest.exists() else "none (failed before the first epoch ended)"
-            print(f"vfl: last checkpoint: {ckpt}; resume with: vfl run --resume {run}", file=sys.stderr)
-        return EXIT_FAILED
-    except VFLError as exc:
-        print(f"vfl: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except BrokenPipeError:  # e.g. `vfl config-help | head`
-        import os
+    args.argv = argv
+    with signals.terminate_as_interrupt():
+        try:
+            return _dispatch(parser, args)
+        except (ConfigError, DataError) as exc:
+            print(f"vfl: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except PrivacyBudgetExceeded as exc:
+            run = getattr(args, "run_dir", None)
+            where = f"; {run} keeps every epoch up to here" if run else ""
+            print(f"vfl: run stopped: {exc}{where}; the budget is spent, so this run cannot go on", file=sys.stderr)
+            return EXIT_FAILED
+        except (PartyFailure, RunDirError) as exc:
+            print(f"vfl: run failed: {exc}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
+            return EXIT_FAILED
+        except TransportError as exc:
+            print(f"vfl: error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        except VFLError as exc:
+            print(f"vfl: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        except BrokenPipeError:  # e.g. `vfl config-help | head`
+            import os
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except KeyboardInterrupt:
-        print("vfl: interrupted; resume with `vfl run --resume DIR`", file=sys.stderr)
-        return 130
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except OSError as exc:  # e.g. disk full while writing plots or Ray's temp files
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"vfl: run failed: {where}{exc.strerror or exc}"
+                  f"{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
+            return EXIT_FAILED
+        except KeyboardInterrupt as exc:
+            code = exc.exit_code if isinstance(exc, signals.Interrupted) else 130
+            name = str(exc) if isinstance(exc, signals.Interrupted) else "SIGINT"
+            print(f"vfl: interrupted by {name}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
+            return code
 
 
 if __name__ == "__main__":

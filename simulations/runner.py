@@ -1,10 +1,15 @@
 """Run an experiment from a config: resolve it, prepare the run directory, drive the engine.
 
 Used by the ``vfl run`` CLI, the benchmarks and the tests, so all of them exercise one path.
+Everything that can be checked is checked before the run directory is created: the config, the
+data (the strategy's driver-side look at it), the device, the cluster address. The directory is
+then created (or an empty one taken) and locked for the life of the run.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,31 +18,49 @@ from typing import Any
 import yaml
 
 import strategies  # noqa: F401  (registers the built-in strategies)
+from simulations import signals
 from simulations.datasource import ConfigDataSource
 from simulations.plots import plot_run
-from vfl.config import apply_overrides
-from vfl.engine import Engine, EngineResult, EpochCallback
+from vfl.config import apply_overrides, load_yaml
+from vfl.engine import Engine, EngineResult, EpochCallback, StartCallback, StepCallback
 from vfl.errors import ConfigError
-from vfl.rundir import RunDir
+from vfl.preflight import check_device
+from vfl.resume import check_resume_changes
+from vfl.rundir import RunDir, safe_name
 from vfl.schema import RunConfig, load_run_config
+from vfl.strategy import STRATEGIES
 from vfl.transport import Transport, make_transport
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config; a bare name like ``demo`` resolves to ``simulations/configs/demo.yaml``."""
+def _find_config(path: str | Path) -> Path:
     p = Path(path)
-    if not p.exists() and (CONFIG_DIR / f"{path}.yaml").exists():
-        p = CONFIG_DIR / f"{path}.yaml"
+    if not p.exists() and p.name == str(path):  # a bundled name, with or without .yaml
+        for cand in (CONFIG_DIR / f"{path}.yaml", CONFIG_DIR / str(path)):
+            if cand.suffix == ".yaml" and cand.is_file():
+                return cand
     if not p.exists():
         raise ConfigError("CONFIG", f"config file {path} not found (bundled configs: "
                           f"{', '.join(sorted(q.stem for q in CONFIG_DIR.glob('*.yaml')))})")
-    with open(p) as f:
-        try:
-            data = yaml.safe_load(f) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError("CONFIG", f"{p} is not valid YAML: {exc}") from None
+    if p.is_dir():
+        raise ConfigError("CONFIG", f"{p} is a directory; expected a YAML config file")
+    return p
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config; a bare name like ``demo`` (or ``demo.yaml``) is a bundled config."""
+    p = _find_config(path)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("CONFIG", f"cannot read {p}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError("CONFIG", f"{p} is not valid YAML: {' '.join(str(exc).split())}") from None
+    if data is None:
+        raise ConfigError("CONFIG", f"{p} is empty; it must hold a mapping of config keys (see `vfl config-help`)")
     if not isinstance(data, dict):
         raise ConfigError("CONFIG", f"{p} must hold a mapping of config keys")
     return data
@@ -45,7 +68,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 def resolve_config(source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
                    transport: str | None = None, address: str | None = None) -> RunConfig:
-    """Config file (or mapping) + ``key=value`` overrides + CLI transport flags -> validated config."""
+    """Config file (or mapping) + ``key=value`` overrides + CLI transport flags -> validated config.
+    A relative ``data.data_dir`` is made absolute (a resume may start from another directory)."""
     data = dict(source) if isinstance(source, Mapping) else (read_config_file(source) if source else {})
     extra = list(overrides)
     if transport:
@@ -54,28 +78,97 @@ def resolve_config(source: str | Path | Mapping[str, Any] | None, overrides: Seq
         extra.append(f"transport.address={address}")
         if not transport:
             extra.append("transport.kind=ray")
-    return load_run_config(apply_overrides(data, extra))
+    merged = apply_overrides(data, extra)
+    d = merged.get("data")
+    if isinstance(d, dict) and isinstance(d.get("data_dir"), str) and d["data_dir"]:
+        d["data_dir"] = os.path.abspath(os.path.expanduser(d["data_dir"]))
+    return load_run_config(merged)
 
 
 def default_out_dir(cfg: RunConfig, root: str | Path = "runs") -> Path:
-    return Path(root) / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """``runs/<name>-<date>-<time>-<ms>-<random>``: unique even for runs started in the same second."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+    return Path(root) / f"{safe_name(cfg.name)}-{stamp}-{secrets.token_hex(2)}"
+
+
+def _preflight(cfg: RunConfig, data: ConfigDataSource, transport: Transport | None) -> None:
+    """Fail before anything is written: device, data (the strategy's own check), cluster address."""
+    if not cfg.transport.address:
+        check_device(cfg.train.device)
+    STRATEGIES.get(cfg.strategy, "strategy")(cfg).prepare(data)
+    if transport is None and cfg.transport.kind == "ray" and cfg.transport.address:
+        from vfl.transport.ray_connect import probe
+
+        probe(cfg.transport.address, timeout_s=cfg.transport.connect_timeout_s)
 
 
 def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False, progress: bool | None = None,
-            on_epoch_end: EpochCallback | None = None, transport: Transport | None = None) -> EngineResult:
-    """Run ``cfg``; writes config, metrics, checkpoints, summary and plots when ``out_dir`` is set."""
-    data = ConfigDataSource.from_config(cfg)  # the engine validates it (strategy.prepare) before actors start
-    run_dir = RunDir(out_dir) if out_dir is not None else None
-    if run_dir is not None and not resume:
-        if (run_dir.path / "metrics.jsonl").exists():
-            raise ConfigError("--out", f"{run_dir.path} already holds a run; continue it with "
-                              f"`vfl run --resume {run_dir.path}` or choose another --out")
-        run_dir.write_config(cfg.to_dict())
+            on_epoch_end: EpochCallback | None = None, on_step: StepCallback | None = None,
+            transport: Transport | None = None, note: str = "created") -> EngineResult:
+    """Run ``cfg``; writes config, metrics, checkpoints, summary and plots when ``out_dir`` is set
+    (a new or empty directory; ``resume=True`` continues the run there, see ``resume_run``)."""
+    if resume:
+        if out_dir is None:
+            raise ConfigError("--resume", "needs a run directory")
+        return resume_run(out_dir, progress=progress, on_epoch_end=on_epoch_end, on_step=on_step)
+    data = ConfigDataSource.from_config(cfg)
+    _preflight(cfg, data, transport)
+    if out_dir is None:
+        return _drive(cfg, data, None, resume=False, progress=progress, on_epoch_end=on_epoch_end,
+                      on_step=on_step, transport=transport)
+    run_dir = RunDir.create(out_dir)
+    try:
+        run_dir.write_config(cfg.to_dict(), note=note)
+        return _drive(cfg, data, run_dir, resume=False, progress=progress, on_epoch_end=on_epoch_end,
+                      on_step=on_step, transport=transport)
+    finally:
+        run_dir.close()
+
+
+def resume_run(out_dir: str | Path, *, progress: bool | None = None, overrides: Sequence[str] = (),
+               transport: str | None = None, address: str | None = None,
+               on_epoch_end: EpochCallback | None = None, on_step: StepCallback | None = None) -> EngineResult:
+    """Continue a stopped run from its newest intact checkpoint. Only keys that do not change what
+    was computed may be overridden (``vfl.resume``); the resolved config is rewritten, with the
+    overrides added to its history, once the resumed run has started."""
+    run_dir = RunDir.open(out_dir)
+    try:
+        stored = run_dir.read_config()
+        old = resolve_config(stored)
+        cfg = resolve_config(stored, overrides, transport=transport, address=address)
+        changed = check_resume_changes(old.to_dict(), cfg.to_dict())
+        flat = cfg.to_dict()
+        note = "resumed" + (" with " + ", ".join(f"{k}={_get(flat, k)!r}" for k in changed) if changed else "")
+
+        def started(engine: Engine) -> None:
+            run_dir.write_config(cfg.to_dict(), note=note)
+
+        data = ConfigDataSource.from_config(cfg)
+        _preflight(cfg, data, None)
+        return _drive(cfg, data, run_dir, resume=True, progress=progress, on_epoch_end=on_epoch_end,
+                      on_step=on_step, on_started=started)
+    finally:
+        run_dir.close()
+
+
+def _get(data: Mapping[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        data = data.get(part) if isinstance(data, Mapping) else None  # type: ignore[assignment]
+    return data
+
+
+def _drive(cfg: RunConfig, data: ConfigDataSource, run_dir: RunDir | None, *, resume: bool,
+           progress: bool | None, on_epoch_end: EpochCallback | None, on_step: StepCallback | None,
+           on_started: StartCallback | None = None, transport: Transport | None = None) -> EngineResult:
     own = transport is None
     if transport is None:
-        temp = str(Path(out_dir) / "ray-tmp") if out_dir is not None else None
-        transport = make_transport(cfg.transport.kind, address=cfg.transport.address, temp_dir=temp)
-    engine = Engine(cfg, transport, data, run_dir=run_dir, progress=progress, on_epoch_end=on_epoch_end)
+        temp = str(run_dir.path / "ray-tmp") if run_dir is not None else None
+        transport = make_transport(cfg.transport.kind, address=cfg.transport.address, temp_dir=temp,
+                                   connect_timeout_s=cfg.transport.connect_timeout_s)
+        signals.after_ray_init()
+    engine = Engine(cfg, transport, data, run_dir=run_dir, progress=progress, on_epoch_end=on_epoch_end,
+                    on_step=on_step, on_started=on_started)
     try:
         result = engine.run(resume=resume)
     finally:
@@ -85,12 +178,3 @@ def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False,
         run_dir.write_summary(result.summary)
         plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=f"{cfg.name} ({cfg.strategy})")
     return result
-
-
-def resume_run(out_dir: str | Path, *, progress: bool | None = None, overrides: Sequence[str] = ()) -> EngineResult:
-    """Continue a killed run from its last checkpoint (its resolved config is reused)."""
-    run_dir = RunDir(out_dir)
-    cfg = resolve_config(run_dir.read_config(), overrides)
-    if overrides:  # e.g. more epochs: the directory's config must describe what was run
-        run_dir.write_config(cfg.to_dict())
-    return execute(cfg, out_dir=out_dir, resume=True, progress=progress)

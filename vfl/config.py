@@ -8,6 +8,7 @@ types and out-of-range values with a ``ConfigError`` naming the dotted key and w
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -59,6 +60,10 @@ def _range_text(meta: Mapping[str, Any]) -> str:
 
 def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
     if value is None:
+        return
+    if isinstance(value, tuple):  # ranges of a list field apply to each item (e.g. layer widths >= 1)
+        for i, item in enumerate(value):
+            _check_range(f"{key}[{i}]", item, meta)
         return
     choices = meta.get("choices")
     if choices and value not in choices:
@@ -133,14 +138,27 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
             raise ConfigError(key, f"got {value!r}; expected an integer")
         return value
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"got {value!r}; expected a number")
-        return float(value)
+        return _finite_float(key, value)
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(key, f"got {value!r}; expected a string")
         return value
     raise TypeError(f"unsupported config annotation {tp!r} for {key}")
+
+
+def _finite_float(key: str, value: Any) -> float:
+    """A finite float; strings in YAML/Python float syntax (``1e-3``, which YAML 1.1 reads as a
+    string) are accepted, NaN and infinities are not (they would silently train at chance)."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ConfigError(key, f"got {value!r}; expected a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(key, f"got {value!r}; expected a number")
+    if not math.isfinite(value):
+        raise ConfigError(key, f"got {value!r}; expected a finite number")
+    return float(value)
 
 
 def build(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "") -> C:
@@ -181,6 +199,25 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys (the plain loader keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML safely, refusing duplicate keys (raises ``yaml.YAMLError``)."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """Apply ``key.sub=value`` overrides (values parsed as YAML) to a nested mapping copy."""
     out: dict[str, Any] = _deep_copy(data)
@@ -192,8 +229,10 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
         if not parts:
             raise ConfigError(item, "override has an empty key")
         try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
+            value = load_yaml(raw)
+        except yaml.YAMLError as exc:
+            if "duplicate key" in str(exc):
+                raise ConfigError(dotted.strip(), f"{raw!r} repeats a key") from None
             value = raw
         node = out
         for i, part in enumerate(parts[:-1]):

@@ -2,11 +2,13 @@
 
 It knows no algorithm: it asks the strategy for the layout and the per-epoch logic, counts bytes
 through the grid, turns privacy events into (epsilon, delta) with the accountant, and leaves a
-metrics line and a checkpoint after every epoch.
+checkpoint and a metrics line after every epoch. A dead host is restarted from the last
+checkpoint when ``train.on_failure`` is ``restart`` (``vfl/recovery.py``).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,12 +20,15 @@ from vfl.data import DataSource
 from vfl.errors import PartyFailure, PrivacyBudgetExceeded
 from vfl.grid import Grid
 from vfl.ledger import CommLedger
+from vfl.recovery import Recovery, Snapshot
 from vfl.rundir import RunDir
 from vfl.schema import RunConfig
 from vfl.strategy import STRATEGIES, NodeFactory, Strategy
 from vfl.transport.base import Transport
 
 EpochCallback = Callable[[int, dict[str, Any], "Engine"], None]
+StepCallback = Callable[[int, int, "Engine"], None]  # (epoch, steps done in this attempt, engine)
+StartCallback = Callable[["Engine"], None]
 
 
 @dataclass
@@ -36,18 +41,23 @@ class Engine:
     """Runs one configured experiment over a transport."""
 
     def __init__(self, cfg: RunConfig, transport: Transport, data: DataSource, *, run_dir: RunDir | None = None,
-                 progress: bool | None = None, on_epoch_end: EpochCallback | None = None) -> None:
+                 progress: bool | None = None, on_epoch_end: EpochCallback | None = None,
+                 on_step: StepCallback | None = None, on_started: StartCallback | None = None) -> None:
         self.cfg = cfg
         self.transport = transport
         self.data = data
         self.run_dir = run_dir
         self.progress = progress
         self.on_epoch_end = on_epoch_end
+        self.on_step = on_step
+        self.on_started = on_started  # after the hosts are up and the checkpoint is loaded
         self.strategy: Strategy = STRATEGIES.get(cfg.strategy, "strategy")(cfg)
         self.ledger = CommLedger()
         self.accountant: Any = None
         self.grid: Grid | None = None
         self.groups: list[Any] = []
+        self.recovery = Recovery(cfg)
+        self.snapshot: Snapshot | None = None  # what a restart returns to
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> Grid:
@@ -64,46 +74,81 @@ class Engine:
 
         return Accountant()
 
+    def _restore(self, resume: bool) -> tuple[int, list[dict[str, Any]], float]:
+        """On resume: load the newest intact checkpoint into the hosts and align metrics.jsonl with
+        it. Returns (first epoch to run, kept rows, wall seconds already spent)."""
+        if not resume or self.run_dir is None:
+            return 0, [], 0.0
+        ckpt = self.run_dir.load_checkpoint()
+        history = self.run_dir.reconcile_metrics(ckpt)
+        if ckpt is None:
+            return 0, history, 0.0
+        state = ckpt.engine
+        self.transport.set_state(ckpt.nodes)
+        self.ledger.load_state(state["ledger"])
+        if state.get("accountant") is not None:
+            from vfl.privacy import Accountant
+
+            self.accountant = Accountant.from_json(state["accountant"])
+        self.recovery.load_state(state.get("recovery"))
+        self.snapshot = Snapshot(ckpt.epoch, ckpt.nodes, state["ledger"], state.get("accountant"))
+        return ckpt.epoch + 1, history, float(state.get("wall_s", 0.0))
+
     def run(self, *, resume: bool = False) -> EngineResult:
         cfg = self.cfg
-        history: list[dict[str, Any]] = []
-        start_epoch, wall_offset = 0, 0.0
         grid = self.start()
-        if resume and self.run_dir is not None:
-            ckpt = self.run_dir.latest_checkpoint()
-            if ckpt is not None:
-                nodes, engine_state = ckpt
-                self.transport.set_state(nodes)
-                self.ledger.load_state(engine_state["ledger"])
-                if engine_state.get("accountant") is not None:
-                    from vfl.privacy import Accountant
-
-                    self.accountant = Accountant.from_json(engine_state["accountant"])
-                start_epoch = int(engine_state["epoch"]) + 1
-                wall_offset = float(engine_state.get("wall_s", 0.0))
-                history = self.run_dir.truncate_metrics(start_epoch - 1)
+        epoch, history, wall_offset = self._restore(resume)
+        if self.snapshot is None and self.recovery.enabled:  # a failure in epoch 0 restarts from here
+            self.snapshot = Snapshot(-1, self.transport.get_state(), _copy(self.ledger.state()), None)
+        if self.on_started is not None:
+            self.on_started(self)
         t_run = time.perf_counter() - wall_offset
-        epochs = range(start_epoch, cfg.train.epochs)
         steps = self.strategy.steps_per_epoch()
-        outer = tqdm(epochs, desc=f"{cfg.name} epochs", unit="epoch", disable=self._no_bar(), initial=start_epoch,
-                     total=cfg.train.epochs)
-        for epoch in outer:
-            record = self._run_epoch(grid, epoch, steps, t_run)
-            history.append(record)
-            outer.set_postfix({k: f"{record[k]:.3f}" for k in ("train_loss", "test_acc") if record.get(k) is not None})
-            if self.run_dir is not None:
-                self.run_dir.append_metrics(record)
-                self.run_dir.save_checkpoint(epoch, self.transport.get_state(), {
-                    "epoch": epoch, "ledger": self.ledger.state(), "wall_s": record["wall_s"],
-                    "accountant": self.accountant.to_json() if self.accountant is not None else None,
-                })
-            if self.on_epoch_end is not None:
-                self.on_epoch_end(epoch, record, self)
-            budget = cfg.privacy.epsilon_budget
-            if budget is not None and record.get("epsilon") is not None and record["epsilon"] > budget:
-                raise PrivacyBudgetExceeded(
-                    f"epsilon {record['epsilon']:.4g} > privacy.epsilon_budget {budget} after epoch {epoch}")
+        outer = tqdm(total=cfg.train.epochs, initial=epoch, desc=f"{cfg.name} epochs", unit="epoch",
+                     disable=self._no_bar())
+        failed: PartyFailure | None = None
+        try:
+            while epoch < cfg.train.epochs:
+                try:
+                    if failed is not None and self.snapshot is not None:
+                        self.recovery.restore(self, self.snapshot)
+                        failed = None
+                    record = self._run_epoch(grid, epoch, steps, t_run)
+                    self._commit(epoch, record)
+                except PartyFailure as exc:
+                    self.recovery.admit(exc, epoch=epoch)  # re-raises unless a restart is allowed
+                    failed = exc
+                    continue
+                history.append(record)
+                outer.update(1)
+                outer.set_postfix({k: f"{record[k]:.3f}" for k in ("train_loss", "test_acc")
+                                   if record.get(k) is not None})
+                if self.on_epoch_end is not None:
+                    self.on_epoch_end(epoch, record, self)
+                budget = cfg.privacy.epsilon_budget
+                if budget is not None and record.get("epsilon") is not None and record["epsilon"] > budget:
+                    raise PrivacyBudgetExceeded(
+                        f"epsilon {record['epsilon']:.4g} > privacy.epsilon_budget {budget} after epoch {epoch}")
+                epoch += 1
+        finally:
+            outer.close()
         return EngineResult(self.summary(history), history)
+
+    def _commit(self, epoch: int, record: dict[str, Any]) -> None:
+        """Checkpoint first (it carries the metrics row), then the row: a run killed in between is
+        repaired on resume from the checkpoint, so a row is never duplicated or lost."""
+        if self.run_dir is None and not self.recovery.enabled:
+            return
+        nodes = self.transport.get_state()
+        ledger = _copy(self.ledger.state())
+        accountant = self.accountant.to_json() if self.accountant is not None else None
+        if self.run_dir is not None:
+            self.run_dir.save_checkpoint(epoch, nodes, {
+                "epoch": epoch, "ledger": ledger, "wall_s": record["wall_s"], "accountant": accountant,
+                "recovery": self.recovery.state(), "record": record})
+            self.run_dir.append_metrics(record)
+        if self.recovery.enabled:
+            self.snapshot = Snapshot(epoch, nodes, ledger, accountant)
 
     def _no_bar(self) -> bool | None:
         return None if self.progress is None else not self.progress  # None: auto (only on a terminal)
@@ -114,7 +159,16 @@ class Engine:
         t0 = time.perf_counter()
         with tqdm(total=steps or None, desc=f"epoch {epoch}", unit="batch", leave=False,
                   disable=self._no_bar()) as bar:
-            train = self.strategy.train_epoch(grid, epoch=epoch, progress=bar.update)
+            done = 0
+
+            def progress(n: int = 1) -> None:
+                nonlocal done
+                bar.update(n)
+                done += n
+                if self.on_step is not None:
+                    self.on_step(epoch, done, self)
+
+            train = self.strategy.train_epoch(grid, epoch=epoch, progress=progress)
         train_s = time.perf_counter() - t0
         record: dict[str, Any] = {"epoch": epoch}
         record.update(train)
@@ -177,11 +231,12 @@ class Engine:
         from vfl.privacy.noise_report import noise_fields
 
         summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None))
+        summary.update(self.recovery.summary())
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
         return summary
 
-    def fail_context(self, exc: PartyFailure) -> str:
-        """Where to look after a failure: the last checkpoint that survived."""
-        ckpt = self.run_dir.path / "checkpoints" / "latest" if self.run_dir else None
-        return f"{exc}; last checkpoint: {ckpt.read_text().strip() if ckpt and ckpt.exists() else 'none'}"
+
+def _copy(state: dict[str, Any]) -> dict[str, Any]:
+    """A detached copy of a JSON-able state (the ledger keeps mutating its own dicts)."""
+    return json.loads(json.dumps(state))  # type: ignore[no-any-return]

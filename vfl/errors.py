@@ -12,7 +12,11 @@ class ConfigError(VFLError, ValueError):
 
     def __init__(self, key: str, message: str) -> None:
         self.key = key
+        self.message = message
         super().__init__(f"{key}: {message}" if key else message)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # picklable: errors cross Ray actors
+        return (type(self), (self.key, self.message))
 
 
 class DataError(VFLError):
@@ -33,6 +37,9 @@ class PartyFailure(VFLError):
         detail = f": {cause}" if cause else ""
         super().__init__(f"party {party} failed in round {round_}{detail}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        return (type(self), (self.party, self.round, self.cause))
+
 
 class PrivacyBudgetExceeded(VFLError):
     """The accountant's epsilon passed the configured budget."""
@@ -41,3 +48,10 @@ class PrivacyBudgetExceeded(VFLError):
 class RevealRefused(ProtocolError):
     """An honest secure-aggregation client refused a request that would expose a protected input:
     keys of a past round, both masks of one peer, its own seed, or masking after leaving a session."""
+class RunDirError(VFLError):
+    """A run directory that cannot be written or read back (disk full, corrupt checkpoint or
+    metrics); the message names the file."""
+
+
+class TransportError(VFLError):
+    """The transport cannot start, e.g. no Ray cluster answers at ``transport.address``."""

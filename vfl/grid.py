@@ -130,5 +130,9 @@ class Grid:
 
     def drain(self) -> None:
         """Count every wire produced by pipelined delivery since the last drain."""
-        for src, dst, kind, round, nbytes, payload in self.transport.drain():
+        self.count_rows(self.transport.drain())
+
+    def count_rows(self, rows: Sequence[tuple[int, int, str, str, int, int]]) -> None:
+        """Count (src, dst, kind, round, nbytes, payload) rows logged by the hosts."""
+        for src, dst, kind, round, nbytes, payload in rows:
             self._count(src, dst, round, nbytes, payload, kind)

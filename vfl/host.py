@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from vfl import faults
+from vfl.errors import VFLError
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
 
@@ -27,11 +28,26 @@ class NodeHost:
         if threads > 0 and os.environ.get("VFL_HOST_IN_DRIVER") != "1":
             torch.set_num_threads(threads)
         self.specs = list(specs)
-        self.nodes = build(self.specs)
+        self.build = build
         self.outbox: list[tuple[int, int, str, str, int, int]] = []  # wires produced in pipelined mode
+        self.init_error: VFLError | None = None
+        try:
+            self.nodes = build(self.specs)
+        except VFLError as exc:  # reported by ready(): Ray loses the type of errors raised in __init__
+            self.nodes, self.init_error = {}, exc
 
     def ready(self) -> list[int]:
+        if self.init_error is not None:
+            raise self.init_error
         return sorted(self.nodes)
+
+    def reset(self, states: dict[int, bytes]) -> list[tuple[int, int, str, str, int, int]]:
+        """Rebuild every node and load ``states`` (a restart: whatever a failed round left in the
+        nodes is dropped); returns the outbox rows logged since the last drain."""
+        rows = self.drain_outbox()
+        self.nodes = self.build(self.specs)
+        self.set_state(states)
+        return rows
 
     def deliver(self, wires: Sequence[Wire]) -> list[Wire]:
         """Decode, dispatch per node (in order of first appearance), encode the replies."""

@@ -1,26 +1,39 @@
 """A run's directory: resolved config, metrics.jsonl, summary.json, checkpoints (resumable).
 
-Checkpoints are written to a temporary folder and renamed into place, so a run killed while
-checkpointing still has its previous checkpoint intact.
+Invariants (see docs/failures.md): one process writes a run at a time (``.lock``); a new run goes
+only into a new or empty directory; an epoch is committed by its checkpoint, which carries the
+epoch's metrics row, and the row is appended to metrics.jsonl after it; resuming rewrites
+metrics.jsonl to exactly the checkpointed epochs, so rows are never duplicated or lost.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
+import re
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from vfl.errors import ConfigError
+from vfl.checkpoint import Checkpoint, CheckpointStore, Warn, stderr_warning, write_atomic
+from vfl.config import load_yaml
+from vfl.errors import ConfigError, RunDirError
+from vfl.runlock import LOCK_FILE, RunLock
 
 CONFIG = "config.resolved.yaml"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 CKPT = "checkpoints"
+HISTORY = "# history:"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(name: str) -> str:
+    """``name`` as one harmless path component (``../../x`` -> ``_.._x``): no separators, no
+    leading dots, at most 80 characters."""
+    return _UNSAFE.sub("_", name).lstrip(".")[:80] or "run"
 
 
 def _clean(obj: Any) -> Any:
@@ -35,74 +48,168 @@ def _clean(obj: Any) -> Any:
 
 
 class RunDir:
-    def __init__(self, path: str | Path, *, keep_checkpoints: int = 2) -> None:
+    def __init__(self, path: str | Path, *, keep_checkpoints: int = 2, warn: Warn = stderr_warning) -> None:
         self.path = Path(path)
-        self.keep = keep_checkpoints
+        self.checkpoints = CheckpointStore(self.path / CKPT, keep=keep_checkpoints, warn=warn)
+        self._lock: RunLock | None = None
 
-    # ---- config ----------------------------------------------------------------------------
-    def write_config(self, cfg: dict[str, Any]) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "plots").mkdir(exist_ok=True)
-        with open(self.path / CONFIG, "w") as f:
-            yaml.safe_dump(cfg, f, sort_keys=False)
+    # ---- opening (locked) --------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | Path, *, key: str = "--out") -> RunDir:
+        """A new run in ``path`` (created, or an existing empty directory), locked for this process;
+        a directory holding anything else is refused (``ConfigError`` naming it)."""
+        p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise ConfigError(key, f"{p} is a file; give a new or empty directory")
+        run = cls(p)
+        try:
+            if (p / LOCK_FILE).exists():
+                run.lock(key)  # a live run there: name its PID
+            if p.is_dir():
+                run._refuse_foreign_content(key)  # before adding anything (not even a lock file)
+            try:
+                p.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(key, f"cannot create run directory {p}: {exc.strerror or exc}") from None
+            run.lock(key)
+            run._refuse_foreign_content(key)  # again, under the lock (another run may have started)
+        except BaseException:
+            run.close()
+            raise
+        return run
+
+    @classmethod
+    def open(cls, path: str | Path, *, key: str = "--resume") -> RunDir:
+        """An existing run (to resume), locked for this process."""
+        p = Path(path)
+        if not p.is_dir():
+            raise ConfigError(key, f"{p} is not a directory")
+        if not (p / CONFIG).is_file():
+            raise ConfigError(key, f"{p} has no {CONFIG}; is it a run directory?")
+        run = cls(p)
+        run.lock(key)
+        return run
+
+    def lock(self, key: str) -> None:
+        if self._lock is None:
+            self._lock = RunLock(self.path, key=key).acquire()
+
+    def close(self) -> None:
+        """Release the lock (the kernel also drops it if the process dies)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _refuse_foreign_content(self, key: str) -> None:
+        names = sorted(p.name for p in self.path.iterdir() if p.name != LOCK_FILE)
+        if {CONFIG, METRICS, CKPT} & set(names):
+            raise ConfigError(key, f"{self.path} already holds a run; continue it with "
+                              f"`vfl run --resume {self.path}` or choose another directory")
+        if names:
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            raise ConfigError(key, f"{self.path} is not empty ({shown}) and is not a vfl run; "
+                              "give a new or empty directory")
+
+    # ---- config ------------------------------------------------------------------------------
+    def config_history(self) -> list[str]:
+        """The ``# history:`` lines of the resolved config (creation, then one per resume)."""
+        p = self.path / CONFIG
+        if not p.is_file():
+            return []
+        lines = p.read_text(errors="replace").splitlines()
+        if HISTORY not in lines:
+            return []
+        out = []
+        for line in lines[lines.index(HISTORY) + 1:]:
+            if not line.startswith("#   "):
+                break
+            out.append(line[4:])
+        return out
+
+    def write_config(self, cfg: dict[str, Any], *, note: str | None = None) -> None:
+        """Write the resolved config atomically; ``note`` is appended to its history."""
+        history = self.config_history()
+        if note:
+            history.append(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {note}")
+        head = ["# The exact settings of this run (resume reads them).", HISTORY]
+        head += [f"#   {h}" for h in history]
+        body = yaml.safe_dump(cfg, sort_keys=False)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot create {self.path}: {exc.strerror or exc}") from None
+        write_atomic(self.path / CONFIG, ("\n".join(head) + "\n" + body).encode())
 
     def read_config(self) -> dict[str, Any]:
         p = self.path / CONFIG
         if not p.exists():
             raise ConfigError("--resume", f"{self.path} has no {CONFIG}; is it a run directory?")
-        with open(p) as f:
-            return yaml.safe_load(f)  # type: ignore[no-any-return]
+        try:
+            data = load_yaml(p.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError("--resume", f"{p} is unreadable: {str(exc).splitlines()[0]}") from None
+        if not isinstance(data, dict):
+            raise ConfigError("--resume", f"{p} does not hold a mapping of config keys")
+        return data
 
-    # ---- metrics ---------------------------------------------------------------------------
+    # ---- metrics -----------------------------------------------------------------------------
     def append_metrics(self, record: dict[str, Any]) -> None:
-        with open(self.path / METRICS, "a") as f:
-            f.write(json.dumps(_clean(record)) + "\n")
+        line = json.dumps(_clean(record)) + "\n"
+        try:
+            with open(self.path / METRICS, "a") as f:
+                f.write(line)
+                f.flush()
+        except OSError as exc:
+            raise RunDirError(f"cannot write {self.path / METRICS}: {exc.strerror or exc}") from None
 
     def read_metrics(self) -> list[dict[str, Any]]:
+        """The rows; a partial LAST line (a run killed mid-write) is ignored, any other bad line
+        raises ``RunDirError`` naming it."""
         p = self.path / METRICS
         if not p.exists():
             return []
-        with open(p) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        lines = p.read_text(errors="replace").splitlines()
+        rows = []
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict) or not isinstance(row.get("epoch"), int):
+                    raise ValueError("not a metrics row")
+            except ValueError:
+                if i == len(lines) - 1:
+                    break
+                raise RunDirError(f"{p} line {i + 1} is not a metrics row (corrupted run)") from None
+            rows.append(row)
+        return rows
 
-    def truncate_metrics(self, last_epoch: int) -> list[dict[str, Any]]:
-        """Keep the lines of epochs <= ``last_epoch`` (those a resumed run will not redo)."""
-        kept = [r for r in self.read_metrics() if r["epoch"] <= last_epoch]
-        with open(self.path / METRICS, "w") as f:
-            for r in kept:
-                f.write(json.dumps(r) + "\n")
-        return kept
+    def reconcile_metrics(self, checkpoint: Checkpoint | None) -> list[dict[str, Any]]:
+        """Rewrite metrics.jsonl to one row per checkpointed epoch (drop rows past the checkpoint
+        and duplicates; restore the checkpoint's own row if the run died before appending it)."""
+        last = checkpoint.epoch if checkpoint is not None else -1
+        by_epoch: dict[int, dict[str, Any]] = {}
+        for row in self.read_metrics():
+            if row["epoch"] <= last:
+                by_epoch[row["epoch"]] = row  # a later duplicate is the replayed, committed one
+        record = checkpoint.engine.get("record") if checkpoint is not None else None
+        if record is not None:
+            by_epoch[last] = record
+        rows = [by_epoch[e] for e in sorted(by_epoch)]
+        write_atomic(self.path / METRICS, "".join(json.dumps(_clean(r)) + "\n" for r in rows).encode())
+        return rows
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        with open(self.path / SUMMARY, "w") as f:
-            json.dump(_clean(summary), f, indent=2)
+        write_atomic(self.path / SUMMARY, json.dumps(_clean(summary), indent=2).encode())
 
-    # ---- checkpoints -----------------------------------------------------------------------
+    # ---- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, epoch: int, nodes: dict[int, bytes], engine: dict[str, Any]) -> Path:
-        root = self.path / CKPT
-        root.mkdir(parents=True, exist_ok=True)
-        final = root / f"epoch_{epoch:05d}"
-        tmp = root / f".tmp_epoch_{epoch:05d}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        for nid, data in nodes.items():
-            (tmp / f"node_{nid}.pt").write_bytes(data)
-        with open(tmp / "engine.json", "w") as f:
-            json.dump(_clean(engine), f)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        (root / "latest").write_text(final.name + "\n")
-        for old in sorted(root.glob("epoch_*"))[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
-        return final
+        return self.checkpoints.save(epoch, nodes, _clean(engine))
+
+    def load_checkpoint(self) -> Checkpoint | None:
+        """The newest intact checkpoint (see ``CheckpointStore.load_latest``)."""
+        return self.checkpoints.load_latest()
 
     def latest_checkpoint(self) -> tuple[dict[int, bytes], dict[str, Any]] | None:
-        root = self.path / CKPT
-        marker = root / "latest"
-        if not marker.exists():
-            return None
-        folder = root / marker.read_text().strip()
-        with open(folder / "engine.json") as f:
-            engine = json.load(f)
-        nodes = {int(p.stem.split("_")[1]): p.read_bytes() for p in folder.glob("node_*.pt")}
-        return nodes, engine
+        ckpt = self.load_checkpoint()
+        return None if ckpt is None else (ckpt.nodes, ckpt.engine)

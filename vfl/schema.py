@@ -28,12 +28,12 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     bottom: str = param("mlp", help="registered bottom model (party side)")
-    bottom_hidden: tuple[int, ...] = param((64,), help="hidden widths of MLP bottoms")
+    bottom_hidden: tuple[int, ...] = param((64,), ge=1, help="hidden widths of MLP bottoms")
     embed_dim: int = param(16, ge=1, le=65536, help="embedding dimension P")
     tanh_c: float = param(1.0, gt=0, help="embedding range C (bottoms end in C*tanh)")
     fusion: str = param("sum", choices=("sum", "concat"), help="how the server fuses embeddings")
     head: str = param("mlp", help="registered fusion head (server side)")
-    head_hidden: tuple[int, ...] = param((64,), help="hidden widths of MLP heads")
+    head_hidden: tuple[int, ...] = param((64,), ge=1, help="hidden widths of MLP heads")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ class TrainConfig:
     on_dropout: str = param("fail", choices=("fail", "skip-party"),
                             help="a party dead or past transport.round_timeout_s in a round: fail (PartyFailure) "
                                  "or skip-party (finish the round with the survivors, go on without it)")
+    on_failure: str | None = param(None, choices=("restart", "fail"),
+                                   help="a dead host: restart it from the last checkpoint, or fail "
+                                        "(default: restart over Ray, fail in-process)")
+    max_restarts: int = param(3, ge=0, le=10000, help="restarts allowed per run with on_failure=restart")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class TransportConfig:
     max_actors: int = param(8, ge=1, help="upper bound on party actors when parties_per_actor=0")
     round_timeout_s: float = param(120.0, gt=0, help="a party that has not answered a round within this many "
                                    "seconds is treated as dead (see train.on_dropout)")
+    connect_timeout_s: float = param(30.0, gt=0, le=3600, help="give up joining transport.address after this")
 
 
 @dataclass(frozen=True)

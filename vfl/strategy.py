@@ -120,5 +120,8 @@ class NodeFactory:
     data: DataSource
 
     def __call__(self, specs: Sequence[NodeSpec]) -> dict[int, Node]:
+        from vfl.preflight import check_device
+
+        check_device(getattr(getattr(self.cfg, "train", None), "device", "cpu"))
         strategy = self.strategy_cls(self.cfg)
         return {s.node_id: strategy.build_node(s, self.data) for s in specs}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,11 +24,36 @@ FILES = tuple(f"{ROOT}/{b}" for b in (*TRAIN_BATCHES, "test_batch"))
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 
-def _unpickle(path: Path) -> dict[bytes, object]:
-    # This reads the PUBLIC CIFAR-10 distribution format (Python pickles written by the dataset
-    # authors); it is a local file the user placed, never data received over the wire.
-    with open(path, "rb") as f:
-        return pickle.load(f, encoding="bytes")  # noqa: S301
+class _BatchUnpickler(pickle.Unpickler):
+    """Admits only what a CIFAR-10 batch holds: dicts, lists, bytes, ints and uint8 numpy arrays.
+    Any other global (``os.system``...) is refused, so a crafted file cannot run code."""
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"): ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"): ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"): ("numpy", "ndarray"),
+        ("numpy", "dtype"): ("numpy", "dtype"),
+        ("_codecs", "encode"): ("_codecs", "encode"),  # bytes pickled by Python 3 at protocol 2
+    }
+
+    def find_class(self, module: str, name: str) -> Any:
+        target = self.ALLOWED.get((module, name))
+        if target is None:
+            raise pickle.UnpicklingError(f"refuses global {module}.{name} (not part of a CIFAR-10 batch)")
+        return super().find_class(*target)
+
+
+def _unpickle(path: Path) -> Any:
+    # The PUBLIC CIFAR-10 distribution format (Python pickles written by the dataset authors), read
+    # with a restricted unpickler; any failure names the file.
+    try:
+        with open(path, "rb") as f:
+            return _BatchUnpickler(f, encoding="bytes").load()
+    except OSError as exc:
+        raise DataError(f"cifar10: cannot read {path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # truncated, garbage, or a refused global
+        raise DataError(f"cifar10: {path} is not a readable CIFAR-10 batch "
+                        f"({type(exc).__name__}: {exc})") from None
 
 
 def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -35,11 +61,19 @@ def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     d = _unpickle(path)
     if not isinstance(d, dict) or b"data" not in d or b"labels" not in d:
         raise DataError(f"cifar10: {path} is not a CIFAR-10 batch (needs keys b'data' and b'labels')")
-    data = np.asarray(d[b"data"], dtype=np.uint8)
-    labels = np.asarray(d[b"labels"], dtype=np.int64)
-    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(data) != len(labels):
-        raise DataError(f"cifar10: {path} has data {data.shape} and {len(labels)} labels; expected (n, 3072)")
-    return data.reshape(-1, 3, 32, 32), labels
+    raw = d[b"data"]
+    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8:
+        raise DataError(f"cifar10: {path} b'data' must be a uint8 array, got {type(raw).__name__} "
+                        f"{getattr(raw, 'dtype', '')}")
+    try:
+        labels = np.asarray(d[b"labels"], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise DataError(f"cifar10: {path} b'labels' must be a list of integers") from None
+    if raw.ndim != 2 or raw.shape[1] != 3 * 32 * 32 or labels.ndim != 1 or len(raw) != len(labels):
+        raise DataError(f"cifar10: {path} has data {raw.shape} and {labels.shape} labels; expected (n, 3072), (n,)")
+    if labels.size and (labels.min() < 0 or labels.max() >= len(CLASSES)):
+        raise DataError(f"cifar10: {path} has labels {labels.min()}..{labels.max()}; allowed 0..{len(CLASSES) - 1}")
+    return raw.reshape(-1, 3, 32, 32), labels
 
 
 def to_unit(x: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ Reads the public zip's layout: ``<data_dir>/UCI HAR Dataset/{train,test}/{X,y}_{
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +23,26 @@ ACTIVITIES = ("walking", "walking_upstairs", "walking_downstairs", "sitting", "s
 NUM_FEATURES = 561
 
 
+def _load(path: Path, dtype: type, ndmin: int) -> np.ndarray:
+    """``np.loadtxt`` whose failures (non-numeric value, ragged row, unreadable file) name the file."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "input contained no data": checked below
+            return np.loadtxt(path, dtype=dtype, ndmin=ndmin)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"har: {path}: {' '.join(str(exc).split())}") from None
+
+
 def _read_split(root: Path, split: str, data_dir: Path | None) -> tuple[np.ndarray, np.ndarray]:
     xf, yf = root / split / f"X_{split}.txt", root / split / f"y_{split}.txt"
     if not (xf.is_file() and yf.is_file()):
         raise missing("har", expected=FILES, url=URL, data_dir=data_dir)
-    x = np.loadtxt(xf, dtype=np.float32, ndmin=2)
-    y = np.loadtxt(yf, dtype=np.int64, ndmin=1)
+    x, y = _load(xf, np.float32, 2), _load(yf, np.int64, 1)
+    if x.size == 0:
+        raise DataError(f"har: {xf} holds no rows")
+    if not np.isfinite(x).all():
+        row = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0]) + 1
+        raise DataError(f"har: {xf} row {row} holds a NaN or infinite value")
     if x.shape[1] != NUM_FEATURES:
         raise DataError(f"har: {xf} has {x.shape[1]} columns, expected {NUM_FEATURES}")
     if len(x) != len(y):

@@ -29,25 +29,44 @@ def _clean(tok: str) -> str:
     return tok.strip().strip("'\"")
 
 
+def _domain(spec: str) -> set[str] | None:
+    """The value set of a nominal ARFF attribute (``{-1,0,1}``), ``None`` for numeric ones."""
+    spec = spec.strip()
+    if spec.startswith("{") and spec.endswith("}"):
+        return {_clean(v) for v in spec[1:-1].split(",")}
+    return None
+
+
 def read_arff(path: Path) -> tuple[list[str], list[list[str]]]:
-    """Attribute names and data rows (as strings) of a dense ARFF file."""
+    """Attribute names and data rows (as strings) of a dense ARFF file; every value of a nominal
+    attribute must be one its declaration allows (else ``DataError`` naming line and value)."""
     names: list[str] = []
+    domains: list[set[str] | None] = []
     rows: list[list[str]] = []
     in_data = False
     with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
+        for lineno, line in enumerate(f, 1):
             s = line.strip()
             if not s or s.startswith("%"):
                 continue
             low = s.lower()
             if not in_data and low.startswith("@attribute"):
-                names.append(_clean(s.split(None, 2)[1]))
+                parts = s.split(None, 2)
+                if len(parts) < 3:
+                    raise DataError(f"phishing: {path} line {lineno}: malformed @attribute declaration")
+                names.append(_clean(parts[1]))
+                domains.append(_domain(parts[2]))
             elif not in_data and low.startswith("@data"):
                 in_data = True
             elif in_data:
                 if s.startswith("{"):
                     raise DataError(f"phishing: {path} is a sparse ARFF; only dense ARFF is supported")
-                rows.append([_clean(t) for t in s.split(",")])
+                row = [_clean(t) for t in s.split(",")]
+                for name, dom, v in zip(names, domains, row, strict=False):
+                    if dom is not None and v not in dom:
+                        raise DataError(f"phishing: {path} line {lineno}: {name} = {v!r}; allowed: "
+                                        f"{{{','.join(sorted(dom))}}}")
+                rows.append(row)
     if not in_data:
         raise DataError(f"phishing: {path} has no @data section (not an ARFF file?)")
     return names, rows
@@ -56,15 +75,24 @@ def read_arff(path: Path) -> tuple[list[str], list[list[str]]]:
 def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     """Header and rows of a CSV file (``.gz`` transparently)."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="") as f:  # type: ignore[operator]
-        r = csv.reader(f)
-        header = [_clean(h) for h in next(r, [])]
-        rows = [[_clean(t) for t in row] for row in r if row]
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as f:  # type: ignore[operator]
+            r = csv.reader(f)
+            header = [_clean(h) for h in next(r, [])]
+            rows = [[_clean(t) for t in row] for row in r if row]
+    except (OSError, UnicodeDecodeError, csv.Error, EOFError) as exc:
+        raise DataError(f"phishing: cannot read {path} as CSV: {exc}") from None
     return header, rows
 
 
 def to_arrays(path: Path, names: list[str], rows: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
     """Rows -> float32 features and the raw numeric class column (``Result``/``class``/last)."""
+    if not names:
+        raise DataError(f"phishing: {path} is empty (expected a header and data rows)")
+    if not rows:
+        raise DataError(f"phishing: {path} has a header but no data rows")
+    if len(names) < 2:
+        raise DataError(f"phishing: {path} has {len(names)} column; expected features and a class column")
     cls = next((names.index(c) for c in CLASS_COLUMNS if c in names), len(names) - 1)
     bad = next((i for i, r in enumerate(rows) if len(r) != len(names)), None)
     if bad is not None:
@@ -73,6 +101,8 @@ def to_arrays(path: Path, names: list[str], rows: list[list[str]]) -> tuple[np.n
         table = np.asarray(rows, dtype=np.float64)
     except ValueError as e:
         raise DataError(f"phishing: {path} holds a non-numeric or missing ('?') value: {e}") from e
+    if not np.isfinite(table).all():
+        raise DataError(f"phishing: {path} holds a NaN or infinite value")
     return np.delete(table, cls, axis=1).astype(np.float32), table[:, cls]
 
 

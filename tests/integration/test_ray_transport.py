@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import strategies  # noqa: F401
@@ -40,7 +42,8 @@ def test_two_epochs_over_ray_match_inprocess(ray_local, tmp_path):
 
 
 def test_dead_party_actor_is_a_typed_failure_and_checkpoint_survives(ray_local, tmp_path):
-    cfg = _cfg(parties_per_actor=1)
+    cfg = dataclasses.replace(_cfg(parties_per_actor=1), train=dataclasses.replace(
+        _cfg().train, on_failure="fail"))  # restart (the default over Ray) is tested in test_restart_ray
     transport = RayTransport()
 
     def kill_party1(epoch, record, engine):

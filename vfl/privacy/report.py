@@ -99,8 +99,11 @@ def account_report(*, mechanism: str, b: int, beta: float, parties: int, alpha: 
     if mechanism not in MECHANISMS:
         raise ConfigError("mechanism", f"got {mechanism!r}; expected one of {MECHANISMS}")
     validate_pbm(b=b, beta=beta, c=c)
-    if isinstance(parties, bool) or not isinstance(parties, int) or parties < 1:
-        raise ConfigError("parties", f"got {parties!r}; must be an int >= 1")
+    if isinstance(parties, bool) or not isinstance(parties, int) or parties < 2:
+        raise ConfigError("parties", f"got {parties!r}; must be an int >= 2 (the accounted release is the "
+                          "secure-aggregation sum over M parties; one party has nothing to hide in)")
+    if delta is not None and (isinstance(delta, bool) or not 0 < delta < 1):
+        raise ConfigError("delta", f"got {delta!r}; allowed: a value in (0, 1)")
     _check_alpha(alpha)
     full_shape = _check_shape(epochs, batch, dataset_size, dim, delta)
     report: dict[str, Any] = {"mechanism": mechanism,

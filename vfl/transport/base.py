@@ -89,6 +89,12 @@ class Transport(ABC):
         """Restore node states (resume)."""
 
     @abstractmethod
+    def restart(self, states: dict[int, bytes]) -> list[tuple[int, int, str, str, int, int]]:
+        """Bring every host back to ``states`` after a failure: recreate dead hosts with the same
+        builder, rebuild the nodes of live ones, load the states. Returns the ledger rows live
+        hosts had logged since the last ``drain`` (the failed attempt's traffic)."""
+
+    @abstractmethod
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
         """Control-plane call on one node (diagnostics, attack evaluation), outside the protocol."""
 
@@ -103,7 +109,8 @@ class Transport(ABC):
         self.shutdown()
 
 
-def make_transport(kind: str, *, address: str | None = None, temp_dir: str | None = None) -> Transport:
+def make_transport(kind: str, *, address: str | None = None, temp_dir: str | None = None,
+                   connect_timeout_s: float = 30.0) -> Transport:
     """Factory by name: ``inprocess`` or ``ray``."""
     if kind == "inprocess":
         from vfl.transport.inprocess import InProcessTransport
@@ -112,5 +119,5 @@ def make_transport(kind: str, *, address: str | None = None, temp_dir: str | Non
     if kind == "ray":
         from vfl.transport.ray_transport import RayTransport
 
-        return RayTransport(address=address, temp_dir=temp_dir)
+        return RayTransport(address=address, temp_dir=temp_dir, connect_timeout_s=connect_timeout_s)
     raise ConfigError("transport.kind", f"got {kind!r}; allowed: 'inprocess', 'ray'")

@@ -39,6 +39,7 @@ class InProcessTransport(Transport):
         for g in groups:
             self.groups[g.name] = g
             self.hosts[g.name] = NodeHost(build, g.specs, threads)
+            self.hosts[g.name].ready()
 
     def _names(self, name: str) -> str:
         return ", ".join(s.name for s in self.groups[name].specs)
@@ -110,6 +111,12 @@ class InProcessTransport(Transport):
     def set_state(self, states: dict[int, bytes]) -> None:
         for host in self.hosts.values():
             host.set_state(states)
+
+    def restart(self, states: dict[int, bytes]) -> list[tuple[int, int, str, str, int, int]]:
+        rows = []
+        for host in self.hosts.values():
+            rows.extend(host.reset(states))
+        return rows
 
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
         return self.hosts[group].call(node_id, method, *args, **kwargs)

@@ -2,8 +2,9 @@
 
 Without ``address`` a local Ray is started (``RAY_AUTH_MODE=disabled``, temp dir under the run
 directory, ``num_cpus`` = the machine's cores) and shut down at the end; with ``address`` the
-run joins an existing cluster and leaves it running. A dead actor becomes a ``PartyFailure``
-naming its parties and the round.
+run joins an existing cluster (checked first, within ``transport.connect_timeout_s``) and
+leaves it running. A dead actor becomes a ``PartyFailure`` naming its parties and the round;
+``restart`` recreates dead actors for the engine's recovery.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from vfl.errors import PartyFailure, VFLError
+from vfl.errors import PartyFailure, TransportError, VFLError
 from vfl.faults import FORWARD_ENV
 from vfl.host import NodeBuilder, NodeHost
 from vfl.message import Wire
 from vfl.transport.base import HostGroup, Outcome, Transport
+from vfl.transport.ray_connect import probe
+from vfl.transport.ray_reaper import Reaper
 
 _MAX_SOCKET_DIR = 40  # Ray adds ~65 chars (session_<date>_<pid>/sockets/plasma_store); unix sockets < 108
 
@@ -38,7 +41,7 @@ class RayTransport(Transport):
     kind = "ray"
 
     def __init__(self, *, address: str | None = None, temp_dir: str | None = None,
-                 num_cpus: int | None = None) -> None:
+                 num_cpus: int | None = None, connect_timeout_s: float = 30.0) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         import ray
@@ -46,13 +49,23 @@ class RayTransport(Transport):
         self._ray = ray
         self.address = address
         self.owns_ray = False
+        self.reaper: Reaper | None = None
         self.actors: dict[str, Any] = {}
         self.groups: dict[str, HostGroup] = {}
+        self.restart_timeout_s = 120.0  # a live actor that does not answer a reset is treated as dead
+        self._build: NodeBuilder | None = None
+        self._threads = 1
+        self._remote_host: Any = None
         if ray.is_initialized():
             return
         if address:
-            ray.init(address=address, log_to_driver=True, configure_logging=False)
+            probe(address, timeout_s=connect_timeout_s)
+            try:
+                ray.init(address=address, log_to_driver=True, configure_logging=False)
+            except Exception as exc:  # any failure to join is this one-line error
+                raise TransportError(f"cannot join Ray at {address}: {str(exc).splitlines()[0]}") from None
         else:
+            self.reaper = Reaper()  # ends Ray's agents if this driver is SIGKILLed
             ray.init(
                 num_cpus=num_cpus or os.cpu_count() or 2,
                 _temp_dir=_short_temp_dir(temp_dir),
@@ -61,18 +74,57 @@ class RayTransport(Transport):
                 configure_logging=False,
             )
             self.owns_ray = True
+            self.reaper.watch_descendants()
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
-        remote_host = self._ray.remote(NodeHost)
-        env = {k: os.environ[k] for k in FORWARD_ENV if os.environ.get(k)}  # testing hooks only
-        extra: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
+        self._build, self._threads = build, threads
         for g in groups:
             self.groups[g.name] = g
-            self.actors[g.name] = remote_host.options(
-                num_cpus=g.num_cpus, num_gpus=g.num_gpus, max_restarts=0, max_concurrency=1, **extra
-            ).remote(build, g.specs, threads)
+            self.actors[g.name] = self._spawn(g)
         # Wait until every actor has built its nodes (data loaded, models created).
         self._get({name: actor.ready.remote() for name, actor in self.actors.items()}, round="setup")
+        if self.reaper is not None:
+            self.reaper.watch_descendants()
+
+    def _spawn(self, g: HostGroup) -> Any:
+        if self._remote_host is None:
+            self._remote_host = self._ray.remote(NodeHost)
+        env = {k: os.environ[k] for k in FORWARD_ENV if os.environ.get(k)}  # testing hooks only
+        extra: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
+        return self._remote_host.options(num_cpus=g.num_cpus, num_gpus=g.num_gpus, max_restarts=0,
+                                         max_concurrency=1, **extra).remote(self._build, g.specs, self._threads)
+
+    def _subset(self, group: str, states: dict[int, bytes]) -> dict[int, bytes]:
+        ids = set(self.groups[group].node_ids)
+        return {k: v for k, v in states.items() if k in ids}
+
+    def restart(self, states: dict[int, bytes]) -> list[tuple[int, int, str, str, int, int]]:
+        ray = self._ray
+        rows: list[tuple[int, int, str, str, int, int]] = []
+        dead: list[str] = []
+        futures = {n: a.reset.remote(self._subset(n, states)) for n, a in self.actors.items()}
+        for name, fut in futures.items():
+            try:
+                rows.extend(ray.get(fut, timeout=self.restart_timeout_s))
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                dead.append(name)
+            except ray.exceptions.RayTaskError as exc:
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, VFLError):
+                    raise cause from None
+                raise PartyFailure(self._names(name), "restart", f"{type(cause).__name__}: {cause}") from exc
+        for name in dead:
+            try:
+                ray.kill(self.actors[name], no_restart=True)
+            except Exception:  # already gone
+                pass
+            self.actors[name] = self._spawn(self.groups[name])
+        if dead:
+            self._get({n: self.actors[n].ready.remote() for n in dead}, round="restart")
+            self._get({n: self.actors[n].set_state.remote(self._subset(n, states)) for n in dead}, round="restart")
+            if self.reaper is not None:
+                self.reaper.watch_descendants()
+        return rows
 
     def _get(self, futures: dict[str, Any], *, round: str) -> dict[str, Any]:
         ray = self._ray
@@ -162,10 +214,7 @@ class RayTransport(Transport):
         return states
 
     def set_state(self, states: dict[int, bytes]) -> None:
-        futures = {}
-        for name, actor in self.actors.items():
-            ids = set(self.groups[name].node_ids)
-            futures[name] = actor.set_state.remote({k: v for k, v in states.items() if k in ids})
+        futures = {n: a.set_state.remote(self._subset(n, states)) for n, a in self.actors.items()}
         self._get(futures, round="resume")
 
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -186,3 +235,6 @@ class RayTransport(Transport):
         if self.owns_ray and self._ray.is_initialized():
             self._ray.shutdown()
             self.owns_ray = False
+        if self.reaper is not None:
+            self.reaper.stand_down()
+            self.reaper = None

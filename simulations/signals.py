@@ -1,0 +1,61 @@
+"""SIGTERM handled like SIGINT: the run unwinds (our Ray shut down, the run directory unlocked) and
+the CLI prints one line naming the real run directory.
+
+Ray's ``init`` installs its own SIGTERM handlers (Python ``sys.exit`` and a C++ stack dump), so
+the CLI installs ours for the duration of a command and the runner re-installs it after Ray
+started (``after_ray_init``).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+_ACTIVE = False
+
+
+class Interrupted(KeyboardInterrupt):
+    """A termination signal turned into an exception (``KeyboardInterrupt`` so cleanup runs)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def _install() -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While active, SIGTERM raises ``Interrupted`` in the main thread."""
+    global _ACTIVE
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    _ACTIVE = True
+    _install()
+    try:
+        yield
+    finally:
+        _ACTIVE = False
+        signal.signal(signal.SIGTERM, previous)
+
+
+def after_ray_init() -> None:
+    """Take SIGTERM back from Ray (only inside ``terminate_as_interrupt``)."""
+    if _ACTIVE:
+        _install()

@@ -1,0 +1,190 @@
+"""Every bad input exits non-zero with ONE line naming the key/file/value and what is allowed
+(run in-process through ``simulations.cli.main``; all of these fail before any training)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+import pytest
+import torch
+
+from simulations.cli import main
+from simulations.runner import default_out_dir, resolve_config
+
+FAST = ["--transport", "inprocess", "--no-progress"]
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err, err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("train.lr=.nan", "train.lr: got nan; expected a finite number"),
+    ("train.lr=inf", "train.lr: got inf; expected a finite number"),
+    ("train.momentum=.inf", "train.momentum: got inf; expected a finite number"),
+    ("train.weight_decay=nan", "train.weight_decay: got nan; expected a finite number"),
+    ("model.tanh_c=.nan", "model.tanh_c: got nan"),
+    ("model.bottom_hidden=[-4]", "model.bottom_hidden[0]: got -4; allowed: a value in [1, inf)"),
+    ("model.bottom_hidden=[0]", "model.bottom_hidden[0]: got 0"),
+    ("model.head_hidden=[8, 0]", "model.head_hidden[1]: got 0"),
+    ("train.lr=fast", "train.lr: got 'fast'; expected a number"),
+])
+def test_bad_values_name_the_key(override, needle, tmp_path, capsys):
+    assert main(["run", "demo", "--out", str(tmp_path / "r"), *FAST, "--set", override]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("vfl: error: ") and needle in line, line
+    assert not (tmp_path / "r").exists()
+
+
+def test_float_syntax_yaml_reads_as_string_is_accepted(tmp_path):
+    assert resolve_config("demo", ["train.lr=1e-3"]).train.lr == pytest.approx(1e-3)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("strategy: npq\ntrain:\n  lr: 5e-2\n  weight_decay: 1E-4\n")
+    got = resolve_config(cfg)
+    assert got.train.lr == pytest.approx(0.05) and got.train.weight_decay == pytest.approx(1e-4)
+
+
+def _config_file(tmp_path, text: str | None):
+    if text is None:  # a directory
+        (tmp_path / "conf.yaml").mkdir()
+    else:
+        (tmp_path / "conf.yaml").write_text(text)
+    return str(tmp_path / "conf.yaml")
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("train:\n  lr: 0.1\n  lr: 0.2\n", "duplicate key 'lr'"),
+    ("strategy: npq\nstrategy: pbm\n", "duplicate key 'strategy'"),
+    ("", "is empty"),
+    ("# only a comment\n", "is empty"),
+    (None, "is a directory"),
+    ("- a\n- b\n", "must hold a mapping"),
+    ("train: [unclosed\n", "is not valid YAML"),
+])
+def test_bad_config_files_name_the_file(text, needle, tmp_path, capsys):
+    path = _config_file(tmp_path, text)
+    assert main(["run", path, "--out", str(tmp_path / "r"), *FAST]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("vfl: error: CONFIG: ") and needle in line and "conf.yaml" in line, line
+
+
+def test_bundled_config_names_accept_the_suffix():
+    assert resolve_config("digits-5p.yaml").num_parties == resolve_config("digits-5p").num_parties == 5
+
+
+def test_duplicate_keys_in_a_set_value(tmp_path, capsys):
+    assert main(["run", "demo", *FAST, "--out", str(tmp_path / "r"), "--set", "params={b: 8, b: 9}"]) == 2
+    assert "repeats a key" in _one_line(capsys)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_one_line(tmp_path, capsys):
+    assert main(["run", "demo", *FAST, "--out", str(tmp_path / "r"), "--set", "train.device=cuda"]) == 2
+    line = _one_line(capsys)
+    assert "train.device: got 'cuda'" in line and "no CUDA device" in line and "'cpu'" in line
+    assert not (tmp_path / "r").exists()
+
+
+# ---- --out ------------------------------------------------------------------------------------
+def test_out_that_is_a_file(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("precious")
+    assert main(["run", "demo", *FAST, "--out", str(f)]) == 2
+    assert "--out:" in (line := _one_line(capsys)) and "is a file" in line
+    assert f.read_text() == "precious"
+
+
+def test_out_under_a_read_only_directory(tmp_path, capsys):
+    if os.geteuid() == 0:  # root ignores permission bits: use a filesystem nobody may write
+        target = "/sys/vfl-test-run"
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        target = str(ro / "run")
+    assert main(["run", "demo", *FAST, "--out", target]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("vfl: error: --out: cannot create run directory") and target in line
+
+
+def test_out_that_holds_other_files_is_never_touched(tmp_path, capsys):
+    out = tmp_path / "mine"
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / "accuracy.png").write_bytes(b"my figure")
+    assert main(["run", "demo", *FAST, "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    assert "is not empty (plots) and is not a vfl run" in line
+    assert (out / "plots" / "accuracy.png").read_bytes() == b"my figure"
+    assert sorted(p.name for p in out.iterdir()) == ["plots"]  # not even a lock file was added
+
+
+def test_names_cannot_escape_runs(tmp_path):
+    cfg = resolve_config("demo", ["name=../../x"])
+    out = default_out_dir(cfg, root=tmp_path / "runs")
+    assert out.parent == tmp_path / "runs" and "/" not in out.name and not out.name.startswith(".")
+    assert out.name.startswith("_.._x-")
+
+
+def test_default_names_are_unique_within_a_second():
+    cfg = resolve_config("demo")
+    names = {default_out_dir(cfg).name for _ in range(50)}
+    assert len(names) == 50
+
+
+# ---- cluster address ---------------------------------------------------------------------------
+def test_address_without_port(tmp_path, capsys):
+    assert main(["run", "demo", "--no-progress", "--out", str(tmp_path / "r"), "--address", "notahost"]) == 2
+    assert "transport.address: got 'notahost'; expected HOST:PORT" in _one_line(capsys)
+
+
+def test_address_where_nothing_listens_gives_up_in_time(tmp_path, capsys):
+    code = main(["run", "demo", "--no-progress", "--out", str(tmp_path / "r"), "--address", "127.0.0.1:1",
+                 "--set", "transport.connect_timeout_s=1"])
+    line = _one_line(capsys)
+    assert code == 1 and "cannot join Ray at 127.0.0.1:1" in line and "transport.connect_timeout_s" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_address_that_is_not_a_ray_head(tmp_path, capsys):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    conns = []
+    threading.Thread(target=lambda: conns.extend(srv.accept() for _ in range(8)), daemon=True).start()
+    addr = f"127.0.0.1:{srv.getsockname()[1]}"
+    try:
+        code = main(["run", "demo", "--no-progress", "--out", str(tmp_path / "r"), "--address", addr,
+                     "--set", "transport.connect_timeout_s=2"])
+    finally:
+        srv.close()
+    line = _one_line(capsys)
+    assert code == 1 and f"cannot join Ray at {addr}" in line and "not as a Ray head node" in line
+
+
+# ---- other commands ----------------------------------------------------------------------------
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    from vfl import __version__
+
+    assert capsys.readouterr().out.strip() == f"vfl {__version__}"
+
+
+ACCOUNT = ["account", "--mechanism", "pbm", "--b", "16", "--beta", "0.25", "--alpha", "2", "--epochs", "1",
+           "--dim", "4"]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--parties", "1", "--delta", "1e-5"], "parties: got 1; must be an int >= 2"),
+    (["--parties", "4", "--delta", "-1e-5"], "delta: got -1e-05; allowed: a value in (0, 1)"),
+    (["--parties", "4", "--delta", "1.5"], "delta: got 1.5"),
+])
+def test_account_bad_values(extra, needle, capsys):
+    assert main([*ACCOUNT, *extra]) == 2
+    assert needle in _one_line(capsys)

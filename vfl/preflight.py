@@ -1,0 +1,20 @@
+"""Checks of what a run needs from the machine, made before anything starts (and again inside
+each host, which may be another machine of a Ray cluster)."""
+
+from __future__ import annotations
+
+import socket
+
+from vfl.errors import ConfigError
+
+
+def check_device(device: str, *, where: str | None = None) -> None:
+    """``train.device=cuda`` needs a CUDA device here (a one-line error instead of torch's trace)."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        host = where or f"this machine ({socket.gethostname()})"
+        raise ConfigError("train.device", f"got {device!r} but {host} has no CUDA device "
+                          "(torch.cuda.is_available() is False); allowed here: 'cpu'")
