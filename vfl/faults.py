@@ -66,7 +66,7 @@ def parse_faults(spec: str) -> tuple[Fault, ...]:
     return tuple(out)
 
 
-def check(node: str, replies: Sequence[Message]) -> None:
+def check(node: str, replies: Sequence[Message], *, in_driver: bool = False) -> None:
     """Called by a host before the replies of ``node`` leave it: die here if a fault says so."""
     spec = os.environ.get(FAULT_ENV)
     if not spec or not replies:
@@ -75,11 +75,10 @@ def check(node: str, replies: Sequence[Message]) -> None:
         if fault.node != node:
             continue
         if any(m.metadata.group_id == fault.round and fault.kind in ("", m.metadata.message_type) for m in replies):
-            _die(fault, replies)
+            _die(fault, replies, in_driver=in_driver)
 
 
-def _die(fault: Fault, replies: Sequence[Message]) -> None:
-    in_driver = os.environ.get("VFL_HOST_IN_DRIVER") == "1"
+def _die(fault: Fault, replies: Sequence[Message], *, in_driver: bool) -> None:
     if fault.mode == "hang":
         if in_driver:
             raise ConfigError(FAULT_ENV, "a 'hang' fault needs the ray transport (it would block the driver)")

@@ -7,7 +7,6 @@ party node it hosts), and serializes the replies — the bytes the ledger counts
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,8 +23,10 @@ NodeBuilder = Callable[[Sequence[NodeSpec]], dict[int, Node]]
 class NodeHost:
     """Holds nodes for the whole run; ``deliver`` is the only data path in or out."""
 
-    def __init__(self, build: NodeBuilder, specs: Sequence[NodeSpec], threads: int = 1) -> None:
-        if threads > 0 and os.environ.get("VFL_HOST_IN_DRIVER") != "1":
+    def __init__(self, build: NodeBuilder, specs: Sequence[NodeSpec], threads: int = 1, *,
+                 in_driver: bool = False) -> None:
+        self.in_driver = in_driver  # an in-process host shares the driver: no thread change, no exit
+        if threads > 0 and not in_driver:
             torch.set_num_threads(threads)
         self.specs = list(specs)
         self.build = build
@@ -63,7 +64,7 @@ class NodeHost:
         for nid, messages in per_node.items():
             node = self.nodes[nid]
             replies = node.handle(messages)
-            faults.check(node.spec.name, replies)  # testing hook (VFL_FAULT_INJECT); no-op otherwise
+            faults.check(node.spec.name, replies, in_driver=self.in_driver)  # testing hook (VFL_FAULT_INJECT); no-op otherwise
             out.extend(Wire.of(r) for r in replies)
         return out
 

@@ -22,17 +22,16 @@ def test_grammar() -> None:
 def test_a_host_in_the_driver_dies_with_its_unsent_replies(monkeypatch: pytest.MonkeyPatch) -> None:
     mine = wire.make("train.forward", src=3, dst=0, round="train:0:5")
     other = wire.make("train.forward", src=3, dst=0, round="train:0:4")
-    monkeypatch.setenv("VFL_HOST_IN_DRIVER", "1")
     monkeypatch.delenv(faults.FAULT_ENV, raising=False)
-    faults.check("party2", [mine])  # no fault configured: nothing happens
+    faults.check("party2", [mine], in_driver=True)  # no fault configured: nothing happens
     monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5")
-    faults.check("party1", [mine])  # another node
-    faults.check("party2", [other])  # another round
+    faults.check("party1", [mine], in_driver=True)  # another node
+    faults.check("party2", [other], in_driver=True)  # another round
     with pytest.raises(faults.InjectedCrash) as info:
-        faults.check("party2", [mine])
+        faults.check("party2", [mine], in_driver=True)
     assert info.value.replies == [mine]
     monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5/query.secagg_unmask")
-    faults.check("party2", [mine])  # restricted to another kind
+    faults.check("party2", [mine], in_driver=True)  # restricted to another kind
     monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5!hang")
     with pytest.raises(ConfigError, match="ray transport"):
-        faults.check("party2", [mine])
+        faults.check("party2", [mine], in_driver=True)

@@ -7,7 +7,6 @@ deliveries that depend on it fail without running, and the error surfaces at ``c
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +34,9 @@ class InProcessTransport(Transport):
         self.dead: dict[str, InjectedCrash] = {}
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
-        os.environ["VFL_HOST_IN_DRIVER"] = "1"  # do not change the driver's torch thread count
         for g in groups:
             self.groups[g.name] = g
-            self.hosts[g.name] = NodeHost(build, g.specs, threads)
+            self.hosts[g.name] = NodeHost(build, g.specs, threads, in_driver=True)
             self.hosts[g.name].ready()
 
     def _names(self, name: str) -> str:
