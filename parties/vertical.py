@@ -168,7 +168,9 @@ class ActiveServer(Node):
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
         ordered = sorted(messages, key=lambda m: int(m.metadata.src_node_id))
-        return self.aggregate(ordered).to(self.device)
+        fused = self.aggregate(ordered).to(self.device)
+        self.note_derived(messages[0].metadata.group_id, "fused", fused.detach().cpu().numpy())  # views only
+        return fused
 
     @handles("train.forward")
     def on_train(self, messages: list[Message]) -> list[Message]:

@@ -45,9 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     a = sub.add_parser("account", help="privacy accounting of a mechanism (prints JSON)")
     a.add_argument("--mechanism", choices=("pbm", "ldp"), required=True)
     a.add_argument("--b", type=int, required=True, help="PBM trials b")
-    a.add_argument("--beta", type=float, required=True, help="PBM beta in (0, 1/4]")
+    a.add_argument("--beta", type=float, help="PBM beta in (0, 1/4] (not with --target-epsilon)")
     a.add_argument("--parties", type=int, required=True, help="number of parties M")
-    a.add_argument("--alpha", type=float, required=True, help="Renyi order alpha > 1")
+    a.add_argument("--alpha", type=float, help="Renyi order alpha > 1 (not with --target-epsilon)")
+    a.add_argument("--target-epsilon", type=float, help="calibrate: print the beta (pbm, at fixed b) or sigma "
+                   "(ldp) reaching this epsilon over --epochs (needs --dim, --delta)")
     a.add_argument("--epochs", type=int)
     a.add_argument("--batch", type=int)
     a.add_argument("--dataset-size", type=int)
@@ -117,6 +119,15 @@ def _cmd_config_help(args: argparse.Namespace) -> int:
 
 def _cmd_account(args: argparse.Namespace) -> int:
     from vfl.privacy.report import account_report
+
+    if args.target_epsilon is not None:
+        from simulations.report.calibration import target_report
+
+        print(json.dumps(target_report(args), indent=2))
+        return 0
+    for flag in ("beta", "alpha"):
+        if getattr(args, flag) is None:
+            raise ConfigError(f"--{flag}", "required (or give --target-epsilon to calibrate)")
 
     report = account_report(mechanism=args.mechanism, b=args.b, beta=args.beta, parties=args.parties,
                             alpha=args.alpha, epochs=args.epochs, batch=args.batch, dataset_size=args.dataset_size,

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from parties.malicious import arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
 from parties.vertical import (
     STEP,
@@ -31,6 +32,7 @@ from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
 from vfl.mods import Mod
 from vfl.node import Node, NodeSpec
+from vfl.rng import NoiseSource
 from vfl.sampling import derive_seed, num_batches
 from vfl.strategy import Progress, Strategy
 
@@ -89,9 +91,20 @@ class VerticalStrategy(Strategy):
             input_shape=shard.input_shape, embed_dim=m.embed_dim, tanh_c=m.tanh_c, hidden=m.bottom_hidden))
         opt = make_optimizer(bottom.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
                              weight_decay=t.weight_decay)
-        return self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
-                               optimizer=opt, schedule=sched, mods=self.party_mods(index), device=t.device,
-                               secure_rng=cfg.privacy.secure_rng)
+        party = self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
+                                optimizer=opt, schedule=sched, mods=[*planted_mods(cfg, index, sched),
+                                                                     *self.party_mods(index)],
+                                device=t.device, secure_rng=cfg.privacy.secure_rng)
+        if cfg.attack.backdoor_party == index:  # evaluation only: a malicious passive party
+            party = arm_backdoor(party, cfg, labels)
+        return party
+
+    def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:
+        """What the server's head sees for these party embeddings (attacks and post-hoc evaluation):
+        the plain sum (or concat); PBM and LDP override it with their mechanism."""
+        if self.cfg.model.fusion == "sum":
+            return torch.stack(embeddings).sum(0)
+        return torch.cat(embeddings, dim=1)
 
     def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
         """The active party node (override to add protocol handlers, e.g. secure aggregation)."""

@@ -103,6 +103,10 @@ class Engine:
             if budget is not None and record.get("epsilon") is not None and record["epsilon"] > budget:
                 raise PrivacyBudgetExceeded(
                     f"epsilon {record['epsilon']:.4g} > privacy.epsilon_budget {budget} after epoch {epoch}")
+        if self.run_dir is not None and cfg.privacy.record_views:
+            from vfl.views import save_run_views
+
+            save_run_views(self.run_dir.path, self.transport, self.groups, cfg.privacy)
         return EngineResult(self.summary(history), history)
 
     def _no_bar(self) -> bool | None:

@@ -15,6 +15,7 @@ import torch
 
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
+from vfl.views import ViewLog
 
 NodeBuilder = Callable[[Sequence[NodeSpec]], dict[int, Node]]
 
@@ -28,6 +29,11 @@ class NodeHost:
         self.specs = list(specs)
         self.nodes = build(self.specs)
         self.outbox: list[tuple[int, int, str, str, int, int]] = []  # wires produced in pipelined mode
+        policy = getattr(build, "view_policy", None)  # privacy.record_views (off: None, nothing recorded)
+        self.views: ViewLog | None = ViewLog(policy) if policy is not None else None
+        if self.views is not None:
+            for node in self.nodes.values():
+                node.view_sink = self.views.derive
 
     def ready(self) -> list[int]:
         return sorted(self.nodes)
@@ -42,6 +48,8 @@ class NodeHost:
             )
             for nid in targets:
                 per_node.setdefault(nid, []).append(message)
+                if self.views is not None:
+                    self.views.record(nid, message)
         out: list[Wire] = []
         for nid, messages in per_node.items():
             node = self.nodes[nid]
@@ -60,6 +68,10 @@ class NodeHost:
     def drain_outbox(self) -> list[tuple[int, int, str, str, int, int]]:
         out, self.outbox = self.outbox, []
         return out
+
+    def drain_views(self) -> dict[int, dict[str, Any]]:
+        """What each of my nodes received (recorded views), forgotten here once returned."""
+        return self.views.export() if self.views is not None else {}
 
     def get_state(self) -> dict[int, bytes]:
         return {nid: state_to_bytes(n.state()) for nid, n in self.nodes.items()}
