@@ -57,7 +57,31 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--delta", type=float)
     a.add_argument("--c", type=float, default=1.0, help="embedding range C")
     a.add_argument("--c0", type=float, help="constant C_0 of the paper's Theorem 6.1/6.2 formulas")
+    rep = sub.add_parser("report", help="one-page privacy report of a run: report.md, report.json, PNGs")
+    rep.add_argument("run_dir", metavar="RUN_DIR")
+    rep.add_argument("--attacks", help="comma-separated attacks to run (default: every one that applies)")
+    at = sub.add_parser("attack", help="run one attack post hoc on a run directory (prints JSON)")
+    at.add_argument("name", metavar="NAME", help="label_inference, feature_reconstruction, gradient_inversion, "
+                    "membership, extraction, backdoor, audit, llm_leak")
+    at.add_argument("run_dir", metavar="RUN_DIR")
     return p
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import torch
+
+    from simulations.report.render import attack_json, build_report
+
+    torch.set_num_threads(1)  # many tiny models: threads only add contention on a shared machine
+    if args.command == "attack":
+        print(json.dumps(attack_json(args.name, args.run_dir), indent=2, default=str))
+        return 0
+    names = tuple(n.strip() for n in args.attacks.split(",") if n.strip()) if args.attacks else None
+    rep = build_report(args.run_dir, names=names)
+    keys = ("epsilon", "audit_epsilon_lower", "final_test_acc")
+    print(json.dumps({**{k: rep[k] for k in keys}, "attacks": {a["name"]: a["value"] for a in rep["attacks"]}}))
+    print(f"report: {Path(args.run_dir) / 'report.md'}")
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -150,6 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_config_help(args)
         if args.command == "account":
             return _cmd_account(args)
+        if args.command in ("report", "attack"):
+            return _cmd_report(args)
         parser.print_help()
         return EXIT_BAD_INPUT
     except (ConfigError, DataError) as exc:
