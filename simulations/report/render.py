@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulations.report import audit_run, llm, model_attacks, vertical_attacks  # noqa: F401  (register attacks)
-from simulations.report import figures
+from simulations.report import audit_run, figures, llm, model_attacks, vertical_attacks  # noqa: F401  (register attacks)
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped, load_run
 from vfl.privacy.events import GaussianEvent, PBMEvent

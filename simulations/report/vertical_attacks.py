@@ -11,7 +11,12 @@ import copy
 import numpy as np
 import torch
 
-from simulations.report.observe import latest_by_sample, received_gradients, server_embeddings, server_fused
+from simulations.report.observe import (
+    latest_by_sample,
+    received_gradients,
+    server_embeddings,
+    server_fused,
+)
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
 from vfl.attacks.gradient_inversion import dlg, idlg_label, input_gradients
