@@ -43,7 +43,7 @@ def roc_metrics(member_scores: np.ndarray, nonmember_scores: np.ndarray, *, fpr:
 def loss_scores(predict: Predict, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     """Yeom et al.: −(cross-entropy loss) per sample (higher = more likely a member)."""
     with torch.no_grad():
-        loss = torch.nn.functional.cross_entropy(predict(x), y, reduction="none")
+        loss = torch.nn.functional.cross_entropy(predict(x).double(), y, reduction="none")  # float64: no ties at 0
     return (-loss).double().numpy()  # type: ignore[no-any-return]
 
 
