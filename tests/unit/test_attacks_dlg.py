@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
 from vfl.attacks.gradient_inversion import dlg, idlg_label, input_gradients, param_gradients
 from vfl.privacy.mechanisms import pbm_decode
 from vfl.rng import NoiseSource
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models: torch threads only add contention on a shared machine."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
 
 
 def _net(seed: int, d: int = 8, k: int = 4) -> nn.Module:

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
 from vfl.attacks.membership import control_split, label_only_scores, loss_scores, roc_metrics
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models: torch threads only add contention on a shared machine."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
 
 
 def _memorizer(x: torch.Tensor, y: torch.Tensor) -> nn.Module:
