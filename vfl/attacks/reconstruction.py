@@ -31,27 +31,46 @@ def _standardize(train: np.ndarray, *others: np.ndarray) -> tuple[np.ndarray, ..
     return tuple((a - mu) / sd for a in (train, *others))
 
 
-def fit_decoder(*, obs: np.ndarray, target: np.ndarray, seed: int, hidden: Sequence[int] = (128, 128),
-                epochs: int = 300, lr: float = 3e-3, weight_decay: float = 1e-4) -> nn.Module:
-    """An MLP ``obs -> target`` fitted by full-batch Adam on the (standardized) auxiliary pairs."""
-    if len(obs) != len(target) or len(obs) < 2:
-        raise DataError(f"decoder needs >= 2 aligned auxiliary pairs; got {len(obs)} and {len(target)}")
+def _mlp(d_in: int, d_out: int, hidden: Sequence[int], seed: int) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed & 0x7FFF_FFFF)
         layers: list[nn.Module] = []
-        prev = obs.shape[1]
+        prev = d_in
         for h in hidden:
             layers += [nn.Linear(prev, h), nn.ReLU()]
             prev = h
-        net = nn.Sequential(*layers, nn.Linear(prev, target.shape[1])).double()
+        return nn.Sequential(*layers, nn.Linear(prev, d_out)).double()
+
+
+def fit_decoder(*, obs: np.ndarray, target: np.ndarray, seed: int, hidden: Sequence[int] = (128, 128),
+                epochs: int = 300, lr: float = 3e-3, weight_decay: float = 1e-4,
+                val_fraction: float = 0.2) -> nn.Module | None:
+    """An MLP ``obs -> target`` fitted by full-batch Adam on the auxiliary pairs, early-stopped on a
+    held-out share of them. None when no epoch beats the mean of the targets on that share (then the
+    attacker's best guess is the mean: the observations carry nothing it can use)."""
+    if len(obs) != len(target) or len(obs) < 5:
+        raise DataError(f"decoder needs >= 5 aligned auxiliary pairs; got {len(obs)} and {len(target)}")
+    n_val = max(1, int(val_fraction * len(obs)))
+    perm = np.random.default_rng(seed).permutation(len(obs))
+    val, tr = perm[:n_val], perm[n_val:]
     x = torch.from_numpy(np.asarray(obs, dtype=np.float64))
     t = torch.from_numpy(np.asarray(target, dtype=np.float64))
+    net = _mlp(x.shape[1], t.shape[1], hidden, seed)
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-    for _ in range(epochs):
+    best = float(((t[val] - t[tr].mean(0)) ** 2).mean())  # the mean guess is the bar to beat
+    state = None
+    for epoch in range(epochs):
         opt.zero_grad(set_to_none=True)
-        loss = ((net(x) - t) ** 2).mean()
-        loss.backward()
+        ((net(x[tr]) - t[tr]) ** 2).mean().backward()
         opt.step()
+        if epoch % 10 == 9:
+            with torch.no_grad():
+                err = float(((net(x[val]) - t[val]) ** 2).mean())
+            if err < best:
+                best, state = err, {k: v.clone() for k, v in net.state_dict().items()}
+    if state is None:
+        return None
+    net.load_state_dict(state)
     return net.eval()
 
 
@@ -65,6 +84,8 @@ def reconstruct(*, aux_obs: np.ndarray, aux_x: np.ndarray, obs: np.ndarray, seed
     mu, sd = aux_x.mean(0, keepdims=True), aux_x.std(0, keepdims=True)
     sd = np.where(sd > 1e-8, sd, 1.0)
     net = fit_decoder(obs=zo_aux, target=(aux_x - mu) / sd, seed=seed, epochs=epochs)
+    if net is None:
+        return np.broadcast_to(mu, (len(obs), aux_x.shape[1])).copy()  # type: ignore[no-any-return]
     with torch.no_grad():
         pred = net(torch.from_numpy(zo)).numpy()
     return pred * sd + mu  # type: ignore[no-any-return]
