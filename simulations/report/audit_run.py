@@ -18,7 +18,7 @@ from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
 from strategies.vertical import party_node_id
 from vfl.attacks.audit import canary_design, max_auditable_epsilon, one_run_audit
-from vfl.attacks.seeded_noise import counts_given, regenerate_normal, regenerate_words, round_source
+from vfl.attacks.seeded_noise import regenerate_binomial, regenerate_normal, round_source
 
 PURPOSE = {"gaussian": "ldp", "binomial": "pbm"}  # NoiseSource purposes of the LDP and PBM mods
 
@@ -49,11 +49,9 @@ def _own_message_score(run: RunArtifacts, o: Observed, rows: list[int], seeded: 
     b, beta = pbm
     if not seeded:
         return (vals - b / 2).sum(axis=1)  # type: ignore[no-any-return]
-    words = regenerate_words(_source(run, PURPOSE["binomial"], idx, o), n=o.rows.size, trials=b)
-    words = words.reshape(*o.rows.shape, b)[rows].reshape(-1, b)
-    plus, minus = counts_given(words, 0.5 + beta), counts_given(words, 0.5 - beta)
-    q = vals.reshape(-1)
-    return (np.abs(q - minus) - np.abs(q - plus)).reshape(len(rows), -1).sum(axis=1)  # type: ignore[no-any-return]
+    plus, minus = (regenerate_binomial(_source(run, PURPOSE["binomial"], idx, o), trials=b, p=0.5 + s * beta,
+                                       shape=o.rows.shape)[rows] for s in (1, -1))
+    return (np.abs(vals - minus) - np.abs(vals - plus)).sum(axis=1)  # type: ignore[no-any-return]
 
 
 def _fused_score(run: RunArtifacts, o: Observed, rows: list[int], seeded: bool) -> np.ndarray:
@@ -67,14 +65,14 @@ def _fused_score(run: RunArtifacts, o: Observed, rows: list[int], seeded: bool) 
     q = np.rint(vals * beta * b / c + b * m / 2)  # the integer sum the decode started from
     residual = q.copy()
     canary = run.cfg.attack.canary_party
+    plus = minus = q
     for index in range(m):
-        words = regenerate_words(_source(run, PURPOSE["binomial"], index, o), n=o.rows.size, trials=b)
-        words = words.reshape(*o.rows.shape, b)[rows].reshape(-1, b)
-        hi, lo = counts_given(words, 0.5 + beta), counts_given(words, 0.5 - beta)
+        hi, lo = (regenerate_binomial(_source(run, PURPOSE["binomial"], index, o), trials=b, p=0.5 + s * beta,
+                                      shape=o.rows.shape)[rows] for s in (1, -1))
         if index == canary:
-            plus, minus = hi.reshape(q.shape), lo.reshape(q.shape)
+            plus, minus = hi, lo
         else:
-            residual -= ((hi + lo) / 2).reshape(q.shape)  # the others' counts: known up to their input
+            residual -= (hi + lo) / 2  # the others' counts: known up to where their input put them
     return (np.abs(residual - minus) - np.abs(residual - plus)).sum(axis=1)  # type: ignore[no-any-return]
 
 

@@ -16,7 +16,7 @@ from vfl.attacks.audit import (
     one_run_audit,
     p_value,
 )
-from vfl.attacks.seeded_noise import counts_given, regenerate_normal, regenerate_words, round_source
+from vfl.attacks.seeded_noise import regenerate_binomial, regenerate_normal, round_source
 from vfl.privacy import Accountant, GaussianEvent, PBMEvent
 from vfl.rng import NoiseSource
 
@@ -83,12 +83,14 @@ def test_seeded_noise_lets_the_audit_exceed_the_accountant():
     assert cheat["accuracy"] == 1.0 and cheat["epsilon_lower"] > upper
 
 
-def test_regenerated_words_give_the_binomial_the_mechanism_drew():
-    p = torch.from_numpy(np.random.default_rng(0).uniform(0.25, 0.75, size=(5, 3)))
+def test_regenerated_binomials_are_the_ones_the_mechanism_drew():
+    x = np.random.default_rng(0).choice([-1.0, 1.0], size=(5, 3))
     src = dict(seed=11, purpose="pbm", node=2, phase="train", epoch=1, step=4)
-    drawn = NoiseSource.for_round("seeded", **src).binomial(16, p)
-    words = regenerate_words(round_source(**src), n=15, trials=16)
-    assert np.array_equal(counts_given(words, p.numpy().ravel()).reshape(5, 3), drawn.numpy())
+    drawn = NoiseSource.for_round("seeded", **src).binomial(16, torch.from_numpy(0.5 + 0.1 * x)).numpy()
+    plus = regenerate_binomial(round_source(**src), trials=16, p=0.6, shape=(5, 3))
+    minus = regenerate_binomial(round_source(**src), trials=16, p=0.4, shape=(5, 3))
+    assert np.all(plus >= minus)
+    assert np.array_equal(np.where(x > 0, plus, minus), drawn)
 
 
 def test_bound_is_zero_for_blind_guesses_and_grows_with_correct_ones():

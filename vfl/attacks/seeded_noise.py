@@ -2,9 +2,9 @@
 
 The seeded recipe is public by construction: ``NoiseSource.for_round("seeded", seed=, purpose=,
 node=, phase=, epoch=, step=)`` (purposes "pbm", "ldp", ...; ``node`` is the sending party's node
-id). So the server can redraw a party's Gaussian noise and subtract it, or redraw the keystream
-words behind its binomial coins and test which input explains the counts it received. This is
-why a seeded run's ε is not a guarantee, and why the audit may then exceed the accountant.
+id). So the server can redraw a party's Gaussian noise and subtract it, or re-run the binomial
+sampler on the same stream under each hypothesis and see which input explains the counts it
+received. This is why a seeded run's ε is not a guarantee, and why the audit may then exceed it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from vfl.rng import NoiseSource
-
-_TWO32 = float(1 << 32)
 
 
 def round_source(*, seed: int, purpose: str, node: int, phase: str, epoch: int, step: int) -> NoiseSource:
@@ -28,19 +26,13 @@ def regenerate_normal(source: NoiseSource, shape: tuple[int, ...]) -> np.ndarray
     return source.normal(shape, dtype=torch.float64).numpy()  # type: ignore[no-any-return]
 
 
-def regenerate_words(source: NoiseSource, *, n: int, trials: int) -> np.ndarray:
-    """(n, trials) keystream words behind ``NoiseSource.binomial(trials, p)`` of n probabilities."""
-    return source.words(n * trials).reshape(n, trials)
+def regenerate_binomial(source: NoiseSource, *, trials: int, p: np.ndarray | float, shape: tuple[int, ...]) -> np.ndarray:
+    """Re-run the mechanism's own sampler on the regenerated stream under a hypothesis ``p``.
 
+    The coins are U < T(p) for the same keystream U, so counts are monotone in p and equal to what
+    the party drew wherever its p was the hypothesised one (the sampler is reused, never re-implemented).
+    """
+    import torch
 
-def coin_threshold(p: np.ndarray) -> np.ndarray:
-    """The integer thresholds ``NoiseSource.binomial`` compares each word with (rounded towards 1/2)."""
-    scaled = np.asarray(p, np.float64) * _TWO32
-    thr = np.where(scaled >= _TWO32 / 2, np.floor(scaled), np.ceil(scaled))
-    return np.clip(thr, 0, _TWO32).astype(np.uint64)  # type: ignore[no-any-return]
-
-
-def counts_given(words: np.ndarray, p: np.ndarray | float) -> np.ndarray:
-    """The binomial counts these words give for success probabilities ``p`` (one per row)."""
-    thr = coin_threshold(np.broadcast_to(np.asarray(p, np.float64), (len(words),)))
-    return (words.astype(np.uint64) < thr[:, None]).sum(axis=1)  # type: ignore[no-any-return]
+    probs = torch.from_numpy(np.broadcast_to(np.asarray(p, np.float64), shape).copy())
+    return source.binomial(int(trials), probs).numpy()  # type: ignore[no-any-return]
