@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
@@ -78,3 +79,36 @@ def test_policy_of_a_round_tag():
     p = ViewPolicy(max_bytes=1, every=3)
     assert p.wants("train:0:3") and not p.wants("train:0:1") and p.wants("eval:0:1")
     assert not p.wants("setup:0:0") and not p.wants("control:0:0") and not p.wants("garbage")
+
+
+def test_a_resumed_run_appends_to_the_views(tmp_path):
+    from vfl.views import write_views
+
+    policy = ViewPolicy(max_bytes=1 << 20)
+    meta = {"src": 1, "kind": "train.forward", "round": "train:0:0", "record": "emb", "name": "e", "config": {},
+            "derived": False}
+    for epoch in range(2):
+        exp = {0: {"entries": [{**meta, "round": f"train:{epoch}:0"}], "arrays": [np.full((2, 2), epoch)],
+                   "dropped": 0}}
+        write_views(tmp_path / "views", exp, names={0: "server"}, roles={0: "hub"}, policy=policy)
+    server = load_views(tmp_path)["server"]
+    assert [e["epoch"] for e in server.entries] == [0, 1]
+    assert server.array("a000001")[0, 0] == 1
+
+
+@pytest.mark.ray
+def test_views_come_back_from_ray_actors(tmp_path, ray_local):
+    from vfl.transport.ray_transport import RayTransport
+
+    cfg = load_run_config({"strategy": "npq", "num_parties": 3, "seed": 1,
+                           "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
+                           "train": {"epochs": 1, "batch_size": 50}, "privacy": {"record_views": True}})
+    transport = RayTransport()
+    engine = Engine(cfg, transport, BlobSource(num_parties=3, num_train=200), run_dir=RunDir(tmp_path), progress=False)
+    try:
+        engine.run()
+    finally:
+        transport.shutdown()
+    views = load_views(tmp_path)
+    assert len(list(views["party2"].select(record="grad"))) == 4
+    assert len(list(views["server"].select(name="fused", phase="train"))) == 4
