@@ -130,7 +130,7 @@ def _markdown(r: dict[str, Any], results: list[AttackResult]) -> str:
     audit = next((a for a in results if a.name == "audit"), None)
     if audit is not None and audit.details.get("why"):
         lines += ["", f"**Audit vs accountant:** {audit.details['why']}"]
-    lines += ["", "'beats chance' = the attack's number is at least 10 % (relative) better than its baseline; a rough "
-              "reading, see docs/attacks.md for what each number means.", ""]
+    lines += ["", "'beats chance' = the attack's number is at least 10 % (relative; and 0.05 absolute for rates) "
+              "better than its baseline: a rough reading, see docs/attacks.md for what each number means.", ""]
     lines += [f"![{Path(f).stem}]({f})" for f in r["figures"]]
     return "\n".join(lines) + "\n"

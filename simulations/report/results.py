@@ -35,7 +35,8 @@ class AttackResult:
         if not (math.isfinite(self.value) and math.isfinite(self.baseline)):
             return None
         gap = self.value - self.baseline if self.higher_is_better_attack else self.baseline - self.value
-        return gap > 0.1 * max(abs(self.baseline), 0.1)
+        bounded = abs(self.baseline) <= 1 and abs(self.value) <= 1  # rates, AUCs: also 5 points absolute
+        return gap > 0.1 * max(abs(self.baseline), 0.1) and (not bounded or gap > 0.05)
 
     def to_json(self) -> dict[str, Any]:
         out = {"name": self.name, "metric": self.metric, "value": _num(self.value), "baseline": _num(self.baseline),
