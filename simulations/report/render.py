@@ -78,9 +78,11 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None) -
     s, cfg = run.summary, run.cfg
     results, skipped = run_attacks(run, names)
     figs = figures.curves(run.metrics, out, f"{cfg.name} ({cfg.strategy})")
-    scope = s.get("epsilon_scope") or default_scope(run)
+    detail = default_scope(run)
+    scope = s.get("epsilon_scope") or detail  # the run's own label when it has one (e.g. bottom DP-SGD)
     if run.accountant is not None and run.accountant.events:
-        figs += figures.privacy(run.accountant, cfg.privacy.delta, scope, out)
+        figs += figures.privacy(run.accountant, cfg.privacy.delta, detail if scope == detail else f"{scope}: {detail}",
+                                out)
     att = figures.attacks(results, out)
     figs += [att] if att else []
     audit = next((r for r in results if r.name == "audit"), None)
@@ -94,7 +96,7 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None) -
         "num_parties": cfg.num_parties, "params": _params(cfg), "final_test_acc": s.get("final_test_acc"),
         "total_bytes": (s.get("total_bytes_up") or 0) + (s.get("total_bytes_down") or 0),
         "epsilon": s.get("epsilon"), "delta": cfg.privacy.delta if s.get("epsilon") is not None else None,
-        "epsilon_scope": scope, "epsilon_is_guarantee": guarantee, "noise_rng": cfg.privacy.noise_rng,
+        "epsilon_scope": scope, "epsilon_scope_detail": detail, "epsilon_is_guarantee": guarantee, "noise_rng": cfg.privacy.noise_rng,
         "audit_epsilon_lower": audit.value if audit is not None else None,
         "attacks": [r.to_json() for r in results], "skipped": skipped,
         "figures": [str(Path(f).relative_to(run.path)) for f in figs], "report_s": time.perf_counter() - t0,
@@ -120,7 +122,8 @@ def _markdown(r: dict[str, Any], results: list[AttackResult]) -> str:
              f"| accountant ε (upper bound) at δ={_fmt(r['delta'])} | {_fmt(r['epsilon'])} |",
              f"| ε is a guarantee | {_fmt(r['epsilon_is_guarantee'])} (noise_rng: {r['noise_rng']}) |",
              f"| audit ε (empirical lower bound, 95 %) | {_fmt(r['audit_epsilon_lower'])} |", "",
-             f"**What ε covers:** {r['epsilon_scope']}", "", "## Attacks (what a curious node recovered)", "",
+             f"**What ε covers:** {r['epsilon_scope']}"
+             + ("" if r["epsilon_scope"] == r["epsilon_scope_detail"] else f" — {r['epsilon_scope_detail']}"), "", "## Attacks (what a curious node recovered)", "",
              "| attack | threat model | metric | value | chance baseline | beats chance? |", "|---|---|---|---|---|---|"]
     for a in results:
         verdict = {True: "yes", False: "no", None: "—"}[a.succeeded]

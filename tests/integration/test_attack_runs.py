@@ -66,7 +66,8 @@ def test_report_of_a_pbm_run_has_every_number_and_figure(tmp_path, capsys):
             "membership_label_only", "extraction", "audit"} <= names
     assert all({"name", "metric", "value", "baseline"} <= set(a) for a in rep["attacks"])
     assert 0 < rep["audit_epsilon_lower"] <= rep["epsilon"]
-    assert "SUM of 4 parties" in rep["epsilon_scope"] and rep["epsilon_is_guarantee"] is True
+    assert rep["epsilon_scope"] and "SUM of 4 parties" in rep["epsilon_scope_detail"]
+    assert rep["epsilon_is_guarantee"] is True
     for fig in ("accuracy", "communication", "epsilon_delta", "rdp", "attacks", "audit", "reconstruction"):
         assert (run / "report" / f"{fig}.png").exists()
     md = (run / "report.md").read_text()
