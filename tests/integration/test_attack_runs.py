@@ -93,6 +93,7 @@ def test_attacks_without_views_say_what_is_missing(tmp_path):
     rep = build_report(run)
     assert "record_views" in rep["skipped"]["label_inference"] and rep["audit_epsilon_lower"] is None
     assert {a["name"] for a in rep["attacks"]} >= {"membership_loss", "extraction"}
+    assert main(["attack", "nope", str(run)]) == 2 and main(["report", str(tmp_path)]) == 2
 
 
 _SEEDED_NOISE = "noise" in inspect.signature(__import__("vfl.privacy.mechanisms", fromlist=["x"]).gaussian_perturb
