@@ -174,7 +174,9 @@ class ActiveServer(Node):
     def fuse(self, messages: list[Message]) -> torch.Tensor:
         ordered = sorted(messages, key=lambda m: int(m.metadata.src_node_id))
         self.last_summed = [int(m.metadata.src_node_id) for m in ordered]
-        return self.aggregate(ordered).to(self.device)
+        fused = self.aggregate(ordered).to(self.device)
+        self.note_derived(messages[0].metadata.group_id, "fused", fused.detach().cpu().numpy())  # views only
+        return fused
 
     def contributors(self) -> list[int]:
         """The parties whose embeddings made the last fused input (dropout records)."""

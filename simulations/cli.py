@@ -68,9 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     a = sub.add_parser("account", help="privacy accounting of a mechanism (prints JSON)")
     a.add_argument("--mechanism", choices=("pbm", "ldp"), required=True)
     a.add_argument("--b", type=int, required=True, help="PBM trials b")
-    a.add_argument("--beta", type=float, required=True, help="PBM beta in (0, 1/4]")
+    a.add_argument("--beta", type=float, help="PBM beta in (0, 1/4] (not with --target-epsilon)")
     a.add_argument("--parties", type=int, required=True, help="number of parties M")
-    a.add_argument("--alpha", type=float, required=True, help="Renyi order alpha > 1")
+    a.add_argument("--alpha", type=float, help="Renyi order alpha > 1 (not with --target-epsilon)")
+    a.add_argument("--target-epsilon", type=float, help="calibrate: print the beta (pbm, at fixed b) or sigma "
+                   "(ldp) reaching this epsilon over --epochs (needs --dim, --delta)")
     a.add_argument("--epochs", type=int)
     a.add_argument("--batch", type=int)
     a.add_argument("--dataset-size", type=int)
@@ -78,7 +80,31 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--delta", type=float)
     a.add_argument("--c", type=float, default=1.0, help="embedding range C")
     a.add_argument("--c0", type=float, help="constant C_0 of the paper's Theorem 6.1/6.2 formulas")
+    rep = sub.add_parser("report", help="one-page privacy report of a run: report.md, report.json, PNGs")
+    rep.add_argument("run_dir", metavar="RUN_DIR")
+    rep.add_argument("--attacks", help="comma-separated attacks to run (default: every one that applies)")
+    at = sub.add_parser("attack", help="run one attack post hoc on a run directory (prints JSON)")
+    at.add_argument("name", metavar="NAME", help="label_inference, feature_reconstruction, gradient_inversion, "
+                    "membership, extraction, backdoor, audit, llm_leak")
+    at.add_argument("run_dir", metavar="RUN_DIR")
     return p
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import torch
+
+    from simulations.report.render import attack_json, build_report
+
+    torch.set_num_threads(1)  # many tiny models: threads only add contention on a shared machine
+    if args.command == "attack":
+        print(json.dumps(attack_json(args.name, args.run_dir), indent=2, default=str))
+        return 0
+    names = tuple(n.strip() for n in args.attacks.split(",") if n.strip()) if args.attacks else None
+    rep = build_report(args.run_dir, names=names)
+    keys = ("epsilon", "audit_epsilon_lower", "final_test_acc")
+    print(json.dumps({**{k: rep[k] for k in keys}, "attacks": {a["name"]: a["value"] for a in rep["attacks"]}}))
+    print(f"report: {Path(args.run_dir) / 'report.md'}")
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -149,6 +175,15 @@ def _cmd_config_help(args: argparse.Namespace) -> int:
 def _cmd_account(args: argparse.Namespace) -> int:
     from vfl.privacy.report import account_report
 
+    if args.target_epsilon is not None:
+        from simulations.report.calibration import target_report
+
+        print(json.dumps(target_report(args), indent=2))
+        return 0
+    for flag in ("beta", "alpha"):
+        if getattr(args, flag) is None:
+            raise ConfigError(f"--{flag}", "required (or give --target-epsilon to calibrate)")
+
     report = account_report(mechanism=args.mechanism, b=args.b, beta=args.beta, parties=args.parties,
                             alpha=args.alpha, epochs=args.epochs, batch=args.batch, dataset_size=args.dataset_size,
                             dim=args.dim, delta=args.delta, c=args.c, c0=args.c0)
@@ -178,6 +213,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _cmd_config_help(args)
     if args.command == "account":
         return _cmd_account(args)
+    if args.command in ("report", "attack"):
+        return _cmd_report(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 

@@ -5,9 +5,12 @@ party's release on its own."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from parties.mods import gaussian_mod
 from strategies.vertical import VerticalStrategy
@@ -16,6 +19,8 @@ from vfl.mods import Mod
 from vfl.privacy.events import GaussianEvent
 from vfl.privacy.mechanisms import ldp_sigma
 from vfl.privacy.scope import bottom_dp_events
+from vfl.rng import NoiseSource
+from vfl.schema import RunConfig
 from vfl.strategy import register
 
 
@@ -33,6 +38,16 @@ class LDP(VerticalStrategy):
     Params = LDPParams
     bottom_dp_refusal = None  # every release is Gaussian noised: with privacy.bottom_dp the epsilon is end-to-end
 
+    @classmethod
+    def calibrate_to_target(cls, cfg: RunConfig) -> RunConfig:
+        """σ whose ε after train.epochs is privacy.target_epsilon (sets params.sigma)."""
+        from vfl.privacy.calibrate import calibrate_ldp_sigma
+
+        sens = 2 * cfg.model.tanh_c * math.sqrt(cfg.model.embed_dim)
+        sigma, _ = calibrate_ldp_sigma(target_epsilon=float(cfg.privacy.target_epsilon or 0), delta=cfg.privacy.delta,
+                                       sensitivity=sens, epochs=cfg.train.epochs)
+        return dataclasses.replace(cfg, params=dataclasses.replace(cfg.params, sigma=sigma))
+
     @property
     def sigma(self) -> float:
         p: LDPParams = self.params
@@ -42,6 +57,11 @@ class LDP(VerticalStrategy):
 
     def party_mods(self, index: int) -> list[Mod]:
         return [gaussian_mod(sigma=self.sigma)]
+
+    def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:
+        """The sum of the parties' noisy embeddings e + N(0, σ²) (what the server fuses)."""
+        noisy = [e + self.sigma * noise.normal(tuple(e.shape), dtype=e.dtype) for e in embeddings]
+        return super().release(noisy, noise=noise)
 
     def privacy_events(self, *, epoch: int) -> list[Any]:
         """One release of each sample's P-dim embedding per epoch; a change of one sample's features

@@ -7,6 +7,7 @@ h̃ is broadcast once (straight-through). With ``secagg: false`` the counts go u
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from vfl.mods import Mod
 from vfl.privacy.events import PBMEvent
 from vfl.privacy.mechanisms import pbm_decode
 from vfl.privacy.scope import bottom_dp_events
+from vfl.rng import NoiseSource
 from vfl.schema import RunConfig
 from vfl.secagg import smallest_modulus_bits
 from vfl.strategy import register
@@ -49,6 +51,17 @@ class PBM(SecureSumStrategy):
         elif cfg.model.fusion != "sum":
             raise ConfigError("model.fusion", "pbm decodes the sum of the parties' counts; fusion must be 'sum'")
 
+    @classmethod
+    def calibrate_to_target(cls, cfg: RunConfig) -> RunConfig:
+        """β (at the configured b) whose ε after train.epochs is privacy.target_epsilon."""
+        from vfl.privacy.calibrate import calibrate_pbm_beta
+
+        p: PBMParams = cfg.params
+        beta, _ = calibrate_pbm_beta(target_epsilon=float(cfg.privacy.target_epsilon or 0), delta=cfg.privacy.delta,
+                                     b=p.b, num_parties=cfg.num_parties if p.secagg else 1,
+                                     dim=cfg.model.embed_dim, epochs=cfg.train.epochs)
+        return dataclasses.replace(cfg, params=dataclasses.replace(p, beta=beta))
+
     @property
     def k(self) -> int:
         """Bits per element on the wire: 2^k > bM with SecAgg (no wrap of the sum), 2^k > b without."""
@@ -71,6 +84,14 @@ class PBM(SecureSumStrategy):
         p: PBMParams = self.params
         return pbm_decode(torch.from_numpy(total.astype(np.float64)), b=p.b, beta=p.beta, c=self.cfg.model.tanh_c,
                           num_parties=num_parties).float()
+
+    def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:
+        """The decoded noisy sum h̃ the head sees: each party's Binomial(b, 1/2 + β·e/C) counts, summed."""
+        p: PBMParams = self.params
+        c = self.cfg.model.tanh_c
+        total = sum(noise.binomial(int(p.b), 0.5 + p.beta * (e.detach().double() / c).clamp(-1.0, 1.0))
+                    for e in embeddings)
+        return self.decode_sum(np.asarray(total), len(embeddings))
 
     def privacy_events(self, *, epoch: int) -> list[Any]:
         """Each training sample's P coordinates are released once per epoch; with SecAgg the server

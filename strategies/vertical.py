@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from parties.malicious import arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
 from parties.vertical import (
     STEP,
@@ -33,6 +34,7 @@ from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
 from vfl.mods import Mod
 from vfl.node import Node, NodeSpec
+from vfl.rng import NoiseSource
 from vfl.sampling import derive_seed, num_batches
 from vfl.strategy import Progress, Strategy
 
@@ -105,9 +107,20 @@ class VerticalStrategy(Strategy):
             bottom, opt = wrap_bottom(bottom, opt, name=m.bottom, noise_multiplier=dp.noise_multiplier,
                                       max_grad_norm=dp.max_grad_norm, batch_size=t.batch_size,
                                       noise_rng=cfg.privacy.noise_rng, seed=cfg.seed, node_id=spec.node_id)
-        return self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
-                               optimizer=opt, schedule=sched, mods=self.party_mods(index), device=t.device,
-                               noise_rng=cfg.privacy.noise_rng)
+        party = self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
+                                optimizer=opt, schedule=sched, mods=[*planted_mods(cfg, index, sched),
+                                                                     *self.party_mods(index)],
+                                device=t.device, noise_rng=cfg.privacy.noise_rng)
+        if cfg.attack.backdoor_party == index:  # evaluation only: a malicious passive party
+            party = arm_backdoor(party, cfg, labels)
+        return party
+
+    def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:
+        """What the server's head sees for these party embeddings (attacks and post-hoc evaluation):
+        the plain sum (or concat); PBM and LDP override it with their mechanism."""
+        if self.cfg.model.fusion == "sum":
+            return torch.stack(embeddings).sum(0)
+        return torch.cat(embeddings, dim=1)
 
     def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
         """The active party node (override to add protocol handlers, e.g. secure aggregation)."""

@@ -132,6 +132,10 @@ class Engine:
                 epoch += 1
         finally:
             outer.close()
+        if self.run_dir is not None and cfg.privacy.record_views:
+            from vfl.views import save_run_views
+
+            save_run_views(self.run_dir.path, self.transport, self.groups, cfg.privacy)
         return EngineResult(self.summary(history), history)
 
     def _commit(self, epoch: int, record: dict[str, Any]) -> None:

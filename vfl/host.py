@@ -16,6 +16,7 @@ from vfl import faults
 from vfl.errors import VFLError
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
+from vfl.views import ViewLog
 
 NodeBuilder = Callable[[Sequence[NodeSpec]], dict[int, Node]]
 
@@ -32,10 +33,19 @@ class NodeHost:
         self.build = build
         self.outbox: list[tuple[int, int, str, str, int, int]] = []  # wires produced in pipelined mode
         self.init_error: VFLError | None = None
+        policy = getattr(build, "view_policy", None)  # privacy.record_views (off: None, nothing recorded)
+        self.views: ViewLog | None = ViewLog(policy) if policy is not None else None
         try:
-            self.nodes = build(self.specs)
+            self.nodes = self._build_nodes()
         except VFLError as exc:  # reported by ready(): Ray loses the type of errors raised in __init__
             self.nodes, self.init_error = {}, exc
+
+    def _build_nodes(self) -> dict[int, Node]:
+        nodes = self.build(self.specs)
+        if self.views is not None:
+            for node in nodes.values():
+                node.view_sink = self.views.derive
+        return nodes
 
     def ready(self) -> list[int]:
         if self.init_error is not None:
@@ -46,7 +56,7 @@ class NodeHost:
         """Rebuild every node and load ``states`` (a restart: whatever a failed round left in the
         nodes is dropped); returns the outbox rows logged since the last drain."""
         rows = self.drain_outbox()
-        self.nodes = self.build(self.specs)
+        self.nodes = self._build_nodes()
         self.set_state(states)
         return rows
 
@@ -60,6 +70,8 @@ class NodeHost:
             )
             for nid in targets:
                 per_node.setdefault(nid, []).append(message)
+                if self.views is not None:
+                    self.views.record(nid, message)
         out: list[Wire] = []
         for nid, messages in per_node.items():
             node = self.nodes[nid]
@@ -79,6 +91,10 @@ class NodeHost:
     def drain_outbox(self) -> list[tuple[int, int, str, str, int, int]]:
         out, self.outbox = self.outbox, []
         return out
+
+    def drain_views(self) -> dict[int, dict[str, Any]]:
+        """What each of my nodes received (recorded views), forgotten here once returned."""
+        return self.views.export() if self.views is not None else {}
 
     def get_state(self) -> dict[int, bytes]:
         return {nid: state_to_bytes(n.state()) for nid, n in self.nodes.items()}

@@ -46,6 +46,7 @@ class Node:
 
     spec: NodeSpec
     accepts_broadcast: bool = True
+    view_sink: Callable[[int, str, str, Any], None] | None = None  # set by the host when views are recorded
 
     def __init__(self, spec: NodeSpec) -> None:
         self.spec = spec
@@ -72,6 +73,11 @@ class Node:
                 raise ProtocolError(f"node {self.spec.name} has no handler for message kind {kind!r}")
             out.extend(handler(self, group))
         return out
+
+    def note_derived(self, round: str, name: str, value: Any) -> None:
+        """Record what this node computed from what it received (only when views are recorded)."""
+        if self.view_sink is not None:
+            self.view_sink(self.node_id, round, name, value)
 
     # --- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:

@@ -87,6 +87,29 @@ class PrivacyConfig:
                                 "the reported epsilon is then not a guarantee)")
     bottom_dp: BottomDPConfig | None = param(None, help="{noise_multiplier, max_grad_norm}: train each party's "
                                              "bottom by DP-SGD and report an end-to-end epsilon (null = off)")
+    target_epsilon: float | None = param(None, gt=0, help="calibrate params.beta (pbm) or params.sigma (ldp) "
+                                         "at run start so the accountant's epsilon after train.epochs is this")
+    record_views: bool = param(False, help="keep, per node, the arrays of the messages it received "
+                               "(views/<node>.npz in the run directory; for attacks and audits)")
+    record_max_mb: float = param(64.0, gt=0, help="upper bound on the recorded views per host (MiB)")
+    record_every: int = param(1, ge=1, help="record train round (epoch, step) when (epoch + step) % N == 0")
+
+
+@dataclass(frozen=True)
+class AttackConfig:
+    """Adversarial nodes and audit canaries planted in a run (evaluation only; see docs/attacks.md)."""
+
+    canaries: int = param(0, ge=0, help="one-run audit: training samples whose embedding at canary_party "
+                          "is replaced by +C or -C (hidden random bit); 0 = no audit")
+    canary_party: int = param(0, ge=0, help="0-based party index that plants the audit canaries")
+    backdoor_party: int | None = param(None, ge=0, help="0-based index of a malicious passive party running "
+                                       "the gradient-replacement backdoor (null = none)")
+    backdoor_target: int = param(0, ge=0, help="class the backdoor pushes triggered samples to")
+    backdoor_known: int = param(10, ge=1, help="training samples of the target class the attacker knows")
+    backdoor_poison: int = param(50, ge=1, help="training samples the attacker stamps with its trigger")
+    backdoor_amplify: float = param(10.0, gt=0, help="gradient amplification gamma of the replacement")
+    backdoor_trigger: float = param(3.0, help="value written into the trigger features")
+    backdoor_trigger_size: int = param(4, ge=1, help="number of the attacker's features the trigger overwrites")
 
 
 @dataclass(frozen=True)
@@ -101,6 +124,7 @@ class RunConfig:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     transport: TransportConfig = dataclasses.field(default_factory=TransportConfig)
     privacy: PrivacyConfig = dataclasses.field(default_factory=PrivacyConfig)
+    attack: AttackConfig = dataclasses.field(default_factory=AttackConfig)
     params: Any = param({}, help="strategy options (validated by the strategy)")
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,4 +159,17 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
     if cfg.privacy.bottom_dp is not None and strategy_cls.bottom_dp_refusal:
         raise ConfigError("privacy.bottom_dp", f"not available with strategy {cfg.strategy!r}: "
                           f"{strategy_cls.bottom_dp_refusal}")
+    _check_attack(cfg)
+    if cfg.privacy.target_epsilon is not None:  # sets params.beta / params.sigma (recorded in the resolved config)
+        cfg = strategy_cls.calibrate_to_target(cfg)
     return cfg
+
+
+def _check_attack(cfg: RunConfig) -> None:
+    a, m = cfg.attack, cfg.num_parties
+    for key, value in (("attack.canary_party", a.canary_party), ("attack.backdoor_party", a.backdoor_party)):
+        if value is not None and value >= m:
+            raise ConfigError(key, f"got {value}; allowed: a party index in [0, {m - 1}]")
+    if a.canaries and not cfg.privacy.record_views:
+        raise ConfigError("attack.canaries", "the audit guesses from what the server received; "
+                          "set privacy.record_views: true")

@@ -18,6 +18,7 @@ from vfl.data import DataSource
 from vfl.node import Node, NodeSpec
 from vfl.registry import Registry
 from vfl.transport.base import HostGroup
+from vfl.views import ViewPolicy
 
 if TYPE_CHECKING:
     from vfl.grid import Grid
@@ -48,6 +49,14 @@ class Strategy(ABC):
     @classmethod
     def validate_config(cls, cfg: RunConfig) -> None:
         """Cross-field checks; raise ``ConfigError`` naming the key."""
+
+    @classmethod
+    def calibrate_to_target(cls, cfg: RunConfig) -> RunConfig:
+        """``cfg`` with the noise parameter that reaches ``privacy.target_epsilon`` (strategies with noise)."""
+        from vfl.errors import ConfigError
+
+        raise ConfigError("privacy.target_epsilon", f"strategy {cls.name!r} adds no calibrated noise; "
+                          "allowed with: pbm (sets params.beta), ldp (sets params.sigma)")
 
     # ---- topology (driver) and node construction (inside hosts) ------------------------------
     @abstractmethod
@@ -125,3 +134,8 @@ class NodeFactory:
         check_device(getattr(getattr(self.cfg, "train", None), "device", "cpu"))
         strategy = self.strategy_cls(self.cfg)
         return {s.node_id: strategy.build_node(s, self.data) for s in specs}
+
+    @property
+    def view_policy(self) -> ViewPolicy | None:
+        """What hosts record of received messages (``privacy.record_views``), or None (the default)."""
+        return ViewPolicy.from_privacy(getattr(self.cfg, "privacy", None))

@@ -98,6 +98,10 @@ class Transport(ABC):
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
         """Control-plane call on one node (diagnostics, attack evaluation), outside the protocol."""
 
+    def views(self) -> dict[int, dict[str, Any]]:
+        """Control plane: the recorded views of every node (``privacy.record_views``), drained."""
+        return {}
+
     @abstractmethod
     def shutdown(self) -> None:
         """Stop hosts (and a local Ray started by this transport)."""

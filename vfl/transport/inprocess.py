@@ -119,5 +119,8 @@ class InProcessTransport(Transport):
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
         return self.hosts[group].call(node_id, method, *args, **kwargs)
 
+    def views(self) -> dict[int, dict[str, Any]]:
+        return {nid: v for h in self.hosts.values() for nid, v in h.drain_views().items()}
+
     def shutdown(self) -> None:
         self.hosts.clear()

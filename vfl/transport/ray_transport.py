@@ -221,6 +221,10 @@ class RayTransport(Transport):
         return self._get({group: self.actors[group].call.remote(node_id, method, *args, **kwargs)},
                          round="control")[group]
 
+    def views(self) -> dict[int, dict[str, Any]]:
+        parts = self._get({n: a.drain_views.remote() for n, a in self.actors.items()}, round="control")
+        return {nid: v for part in parts.values() for nid, v in part.items()}
+
     def kill(self, group: str) -> None:
         """Kill one host actor (fault injection in tests and demos)."""
         self._ray.kill(self.actors[group], no_restart=True)

@@ -1,0 +1,137 @@
+"""PNG figures of a report (matplotlib Agg): curves of the run, ε(δ) and RDP, attacks, audit, reconstructions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+FIG_DIR = "report"
+
+
+def _save(fig: Any, path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
+def curves(metrics: Sequence[dict[str, Any]], out: Path, title: str) -> list[str]:
+    """accuracy.png and communication.png (measured wire bytes, cumulative)."""
+    written = []
+    for fname, keys, ylabel, scale in (
+        ("accuracy.png", (("train_acc", "train"), ("test_acc", "test")), "accuracy", 1.0),
+        ("communication.png", (("cum_bytes_up", "up (party→server)"), ("cum_bytes_down", "down (server→party)")),
+         "cumulative MB (measured wire bytes)", 1e-6),
+    ):
+        fig, ax = plt.subplots(figsize=(5, 3.3))
+        for key, label in keys:
+            pts = [(int(r["epoch"]) + 1, float(r[key]) * scale) for r in metrics if r.get(key) is not None]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", ms=3, label=label)
+        ax.set(xlabel="epoch", ylabel=ylabel, title=title)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        written.append(_save(fig, out / fname))
+    return written
+
+
+def privacy(accountant: Any, delta: float, scope: str, out: Path) -> list[str]:
+    """epsilon_delta.png (ε as a function of δ, scope in the title) and rdp.png (the composed RDP curve)."""
+    from vfl.privacy import epsilon_from_rdp
+
+    rdp = accountant.rdp()
+    deltas = np.logspace(-12, -1, 23)
+    eps = [epsilon_from_rdp(orders=accountant.orders, rdp=rdp, delta=float(d))[0] for d in deltas]
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    ax.loglog(deltas, eps, marker="o", ms=3)
+    ax.axvline(delta, color="gray", ls="--", lw=1, label=f"run's δ = {delta:g}")
+    ax.set(xlabel="δ", ylabel="ε (accountant, upper bound)")
+    ax.set_title("\n".join(_wrap(scope, 70)), fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    a = _save(fig, out / "epsilon_delta.png")
+    fig, ax = plt.subplots(figsize=(5, 3.3))
+    ax.loglog(accountant.orders, rdp, marker="o", ms=3)
+    ax.set(xlabel="Rényi order α", ylabel="RDP ε(α), composed", title="RDP curve of the run")
+    ax.grid(alpha=0.3, which="both")
+    return [a, _save(fig, out / "rdp.png")]
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    words, lines, cur = text.split(), [], ""
+    for w in words:
+        if len(cur) + len(w) + 1 > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}".strip()
+    return [*lines, cur] if cur else lines
+
+
+def attacks(results: Sequence[Any], out: Path) -> str | None:
+    """attacks.png: every attack's value beside its chance baseline (one panel per attack)."""
+    rows = [r for r in results if r.name != "audit" and math.isfinite(r.value) and math.isfinite(r.baseline)]
+    if not rows:
+        return None
+    fig, axes = plt.subplots(1, len(rows), figsize=(1.9 * len(rows) + 1, 3.2), squeeze=False)
+    for ax, r in zip(axes[0], rows, strict=True):
+        ax.bar([0, 1], [r.value, r.baseline], color=["tab:red", "tab:gray"])
+        ax.set_xticks([0, 1], ["attack", "chance"], fontsize=7)
+        ax.set_title(r.name.replace("_", "\n"), fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+    return _save(fig, out / "attacks.png")
+
+
+def audit(lower: float, upper: float | None, ceiling: float, out: Path) -> str:
+    """audit.png: the audit's empirical lower bound beside the accountant's upper bound."""
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    names, vals = ["audit ε lower\n(95 %, one run)", "audit ceiling\n(all guesses right)"], [lower, ceiling]
+    if upper is not None and math.isfinite(upper):
+        names.append("accountant ε\n(upper bound)")
+        vals.append(upper)
+    ax.bar(range(len(vals)), [max(v, 1e-3) for v in vals], color=["tab:red", "tab:orange", "tab:blue"][: len(vals)])
+    ax.set_xticks(range(len(vals)), names, fontsize=7)
+    ax.set_yscale("log")
+    ax.set(ylabel="ε", title="empirical privacy audit")
+    return _save(fig, out / "audit.png")
+
+
+def reconstruction_figure(run: Any, ids: np.ndarray, recon: Sequence[np.ndarray], n: int = 8) -> str | None:
+    """reconstruction.png on image-like data (digits: 8x8 from concatenated parties; quadrants: 2x2)."""
+    shards = run.parts[0]
+    pick = np.arange(min(n, len(ids)))
+    truth = [s.x_train[ids[pick]].reshape(len(pick), -1) for s in shards]
+    guess = [r[pick] for r in recon]
+    scheme = run.cfg.data.partition
+    if scheme == "quadrants":
+        shape = shards[0].input_shape[-2:]
+
+        def image(parts: Sequence[np.ndarray], i: int) -> np.ndarray:
+            q = [p[i].reshape(-1, *shape)[0] for p in parts]
+            return np.block([[q[0], q[1]], [q[2], q[3]]])
+    else:
+        total = sum(p.shape[1] for p in truth)
+        side = int(round(math.sqrt(total)))
+        if scheme != "contiguous" or side * side != total:
+            return None
+
+        def image(parts: Sequence[np.ndarray], i: int) -> np.ndarray:
+            return np.concatenate([p[i] for p in parts]).reshape(side, side)
+
+    fig, axes = plt.subplots(2, len(pick), figsize=(1.1 * len(pick), 2.6), squeeze=False)
+    for j in range(len(pick)):
+        for row, parts in enumerate((truth, guess)):
+            axes[row][j].imshow(image(parts, j), cmap="gray")
+            axes[row][j].axis("off")
+    axes[0][0].set_title("original", fontsize=7, loc="left")
+    axes[1][0].set_title("server's reconstruction", fontsize=7, loc="left")
+    return _save(fig, Path(run.path) / FIG_DIR / "reconstruction.png")

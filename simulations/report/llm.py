@@ -1,0 +1,28 @@
+"""The split-LLM strategies measure their own leakage during training; the report lists it as attacks."""
+
+from __future__ import annotations
+
+from simulations.report.results import RUN_ATTACKS, AttackResult
+from simulations.report.run import RunArtifacts, Skipped
+
+
+@RUN_ATTACKS.register("llm_leak", "label leakage / embedding and attribute inversion measured by split-LLM runs")
+def llm_leak_attack(run: RunArtifacts) -> list[AttackResult]:
+    s = run.summary
+    out = []
+    if s.get("leak") is not None:  # P3EFT and its baselines: worst epoch over every model server's log
+        out.append(AttackResult("label_leak_server", "leak (max of spectral/norm AUC, k-means acc; worst epoch)",
+                                float(s["leak"]), 0.5, threat="model server: activations it returned and gradient "
+                                "pieces it received (P3EFT §4.2 metrics)",
+                                details={k: s[k] for k in ("leak_spectral", "leak_norm", "leak_kmeans", "leak_act",
+                                                           "leak_grad") if s.get(k) is not None}))
+    if s.get("eia_rate") is not None:  # SAP: embedding inversion by the vendor
+        out.append(AttackResult("embedding_inversion", "token recovery rate (EIA)", float(s["eia_rate"]), 0.0,
+                                threat="vendor: the privatized representations it received"))
+    if s.get("aia_acc") is not None:
+        out.append(AttackResult("attribute_inference", "attribute accuracy (AIA)", float(s["aia_acc"]),
+                                float(s.get("aia_majority") or 0.0), threat="vendor: classifier on the "
+                                "representations, half of the attribute values known"))
+    if not out:
+        raise Skipped("no split-LLM leak metrics in the summary")
+    return out

@@ -1,0 +1,139 @@
+"""``vfl report RUN_DIR`` and ``vfl attack NAME RUN_DIR``: one page of what a run guarantees and leaks.
+
+Writes ``report.md`` and ``report.json`` into the run directory and the PNGs under ``report/``:
+accuracy, communication, ε(δ) with its scope and the RDP curve, every attack that ran beside its
+chance baseline, the audit bound beside the accountant's ε, and reconstructions on image data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from simulations.report import audit_run, figures, llm, model_attacks, vertical_attacks  # noqa: F401  (register attacks)
+from simulations.report.results import RUN_ATTACKS, AttackResult
+from simulations.report.run import RunArtifacts, Skipped, load_run
+from vfl.privacy.events import GaussianEvent, PBMEvent
+
+ORDER = ("label_inference", "feature_reconstruction", "gradient_inversion", "membership", "extraction", "backdoor",
+         "audit", "llm_leak")
+
+
+def default_scope(run: RunArtifacts) -> str:
+    """What the accountant's ε covers, read off its ledger (when the summary has no ``epsilon_scope``)."""
+    acc = run.accountant
+    if acc is None or not acc.events:
+        return "no accountant: this run adds no calibrated noise, so it has no epsilon"
+    parts = []
+    for ev in acc.events:
+        if isinstance(ev, PBMEvent):
+            against = (f"the server seeing only the secure SUM of {ev.num_parties} parties' PBM counts"
+                       if ev.num_parties > 1 else "the server seeing this party's PBM counts")
+            parts.append(f"feature privacy: one party's features of one training sample (its {ev.dim}-dim embedding "
+                         f"anywhere in [-C, C]), against {against}; {ev.count} releases, no subsampling "
+                         "amplification")
+        elif isinstance(ev, GaussianEvent):
+            parts.append(f"feature privacy: one party's embedding of one training sample (Gaussian, L2 sensitivity "
+                         f"{ev.sensitivity:.3g}), against the server; {ev.count} releases")
+    return "; ".join(parts) + ". Labels, the gradients sent back, and the trained model are NOT covered."
+
+
+def run_attacks(run: RunArtifacts, names: tuple[str, ...] | None = None) -> tuple[list[AttackResult], dict[str, str]]:
+    """Every registered attack (or ``names``), with the reason of those that do not apply."""
+    results: list[AttackResult] = []
+    skipped: dict[str, str] = {}
+    for name in names or tuple(n for n in ORDER if n in RUN_ATTACKS) + tuple(
+            n for n in RUN_ATTACKS.names() if n not in ORDER):
+        try:
+            results.extend(RUN_ATTACKS.get(name, "attack")(run))
+        except Skipped as exc:
+            skipped[name] = str(exc)
+    return results, skipped
+
+
+def attack_json(name: str, run_dir: str | Path) -> dict[str, Any]:
+    """``vfl attack NAME RUN_DIR``: one attack's rows (or why it does not apply)."""
+    run = load_run(run_dir)
+    results, skipped = run_attacks(run, (name,))
+    return {"run": str(run.path), "attack": name, "results": [r.to_json() for r in results],
+            **({"skipped": skipped[name]} if name in skipped else {})}
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return "inf" if math.isinf(x) else f"{x:.4g}"
+    return str(x)
+
+
+def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Run the attacks, draw the figures, write report.json and report.md; return the JSON dict."""
+    t0 = time.perf_counter()
+    run = load_run(run_dir)
+    out = run.path / figures.FIG_DIR
+    s, cfg = run.summary, run.cfg
+    results, skipped = run_attacks(run, names)
+    figs = figures.curves(run.metrics, out, f"{cfg.name} ({cfg.strategy})")
+    detail = default_scope(run)
+    scope = s.get("epsilon_scope") or detail  # the run's own label when it has one (e.g. bottom DP-SGD)
+    if run.accountant is not None and run.accountant.events:
+        figs += figures.privacy(run.accountant, cfg.privacy.delta, detail if scope == detail else f"{scope}: {detail}",
+                                out)
+    att = figures.attacks(results, out)
+    figs += [att] if att else []
+    audit = next((r for r in results if r.name == "audit"), None)
+    if audit is not None:
+        figs.append(figures.audit(audit.value, s.get("epsilon"), audit.details["ceiling"], out))
+    figs += [r.figure for r in results if r.figure]
+    guarantee = s.get("epsilon_is_guarantee", cfg.privacy.noise_rng == "crypto" if s.get("epsilon") is not None
+                      else None)
+    report = {
+        "run": str(run.path), "name": cfg.name, "strategy": cfg.strategy, "dataset": cfg.dataset,
+        "num_parties": cfg.num_parties, "params": _params(cfg), "final_test_acc": s.get("final_test_acc"),
+        "total_bytes": (s.get("total_bytes_up") or 0) + (s.get("total_bytes_down") or 0),
+        "epsilon": s.get("epsilon"), "delta": cfg.privacy.delta if s.get("epsilon") is not None else None,
+        "epsilon_scope": scope, "epsilon_scope_detail": detail, "epsilon_is_guarantee": guarantee, "noise_rng": cfg.privacy.noise_rng,
+        "audit_epsilon_lower": audit.value if audit is not None else None,
+        "attacks": [r.to_json() for r in results], "skipped": skipped,
+        "figures": [str(Path(f).relative_to(run.path)) for f in figs], "report_s": time.perf_counter() - t0,
+    }
+    with open(run.path / "report.json", "w") as f:
+        json.dump(report, f, indent=2, default=str)
+    (run.path / "report.md").write_text(_markdown(report, results))
+    return report
+
+
+def _params(cfg: Any) -> dict[str, Any]:
+    from vfl.config import to_dict
+
+    return to_dict(cfg.params) if cfg.params else {}
+
+
+def _markdown(r: dict[str, Any], results: list[AttackResult]) -> str:
+    lines = [f"# Privacy report: {r['name']} ({r['strategy']} on {r['dataset']}, M={r['num_parties']})", "",
+             f"Run: `{r['run']}` — params {r['params']}", "",
+             "| quantity | value |", "|---|---|",
+             f"| final test accuracy | {_fmt(r['final_test_acc'])} |",
+             f"| measured wire bytes (train) | {_fmt(r['total_bytes'])} |",
+             f"| accountant ε (upper bound) at δ={_fmt(r['delta'])} | {_fmt(r['epsilon'])} |",
+             f"| ε is a guarantee | {_fmt(r['epsilon_is_guarantee'])} (noise_rng: {r['noise_rng']}) |",
+             f"| audit ε (empirical lower bound, 95 %) | {_fmt(r['audit_epsilon_lower'])} |", "",
+             f"**What ε covers:** {r['epsilon_scope']}"
+             + ("" if r["epsilon_scope"] == r["epsilon_scope_detail"] else f" — {r['epsilon_scope_detail']}"), "", "## Attacks (what a curious node recovered)", "",
+             "| attack | threat model | metric | value | chance baseline | beats chance? |", "|---|---|---|---|---|---|"]
+    for a in results:
+        verdict = {True: "yes", False: "no", None: "—"}[a.succeeded]
+        lines.append(f"| {a.name} | {a.threat} | {a.metric} | {_fmt(a.value)} | {_fmt(a.baseline)} | {verdict} |")
+    if r["skipped"]:
+        lines += ["", "Not run: " + "; ".join(f"**{k}** — {v}" for k, v in r["skipped"].items())]
+    audit = next((a for a in results if a.name == "audit"), None)
+    if audit is not None and audit.details.get("why"):
+        lines += ["", f"**Audit vs accountant:** {audit.details['why']}"]
+    lines += ["", "'beats chance' = the attack's number is at least 10 % (relative; and 0.05 absolute for rates) "
+              "better than its baseline: a rough reading, see docs/attacks.md for what each number means.", ""]
+    lines += [f"![{Path(f).stem}]({f})" for f in r["figures"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,172 @@
+"""What a finished run directory holds, loaded for reports and post-hoc attacks.
+
+The experimenter's side: the resolved config, metrics, summary, recorded views, the accountant
+ledger of the last checkpoint, and — rebuilt from the config's data source — the ground truth
+(labels, every party's features) that SCORES attacks. Attackers never get the ground truth as
+input, only what their node received plus the auxiliary knowledge each attack declares.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import strategies  # noqa: F401  (registers the strategies the config may name)
+from simulations.datasource import ConfigDataSource
+from strategies.vertical import VerticalStrategy
+from vfl.data import Dataset, LabelShard, PartyShard
+from vfl.errors import ConfigError, DataError
+from vfl.node import state_from_bytes
+from vfl.privacy import Accountant
+from vfl.rng import NoiseSource
+from vfl.rundir import RunDir
+from vfl.sampling import Schedule
+from vfl.schema import RunConfig, load_run_config
+from vfl.strategy import STRATEGIES
+from vfl.views import NodeView, load_views
+
+
+class Skipped(Exception):
+    """An attack that does not apply to this run (the message says why and what would enable it)."""
+
+
+@dataclass
+class FusionModel:
+    """The trained VFL model rebuilt from a checkpoint: every party's bottom + the server's head."""
+
+    strategy: VerticalStrategy
+    bottoms: list[nn.Module]
+    head: nn.Module
+    shapes: list[tuple[int, ...]]
+
+    def embeddings(self, xs: list[np.ndarray]) -> list[torch.Tensor]:
+        with torch.no_grad():
+            return [b(torch.as_tensor(np.asarray(x, np.float32))) for b, x in zip(self.bottoms, xs, strict=True)]
+
+    def logits(self, xs: list[np.ndarray], *, noise: NoiseSource | None = None) -> torch.Tensor:
+        """Head output on the plain fused embeddings, or (``noise`` given) on the mechanism's release."""
+        embs = self.embeddings(xs)
+        with torch.no_grad():
+            fused = (self.strategy.release(embs, noise=noise) if noise is not None
+                     else VerticalStrategy.release(self.strategy, embs, noise=NoiseSource.fresh()))
+            return self.head(fused.float())
+
+    def split(self, flat: torch.Tensor) -> list[np.ndarray]:
+        """A (N, sum of features) tensor back into the parties' input arrays."""
+        out, start = [], 0
+        for shape in self.shapes:
+            n = int(np.prod(shape))
+            out.append(flat[:, start:start + n].reshape(len(flat), *shape).numpy())
+            start += n
+        return out
+
+    def predict_flat(self, flat: torch.Tensor) -> torch.Tensor:
+        return self.logits(self.split(flat))
+
+
+@dataclass
+class RunArtifacts:
+    path: Path
+    cfg: RunConfig
+    summary: dict[str, Any]
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+
+    # ---- what the run left -------------------------------------------------------------------
+    @cached_property
+    def views(self) -> dict[str, NodeView]:
+        return load_views(self.path)
+
+    @property
+    def has_views(self) -> bool:
+        return (self.path / "views" / "index.json").exists()
+
+    def view(self, name: str) -> NodeView:
+        if not self.has_views:
+            raise Skipped("the run recorded no views (rerun with --set privacy.record_views=true)")
+        if name not in self.views:
+            raise Skipped(f"no recorded view of node {name!r} (views of: {', '.join(sorted(self.views))})")
+        return self.views[name]
+
+    @cached_property
+    def engine_state(self) -> dict[str, Any] | None:
+        ckpt = RunDir(self.path).latest_checkpoint()
+        return None if ckpt is None else ckpt[1]
+
+    @cached_property
+    def accountant(self) -> Accountant | None:
+        state = self.engine_state
+        if state is None or state.get("accountant") is None:
+            return None
+        return Accountant.from_json(state["accountant"])
+
+    # ---- the experimenter's ground truth (scores attacks; never an attacker input) -----------
+    @cached_property
+    def data(self) -> ConfigDataSource:
+        return ConfigDataSource.from_config(self.cfg)
+
+    @cached_property
+    def dataset(self) -> Dataset:
+        return self.data.dataset()
+
+    @cached_property
+    def parts(self) -> tuple[list[PartyShard], LabelShard]:
+        return self.data.partition()
+
+    @cached_property
+    def strategy(self) -> VerticalStrategy:
+        s = STRATEGIES.get(self.cfg.strategy, "strategy")(self.cfg)
+        if not isinstance(s, VerticalStrategy):
+            raise Skipped(f"strategy {self.cfg.strategy!r} is not a vertical strategy")
+        s.prepare(self.data)
+        return s
+
+    @cached_property
+    def schedule(self) -> Schedule:
+        labels = self.parts[1]
+        return self.strategy.schedule(len(labels.y_train), len(labels.y_test))
+
+    @property
+    def is_vertical(self) -> bool:
+        return issubclass(STRATEGIES.get(self.cfg.strategy, "strategy"), VerticalStrategy)
+
+    @cached_property
+    def model(self) -> FusionModel:
+        """Bottoms and head as in the last checkpoint (built by the strategy, states loaded)."""
+        ckpt = RunDir(self.path).latest_checkpoint()
+        if ckpt is None:
+            raise Skipped("the run has no checkpoint to rebuild the trained model from")
+        states = ckpt[0]
+        bottoms, head = [], None
+        for spec in self.strategy.layout():
+            with torch.random.fork_rng(devices=[]):
+                node = self.strategy.build_node(spec, self.data)
+            node.load_state(state_from_bytes(states[spec.node_id]))
+            if spec.role == "hub":
+                head = node.head.eval()  # type: ignore[attr-defined]
+            else:
+                bottoms.append(node.bottom.eval())  # type: ignore[attr-defined]
+        if head is None:
+            raise DataError(f"{self.path}: checkpoint without the server's head")
+        shapes = [s.input_shape for s in self.parts[0]]
+        return FusionModel(self.strategy, bottoms, head, shapes)
+
+
+def load_run(path: str | Path) -> RunArtifacts:
+    """A run directory with its config and summary (``ConfigError`` naming the path if it is not one)."""
+    p = Path(path)
+    rd = RunDir(p)
+    if not (p / "config.resolved.yaml").exists():
+        raise ConfigError("RUN_DIR", f"{p} is not a run directory (no config.resolved.yaml)")
+    cfg = load_run_config(rd.read_config())
+    summary: dict[str, Any] = {}
+    if (p / "summary.json").exists():
+        with open(p / "summary.json") as f:
+            summary = json.load(f)
+    return RunArtifacts(p, cfg, summary, rd.read_metrics())

@@ -1,0 +1,211 @@
+"""Received-message views: per node, the arrays of the messages it received (opt-in, bounded).
+
+Attacks must run on what a participant really got, so the host that decodes a node's incoming
+wires keeps a copy of their arrays (``privacy.record_views``). A node may also note what it
+legitimately *derives* from them (the server's fused input: for secure aggregation the decoded
+SUM, which is exactly what the protocol reveals) — never another node's internals.
+
+On disk (``views/`` in the run directory, format 1; see ``docs/attacks.md``):
+``views/<node>.npz`` holds one array per entry under keys ``a000000``, ``a000001``, ...
+(``numpy.savez``, no pickle); ``views/index.json`` lists per node the entries in arrival
+order: key, src, kind, round tag (phase, epoch, step), record, name, dtype, shape, the message's
+config records (scalars only) and whether the entry is derived.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.common import Message
+
+from vfl.errors import DataError
+from vfl.message import from_array, parse_round
+
+FORMAT = 1
+INDEX = "index.json"
+DERIVED = "derived"
+
+
+@dataclass(frozen=True)
+class ViewPolicy:
+    """Which rounds a host records and how many bytes it may keep."""
+
+    max_bytes: int
+    every: int = 1
+    phases: tuple[str, ...] = ("train", "eval")
+
+    @classmethod
+    def from_privacy(cls, privacy: Any) -> ViewPolicy | None:
+        """The policy of a ``PrivacyConfig`` (None when ``record_views`` is off: zero cost)."""
+        if privacy is None or not getattr(privacy, "record_views", False):
+            return None
+        return cls(max_bytes=int(float(privacy.record_max_mb) * 2**20), every=int(privacy.record_every))
+
+    def wants(self, tag: str) -> bool:
+        """Train rounds are sampled: (epoch + step) % every == 0 (every step is covered over ``every`` epochs)."""
+        try:
+            phase, epoch, step = parse_round(tag)
+        except Exception:
+            return False
+        if phase not in self.phases:
+            return False
+        return phase != "train" or (epoch + step) % self.every == 0
+
+
+def _scalars(value: Any) -> Any:
+    if isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, bool | int | float | str) for v in value):
+        return list(value)
+    return None  # bytes (keys, sealed shares) are not kept
+
+
+def _configs(message: Message) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for rec_name, rec in message.content.config_records.items():
+        kept = {k: _scalars(v) for k, v in rec.items()}
+        out[rec_name] = {k: v for k, v in kept.items() if v is not None}
+    return out
+
+
+@dataclass
+class ViewLog:
+    """One host's recorder: entries per node in arrival order, until the byte budget is spent."""
+
+    policy: ViewPolicy
+    entries: dict[int, list[tuple[dict[str, Any], np.ndarray]]] = field(default_factory=dict)
+    dropped: dict[int, int] = field(default_factory=dict)
+    nbytes: int = 0
+
+    def _add(self, node_id: int, meta: dict[str, Any], array: np.ndarray) -> None:
+        if self.nbytes + array.nbytes > self.policy.max_bytes:
+            self.dropped[node_id] = self.dropped.get(node_id, 0) + 1
+            return
+        self.nbytes += array.nbytes
+        self.entries.setdefault(node_id, []).append((meta, array))
+
+    def record(self, node_id: int, message: Message) -> None:
+        """Keep the arrays of ``message`` as received by ``node_id`` (if its round is sampled)."""
+        md = message.metadata
+        if not message.has_content() or not self.policy.wants(md.group_id):
+            return
+        configs = _configs(message)
+        for rec_name, rec in message.content.array_records.items():
+            for name, arr in rec.items():
+                meta = {"src": int(md.src_node_id), "kind": md.message_type, "round": md.group_id,
+                        "record": rec_name, "name": name, "config": configs, "derived": False}
+                self._add(node_id, meta, from_array(arr))
+
+    def derive(self, node_id: int, tag: str, name: str, value: np.ndarray) -> None:
+        """Keep what ``node_id`` computed from what it received (e.g. the decoded secure sum)."""
+        if not self.policy.wants(tag):
+            return
+        meta = {"src": node_id, "kind": DERIVED, "round": tag, "record": DERIVED, "name": name, "config": {},
+                "derived": True}
+        self._add(node_id, meta, np.array(value, copy=True))
+
+    def export(self) -> dict[int, dict[str, Any]]:
+        """Everything recorded so far, per node (and forget it): ``{"entries", "arrays", "dropped"}``."""
+        out = {nid: {"entries": [m for m, _ in rows], "arrays": [a for _, a in rows],
+                     "dropped": self.dropped.get(nid, 0)} for nid, rows in self.entries.items()}
+        for nid, n in self.dropped.items():
+            out.setdefault(nid, {"entries": [], "arrays": [], "dropped": n})
+        self.entries, self.dropped, self.nbytes = {}, {}, 0
+        return out
+
+
+# ---- run directory: write / read -------------------------------------------------------------
+def write_views(directory: str | Path, exports: Mapping[int, Mapping[str, Any]], *, names: Mapping[int, str],
+                roles: Mapping[int, str], policy: ViewPolicy) -> Path:
+    """Write ``<node>.npz`` + ``index.json``; entries already there (a resumed run) are kept first."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    index: dict[str, Any] = _read_index(root) if (root / INDEX).exists() else {"format": FORMAT, "nodes": {}}
+    index["policy"] = {"max_bytes": policy.max_bytes, "every": policy.every, "phases": list(policy.phases)}
+    for nid, exp in sorted(exports.items()):
+        name = names[nid]
+        node: dict[str, Any] = index["nodes"].get(name) or {"node_id": nid, "role": roles[nid], "file": f"{name}.npz",
+                                            "entries": [], "dropped": 0}
+        arrays: dict[str, np.ndarray] = {}
+        if node["entries"]:
+            with np.load(root / node["file"], allow_pickle=False) as old:
+                arrays = {k: old[k] for k in old.files}
+        for meta, arr in zip(exp["entries"], exp["arrays"], strict=True):
+            key = f"a{len(node['entries']):06d}"
+            arrays[key] = np.ascontiguousarray(arr)
+            phase, epoch, step = parse_round(meta["round"])
+            node["entries"].append({"key": key, **meta, "phase": phase, "epoch": epoch, "step": step,
+                                    "dtype": str(arr.dtype), "shape": list(arr.shape)})
+        node["dropped"] = int(node.get("dropped", 0)) + int(exp.get("dropped", 0))
+        node["truncated"] = node["dropped"] > 0
+        np.savez(root / node["file"], **arrays)  # type: ignore[arg-type]
+        index["nodes"][name] = node
+    with open(root / INDEX, "w") as f:
+        json.dump(index, f)
+    return root
+
+
+def _read_index(root: Path) -> dict[str, Any]:
+    try:
+        with open(root / INDEX) as f:
+            index = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"{root / INDEX}: cannot read the view index ({exc})") from None
+    if index.get("format") != FORMAT:
+        raise DataError(f"{root / INDEX}: view format {index.get('format')!r}, expected {FORMAT}")
+    return index  # type: ignore[no-any-return]
+
+
+@dataclass
+class NodeView:
+    """What one node received (and derived), read back from a run directory."""
+
+    name: str
+    node_id: int
+    role: str
+    entries: list[dict[str, Any]]
+    path: Path
+    truncated: bool = False
+    _arrays: dict[str, np.ndarray] | None = None
+
+    def array(self, key: str) -> np.ndarray:
+        if self._arrays is None:
+            with np.load(self.path, allow_pickle=False) as z:
+                self._arrays = {k: z[k] for k in z.files}
+        return self._arrays[key]
+
+    def select(self, *, kind: str | None = None, record: str | None = None, name: str | None = None,
+               phase: str | None = None, src: int | None = None) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
+        """(entry, array) pairs matching every given field, in arrival order."""
+        for e in self.entries:
+            if ((kind is None or e["kind"] == kind) and (record is None or e["record"] == record)
+                    and (name is None or e["name"] == name) and (phase is None or e["phase"] == phase)
+                    and (src is None or e["src"] == src)):
+                yield e, self.array(e["key"])
+
+
+def load_views(run_dir: str | Path) -> dict[str, NodeView]:
+    """Every node's view of a run (``DataError`` naming the folder when the run recorded none)."""
+    root = Path(run_dir) / "views"
+    if not (root / INDEX).exists():
+        raise DataError(f"{run_dir}: no recorded views ({root / INDEX} missing); "
+                        "rerun with --set privacy.record_views=true")
+    index = _read_index(root)
+    return {name: NodeView(name, int(n["node_id"]), str(n["role"]), list(n["entries"]), root / n["file"],
+                           bool(n.get("truncated", False)))
+            for name, n in index["nodes"].items()}
+
+
+def save_run_views(run_dir: str | Path, transport: Any, groups: Any, privacy: Any) -> Path | None:
+    """Driver side, end of a run: fetch every host's recorded views and write them into ``run_dir``."""
+    policy = ViewPolicy.from_privacy(privacy)
+    if policy is None:
+        return None
+    specs = {s.node_id: s for g in groups for s in g.specs}
+    return write_views(Path(run_dir) / "views", transport.views(), names={n: s.name for n, s in specs.items()},
+                       roles={n: s.role for n, s in specs.items()}, policy=policy)
