@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 import strategies  # noqa: F401  (registers the built-in strategies)
-from simulations.datasource import ConfigDataSource
+from simulations.datasource import make_data_source
 from simulations.plots import plot_run
 from vfl.config import apply_overrides
 from vfl.engine import Engine, EngineResult, EpochCallback
@@ -64,7 +64,7 @@ def default_out_dir(cfg: RunConfig, root: str | Path = "runs") -> Path:
 def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False, progress: bool | None = None,
             on_epoch_end: EpochCallback | None = None, transport: Transport | None = None) -> EngineResult:
     """Run ``cfg``; writes config, metrics, checkpoints, summary and plots when ``out_dir`` is set."""
-    data = ConfigDataSource.from_config(cfg)  # the engine validates it (strategy.prepare) before actors start
+    data = make_data_source(cfg)  # the engine validates it (strategy.prepare) before actors start
     run_dir = RunDir(out_dir) if out_dir is not None else None
     if run_dir is not None and not resume:
         if (run_dir.path / "metrics.jsonl").exists():

@@ -14,10 +14,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from vfl.auth import auth_summary
 from vfl.data import DataSource
 from vfl.errors import PartyFailure, PrivacyBudgetExceeded
 from vfl.grid import Grid
-from vfl.ledger import CommLedger
+from vfl.ledger import CommLedger, setup_breakdown
 from vfl.rundir import RunDir
 from vfl.schema import RunConfig
 from vfl.strategy import STRATEGIES, NodeFactory, Strategy
@@ -56,6 +57,9 @@ class Engine:
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
         self.transport.start(self.groups, factory, threads=self.cfg.train.threads_per_actor)
         self.grid = Grid(self.transport, self.groups, self.ledger)
+        if self.cfg.auth:
+            self.grid.authenticate()  # node keys made in the hosts; roster fixed before any protocol message
+        self.strategy.align(self.grid)  # PSI when the parties bring their own files
         self.strategy.setup(self.grid)
         return self.grid
 
@@ -163,6 +167,7 @@ class Engine:
                 (tot["bytes_up"] + tot["bytes_down"] - tot["payload_up"] - tot["payload_down"])
                 / max(1, tot["messages_up"] + tot["messages_down"])),
             "setup_bytes": setup["bytes_up"] + setup["bytes_down"],
+            **setup_breakdown(self.ledger), **auth_summary(self.ledger, enabled=cfg.auth),
             "eval_bytes": sum(self.ledger.totals("eval")[k] for k in ("bytes_up", "bytes_down")),
             "bytes_per_party": self.ledger.per_party("train"),
             "bytes_by_kind": dict(sorted(self.ledger.by_kind.items())),

@@ -36,3 +36,19 @@ class PartyFailure(VFLError):
 
 class PrivacyBudgetExceeded(VFLError):
     """The accountant's epsilon passed the configured budget."""
+
+
+class AuthenticationError(ProtocolError):
+    """A message failed authentication (bad signature, ``src`` not matching the signing key, replayed
+    or out-of-order sequence number); names the claimed sender, the receiving host and the round."""
+
+    def __init__(self, node: str, round_: str, reason: str, receiver: str = "") -> None:
+        self.node = node
+        self.round = round_
+        self.reason = reason
+        self.receiver = receiver
+        at = f" at {receiver}" if receiver else ""
+        super().__init__(f"message from node {node} in round {round_} rejected{at}: {reason}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:  # survives Ray's pickling
+        return (type(self), (self.node, self.round, self.reason, self.receiver))

@@ -2,7 +2,9 @@
 
 Many parties share one host so that M=100 parties do not cost 100 actors. The host turns
 incoming wire bytes into flwr messages, hands each node its messages (a broadcast goes to every
-party node it hosts), and serializes the replies — the bytes the ledger counts.
+party node it hosts), and serializes the replies — the bytes the ledger counts. With
+authentication on (``auth_begin``/``auth_roster``) it signs what its nodes send and verifies what
+they receive before they see it (``vfl.auth``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from flwr.common import Message
 
+from vfl.auth import HostAuth, check_unreserved
+from vfl.errors import ProtocolError
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
 
@@ -28,6 +33,7 @@ class NodeHost:
         self.specs = list(specs)
         self.nodes = build(self.specs)
         self.outbox: list[tuple[int, int, str, str, int, int]] = []  # wires produced in pipelined mode
+        self.auth: HostAuth | None = None  # set by auth_begin: sign what my nodes send, verify what they get
 
     def ready(self) -> list[int]:
         return sorted(self.nodes)
@@ -37,17 +43,46 @@ class NodeHost:
         per_node: dict[int, list[Any]] = {}
         for w in wires:
             message = decode(w.data)
-            targets = (
-                [nid for nid, n in self.nodes.items() if n.accepts_broadcast] if w.dst == BROADCAST else [w.dst]
-            )
+            if self.auth is not None:
+                message = self.auth.verify(w.data, message)  # before any node sees it
+            dst = int(message.metadata.dst_node_id)  # the (signed) metadata, not the routing header
+            targets = [nid for nid, n in self.nodes.items() if n.accepts_broadcast] if dst == BROADCAST else [dst]
             for nid in targets:
+                if nid not in self.nodes:
+                    raise ProtocolError(f"message {w.kind} for node {nid} delivered to a host without it")
                 per_node.setdefault(nid, []).append(message)
         out: list[Wire] = []
         for nid, messages in per_node.items():
             node = self.nodes[nid]
             for r in node.handle(messages):
-                out.append(Wire.of(r))
+                out.append(self._wire(nid, r))
         return out
+
+    def _wire(self, node_id: int, message: Message) -> Wire:
+        if self.auth is None:
+            return Wire.of(message)
+        check_unreserved(message)
+        return self.auth.sign(node_id, Wire.of(message))  # one signature, by the node that produced it
+
+    # ---- authentication (control plane, called by the driver at setup) ------------------------
+    def auth_begin(self) -> dict[int, bytes]:
+        """Generate an Ed25519 key for each of my nodes (kept here); return the public keys."""
+        names = {nid: n.spec.name for nid, n in self.nodes.items()}
+        label = ", ".join(names[n] for n in sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
+        self.auth = HostAuth(names, host=f"the host of {label}")
+        return self.auth.public_keys()
+
+    def auth_roster(self, roster: dict[int, tuple[str, bytes]]) -> None:
+        """Fix the roster of every node's public key (before the first protocol message)."""
+        if self.auth is None:
+            raise ProtocolError("auth_roster before auth_begin")
+        self.auth.install(roster)
+
+    def emit(self, wires: Sequence[Wire]) -> list[Wire]:
+        """Sign messages the driver built for my nodes (the driver holds no key); unchanged without auth."""
+        if self.auth is None:
+            return list(wires)
+        return [self.auth.sign_for(w) for w in wires]
 
     def deliver_piped(self, *parts: Sequence[Wire]) -> list[Wire]:
         """Pipelined delivery: take what is addressed to my nodes from other hosts' outputs (Ray

@@ -68,5 +68,8 @@ class InProcessTransport(Transport):
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
         return self.hosts[group].call(node_id, method, *args, **kwargs)
 
+    def host_call(self, group: str, method: str, *args: Any) -> Any:
+        return getattr(self.hosts[group], method)(*args)
+
     def shutdown(self) -> None:
         self.hosts.clear()

@@ -135,6 +135,9 @@ class RayTransport(Transport):
         return self._get({group: self.actors[group].call.remote(node_id, method, *args, **kwargs)},
                          round="control")[group]
 
+    def host_call(self, group: str, method: str, *args: Any) -> Any:
+        return self._get({group: getattr(self.actors[group], method).remote(*args)}, round="control")[group]
+
     def kill(self, group: str) -> None:
         """Kill one host actor (fault injection in tests and demos)."""
         self._ray.kill(self.actors[group], no_restart=True)
