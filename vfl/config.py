@@ -90,12 +90,13 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
                 return None
             raise ConfigError(key, f"must not be null; expected {_type_name(tp)}")
         errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
+        options = [a for a in args if a is not type(None)]
+        for arg in options:
             try:
                 return _coerce(key, value, arg)
             except ConfigError as exc:
+                if len(options) == 1:  # an optional section: its own error names the sub-key
+                    raise
                 errors.append(str(exc))
         raise ConfigError(key, f"got {value!r}; expected {_type_name(tp)}")
     if origin is typing.Literal:

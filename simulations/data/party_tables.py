@@ -68,6 +68,7 @@ def _ids(frame: Any, path: str, column: str, key: str) -> np.ndarray:
 
 def read_party_table(spec: PartyFile, *, key: str) -> KeyedTable:
     """A passive party's table: unique IDs and float32 features of the chosen numeric columns."""
+    import pandas as pd
     frame = read_table(spec.path, key=key, id_column=spec.id)
     ids = _ids(frame, spec.path, spec.id, key)
     cols = list(spec.columns) or [str(c) for c in frame.columns if str(c) != spec.id]
@@ -79,7 +80,7 @@ def read_party_table(spec: PartyFile, *, key: str) -> KeyedTable:
         if c == spec.id:
             raise DataError(f"{spec.path}: the id column {c!r} cannot be a feature ({key}.columns)")
         values = frame[c]
-        if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
+        if not pd.api.types.is_numeric_dtype(values):
             raise DataError(f"{spec.path}: column {c!r} is not numeric (dtype {values.dtype}); encode it or "
                             f"leave it out of {key}.columns")
         if values.isna().any():
