@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 import strategies  # noqa: F401  (registers the built-in strategies)
-from simulations.datasource import make_data_source
+from simulations.datasource import ConfigDataSource, make_data_source  # noqa: F401  (tests patch runner.ConfigDataSource)
 from simulations.plots import plot_run
 from vfl.config import apply_overrides
 from vfl.engine import Engine, EngineResult, EpochCallback

@@ -187,3 +187,27 @@ def test_without_a_split_column_the_intersection_gets_a_seeded_stratified_split(
     b = _engine(_cfg(), data).run().summary
     assert a["psi_num_test"] == b["psi_num_test"] == pytest.approx(0.25 * a["psi_intersection_size"], abs=3)
     assert a["final_test_acc"] == b["final_test_acc"]
+
+
+def test_a_resumed_run_aligns_again_and_ends_where_an_uninterrupted_one_ends(tmp_path):
+    from vfl.rundir import RunDir
+
+    data, _ = write_blob_parties(tmp_path / "files", num_parties=M, overlap=0.7)
+    cfg = _cfg("pbm", train={"epochs": 3, "batch_size": 40, "lr": 0.05})
+
+    class Killed(Exception):
+        pass
+
+    def kill(epoch, record, engine):
+        if epoch == 0:
+            raise Killed()
+
+    full = _engine(cfg, data).run()
+    run_dir = RunDir(tmp_path / "cut")
+    run_dir.write_config(cfg.to_dict())
+    with pytest.raises(Killed):
+        Engine(cfg, InProcessTransport(), data, run_dir=run_dir, progress=False, on_epoch_end=kill).run()
+    resumed = Engine(cfg, InProcessTransport(), data, run_dir=run_dir, progress=False).run(resume=True)
+    assert [r["train_loss"] for r in run_dir.read_metrics()] == [h["train_loss"] for h in full.history]
+    assert resumed.summary["psi_intersection_size"] == full.summary["psi_intersection_size"]
+    assert resumed.summary["final_test_acc"] == full.summary["final_test_acc"]
