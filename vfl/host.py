@@ -17,7 +17,7 @@ import torch
 from flwr.common import Message
 
 from vfl.auth import HostAuth, check_unreserved
-from vfl.errors import ProtocolError
+from vfl.errors import ProtocolError, VFLError
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
 
@@ -31,11 +31,17 @@ class NodeHost:
         if threads > 0 and os.environ.get("VFL_HOST_IN_DRIVER") != "1":
             torch.set_num_threads(threads)
         self.specs = list(specs)
-        self.nodes = build(self.specs)
+        self._failed: VFLError | None = None
+        try:
+            self.nodes = build(self.specs)
+        except VFLError as exc:  # e.g. a party's own file is bad: raised by ready() as the typed error
+            self.nodes, self._failed = {}, exc  # (a Ray actor failing in __init__ would lose its type)
         self.outbox: list[tuple[int, int, str, str, int, int]] = []  # wires produced in pipelined mode
         self.auth: HostAuth | None = None  # set by auth_begin: sign what my nodes send, verify what they get
 
     def ready(self) -> list[int]:
+        if self._failed is not None:
+            raise self._failed
         return sorted(self.nodes)
 
     def deliver(self, wires: Sequence[Wire]) -> list[Wire]:

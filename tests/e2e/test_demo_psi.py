@@ -50,3 +50,29 @@ def test_demo_psi_over_ray(tmp_path, ray_local):
     s = execute(cfg, out_dir=tmp_path / "ray", progress=False, transport=RayTransport()).summary
     assert s["transport"] == "ray" and s["psi_intersection_size"] == round(0.8 * 1797)
     assert s["final_test_acc"] > 0.3 and s["signature_bytes"] > 0 and s["psi_bytes"] > 0
+
+
+def _broken_config(tmp_path) -> Path:
+    from simulations.data.split_parties import main as split
+
+    assert split(["digits", str(tmp_path / "files"), "--parties", "2"]) == 0
+    cfg = (tmp_path / "files" / "config.yaml").read_text().replace("path: party1.csv", "path: gone.csv")
+    (tmp_path / "bad.yaml").write_text(cfg)
+    return tmp_path / "bad.yaml"
+
+
+def test_a_bad_party_file_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = _broken_config(tmp_path)
+    assert main(["run", str(bad), "--transport", "inprocess", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("vfl: error: ") and "gone.csv: file not found" in err
+    assert "data.parties[1].path" in err
+
+
+@pytest.mark.ray
+def test_a_bad_party_file_in_a_ray_actor_keeps_its_type(tmp_path, ray_local):
+    from vfl.errors import DataError
+
+    cfg = resolve_config(_broken_config(tmp_path), ["transport.parties_per_actor=1"])
+    with pytest.raises(DataError, match=r"gone\.csv: file not found \(data\.parties\[1\]\.path\)"):
+        execute(cfg, out_dir=tmp_path / "run", progress=False, transport=RayTransport())

@@ -24,6 +24,7 @@ class InProcessTransport(Transport):
         for g in groups:
             self.groups[g.name] = g
             self.hosts[g.name] = NodeHost(build, g.specs, threads)
+            self.hosts[g.name].ready()  # a typed build error (bad data) surfaces here, as over Ray
 
     def deliver(self, batches: dict[str, list[Wire]], *, round: str) -> dict[str, list[Wire]]:
         out: dict[str, list[Wire]] = {}
