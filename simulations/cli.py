@@ -133,7 +133,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if warning:
         print(warning, file=sys.stderr)
     keys = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
-            "total_bytes_down", "epsilon", "epsilon_scope")
+            "total_bytes_down", "epsilon", "epsilon_scope", "psi_intersection_size", "psi_bytes", "signature_bytes")
     print(json.dumps({k: s[k] for k in keys if k in s}))
     print(f"run directory: {out}")
     return 0

@@ -19,9 +19,10 @@ import yaml
 
 import strategies  # noqa: F401  (registers the built-in strategies)
 from simulations import signals
-from simulations.datasource import ConfigDataSource
+from simulations.datasource import ConfigDataSource, make_data_source  # noqa: F401  (tests patch runner.ConfigDataSource)
 from simulations.plots import plot_run
 from vfl.config import apply_overrides, load_yaml
+from vfl.data import DataSource
 from vfl.engine import Engine, EngineResult, EpochCallback, StartCallback, StepCallback
 from vfl.errors import ConfigError
 from vfl.preflight import check_device
@@ -92,7 +93,7 @@ def default_out_dir(cfg: RunConfig, root: str | Path = "runs") -> Path:
     return Path(root) / f"{safe_name(cfg.name)}-{stamp}-{secrets.token_hex(2)}"
 
 
-def _preflight(cfg: RunConfig, data: ConfigDataSource, transport: Transport | None) -> None:
+def _preflight(cfg: RunConfig, data: DataSource, transport: Transport | None) -> None:
     """Fail before anything is written: device, data (the strategy's own check), cluster address."""
     if not cfg.transport.address:
         check_device(cfg.train.device)
@@ -112,7 +113,7 @@ def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False,
         if out_dir is None:
             raise ConfigError("--resume", "needs a run directory")
         return resume_run(out_dir, progress=progress, on_epoch_end=on_epoch_end, on_step=on_step)
-    data = ConfigDataSource.from_config(cfg)
+    data = make_data_source(cfg)
     _preflight(cfg, data, transport)
     if out_dir is None:
         return _drive(cfg, data, None, resume=False, progress=progress, on_epoch_end=on_epoch_end,
@@ -144,7 +145,7 @@ def resume_run(out_dir: str | Path, *, progress: bool | None = None, overrides: 
         def started(engine: Engine) -> None:
             run_dir.write_config(cfg.to_dict(), note=note)
 
-        data = ConfigDataSource.from_config(cfg)
+        data = make_data_source(cfg)
         _preflight(cfg, data, None)
         return _drive(cfg, data, run_dir, resume=True, progress=progress, on_epoch_end=on_epoch_end,
                       on_step=on_step, on_started=started)
@@ -158,7 +159,7 @@ def _get(data: Mapping[str, Any], dotted: str) -> Any:
     return data
 
 
-def _drive(cfg: RunConfig, data: ConfigDataSource, run_dir: RunDir | None, *, resume: bool,
+def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: bool,
            progress: bool | None, on_epoch_end: EpochCallback | None, on_step: StepCallback | None,
            on_started: StartCallback | None = None, transport: Transport | None = None) -> EngineResult:
     own = transport is None

@@ -28,7 +28,7 @@ from parties.vertical import (
 from strategies.dropout import Dropouts
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
-from vfl.data import DataSource
+from vfl.data import DataSource, KeyedDataSource, LabelShard, PartyShard
 from vfl.errors import ConfigError, ProtocolError
 from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
@@ -83,20 +83,32 @@ class VerticalStrategy(Strategy):
             return build()
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
-        cfg, m, t = self.cfg, self.cfg.model, self.cfg.train
+        if isinstance(data, KeyedDataSource):  # per-party files: rows aligned by PSI in `align`
+            from strategies.psi import build_aligned_node
+
+            return build_aligned_node(self, spec, data)
         shards, labels = data.partition()
         sched = self.schedule(len(labels.y_train), len(labels.y_test))
         if spec.role == "hub":
-            in_dim = m.embed_dim if m.fusion == "sum" else m.embed_dim * cfg.num_parties
-            head = self._seeded("head", spec.node_id, lambda: HEADS.get(m.head, "model.head")(
-                in_dim=in_dim, num_classes=labels.num_classes, hidden=m.head_hidden))
-            opt = make_optimizer(head.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
-                                 weight_decay=t.weight_decay)
-            return self.make_server(spec, labels=labels, head=head, optimizer=opt, schedule=sched,
-                                    party_ids=[party_node_id(i) for i in range(cfg.num_parties)],
-                                    fusion=m.fusion, device=t.device)
+            return self.server_node(spec, labels, sched)
+        return self.party_node(spec, shards[spec.node_id - 1], sched, labels=labels)
+
+    def server_node(self, spec: NodeSpec, labels: LabelShard, sched: Schedule) -> Node:
+        cfg, m, t = self.cfg, self.cfg.model, self.cfg.train
+        in_dim = m.embed_dim if m.fusion == "sum" else m.embed_dim * cfg.num_parties
+        head = self._seeded("head", spec.node_id, lambda: HEADS.get(m.head, "model.head")(
+            in_dim=in_dim, num_classes=labels.num_classes, hidden=m.head_hidden))
+        opt = make_optimizer(head.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
+                             weight_decay=t.weight_decay)
+        return self.make_server(spec, labels=labels, head=head, optimizer=opt, schedule=sched,
+                                party_ids=[party_node_id(i) for i in range(cfg.num_parties)],
+                                fusion=m.fusion, device=t.device)
+
+    def party_node(self, spec: NodeSpec, shard: PartyShard, sched: Schedule, *,
+                   labels: LabelShard | None = None) -> Node:
+        """A passive party; ``labels`` only arm an evaluation backdoor (its declared auxiliary knowledge)."""
+        cfg, m, t = self.cfg, self.cfg.model, self.cfg.train
         index = spec.node_id - 1
-        shard = shards[index]
         bottom = self._seeded("bottom", spec.node_id, lambda: BOTTOMS.get(m.bottom, "model.bottom")(
             input_shape=shard.input_shape, embed_dim=m.embed_dim, tanh_c=m.tanh_c, hidden=m.bottom_hidden))
         opt = make_optimizer(bottom.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
@@ -112,6 +124,9 @@ class VerticalStrategy(Strategy):
                                                                      *self.party_mods(index)],
                                 device=t.device, noise_rng=cfg.privacy.noise_rng)
         if cfg.attack.backdoor_party == index:  # evaluation only: a malicious passive party
+            if labels is None:
+                raise ConfigError("attack.backdoor_party", "the backdoor needs a packaged dataset (its known "
+                                  "target samples come from the labels); not available with data.parties")
             party = arm_backdoor(party, cfg, labels)
         return party
 
@@ -135,26 +150,36 @@ class VerticalStrategy(Strategy):
         return num_batches(num_samples=self._num_train, batch_size=self.cfg.train.batch_size)
 
     def prepare(self, data: DataSource) -> None:
-        """The driver learns the split sizes (not the data) to drive the schedule."""
+        """The driver learns the split sizes (not the data) to drive the schedule; with per-party
+        files it loads nothing and learns them from the alignment (``align``)."""
+        self._psi: dict[str, Any] = {}
+        if self.cfg.train.on_dropout == "skip-party" and self.cfg.model.fusion != "sum":
+            raise ConfigError("train.on_dropout", "skip-party needs model.fusion: sum (a concatenated head "
+                              "input cannot lose a party); use fail")
+        self._keyed = isinstance(data, KeyedDataSource)
+        if self._keyed:
+            return
         shards, labels = data.partition()
         self._num_train, self._num_test = len(labels.y_train), len(labels.y_test)
         if self.cfg.privacy.bottom_dp is not None:  # refuse a bottom Opacus cannot clip before actors start
             from parties.dp_bottom import check_bottoms
 
             check_bottoms(self.cfg.model, [s.input_shape for s in shards])
-        if self.cfg.train.on_dropout == "skip-party" and self.cfg.model.fusion != "sum":
-            raise ConfigError("train.on_dropout", "skip-party needs model.fusion: sum (a concatenated head "
-                              "input cannot lose a party); use fail")
+
+    def align(self, grid: Grid) -> None:
+        if getattr(self, "_keyed", False):
+            from strategies.psi import run_alignment
+
+            self._psi = run_alignment(grid, server_id=SERVER_ID, num_parties=self.cfg.num_parties)
+            self._num_train, self._num_test = self._psi["psi_num_train"], self._psi["psi_num_test"]
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         """Pipelined: the driver chains the hops (parties -> server -> parties ...) without waiting
         for each; with Ray the wires travel actor to actor. It syncs every ``SYNC`` steps (progress,
         errors) and counts every wire from the hosts' outboxes at the end of the epoch."""
         steps = self.steps_per_epoch()
-        start = wire.Wire.of(wire.make("train.forward", src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, 0),
-                                       content=wire.records(**{STEP: step_config(epoch=epoch, step=0,
-                                                                                 forward=True)})))
-        grid.count(start)
+        start = grid.emit(wire.make("train.forward", src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, 0),
+                                    content=wire.records(**{STEP: step_config(epoch=epoch, step=0, forward=True)})))
         server, guard = [grid.group_of[SERVER_ID]], self.dropouts
         guard.start_epoch(grid, epoch)
         ups = guard.hop(0, grid.submit([[start]], to=grid.party_groups))
@@ -209,6 +234,7 @@ class VerticalStrategy(Strategy):
             "information_bound_bytes": bound["total"],
             "information_bound_bytes_up": bound["up"],
             "information_bound_bytes_down": bound["down"],
+            **getattr(self, "_psi", {}),
         }
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:

@@ -26,3 +26,9 @@ def ray_local():
     yield ray
     ray.shutdown()
     shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _vfl_cache_dir(tmp_path_factory):
+    """Files generated on first use (``data.split_parties``) go to a test temp dir, not ~/.cache."""
+    os.environ["VFL_CACHE_DIR"] = str(tmp_path_factory.mktemp("vfl-cache"))

@@ -100,12 +100,13 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if len(non_null) == 1:  # X | None: X's own error names the sub-key (e.g. privacy.bottom_dp.max_grad_norm)
             return _coerce(key, value, non_null[0])
         errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
+        options = [a for a in args if a is not type(None)]
+        for arg in options:
             try:
                 return _coerce(key, value, arg)
             except ConfigError as exc:
+                if len(options) == 1:  # an optional section: its own error names the sub-key
+                    raise
                 errors.append(str(exc))
         raise ConfigError(key, f"got {value!r}; expected {_type_name(tp)}")
     if origin is typing.Literal:

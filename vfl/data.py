@@ -8,7 +8,7 @@ server. Everything is indexed by the same sample ids, so a shared batch order al
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -89,3 +89,57 @@ class DataSource(Protocol):
     def partition(self) -> tuple[list[PartyShard], LabelShard]:
         """Vertical shards for every party and the server's labels (cached per process)."""
         ...
+
+
+@dataclass(frozen=True)
+class KeyedTable:
+    """One party's own table as read from its file: sample IDs and numeric features, in file order."""
+
+    source: str  # the file (for error messages)
+    ids: np.ndarray  # (n,) object array of str, unique
+    x: np.ndarray  # (n, F) float32
+    columns: tuple[str, ...]
+    standardize: bool = False
+
+
+@dataclass(frozen=True)
+class KeyedLabels:
+    """The label holder's table: sample IDs, class ids, and the train/test split if the file gives one."""
+
+    source: str
+    ids: np.ndarray  # (n,) object array of str, unique
+    y: np.ndarray  # (n,) int64 in [0, num_classes)
+    num_classes: int
+    is_test: np.ndarray | None = None  # (n,) bool from the file's split column; None = seeded split
+    test_fraction: float = 0.25
+    class_names: tuple[str, ...] = ()
+    metric: Metric = "accuracy"
+
+
+@runtime_checkable
+class KeyedDataSource(Protocol):
+    """Per-party files: each host reads only the tables of the nodes it runs; rows are aligned by
+    private set intersection in the setup phase (nobody, the driver included, loads the others)."""
+
+    num_parties: int
+
+    def party_table(self, index: int) -> KeyedTable:
+        """Passive party ``index``'s own table."""
+        ...
+
+    def label_table(self) -> KeyedLabels:
+        """The label holder's table."""
+        ...
+
+
+def stratified_test_mask(y: np.ndarray, *, test_fraction: float, seed: int) -> np.ndarray:
+    """Seeded stratified choice of test rows (each class keeps its proportion, >= 1 train row)."""
+    from vfl.rng import seeded_numpy
+
+    rng = seeded_numpy("split", "aligned", seed)
+    mask = np.zeros(len(y), dtype=bool)
+    for c in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == c))
+        n_test = min(int(round(test_fraction * len(rows))), len(rows) - 1)
+        mask[rows[:max(n_test, 0)]] = True
+    return mask

@@ -16,10 +16,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from vfl.auth import auth_summary
 from vfl.data import DataSource
 from vfl.errors import PartyFailure, PrivacyBudgetExceeded
 from vfl.grid import Grid
-from vfl.ledger import CommLedger
+from vfl.ledger import CommLedger, setup_breakdown
 from vfl.recovery import Recovery, Snapshot
 from vfl.rundir import RunDir
 from vfl.schema import RunConfig
@@ -66,8 +67,15 @@ class Engine:
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
         self.transport.start(self.groups, factory, threads=self.cfg.train.threads_per_actor)
         self.grid = Grid(self.transport, self.groups, self.ledger)
-        self.strategy.setup(self.grid)
+        self.protocol_setup(self.grid)
         return self.grid
+
+    def protocol_setup(self, grid: Grid) -> None:
+        """What fresh nodes need before training (at start and after a restart rebuilt them)."""
+        if self.cfg.auth:
+            grid.authenticate()  # node keys made in the hosts; roster fixed before any protocol message
+        self.strategy.align(grid)  # PSI when the parties bring their own files
+        self.strategy.setup(grid)  # e.g. fresh secure-aggregation keys
 
     def _new_accountant(self) -> Any:
         from vfl.privacy import Accountant
@@ -222,6 +230,7 @@ class Engine:
                 (tot["bytes_up"] + tot["bytes_down"] - tot["payload_up"] - tot["payload_down"])
                 / max(1, tot["messages_up"] + tot["messages_down"])),
             "setup_bytes": setup["bytes_up"] + setup["bytes_down"],
+            **setup_breakdown(self.ledger), **auth_summary(self.ledger, enabled=cfg.auth),
             "eval_bytes": sum(self.ledger.totals("eval")[k] for k in ("bytes_up", "bytes_down")),
             "bytes_per_party": self.ledger.per_party("train"),
             "bytes_by_kind": dict(sorted(self.ledger.by_kind.items())),

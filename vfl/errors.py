@@ -48,6 +48,8 @@ class PrivacyBudgetExceeded(VFLError):
 class RevealRefused(ProtocolError):
     """An honest secure-aggregation client refused a request that would expose a protected input:
     keys of a past round, both masks of one peer, its own seed, or masking after leaving a session."""
+
+
 class RunDirError(VFLError):
     """A run directory that cannot be written or read back (disk full, corrupt checkpoint or
     metrics); the message names the file."""
@@ -55,3 +57,19 @@ class RunDirError(VFLError):
 
 class TransportError(VFLError):
     """The transport cannot start, e.g. no Ray cluster answers at ``transport.address``."""
+
+
+class AuthenticationError(ProtocolError):
+    """A message failed authentication (bad signature, ``src`` not matching the signing key, replayed
+    or out-of-order sequence number); names the claimed sender, the receiving host and the round."""
+
+    def __init__(self, node: str, round_: str, reason: str, receiver: str = "") -> None:
+        self.node = node
+        self.round = round_
+        self.reason = reason
+        self.receiver = receiver
+        at = f" at {receiver}" if receiver else ""
+        super().__init__(f"message from node {node} in round {round_} rejected{at}: {reason}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:  # survives Ray's pickling
+        return (type(self), (self.node, self.round, self.reason, self.receiver))

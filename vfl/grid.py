@@ -3,6 +3,8 @@
 A message is counted once, where it is produced: messages the driver builds on behalf of the
 server are counted when sent; replies are counted when they come back; forwarding a reply to
 its destination (party embeddings on their way to the server) does not count it again.
+With authentication (``authenticate``) the driver holds no key: each message it builds is first
+signed by the host of its ``src`` node, then counted and sent.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Grid:
         self.specs: dict[int, NodeSpec] = {s.node_id: s for g in groups for s in g.specs}
         self.group_of: dict[int, str] = {s.node_id: g.name for g in groups for s in g.specs}
         self.party_groups = [g.name for g in groups if any(s.role == "party" for s in g.specs)]
+        self.authenticated = False
 
     def remove_groups(self, names: Sequence[str]) -> list[int]:
         """Forget hosts that left the run (dropouts): no more deliveries or broadcasts to their
@@ -74,17 +77,50 @@ class Grid:
         self.ledger.record(phase=parse_round(round)[0], direction=direction, party=party, round=round,
                            nbytes=nbytes, payload=payload, kind=kind)
 
+    def authenticate(self) -> None:
+        """Every host generates its nodes' Ed25519 keys; the roster of public keys is then fixed on
+        every host before the first protocol message (the driver only relays public keys)."""
+        roster: dict[int, tuple[str, bytes]] = {}
+        for g in self.groups:
+            for nid, key in self.transport.host_call(g.name, "auth_begin").items():
+                roster[int(nid)] = (self.name(int(nid)), bytes(key))
+        for g in self.groups:
+            self.transport.host_call(g.name, "auth_roster", roster)
+        self.authenticated = True
+
+    def _seal(self, messages: Sequence[Message]) -> list[Wire]:
+        """Driver-built messages as wires: signed by their src node's host when authenticated."""
+        wires = [Wire.of(m) for m in messages]
+        if not self.authenticated or not wires:
+            return wires
+        by_group: dict[str, list[int]] = {}
+        for i, w in enumerate(wires):
+            if w.src not in self.group_of:
+                raise ProtocolError(f"message {w.kind} from unknown node {w.src}")
+            by_group.setdefault(self.group_of[w.src], []).append(i)
+        for name, idx in by_group.items():
+            for i, signed in zip(idx, self.transport.host_call(name, "emit", [wires[i] for i in idx]), strict=True):
+                wires[i] = signed
+        return wires
+
+    def emit(self, message: Message) -> Wire:
+        """One driver-built message as a counted (and, with authentication, signed) wire."""
+        (wire,) = self._seal([message])
+        self.count(wire)
+        return wire
+
     def send(self, items: Sequence[Message | Wire]) -> list[Wire]:
         """Deliver messages (counted now) and wires (already counted); return counted replies."""
         if not items:
             return []
         batches: dict[str, list[Wire]] = {}
         rounds = set()
+        sealed = iter(self._seal([i for i in items if not isinstance(i, Wire)]))
         for item in items:
             if isinstance(item, Wire):
                 wire = item
             else:
-                wire = Wire.of(item)
+                wire = next(sealed)
                 self.count(wire)
             rounds.add(wire.round)
             if wire.dst == BROADCAST:

@@ -2,7 +2,9 @@
 
 Many parties share one host so that M=100 parties do not cost 100 actors. The host turns
 incoming wire bytes into flwr messages, hands each node its messages (a broadcast goes to every
-party node it hosts), and serializes the replies — the bytes the ledger counts.
+party node it hosts), and serializes the replies — the bytes the ledger counts. With
+authentication on (``auth_begin``/``auth_roster``) it signs what its nodes send and verifies what
+they receive before they see it (``vfl.auth``).
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from flwr.common import Message
 
 from vfl import faults
-from vfl.errors import VFLError
+from vfl.auth import HostAuth, check_unreserved
+from vfl.errors import ProtocolError, VFLError
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
 from vfl.views import ViewLog
@@ -38,7 +42,8 @@ class NodeHost:
         try:
             self.nodes = self._build_nodes()
         except VFLError as exc:  # reported by ready(): Ray loses the type of errors raised in __init__
-            self.nodes, self.init_error = {}, exc
+            self.nodes, self.init_error = {}, exc  # (e.g. a party's own file is bad)
+        self.auth: HostAuth | None = None  # set by auth_begin: sign what my nodes send, verify what they get
 
     def _build_nodes(self) -> dict[int, Node]:
         nodes = self.build(self.specs)
@@ -65,10 +70,13 @@ class NodeHost:
         per_node: dict[int, list[Any]] = {}
         for w in wires:
             message = decode(w.data)
-            targets = (
-                [nid for nid, n in self.nodes.items() if n.accepts_broadcast] if w.dst == BROADCAST else [w.dst]
-            )
+            if self.auth is not None:
+                message = self.auth.verify(w.data, message)  # before any node sees it
+            dst = int(message.metadata.dst_node_id)  # the (signed) metadata, not the routing header
+            targets = [nid for nid, n in self.nodes.items() if n.accepts_broadcast] if dst == BROADCAST else [dst]
             for nid in targets:
+                if nid not in self.nodes:
+                    raise ProtocolError(f"message {w.kind} for node {nid} delivered to a host without it")
                 per_node.setdefault(nid, []).append(message)
                 if self.views is not None:
                     self.views.record(nid, message)
@@ -76,9 +84,35 @@ class NodeHost:
         for nid, messages in per_node.items():
             node = self.nodes[nid]
             replies = node.handle(messages)
-            faults.check(node.spec.name, replies, in_driver=self.in_driver)  # testing hook (VFL_FAULT_INJECT); no-op otherwise
-            out.extend(Wire.of(r) for r in replies)
+            faults.check(node.spec.name, replies, in_driver=self.in_driver)  # testing hook; no-op otherwise
+            out.extend(self._wire(nid, r) for r in replies)
         return out
+
+    def _wire(self, node_id: int, message: Message) -> Wire:
+        if self.auth is None:
+            return Wire.of(message)
+        check_unreserved(message)
+        return self.auth.sign(node_id, Wire.of(message))  # one signature, by the node that produced it
+
+    # ---- authentication (control plane, called by the driver at setup) ------------------------
+    def auth_begin(self) -> dict[int, bytes]:
+        """Generate an Ed25519 key for each of my nodes (kept here); return the public keys."""
+        names = {nid: n.spec.name for nid, n in self.nodes.items()}
+        label = ", ".join(names[n] for n in sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
+        self.auth = HostAuth(names, host=f"the host of {label}")
+        return self.auth.public_keys()
+
+    def auth_roster(self, roster: dict[int, tuple[str, bytes]]) -> None:
+        """Fix the roster of every node's public key (before the first protocol message)."""
+        if self.auth is None:
+            raise ProtocolError("auth_roster before auth_begin")
+        self.auth.install(roster)
+
+    def emit(self, wires: Sequence[Wire]) -> list[Wire]:
+        """Sign messages the driver built for my nodes (the driver holds no key); unchanged without auth."""
+        if self.auth is None:
+            return list(wires)
+        return [self.auth.sign_for(w) for w in wires]
 
     def deliver_piped(self, *parts: Sequence[Wire]) -> list[Wire]:
         """Pipelined delivery: take what is addressed to my nodes from other hosts' outputs (Ray

@@ -98,3 +98,15 @@ class CommLedger:
         for key, c in state["keys"].items():
             phase, direction, party = key.split("|")
             self.by_key[(phase, direction, party)] = Counter(c["bytes"], c["payload"], c["messages"])
+
+
+def kind_bytes(ledger: CommLedger, prefix: str) -> int:
+    """Up/down bytes of every message kind starting with ``prefix`` (control messages excluded)."""
+    return sum(int(r["bytes"]) for k, r in ledger.by_kind.items() if k.startswith(prefix) and r["direction"] != CONTROL)
+
+
+def setup_breakdown(ledger: CommLedger) -> dict[str, int]:
+    """``setup_bytes`` split: private set intersection (``query.psi_*``) and the rest (secure-aggregation keys)."""
+    setup = ledger.totals("setup")
+    psi = kind_bytes(ledger, "query.psi_")
+    return {"psi_bytes": psi, "secagg_setup_bytes": setup["bytes_up"] + setup["bytes_down"] - psi}

@@ -61,6 +61,18 @@ class Node:
     def node_id(self) -> int:
         return self.spec.node_id
 
+    def attach(self, component: object) -> None:
+        """Also serve the ``@handles`` methods of ``component`` (a protocol add-on such as sample
+        alignment that works with any node class); a kind already handled is refused."""
+        for klass in reversed(type(component).__mro__):
+            for attr in vars(klass).values():
+                kind = getattr(attr, "__vfl_handles__", None)
+                if kind is None:
+                    continue
+                if kind in self._handlers:
+                    raise ProtocolError(f"node {self.spec.name} already handles {kind!r}")
+                self._handlers[kind] = _bound(component, attr)
+
     def handle(self, messages: list[Message]) -> list[Message]:
         """Group messages by kind (keeping order) and call the matching handlers."""
         out: list[Message] = []
@@ -86,6 +98,15 @@ class Node:
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore what ``state`` returned."""
+
+
+def _bound(component: object, fn: Callable[[Any, list[Message]], list[Message]]) -> Handler:
+    """A handler of ``component`` in the node's handler table (called as ``handler(node, messages)``)."""
+
+    def call(_node: Any, messages: list[Message]) -> list[Message]:
+        return fn(component, messages)
+
+    return call
 
 
 def state_to_bytes(state: dict[str, Any]) -> bytes:

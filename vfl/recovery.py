@@ -80,7 +80,7 @@ class Recovery:
         if grid is None:
             raise RuntimeError("Recovery.restore before Engine.start")
         grid.count_rows(engine.transport.restart(snapshot.nodes))  # what live hosts sent before dying
-        engine.strategy.setup(grid)  # fresh SecAgg keys for the rebuilt nodes
+        engine.protocol_setup(grid)  # fresh signing keys, alignment and SecAgg keys for the rebuilt nodes
         now, then = _traffic(engine.ledger.state()), _traffic(snapshot.ledger)
         for k in self.replay:
             self.replay[k] += now[k] - then[k]

@@ -13,6 +13,7 @@ from typing import Any
 
 from vfl.config import build, param, to_dict
 from vfl.errors import ConfigError
+from vfl.party_files import LabelFile, PartyFile, SplitParties
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,10 @@ class DataConfig:
     load_opts: dict[str, Any] = param({}, help="extra loader options (e.g. size, channels, views)")
     train_subsample: int | None = param(None, ge=1, help="use at most this many training samples")
     test_subsample: int | None = param(None, ge=1, help="use at most this many test samples")
+    parties: tuple[PartyFile, ...] = param((), help="per-party files [{path, id, columns}], aligned by PSI")
+    labels: LabelFile | None = param(None, help="the label holder's file {path, id, label, split}")
+    split_parties: SplitParties | None = param(None, help="export `dataset` to per-party files on first "
+                                                          "use {overlap, dir} and train from them")
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,7 @@ class RunConfig:
     privacy: PrivacyConfig = dataclasses.field(default_factory=PrivacyConfig)
     attack: AttackConfig = dataclasses.field(default_factory=AttackConfig)
     params: Any = param({}, help="strategy options (validated by the strategy)")
+    auth: bool = param(True, help="Ed25519 identity key per node; every message signed and verified")
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)  # type: ignore[no-any-return]

@@ -84,6 +84,10 @@ class Strategy(ABC):
     def prepare(self, data: DataSource) -> None:
         """Driver-side look at the data's shape (split sizes) before any node exists."""
 
+    def align(self, grid: Grid) -> None:
+        """Sample alignment before ``setup`` (private set intersection when every party brings its
+        own table keyed by sample ID); nothing to do when the samples are aligned by construction."""
+
     def setup(self, grid: Grid) -> None:
         """One-time protocol set-up after the nodes exist (e.g. secure-aggregation keys)."""
 

@@ -8,7 +8,7 @@ import pytest
 from simulations.data.fixtures import write_fixtures
 from simulations.runner import CONFIG_DIR, execute, read_config_file, resolve_config
 
-OFFLINE = ["demo", "digits-5p", "digits-10p", "phishing-river-5p", "breast-cancer-10p", "mnist5k-quadrants",
+OFFLINE = ["demo", "demo-psi", "digits-5p", "digits-10p", "phishing-river-5p", "breast-cancer-10p", "mnist5k-quadrants",
            "mnist5k-quadrants-p128", "mnist5k-6strips", "mnist5k-12strips"]
 PAPER = ["har-5p", "har-10p", "phishing-5p", "phishing-10p", "cifar10-quadrants", "imagenet100-quadrants",
          "modelnet10-6v", "modelnet10-12v"]

@@ -103,6 +103,11 @@ class Transport(ABC):
         return {}
 
     @abstractmethod
+    def host_call(self, group: str, method: str, *args: Any) -> Any:
+        """Control-plane call on one host itself (authentication set-up, signing the driver's
+        messages for the host's nodes); never reaches a node."""
+
+    @abstractmethod
     def shutdown(self) -> None:
         """Stop hosts (and a local Ray started by this transport)."""
 

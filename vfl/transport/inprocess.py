@@ -122,5 +122,8 @@ class InProcessTransport(Transport):
     def views(self) -> dict[int, dict[str, Any]]:
         return {nid: v for h in self.hosts.values() for nid, v in h.drain_views().items()}
 
+    def host_call(self, group: str, method: str, *args: Any) -> Any:
+        return getattr(self.hosts[group], method)(*args)
+
     def shutdown(self) -> None:
         self.hosts.clear()

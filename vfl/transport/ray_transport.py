@@ -225,6 +225,9 @@ class RayTransport(Transport):
         parts = self._get({n: a.drain_views.remote() for n, a in self.actors.items()}, round="control")
         return {nid: v for part in parts.values() for nid, v in part.items()}
 
+    def host_call(self, group: str, method: str, *args: Any) -> Any:
+        return self._get({group: getattr(self.actors[group], method).remote(*args)}, round="control")[group]
+
     def kill(self, group: str) -> None:
         """Kill one host actor (fault injection in tests and demos)."""
         self._ray.kill(self.actors[group], no_restart=True)

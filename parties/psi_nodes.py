@@ -1,0 +1,163 @@
+"""Sample alignment by private set intersection: the label holder's and the parties' PSI sides.
+
+Attached to the usual server / party nodes when each party brings its own table (``Node.attach``).
+The label holder (server, PSI client) runs PSI with the parties one after the other, each time
+over the IDs still common so far: ``I_0`` = its IDs, ``I_k = I_{k-1} ∩ S_k``. So the server learns
+``I_1 ⊇ I_2 ⊇ ... ⊇ I_M`` (never a party's IDs outside them) and each party's set size; party k
+learns ``|I_{k-1}|`` (the request size) and, at the end, ``I_M``, which it already holds. The
+server then broadcasts the ordered common IDs — sorted, split into train and test — and every
+node binds its rows in that order: batch ids index it. Every exchange is a counted message of the
+``setup`` phase with its own kind (``query.psi_request``, ``query.psi_response``, ``query.psi_align``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from flwr.common import Message
+
+from vfl import message as wire
+from vfl.data import KeyedLabels, KeyedTable, LabelShard, PartyShard, stratified_test_mask
+from vfl.errors import DataError, ProtocolError
+from vfl.message import BROADCAST
+from vfl.node import Node, handles
+from vfl.psi import PsiClient, pack_ids, respond, unpack_ids
+
+START, REQUEST, RESPONSE, ALIGN, QUERY = (
+    "query.psi_start", "query.psi_request", "query.psi_response", "query.psi_align", "query.psi_sizes")
+KIND_PREFIX = "query.psi_"  # every PSI message kind (flwr allows only train|evaluate|query kinds)
+PSI = "psi"  # record name
+
+
+def _bytes(message: Message, name: str) -> bytes:
+    return wire.get_array(message, PSI, name).tobytes()
+
+
+def _u8(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+class PartyAlignment:
+    """A passive party's side: answers the label holder's PSI request with its own IDs, then binds
+    its rows in the broadcast order (``node.shard`` and ``node.schedule`` sizes)."""
+
+    def __init__(self, node: Node, table: KeyedTable, index: int) -> None:
+        self.node = node
+        self.table = table
+        self.index = index
+        self.ids = [str(i) for i in table.ids]
+
+    @handles(REQUEST)
+    def on_request(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        setup, response = respond(_bytes(m, "request"), self.ids)
+        content = wire.records(**{PSI: wire.arrays(setup=_u8(setup), response=_u8(response)),
+                                  "n": wire.config(n=len(self.ids))})
+        return [wire.reply(m, RESPONSE, src=self.node.node_id, content=content)]
+
+    @handles(ALIGN)
+    def on_align(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        row = {k: i for i, k in enumerate(self.ids)}
+
+        def rows(part: str) -> np.ndarray:
+            ids = unpack_ids(wire.get_array(m, PSI, part), wire.get_array(m, PSI, f"{part}_len"))
+            if any(k not in row for k in ids):  # only a PSI false positive (probability FPR) or a lying server
+                raise ProtocolError(f"{self.node.spec.name}: query.psi_align names IDs it does not hold")
+            return np.asarray([row[k] for k in ids], dtype=np.int64)
+
+        tr, te = rows("train"), rows("test")
+        x_tr, x_te = self.table.x[tr], self.table.x[te]
+        if self.table.standardize:
+            mu, sd = x_tr.mean(axis=0), x_tr.std(axis=0)
+            sd = np.where(sd > 0, sd, 1.0)
+            x_tr, x_te = ((x_tr - mu) / sd).astype(np.float32), ((x_te - mu) / sd).astype(np.float32)
+        node: Any = self.node
+        node.shard = PartyShard(self.index, x_tr, x_te, f"{len(self.table.columns)} columns of {self.table.source}")
+        node.schedule = dataclasses.replace(node.schedule, num_train=len(tr), num_test=len(te))
+        return []
+
+
+class ServerAlignment:
+    """The label holder's side: chained PSI with every party, the split, and the broadcast order."""
+
+    def __init__(self, node: Node, labels: KeyedLabels, *, parties: Mapping[int, str], seed: int) -> None:
+        self.node = node
+        self.labels = labels
+        self.parties = dict(sorted(parties.items()))
+        self.seed = seed
+        self.result: dict[str, Any] | None = None
+        self._queue: list[int] = []
+        self._common: list[str] = []
+        self._client: PsiClient | None = None
+        self._sizes: dict[str, int] = {}
+
+    @handles(START)
+    def on_start(self, messages: list[Message]) -> list[Message]:
+        """Driver's control message: start the chain with the first party."""
+        self._common = sorted(str(i) for i in self.labels.ids)
+        self._sizes = {"label_holder": len(self._common)}
+        self._queue = list(self.parties)
+        return [self._request(messages[0].metadata.group_id)]
+
+    def _request(self, tag: str) -> Message:
+        self._client = PsiClient(self._common)  # a fresh key per party
+        return wire.make(REQUEST, src=self.node.node_id, dst=self._queue[0], round=tag,
+                         content=wire.records(**{PSI: wire.arrays(request=_u8(self._client.request()))}))
+
+    @handles(RESPONSE)
+    def on_response(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        pid = int(m.metadata.src_node_id)
+        if not self._queue or pid != self._queue[0] or self._client is None:
+            raise ProtocolError(f"unexpected query.psi_response from node {pid}")
+        before = len(self._common)
+        self._common = self._client.intersect(_bytes(m, "setup"), _bytes(m, "response"))
+        name = self.parties[pid]
+        self._sizes[name] = int(str(wire.config_value(m, "n", "n")))
+        done = list(self.parties)[: len(self.parties) - len(self._queue)]
+        if not self._common:
+            if not done:
+                raise DataError(f"PSI: {name} shares no sample ID with the label holder ({self._sizes[name]} vs "
+                                f"{before} IDs); check both files' id columns use the same ID format")
+            raise DataError(f"PSI: {name} holds none of the {before} sample IDs common to the label holder and "
+                            f"{', '.join(self.parties[p] for p in done)}; nothing to train on")
+        self._queue.pop(0)
+        tag = m.metadata.group_id
+        return [self._request(tag)] if self._queue else [self._align(tag)]
+
+    def _align(self, tag: str) -> Message:
+        lab = self.labels
+        ids = np.asarray(self._common, dtype=object)  # sorted: the shared sample order
+        index = {str(k): i for i, k in enumerate(lab.ids)}
+        rows = np.asarray([index[k] for k in self._common], dtype=np.int64)
+        y = lab.y[rows]
+        is_test = (lab.is_test[rows] if lab.is_test is not None
+                   else stratified_test_mask(y, test_fraction=lab.test_fraction, seed=self.seed))
+        if is_test.all() or not is_test.any():
+            which = "training" if is_test.all() else "test"
+            raise DataError(f"PSI: the {len(ids)} common samples hold no {which} row (split of {lab.source})")
+        node: Any = self.node
+        node.labels = LabelShard(y[~is_test], y[is_test], lab.num_classes, lab.metric)
+        node.schedule = dataclasses.replace(node.schedule, num_train=int((~is_test).sum()),
+                                            num_test=int(is_test.sum()))
+        self.result = {"intersection": len(ids), "num_train": node.schedule.num_train,
+                       "num_test": node.schedule.num_test, "set_sizes": dict(self._sizes)}
+        tr_blob, tr_len = pack_ids(list(ids[~is_test]))
+        te_blob, te_len = pack_ids(list(ids[is_test]))
+        return wire.make(ALIGN, src=self.node.node_id, dst=BROADCAST, round=tag, content=wire.records(
+            **{PSI: wire.arrays(train=tr_blob, train_len=tr_len, test=te_blob, test_len=te_len)}))
+
+    @handles(QUERY)
+    def on_query(self, messages: list[Message]) -> list[Message]:
+        """Driver's control read of what it needs to drive the schedule (sizes, never IDs)."""
+        if self.result is None:
+            raise ProtocolError("query.psi_sizes before the alignment finished")
+        r = self.result
+        names: Sequence[str] = list(r["set_sizes"])
+        return [wire.reply(messages[0], content=wire.records(psi=wire.config(
+            intersection=r["intersection"], num_train=r["num_train"], num_test=r["num_test"],
+            names=list(names), sizes=[int(r["set_sizes"][n]) for n in names])))]

@@ -1,0 +1,149 @@
+"""Per-party data sources: each party's own table (CSV or Parquet) keyed by a sample ID.
+
+``PartyTableSource`` is what every host gets; a host calls ``party_table(k)`` for the party nodes
+it runs and ``label_table()`` for the server, so it opens only its own parties' files (the driver
+opens none: it learns the aligned sizes from the PSI messages). Every file goes through
+``read_table`` and is validated with one ``DataError`` naming the file, the column and the key:
+missing file, missing id/label/feature column, empty or duplicate IDs, non-numeric or missing
+feature values, split values other than train/test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulations.data.common import labels_to_ids, resolve_data_dir
+from vfl.data import Dataset, KeyedLabels, KeyedTable, LabelShard, PartyShard
+from vfl.errors import DataError
+from vfl.party_files import LabelFile, PartyFile
+
+SPLIT_VALUES = ("train", "test")
+
+
+def read_table(path: str, *, key: str, id_column: str) -> Any:
+    """One party file as a pandas DataFrame (the ID column as strings); the only place files are opened."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{path}: file not found ({key}.path)")
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".csv":
+            frame = pd.read_csv(p, dtype={id_column: str}, keep_default_na=True)
+        elif suffix in (".parquet", ".pq"):
+            try:
+                import pyarrow  # noqa: F401
+            except ImportError:
+                raise DataError(f"{path}: reading Parquet needs pyarrow: pip install 'vfl-privacy[parquet]' "
+                                f"(or convert the file to CSV)") from None
+            frame = pd.read_parquet(p)
+        else:
+            raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r} ({key}.path); allowed: .csv, .parquet")
+    except DataError:
+        raise
+    except Exception as exc:  # pandas/pyarrow parse errors
+        raise DataError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from None
+    if len(frame) == 0:
+        raise DataError(f"{path}: the table has no rows")
+    return frame
+
+
+def _ids(frame: Any, path: str, column: str, key: str) -> np.ndarray:
+    if column not in frame.columns:
+        raise DataError(f"{path}: no id column {column!r} ({key}.id); columns: {list(map(str, frame.columns))[:12]}")
+    col = frame[column]
+    if col.isna().any():
+        raise DataError(f"{path}: id column {column!r} is empty in row {int(np.flatnonzero(col.isna())[0])}")
+    ids = col.astype(str).to_numpy(dtype=object)
+    dup = frame.index[col.astype(str).duplicated(keep=False)]
+    if len(dup):  # rows, not the IDs themselves: an error message may travel to the operator
+        raise DataError(f"{path}: duplicate IDs in column {column!r} (rows {', '.join(map(str, list(dup)[:4]))})")
+    return ids
+
+
+def read_party_table(spec: PartyFile, *, key: str) -> KeyedTable:
+    """A passive party's table: unique IDs and float32 features of the chosen numeric columns."""
+    import pandas as pd
+    frame = read_table(spec.path, key=key, id_column=spec.id)
+    ids = _ids(frame, spec.path, spec.id, key)
+    cols = list(spec.columns) or [str(c) for c in frame.columns if str(c) != spec.id]
+    if not cols:
+        raise DataError(f"{spec.path}: no feature column besides the id column {spec.id!r}")
+    for c in cols:
+        if c not in frame.columns:
+            raise DataError(f"{spec.path}: no column {c!r} ({key}.columns)")
+        if c == spec.id:
+            raise DataError(f"{spec.path}: the id column {c!r} cannot be a feature ({key}.columns)")
+        values = frame[c]
+        if not pd.api.types.is_numeric_dtype(values):
+            raise DataError(f"{spec.path}: column {c!r} is not numeric (dtype {values.dtype}); encode it or "
+                            f"leave it out of {key}.columns")
+        if values.isna().any():
+            raise DataError(f"{spec.path}: column {c!r} has missing values (row {int(np.flatnonzero(values.isna())[0])})")
+    x = frame[cols].to_numpy(dtype=np.float32)
+    return KeyedTable(source=spec.path, ids=ids, x=x, columns=tuple(cols), standardize=spec.standardize)
+
+
+def read_label_table(spec: LabelFile, *, key: str = "data.labels") -> KeyedLabels:
+    """The label holder's table: unique IDs, class ids and the optional train/test split column."""
+    frame = read_table(spec.path, key=key, id_column=spec.id)
+    ids = _ids(frame, spec.path, spec.id, key)
+    if spec.label not in frame.columns:
+        raise DataError(f"{spec.path}: no label column {spec.label!r} ({key}.label)")
+    raw = frame[spec.label]
+    if raw.isna().any():
+        raise DataError(f"{spec.path}: label column {spec.label!r} is empty in row {int(np.flatnonzero(raw.isna())[0])}")
+    y, names = labels_to_ids(raw.to_numpy())
+    if len(names) < 2:
+        raise DataError(f"{spec.path}: label column {spec.label!r} holds a single class")
+    is_test = None
+    if spec.split is not None:
+        if spec.split not in frame.columns:
+            raise DataError(f"{spec.path}: no split column {spec.split!r} ({key}.split)")
+        split = frame[spec.split].astype(str).str.strip().str.lower()
+        bad = sorted(set(split) - set(SPLIT_VALUES))
+        if bad:
+            raise DataError(f"{spec.path}: split column {spec.split!r} holds {bad[:3]}; allowed: train, test")
+        is_test = (split == "test").to_numpy()
+    return KeyedLabels(source=spec.path, ids=ids, y=y, num_classes=len(names), is_test=is_test,
+                       test_fraction=spec.test_fraction, class_names=names)
+
+
+@dataclass(frozen=True)
+class PartyTableSource:
+    """The run's per-party files (absolute paths); each host reads only the ones it needs."""
+
+    num_parties: int
+    parties: tuple[PartyFile, ...]
+    labels: LabelFile
+
+    @classmethod
+    def from_files(cls, parties: tuple[PartyFile, ...], labels: LabelFile, *,
+                   data_dir: str | None = None) -> PartyTableSource:
+        """Resolve relative paths against ``data_dir`` (else ``$VFL_DATA_DIR``, else the working dir)."""
+        base = resolve_data_dir(data_dir) or Path.cwd()
+
+        def absolute(path: str) -> str:
+            p = Path(path).expanduser()
+            return str(p if p.is_absolute() else (base / p).absolute())
+
+        return cls(len(parties), tuple(replace(p, path=absolute(p.path)) for p in parties),
+                   replace(labels, path=absolute(labels.path)))
+
+    def party_table(self, index: int) -> KeyedTable:
+        return read_party_table(self.parties[index], key=f"data.parties[{index}]")
+
+    def label_table(self) -> KeyedLabels:
+        return read_label_table(self.labels)
+
+    def dataset(self) -> Dataset:
+        raise DataError("per-party files are never loaded as one dataset; their rows are aligned by PSI "
+                        "in the setup phase (use a vertical strategy: npq, npq+secagg, pbm, ldp)")
+
+    def partition(self) -> tuple[list[PartyShard], LabelShard]:
+        return self.dataset()  # type: ignore[return-value]

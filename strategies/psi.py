@@ -1,0 +1,62 @@
+"""Per-party files in the vertical strategies: nodes built from their own table, aligned by PSI.
+
+Inside a host, ``build_aligned_node`` reads only the table of the node it builds (the label
+holder's for the server, party k's for party k) and creates the usual node with zero rows; the
+PSI add-on binds the aligned rows in the setup phase. On the driver, ``run_alignment`` starts the
+chain with a control message and reads back only the sizes it needs to drive the schedule.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from parties.psi_nodes import QUERY, START, PartyAlignment, ServerAlignment
+from vfl import message as wire
+from vfl.data import KeyedDataSource, LabelShard, PartyShard
+from vfl.errors import ProtocolError
+from vfl.grid import Grid
+from vfl.node import Node, NodeSpec
+
+if TYPE_CHECKING:
+    from strategies.vertical import VerticalStrategy
+
+SETUP_ROUND = wire.round_tag(0, 0, "setup")
+
+
+def build_aligned_node(strategy: VerticalStrategy, spec: NodeSpec, data: KeyedDataSource) -> Node:
+    """The strategy's node for ``spec`` over its own table only, with the PSI handlers attached."""
+    from strategies.vertical import SERVER_ID, party_node_id
+
+    sched = strategy.schedule(0, 0)  # the sizes come with the alignment
+    if spec.role == "hub":
+        lab = data.label_table()
+        empty = np.zeros(0, dtype=np.int64)
+        node = strategy.server_node(spec, LabelShard(empty, empty, lab.num_classes, lab.metric), sched)
+        parties = {party_node_id(i): f"party{i}" for i in range(strategy.cfg.num_parties)}
+        node.attach(ServerAlignment(node, lab, parties=parties, seed=strategy.cfg.seed))
+        return node
+    if spec.node_id == SERVER_ID:
+        raise ProtocolError(f"node {spec.name} has the server's id but the party role")
+    index = spec.node_id - 1
+    table = data.party_table(index)
+    node = strategy.party_node(spec, PartyShard(index, table.x[:0], table.x[:0], table.source), sched)
+    node.attach(PartyAlignment(node, table, index))
+    return node
+
+
+def run_alignment(grid: Grid, *, server_id: int, num_parties: int) -> dict[str, Any]:
+    """PSI with every party over counted setup messages; returns the sizes (never an ID)."""
+    start = wire.make(START, src=server_id, dst=server_id, round=SETUP_ROUND)
+    grid.run_until_quiet([start], max_hops=2 * num_parties + 4)
+    q = wire.make(QUERY, src=server_id, dst=server_id, round=SETUP_ROUND)
+    replies = grid.send([q])
+    if len(replies) != 1:
+        raise ProtocolError(f"{QUERY}: expected one reply, got {len(replies)}")
+    c = replies[0].open().content.config_records["psi"]
+    return {
+        "psi_intersection_size": int(str(c["intersection"])),
+        "psi_num_train": int(str(c["num_train"])), "psi_num_test": int(str(c["num_test"])),
+        "psi_set_sizes": {str(n): int(k) for n, k in zip(c["names"], c["sizes"], strict=True)},  # type: ignore[call-overload]
+    }
