@@ -136,9 +136,7 @@ class Dropouts:
     def _counted(grid: Grid, item: Message | Wire) -> Wire:
         if isinstance(item, Wire):
             return item  # produced by a host: counted when its outbox is drained
-        w = Wire.of(item)
-        grid.count(w)
-        return w
+        return grid.emit(item)  # counted, and signed by its src node's host when authenticated
 
     # ---- records ---------------------------------------------------------------------------------
     def parties_summed(self, epoch: int, default: int) -> int:
@@ -192,8 +190,12 @@ class Dropouts:
                                    f"no answer within transport.round_timeout_s={self.timeout:g}")
             dead = set()
             for g, error in failed.items():
-                if g == server or transport.alive(g):  # the node raised: a bug or a protocol violation
-                    raise error if error is not None else PartyFailure(g, round_tag(self._epoch, hop.step))
+                alive = transport.alive(g)
+                if g == server or alive:  # a dead server, or a node that raised (a bug or a protocol violation)
+                    if isinstance(error, VFLError):
+                        raise error
+                    why = "its Ray actor died" if not alive else f"{type(error).__name__}: {error}"
+                    raise PartyFailure(", ".join(self._names(grid, g)), round_tag(self._epoch, hop.step), why)
                 dead.add(g)
             return index, dead, late
         return None

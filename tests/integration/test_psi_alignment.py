@@ -128,10 +128,10 @@ def test_each_host_opens_only_its_own_file_and_the_driver_none(tmp_path, monkeyp
     current = ["driver"]
 
     class RecordingHost(NodeHost):
-        def __init__(self, build, specs, threads=1):
+        def __init__(self, build, specs, threads=1, **kwargs):
             current[0] = ",".join(s.name for s in specs)
             try:
-                super().__init__(build, specs, threads)
+                super().__init__(build, specs, threads, **kwargs)
             finally:
                 current[0] = "driver"
 

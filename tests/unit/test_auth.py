@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
+from parties.secagg_wire import SETUP_KINDS
 from tests.helpers import BlobSource
 from vfl import message as wire
 from vfl.auth import SIGNATURE_BYTES, HostAuth
@@ -141,7 +142,7 @@ def test_auth_adds_exactly_one_signature_per_message_and_changes_nothing_else(st
         assert s[f"payload_bytes_{d}"] == r[f"payload_bytes_{d}"]
         assert s[f"total_bytes_{d}"] - r[f"total_bytes_{d}"] == SIGNATURE_BYTES * s[f"messages_{d}"]
     assert s["setup_bytes"] - r["setup_bytes"] == SIGNATURE_BYTES * sum(
-        v["messages"] for k, v in s["bytes_by_kind"].items() if k.startswith("query.secagg"))
+        v["messages"] for k, v in s["bytes_by_kind"].items() if k in SETUP_KINDS)
     all_messages = sum(v["messages"] for v in s["bytes_by_kind"].values())
     assert s["signature_bytes"] == SIGNATURE_BYTES * all_messages
     assert [h["train_loss"] for h in on.history] == [h["train_loss"] for h in off.history]  # same training
