@@ -29,10 +29,10 @@ def ping(dst: int, src: int = HUB, step: int = 0):
 
 
 def flwr_size(w: wire.Wire) -> int:
-    """The wire decoded with flwr's own serde and measured again."""
-    decoded = serde.message_from_proto(serde.ProtoMessage.FromString(w.data))
-    assert decoded.metadata.message_type == w.kind and decoded.metadata.group_id == w.round
-    return serde.message_to_proto(decoded).ByteSize()  # type: ignore[no-any-return]
+    """The size of a wire that flwr's own serde decodes to the message its header names."""
+    md = serde.message_from_proto(serde.ProtoMessage.FromString(w.data)).metadata
+    assert (md.src_node_id, md.dst_node_id, md.message_type, md.group_id) == (w.src, w.dst, w.kind, w.round)
+    return len(w.data)
 
 
 def all_counted(grid: Grid) -> int:

@@ -43,7 +43,7 @@ def test_replies_are_serialized_flwr_messages_and_the_size_is_the_byte_count():
     md = decoded.metadata
     assert (md.src_node_id, md.dst_node_id, md.message_type, md.group_id) == (2, HUB, "train.pong", "train:0:0")
     assert (w.src, w.dst, w.kind, w.round) == (2, HUB, "train.pong", "train:0:0")
-    assert w.nbytes == len(w.data) == serde.message_to_proto(decoded).ByteSize()
+    assert w.nbytes == len(w.data) == len(wire.Wire.of(decoded).data)  # re-encoding gives the same size
     assert w.payload == 2 * 4  # node 2 sends two float32 values
     assert list(wire.get_array(decoded, "emb", "e")) == [1.5, 1.5]
 
