@@ -122,8 +122,11 @@ def test_bytes_by_kind_adds_up_to_the_ledger_per_direction(name, tiny_model):
         assert tally == res.summary[f"total_bytes_{direction}"], direction
 
 
+RAY_QUICK = {"npq", "head-only"}  # one per family in the default Ray run; the rest are also `slow` (~30 s each)
+
+
 @pytest.mark.ray
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", [n if n in RAY_QUICK else pytest.param(n, marks=pytest.mark.slow) for n in ALL])
 def test_two_epochs_over_ray_ledger_is_the_sum_of_the_wires(name, tiny_model, ray_local):
     from vfl.transport.ray_transport import RayTransport
 

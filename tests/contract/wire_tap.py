@@ -17,7 +17,7 @@ from vfl.message import Wire
 class WireTap:
     """Wraps a transport instance's data-path methods and records what they carry.
 
-    ``wires``: every distinct wire the driver sent or got back (deliver in/out, collect out; with
+    ``wires``: every distinct wire the driver sent or got back (deliver in/out, submit in, collect/outcome out; with
     the in-process transport also what pipelined hosts hand each other). ``rows``: what the hosts
     logged in pipelined mode (``drain``/``restart``), for transports whose hops bypass the driver.
     """
@@ -35,7 +35,7 @@ class WireTap:
 
     def attach(self, transport: Any, *, hops_visible: bool) -> Any:
         deliver, submit, collect = transport.deliver, transport.submit, transport.collect
-        drain, restart = transport.drain, transport.restart
+        drain, restart, outcome = transport.drain, transport.restart, transport.outcome
 
         def t_deliver(batches, *, round):
             for ws in batches.values():
@@ -46,9 +46,8 @@ class WireTap:
             return out
 
         def t_submit(groups, parts):
-            if hops_visible:  # in-process handles are the wire lists themselves
-                for p in parts:
-                    self._keep(p if isinstance(p, list) else [])
+            for p in parts:  # wire lists: the driver's own (Ray), or earlier hops' (in-process)
+                self._keep(p if isinstance(p, list) else [])
             out = submit(groups, parts)
             if hops_visible:
                 for h in out.values():
@@ -59,6 +58,11 @@ class WireTap:
             out = collect(handles, round=round)
             for ws in out.values():
                 self._keep(ws, collected=True)
+            return out
+
+        def t_outcome(handle):  # a pipelined delivery fetched without raising (dropout-aware hops)
+            out = outcome(handle)
+            self._keep(out.wires, collected=True)
             return out
 
         def t_drain():
@@ -72,7 +76,7 @@ class WireTap:
             return rows
 
         transport.deliver, transport.submit, transport.collect = t_deliver, t_submit, t_collect
-        transport.drain, transport.restart = t_drain, t_restart
+        transport.drain, transport.restart, transport.outcome = t_drain, t_restart, t_outcome
         return transport
 
     def wire_bytes(self, *, use_rows: bool) -> tuple[int, int]:
