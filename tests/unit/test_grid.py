@@ -14,12 +14,12 @@ from vfl.transport.inprocess import InProcessTransport
 M = 3  # parties 1..3: parties-0 holds 1, 2; parties-1 holds 3
 
 
-def make_grid() -> Grid:
+def make_grid(transport=None) -> Grid:
     parties = party_specs(M, per_group=2)
     groups = [HostGroup("server", (HUB_SPEC,))]
     for name in ("parties-0", "parties-1"):
         groups.append(HostGroup(name, tuple(s for s in parties if s.group == name)))
-    transport = InProcessTransport()
+    transport = transport or InProcessTransport()
     transport.start(groups, build)
     return Grid(transport, groups)
 
@@ -167,3 +167,26 @@ def test_count_rows_attributes_directions_by_role():
         "party1": {"up": {"bytes": 100, "payload": 40, "envelope": 60, "messages": 1}},
         "party2": {"down": {"bytes": 50, "payload": 10, "envelope": 40, "messages": 1}}}
     assert grid.ledger.totals("setup")["bytes_up"] == 7  # party to party: attributed to the sender, up
+
+
+@pytest.mark.ray
+def test_over_ray_actors_routing_and_counts_match_inprocess(ray_local):
+    """The same grid with each host a Ray actor: same replies, same ledger, real wires."""
+    from vfl.transport.ray_transport import RayTransport
+
+    counts = []
+    for transport in (RayTransport(), InProcessTransport()):
+        grid = make_grid(transport)
+        try:
+            replies = grid.send([ping(wire.BROADCAST)])
+            handles = grid.submit([replies], to=["server"])
+            assert grid.collect(handles, round="train:0:0") == []
+            grid.drain()
+            assert sorted(w.src for w in replies) == [1, 2, 3]
+            t = grid.ledger.totals("train")
+            assert t["bytes_up"] == sum(flwr_size(w) for w in replies)
+            assert grid.transport.call("server", HUB, "handle", []) == []  # control plane reaches the actor
+            counts.append(t)
+        finally:
+            transport.shutdown()
+    assert counts[0] == counts[1]
