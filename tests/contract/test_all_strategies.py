@@ -130,7 +130,7 @@ RAY_QUICK = {"npq", "head-only"}  # one per family in the default Ray run; the r
 def test_two_epochs_over_ray_ledger_is_the_sum_of_the_wires(name, tiny_model, ray_local):
     from vfl.transport.ray_transport import RayTransport
 
-    cfg = config(name, tiny_model, kind="ray", cpus_per_actor=0.1)
+    cfg = config(name, tiny_model, kind="ray", cpus_per_actor=0.1, max_actors=2)  # 2 party actors at most
     res, ledger, tap = run(cfg, RayTransport(), hops_visible=False)
     assert res.summary["transport"] == "ray" and len(res.history) == 2
     assert ledger_bytes(ledger) == tap.wire_bytes(use_rows=True)
