@@ -77,8 +77,10 @@ def test_ledger_equals_the_sum_of_every_wire_sent_and_received():
     out += grid.send([out[0], ping(1, step=2), ping(wire.BROADCAST, step=3)])
     # emit counted and sent once; the driver-built messages of send were counted before delivery
     counted = all_counted(grid)
-    replies = [w for w in out[1:]]
+    replies = out[1:]
     assert len(replies) == 1 + 1 + 3
+    same_size_downs = (ping(2, step=1), ping(1, step=2), ping(wire.BROADCAST, step=3))  # fixed-width envelope
+    assert grid.ledger.totals("train")["bytes_down"] == sum(wire.Wire.of(m).nbytes for m in same_size_downs)
     wires_up = sum(flwr_size(w) for w in replies)
     assert grid.ledger.totals("train")["bytes_up"] == wires_up
     assert counted == wires_up + grid.ledger.totals("train")["bytes_down"]
