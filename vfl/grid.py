@@ -60,6 +60,9 @@ class Grid:
         return "party" if node_id == BROADCAST else self.specs[node_id].role
 
     def count(self, wire: Wire) -> None:
+        for node_id, way in ((wire.dst, "to"), (wire.src, "from")):
+            if node_id != BROADCAST and node_id not in self.specs:
+                raise ProtocolError(f"message {wire.kind} {way} unknown node {node_id}")
         self._count(wire.src, wire.dst, wire.round, wire.nbytes, wire.payload, wire.kind)
 
     def _count(self, src_id: int, dst_id: int, round: str, nbytes: int, payload: int, kind: str = "") -> None:

@@ -100,17 +100,11 @@ def test_phase_comes_from_the_round_tag():
     assert grid.ledger.totals("eval")["messages_down"] == 1 and grid.ledger.totals("train")["messages_down"] == 0
 
 
-UNKNOWN_DST_BUG = ("vfl/grid.py Grid.send counts a wire (Grid._role -> self.specs[dst]) before checking that "
-                   "its dst exists, so an unknown destination raises a bare KeyError, not the ProtocolError below")
-
-
-@pytest.mark.xfail(strict=True, raises=KeyError, reason=UNKNOWN_DST_BUG)
 def test_a_message_to_an_unknown_node_is_a_protocol_error():
     with pytest.raises(ProtocolError, match="to unknown node 42"):
         make_grid().send([ping(42)])
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError, reason=UNKNOWN_DST_BUG)
 def test_a_reply_to_an_unknown_node_fails_when_it_is_routed():
     grid = make_grid()
     with pytest.raises(ProtocolError, match="query.lost to unknown node 999"):
