@@ -12,6 +12,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from vfl.psi_wire import KIND_PREFIX as PSI_KIND_PREFIX
+
 UP, DOWN, CONTROL = "up", "down", "control"
 
 
@@ -108,5 +110,5 @@ def kind_bytes(ledger: CommLedger, prefix: str) -> int:
 def setup_breakdown(ledger: CommLedger) -> dict[str, int]:
     """``setup_bytes`` split: private set intersection (``query.psi_*``) and the rest (secure-aggregation keys)."""
     setup = ledger.totals("setup")
-    psi = kind_bytes(ledger, "query.psi_")
+    psi = kind_bytes(ledger, PSI_KIND_PREFIX)
     return {"psi_bytes": psi, "secagg_setup_bytes": setup["bytes_up"] + setup["bytes_down"] - psi}
