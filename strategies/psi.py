@@ -33,7 +33,7 @@ def build_aligned_node(strategy: VerticalStrategy, spec: NodeSpec, data: KeyedDa
     from strategies.vertical import SERVER_ID, party_node_id
 
     sched = strategy.schedule(0, 0)  # the sizes come with the alignment
-    if spec.role == "hub":
+    if spec.is_server:
         lab = data.label_table()
         empty = np.zeros(0, dtype=np.int64)
         node = strategy.server_node(spec, LabelShard(empty, empty, lab.num_classes, lab.metric), sched)

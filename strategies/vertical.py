@@ -61,7 +61,7 @@ class VerticalStrategy(Strategy):
 
     # ---- topology ---------------------------------------------------------------------------
     def layout(self) -> list[NodeSpec]:
-        specs = [NodeSpec(SERVER_ID, "hub", "server", "server")]
+        specs = [NodeSpec(SERVER_ID, "server", "server", "server")]
         specs += [NodeSpec(party_node_id(m), "party", f"party{m}", "parties") for m in range(self.cfg.num_parties)]
         return specs
 
@@ -90,7 +90,7 @@ class VerticalStrategy(Strategy):
             return build_aligned_node(self, spec, data)
         shards, labels = data.partition()
         sched = self.schedule(len(labels.y_train), len(labels.y_test))
-        if spec.role == "hub":
+        if spec.is_server:
             return self.server_node(spec, labels, sched)
         return self.party_node(spec, shards[spec.node_id - 1], sched, labels=labels)
 

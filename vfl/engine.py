@@ -26,6 +26,7 @@ from vfl.rundir import RunDir
 from vfl.schema import RunConfig
 from vfl.strategy import STRATEGIES, NodeFactory, Strategy
 from vfl.transport.base import Transport
+from vfl.transport.placement import place
 
 EpochCallback = Callable[[int, dict[str, Any], "Engine"], None]
 StepCallback = Callable[[int, int, "Engine"], None]  # (epoch, steps done in this attempt, engine)
@@ -63,7 +64,7 @@ class Engine:
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> Grid:
         self.strategy.prepare(self.data)
-        self.groups = self.strategy.host_groups(self.strategy.layout())
+        self.groups = place(self.strategy.layout(), self.cfg.transport)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
         self.transport.start(self.groups, factory, threads=self.cfg.train.threads_per_actor)
         self.grid = Grid(self.transport, self.groups, self.ledger)

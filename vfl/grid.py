@@ -17,7 +17,7 @@ from flwr.common import Message
 from vfl.errors import ProtocolError
 from vfl.ledger import CONTROL, DOWN, UP, CommLedger
 from vfl.message import BROADCAST, Wire, parse_round
-from vfl.node import NodeSpec
+from vfl.node import PARTY, SERVER, NodeSpec
 from vfl.transport.base import HostGroup, Transport
 
 
@@ -30,7 +30,7 @@ class Grid:
         self.ledger = ledger or CommLedger()
         self.specs: dict[int, NodeSpec] = {s.node_id: s for g in groups for s in g.specs}
         self.group_of: dict[int, str] = {s.node_id: g.name for g in groups for s in g.specs}
-        self.party_groups = [g.name for g in groups if any(s.role == "party" for s in g.specs)]
+        self.party_groups = [g.name for g in groups if any(s.side == PARTY for s in g.specs)]
         self.authenticated = False
 
     def remove_groups(self, names: Sequence[str]) -> list[int]:
@@ -47,17 +47,20 @@ class Grid:
     @property
     def party_ids(self) -> list[int]:
         """Party nodes still in the run."""
-        return sorted(n for n, s in self.specs.items() if s.role == "party" and n in self.group_of)
+        return sorted(n for n, s in self.specs.items() if s.side == PARTY and n in self.group_of)
 
     @property
-    def hub_ids(self) -> list[int]:
-        return sorted(n for n, s in self.specs.items() if s.role == "hub")
+    def server_ids(self) -> list[int]:
+        """Server-side nodes (the label holder, vendors, model servers)."""
+        return sorted(n for n, s in self.specs.items() if s.is_server)
+
+    hub_ids = server_ids  # deprecated alias (one release)
 
     def name(self, node_id: int) -> str:
         return "*" if node_id == BROADCAST else self.specs[node_id].name
 
     def _role(self, node_id: int) -> str:
-        return "party" if node_id == BROADCAST else self.specs[node_id].role
+        return PARTY if node_id == BROADCAST else self.specs[node_id].side
 
     def count(self, wire: Wire) -> None:
         self._count(wire.src, wire.dst, wire.round, wire.nbytes, wire.payload, wire.kind)
@@ -66,11 +69,11 @@ class Grid:
         src, dst = self._role(src_id), self._role(dst_id)
         if src_id == dst_id:  # the driver talking to a node on its own behalf (start a step, read metrics)
             direction, party = CONTROL, self.name(dst_id)
-        elif src == "party" and dst == "hub":
+        elif src == PARTY and dst == SERVER:
             direction, party = UP, self.name(src_id)
-        elif src == "hub" and dst == "party":
+        elif src == SERVER and dst == PARTY:
             direction, party = DOWN, self.name(dst_id)
-        elif src == "party" and dst == "party":  # party-to-party (e.g. secagg share relays go via hub)
+        elif src == PARTY and dst == PARTY:  # party-to-party (secagg share relays go via the server)
             direction, party = UP, self.name(src_id)
         else:
             direction, party = CONTROL, self.name(dst_id)

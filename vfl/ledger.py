@@ -1,7 +1,7 @@
 """Byte accounting: the serialized size of every message, per party, direction, phase and round.
 
 The ledger is THE communication metric: it counts ``len(bytes)`` of each serialized message once,
-where it is produced. ``up`` is party -> hub (server / model server), ``down`` is hub -> party
+where it is produced. ``up`` is party -> server (label holder / vendor / model server), ``down`` is server -> party
 (a broadcast counts once, attributed to the party ``"*"``). Payload is array data; envelope is the
 rest (metadata, dtype/shape, protobuf framing).
 """
