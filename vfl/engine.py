@@ -63,6 +63,8 @@ class Engine:
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> Grid:
+        """Place the strategy's nodes into hosts (``vfl.transport.placement``), start them and run
+        the protocol set-up; returns the grid that reaches them."""
         self.strategy.prepare(self.data)
         self.groups = place(self.strategy.layout(), self.cfg.transport)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
@@ -104,6 +106,18 @@ class Engine:
         return ckpt.epoch + 1, history, float(state.get("wall_s", 0.0))
 
     def run(self, *, resume: bool = False) -> EngineResult:
+        """Start the hosts, set the protocol up and train epoch by epoch.
+
+        Args:
+            resume: continue from the newest intact checkpoint of ``run_dir``.
+
+        Returns:
+            The summary (``summary.json``) and one metrics row per epoch run.
+
+        Raises:
+            PartyFailure: a host failed and ``train.on_failure`` does not restart (or restarts ran out).
+            PrivacyBudgetExceeded: ε passed ``privacy.epsilon_budget`` (the epochs so far are kept).
+        """
         cfg = self.cfg
         grid = self.start()
         epoch, history, wall_offset = self._restore(resume)

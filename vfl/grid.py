@@ -35,7 +35,14 @@ class Grid:
 
     def remove_groups(self, names: Sequence[str]) -> list[int]:
         """Forget hosts that left the run (dropouts): no more deliveries or broadcasts to their
-        nodes; their specs stay for naming. Returns the node ids they held."""
+        nodes; their specs stay for naming.
+
+        Args:
+            names: host group names.
+
+        Returns:
+            The node ids they held, sorted.
+        """
         gone = set(names)
         self.groups = [g for g in self.groups if g.name not in gone]
         self.party_groups = [n for n in self.party_groups if n not in gone]
@@ -113,7 +120,18 @@ class Grid:
         return wire
 
     def send(self, items: Sequence[Message | Wire]) -> list[Wire]:
-        """Deliver messages (counted now) and wires (already counted); return counted replies."""
+        """Deliver messages and wires to the hosts of their destinations, one hop.
+
+        Args:
+            items: messages the driver built (counted now, signed by their src node's host when
+                authenticated) and wires produced by hosts (already counted), in any mix.
+
+        Returns:
+            Every reply of that hop, counted, in host order (deterministic).
+
+        Raises:
+            ProtocolError: a destination no host runs.
+        """
         if not items:
             return []
         batches: dict[str, list[Wire]] = {}
@@ -145,7 +163,14 @@ class Grid:
     def run_until_quiet(self, items: Sequence[Message | Wire], *, max_hops: int = 64) -> int:
         """Keep routing replies to their destinations until no node has anything to say.
 
-        For multi-hop conversations (client -> model servers -> client -> ...); returns the hops.
+        For multi-hop conversations (client -> model servers -> client -> ...).
+
+        Args:
+            items: the opening messages (or wires).
+            max_hops: a conversation still going after this many hops is a ProtocolError.
+
+        Returns:
+            The number of hops it took.
         """
         wires = self.send(items)
         hops = 1
@@ -158,8 +183,17 @@ class Grid:
 
     # ---- pipelined delivery (no driver round trip per hop) -----------------------------------
     def submit(self, parts: Sequence[Any], to: Sequence[str]) -> dict[str, Any]:
-        """Deliver ``parts`` (lists of wires, or handles from earlier submits) to the hosts ``to``
-        without waiting; each host keeps what is addressed to its nodes. Call ``drain`` to count."""
+        """Deliver ``parts`` to the hosts ``to`` without waiting (pipelined hop).
+
+        Args:
+            parts: lists of wires, or handles returned by earlier submits (Ray hands them actor to
+                actor); each host keeps what is addressed to its nodes.
+            to: host group names.
+
+        Returns:
+            One handle per host, for ``collect``, ``Transport.ready`` or a later ``submit``.
+            Nothing is counted until ``drain``.
+        """
         return self.transport.submit(list(to), list(parts))
 
     def collect(self, handles: dict[str, Any], *, round: str) -> list[Wire]:

@@ -49,6 +49,16 @@ class CommLedger:
 
     def record(self, *, phase: str, direction: str, party: str, round: str, nbytes: int, payload: int,
                kind: str = "") -> None:
+        """Count one serialized message.
+
+        Args:
+            phase: the round tag's phase (``train``, ``eval``, ``setup``, ``recovery``, ``control``).
+            direction: ``UP`` (party -> server), ``DOWN`` (server -> party) or ``CONTROL``.
+            party: the party it is attributed to (``"*"`` for a broadcast).
+            round: the round tag (per-round rows, this epoch only).
+            nbytes: ``len`` of the serialized bytes; payload: its array bytes.
+            kind: the message kind (``by_kind``; empty: not kept per kind).
+        """
         self.by_key[(phase, direction, party)].add(nbytes, payload)
         if kind:
             row = self.by_kind.setdefault(kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})

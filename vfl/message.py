@@ -99,7 +99,17 @@ def make(
 
 def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: int | None = None,
           content: RecordDict | None = None) -> Message:
-    """A message answering ``to`` (same round, reply-to set; by default back to its sender)."""
+    """A message answering ``to``.
+
+    Args:
+        to: the request.
+        kind: the reply's kind (default: the request's).
+        src, dst: default to the request's dst and src (back to its sender).
+        content: the records.
+
+    Returns:
+        A message in the same round with ``reply_to_message_id`` set.
+    """
     md = to.metadata
     return make(
         kind or md.message_type,
@@ -166,10 +176,12 @@ def config_record_of(message: Message, record: str) -> ConfigRecord:
 
 
 def config(**values: int | float | str | bool | bytes | list[int] | list[float] | list[str]) -> ConfigRecord:
+    """A ``ConfigRecord`` of scalars, bytes and lists (keys: the protocol's vocabulary module)."""
     return ConfigRecord(dict(values))
 
 
 def metrics(**values: int | float) -> MetricRecord:
+    """A ``MetricRecord`` (control-plane replies; see ``metrics_reply``)."""
     return MetricRecord(dict(values))
 
 
@@ -229,6 +241,7 @@ def records(**named: ArrayRecord | ConfigRecord | MetricRecord) -> RecordDict:
 
 
 def config_value(message: Message, record: str, key: str) -> object:
+    """One value of a config record, with a ProtocolError naming what is missing."""
     try:
         return message.content.config_records[record][key]
     except KeyError:
@@ -239,6 +252,7 @@ def config_value(message: Message, record: str, key: str) -> object:
 
 
 def has_array(message: Message, record: str, name: str | None = None) -> bool:
+    """Whether the array record ``record`` (and, if given, its array ``name``) is present."""
     recs: Mapping[str, ArrayRecord] = message.content.array_records
     if record not in recs:
         return False

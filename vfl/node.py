@@ -48,7 +48,15 @@ class NodeSpec:
 
 
 def handles(kind: str) -> Callable[[Handler], Handler]:
-    """Mark a ``Node`` method as the handler of messages of ``kind``."""
+    """Mark a ``Node`` method as the handler of messages of ``kind``.
+
+    Args:
+        kind: a message kind from a protocol's vocabulary module (e.g. ``parties.vertical_wire``).
+
+    Returns:
+        The decorator; the method is called as ``method(node, messages)`` with every message of that
+        kind in one delivery and returns the replies.
+    """
 
     def deco(fn: Handler) -> Handler:
         fn.__vfl_handles__ = kind  # type: ignore[attr-defined]
@@ -90,7 +98,17 @@ class Node:
                 self._handlers[kind] = _bound(component, attr)
 
     def handle(self, messages: list[Message]) -> list[Message]:
-        """Group messages by kind (keeping order) and call the matching handlers."""
+        """Group messages by kind (keeping order) and call the matching handlers.
+
+        Args:
+            messages: everything delivered to this node in one hop.
+
+        Returns:
+            The handlers' replies, kind by kind in order of first appearance.
+
+        Raises:
+            ProtocolError: a kind with no handler.
+        """
         out: list[Message] = []
         by_kind: dict[str, list[Message]] = {}
         for m in messages:
