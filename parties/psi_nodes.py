@@ -20,16 +20,18 @@ import numpy as np
 from flwr.common import Message
 
 from vfl import message as wire
+from vfl import psi_wire as pw
 from vfl.data import KeyedLabels, KeyedTable, LabelShard, PartyShard, stratified_test_mask
 from vfl.errors import DataError, ProtocolError
 from vfl.message import BROADCAST
 from vfl.node import Node, handles
 from vfl.psi import PsiClient, pack_ids, respond, unpack_ids
+from vfl.psi_wire import ALIGN, KIND_PREFIX, REQUEST, RESPONSE, START
+from vfl.psi_wire import RECORD as PSI
+from vfl.psi_wire import SIZES as QUERY
 
-START, REQUEST, RESPONSE, ALIGN, QUERY = (
-    "query.psi_start", "query.psi_request", "query.psi_response", "query.psi_align", "query.psi_sizes")
-KIND_PREFIX = "query.psi_"  # every PSI message kind (flwr allows only train|evaluate|query kinds)
-PSI = "psi"  # record name
+__all__ = ["ALIGN", "KIND_PREFIX", "PSI", "QUERY", "REQUEST", "RESPONSE", "START", "PartyAlignment",
+           "ServerAlignment"]  # the kinds and PSI record are re-exported from vfl.psi_wire (their home)
 
 
 def _bytes(message: Message, name: str) -> bytes:
@@ -53,9 +55,9 @@ class PartyAlignment:
     @handles(REQUEST)
     def on_request(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
-        setup, response = respond(_bytes(m, "request"), self.ids)
-        content = wire.records(**{PSI: wire.arrays(setup=_u8(setup), response=_u8(response)),
-                                  "n": wire.config(n=len(self.ids))})
+        setup, response = respond(_bytes(m, pw.REQUEST_BLOB), self.ids)
+        content = wire.records(**{PSI: wire.arrays(**{pw.SETUP_BLOB: _u8(setup), pw.RESPONSE_BLOB: _u8(response)}),
+                                  pw.SIZE_RECORD: wire.config(**{pw.SET_SIZE: len(self.ids)})})
         return [wire.reply(m, RESPONSE, src=self.node.node_id, content=content)]
 
     @handles(ALIGN)
@@ -66,10 +68,10 @@ class PartyAlignment:
         def rows(part: str) -> np.ndarray:
             ids = unpack_ids(wire.get_array(m, PSI, part), wire.get_array(m, PSI, f"{part}_len"))
             if any(k not in row for k in ids):  # only a PSI false positive (probability FPR) or a lying server
-                raise ProtocolError(f"{self.node.spec.name}: query.psi_align names IDs it does not hold")
+                raise ProtocolError(f"{self.node.spec.name}: {ALIGN} names IDs it does not hold")
             return np.asarray([row[k] for k in ids], dtype=np.int64)
 
-        tr, te = rows("train"), rows("test")
+        tr, te = rows(pw.TRAIN_IDS), rows(pw.TEST_IDS)
         x_tr, x_te = self.table.x[tr], self.table.x[te]
         if self.table.standardize:
             mu, sd = x_tr.mean(axis=0), x_tr.std(axis=0)
@@ -101,23 +103,23 @@ class ServerAlignment:
         self._common = sorted(str(i) for i in self.labels.ids)
         self._sizes = {"label_holder": len(self._common)}
         self._queue = list(self.parties)
-        return [self._request(messages[0].metadata.group_id)]
+        return [self._request(wire.round_of(messages[0]))]
 
     def _request(self, tag: str) -> Message:
         self._client = PsiClient(self._common)  # a fresh key per party
         return wire.make(REQUEST, src=self.node.node_id, dst=self._queue[0], round=tag,
-                         content=wire.records(**{PSI: wire.arrays(request=_u8(self._client.request()))}))
+                         content=wire.records(**{PSI: wire.arrays(**{pw.REQUEST_BLOB: _u8(self._client.request())})}))
 
     @handles(RESPONSE)
     def on_response(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         pid = int(m.metadata.src_node_id)
         if not self._queue or pid != self._queue[0] or self._client is None:
-            raise ProtocolError(f"unexpected query.psi_response from node {pid}")
+            raise ProtocolError(f"unexpected {RESPONSE} from node {pid}")
         before = len(self._common)
-        self._common = self._client.intersect(_bytes(m, "setup"), _bytes(m, "response"))
+        self._common = self._client.intersect(_bytes(m, pw.SETUP_BLOB), _bytes(m, pw.RESPONSE_BLOB))
         name = self.parties[pid]
-        self._sizes[name] = int(str(wire.config_value(m, "n", "n")))
+        self._sizes[name] = int(str(wire.config_value(m, pw.SIZE_RECORD, pw.SET_SIZE)))
         done = list(self.parties)[: len(self.parties) - len(self._queue)]
         if not self._common:
             if not done:
@@ -126,7 +128,7 @@ class ServerAlignment:
             raise DataError(f"PSI: {name} holds none of the {before} sample IDs common to the label holder and "
                             f"{', '.join(self.parties[p] for p in done)}; nothing to train on")
         self._queue.pop(0)
-        tag = m.metadata.group_id
+        tag = wire.round_of(m)
         return [self._request(tag)] if self._queue else [self._align(tag)]
 
     def _align(self, tag: str) -> Message:
@@ -149,15 +151,16 @@ class ServerAlignment:
         tr_blob, tr_len = pack_ids(list(ids[~is_test]))
         te_blob, te_len = pack_ids(list(ids[is_test]))
         return wire.make(ALIGN, src=self.node.node_id, dst=BROADCAST, round=tag, content=wire.records(
-            **{PSI: wire.arrays(train=tr_blob, train_len=tr_len, test=te_blob, test_len=te_len)}))
+            **{PSI: wire.arrays(**{pw.TRAIN_IDS: tr_blob, pw.TRAIN_LEN: tr_len, pw.TEST_IDS: te_blob,
+                                   pw.TEST_LEN: te_len})}))
 
     @handles(QUERY)
     def on_query(self, messages: list[Message]) -> list[Message]:
         """Driver's control read of what it needs to drive the schedule (sizes, never IDs)."""
         if self.result is None:
-            raise ProtocolError("query.psi_sizes before the alignment finished")
+            raise ProtocolError(f"{QUERY} before the alignment finished")
         r = self.result
         names: Sequence[str] = list(r["set_sizes"])
-        return [wire.reply(messages[0], content=wire.records(psi=wire.config(
-            intersection=r["intersection"], num_train=r["num_train"], num_test=r["num_test"],
-            names=list(names), sizes=[int(r["set_sizes"][n]) for n in names])))]
+        return [wire.reply(messages[0], content=wire.records(**{PSI: wire.config(**{
+            pw.INTERSECTION: r["intersection"], pw.NUM_TRAIN: r["num_train"], pw.NUM_TEST: r["num_test"],
+            pw.NAMES: list(names), pw.SIZES_KEY: [int(r["set_sizes"][n]) for n in names]})}))]

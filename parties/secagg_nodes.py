@@ -17,21 +17,21 @@ import torch
 from flwr.common import Message
 
 from parties import secagg_wire as sw
-from parties.mods.encoding import read_encoded
+from parties import vertical_wire as vw
+from parties.mods.encoding import AUDIT, read_encoded
 from parties.vertical import ActiveServer, PassiveParty
 from vfl import faults
 from vfl import message as wire
 from vfl.errors import ProtocolError
-from vfl.message import BROADCAST, parse_round, round_tag
+from vfl.message import BROADCAST, parse_round, round_of, round_tag
+from vfl.mods import ModContext
 from vfl.node import handles
 from vfl.secagg import Reveal, SecAggClient, SecAggServer, ShareRequest, UnmaskRequest
 
 
 def cfg_of(message: Message) -> Any:
-    try:
-        return message.content.config_records[sw.RECORD]
-    except KeyError:
-        raise ProtocolError(f"{message.metadata.message_type} without the {sw.RECORD!r} record") from None
+    """The ``sw.RECORD`` config record every secure-aggregation message carries."""
+    return wire.config_record_of(message, sw.RECORD)
 
 
 def _records(**values: Any) -> Any:
@@ -55,14 +55,21 @@ def shares_of(message: Message) -> dict[int, bytes]:
 
 
 class SecAggParty(PassiveParty):
-    """A passive party holding a ``SecAggClient`` in its mod state (used by ``secagg_mod``)."""
+    """A passive party holding a ``SecAggClient`` after the key set-up; its mods get it as
+    ``ModContext.secagg`` (what ``secagg_mod`` masks with)."""
+
+    _secagg: SecAggClient | None = None
 
     @property
     def client(self) -> SecAggClient:
-        client = self.mod_state.get("secagg")
-        if client is None:
+        if self._secagg is None:
             raise ProtocolError(f"{self.spec.name}: secure aggregation used before key set-up")
-        return client  # type: ignore[no-any-return]
+        return self._secagg
+
+    def ctx(self, phase: str, epoch: int, step: int) -> ModContext:
+        ctx = super().ctx(phase, epoch, step)
+        ctx.secagg = self._secagg
+        return ctx
 
     @handles(sw.SETUP)
     def on_setup(self, messages: list[Message]) -> list[Message]:
@@ -70,9 +77,9 @@ class SecAggParty(PassiveParty):
         c = cfg_of(m)
         session, threshold = bytes(c[sw.SESSION]), int(c[sw.THRESHOLD])
         client = SecAggClient(self.node_id, [int(p) for p in c[sw.PARTIES]], threshold, session)
-        self.mod_state["secagg"] = client
-        return [wire.reply(m, src=self.node_id, content=_records(pk=client.public_key(), session=session,
-                                                                 threshold=threshold))]
+        self._secagg = client
+        return [wire.reply(m, src=self.node_id, content=_records(**{
+            sw.PUBLIC_KEY: client.public_key(), sw.SESSION: session, sw.THRESHOLD: threshold}))]
 
     @handles(sw.ROSTER)
     def on_roster(self, messages: list[Message]) -> list[Message]:
@@ -81,7 +88,8 @@ class SecAggParty(PassiveParty):
         self.client.receive_public_keys({int(i): bytes(k) for i, k in zip(c[sw.IDS], c[sw.KEYS], strict=True)})
         shares = self.client.make_shares()
         to = sorted(shares)
-        return [wire.reply(m, sw.SHARES, src=self.node_id, content=_records(to=to, env=[shares[i] for i in to]))]
+        return [wire.reply(m, sw.SHARES, src=self.node_id, content=_records(**{
+            sw.TO: to, sw.ENVELOPES: [shares[i] for i in to]}))]
 
     @handles(sw.DELIVER)
     def on_deliver(self, messages: list[Message]) -> list[Message]:
@@ -99,9 +107,9 @@ class SecAggParty(PassiveParty):
         rv = self.client.unmask(round_id=str(c[sw.ROUND]), survivors=survivors, dropped=dropped)
         names = sorted(rv.self_keys)
         gone = sorted(rv.pair_keys)
-        pairs = {"pd": gone, "pk": [rv.pair_keys[d][n] for d in gone for n in names]} if gone else {}
-        return [wire.reply(m, src=self.node_id, content=_records(
-            round=rv.round_id, names=names, self=[rv.self_keys[n] for n in names], **pairs))]
+        pairs = {sw.PAIR_PARTIES: gone, sw.PAIR_KEYS: [rv.pair_keys[d][n] for d in gone for n in names]} if gone else {}
+        return [wire.reply(m, src=self.node_id, content=_records(**{
+            sw.ROUND: rv.round_id, sw.NAMES: names, sw.SELF_KEYS: [rv.self_keys[n] for n in names], **pairs}))]
 
     @handles(sw.REVEAL_SHARES)
     def on_reveal_shares(self, messages: list[Message]) -> list[Message]:
@@ -109,12 +117,12 @@ class SecAggParty(PassiveParty):
         c = cfg_of(m)
         got = self.client.reveal_shares(round_id=str(c[sw.ROUND]), owners=[int(p) for p in c[sw.OWNERS]])
         owners = sorted(got)
-        return [wire.reply(m, src=self.node_id, content=_records(
-            round=str(c[sw.ROUND]), owners=owners, shares=[got[o] for o in owners]))]
+        return [wire.reply(m, src=self.node_id, content=_records(**{
+            sw.ROUND: str(c[sw.ROUND]), sw.OWNERS: owners, sw.SEED_SHARES: [got[o] for o in owners]}))]
 
     def audit_inputs(self) -> dict[str, list[int]]:
         """Plain integer inputs per round (only with VFL_SECAGG_AUDIT=1; tests and benchmarks)."""
-        return {r: np.asarray(q).ravel().tolist() for r, q in self.mod_state.get("audit", {}).items()}
+        return {r: np.asarray(q).ravel().tolist() for r, q in self.mod_state.get(AUDIT, {}).items()}
 
 
 class SecAggActiveServer(ActiveServer):
@@ -141,8 +149,8 @@ class SecAggActiveServer(ActiveServer):
                             for m, c in zip(messages, cfgs, strict=True)}
         self.secagg = SecAggServer(self.party_ids, threshold, self.k, session)
         ids = sorted(self.public_keys)
-        return [wire.make(sw.ROSTER, src=self.node_id, dst=BROADCAST, round=messages[0].metadata.group_id,
-                          content=_records(ids=ids, keys=[self.public_keys[i] for i in ids]))]
+        return [wire.make(sw.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),
+                          content=_records(**{sw.IDS: ids, sw.KEYS: [self.public_keys[i] for i in ids]}))]
 
     @handles(sw.SHARES)
     def on_shares(self, messages: list[Message]) -> list[Message]:
@@ -152,17 +160,17 @@ class SecAggActiveServer(ActiveServer):
             for to, env in zip(c[sw.TO], c[sw.ENVELOPES], strict=True):
                 inbox[int(to)][0].append(int(m.metadata.src_node_id))
                 inbox[int(to)][1].append(bytes(env))
-        tag = messages[0].metadata.group_id
-        return [wire.make(sw.DELIVER, src=self.node_id, dst=pid, round=tag, content=_records(frm=frm, env=env))
+        tag = round_of(messages[0])
+        return [wire.make(sw.DELIVER, src=self.node_id, dst=pid, round=tag, content=_records(**{sw.FROM: frm, sw.ENVELOPES: env}))
                 for pid, (frm, env) in inbox.items()]
 
     # ---- rounds ---------------------------------------------------------------------------------
-    @handles("train.forward")
+    @handles(vw.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         epoch, step = self._check_round(messages, "train")
         return self._open_round(messages, lambda ms: self.train_step(ms, epoch, step))
 
-    @handles("evaluate.forward")
+    @handles(vw.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
         _, step = self._check_round(messages, "eval")
         return self._open_round(messages, lambda ms: self.eval_step(ms, step))
@@ -192,8 +200,8 @@ class SecAggActiveServer(ActiveServer):
                 raise ProtocolError(f"node {m.metadata.src_node_id} sent an unmasked or {enc.k}-bit vector; "
                                     f"expected {self.k}-bit masked values")
             masked[int(m.metadata.src_node_id)] = enc.values
-        rnd = messages[0].metadata.group_id
-        request = self._server().open_round(masked, round_id=rnd, name="emb")
+        rnd = round_of(messages[0])
+        request = self._server().open_round(masked, round_id=rnd, name=vw.EMB)
         self._open = ({int(m.metadata.src_node_id): m for m in messages}, then)
         return self._next(request)
 
@@ -203,14 +211,15 @@ class SecAggActiveServer(ActiveServer):
             raise ProtocolError("no secure-aggregation round is open")
         if isinstance(request, UnmaskRequest):
             if not request.dropped:  # everyone arrived: "all of you" needs no list
-                return [self._request(sw.UNMASK, request.round_id, False, round=request.round_id)]
-            return [self._request(sw.UNMASK, request.round_id, True, round=request.round_id,
-                                  survivors=list(request.survivors), dropped=list(request.dropped))]
+                return [self._request(sw.UNMASK, request.round_id, False, **{sw.ROUND: request.round_id})]
+            return [self._request(sw.UNMASK, request.round_id, True, **{
+                sw.ROUND: request.round_id, sw.SURVIVORS: list(request.survivors),
+                sw.DROPPED: list(request.dropped)})]
         if isinstance(request, ShareRequest):
-            return [self._request(sw.REVEAL_SHARES, request.round_id, True, round=request.round_id,
-                                  owners=list(request.owners))]
+            return [self._request(sw.REVEAL_SHARES, request.round_id, True, **{
+                sw.ROUND: request.round_id, sw.OWNERS: list(request.owners)})]
         messages, then = self._open
-        rnd = next(iter(messages.values())).metadata.group_id
+        rnd = round_of(next(iter(messages.values())))
         total, summed = self._server().result(rnd)
         if faults.audit_enabled():
             self.audit[rnd] = (total.ravel().tolist(), list(summed))

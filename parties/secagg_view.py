@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from parties import secagg_wire as sw
+from parties import vertical_wire as vw
 from parties.mods.encoding import read_encoded
 from parties.secagg_nodes import cfg_of, reveal_of, shares_of
-from vfl.message import Wire
+from vfl.message import Wire, round_of
 from vfl.secagg.curious import ServerView
 
 SERVER_ID = 0
@@ -33,10 +34,10 @@ def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold:
         kind, src = md.message_type, int(md.src_node_id)
         if kind == sw.SETUP and src != SERVER_ID:
             session = bytes(cfg_of(m)[sw.SESSION])
-        elif kind in ("train.forward", "evaluate.forward") and src != SERVER_ID:
+        elif kind in vw.FORWARD_KINDS and src != SERVER_ID:
             enc = read_encoded(m)
             if enc.masked:
-                vectors[(md.group_id, src)] = enc.values.astype(np.uint32)
+                vectors[(round_of(m), src)] = enc.values.astype(np.uint32)
                 k = enc.k
         elif kind == sw.UNMASK and src == SERVER_ID:
             c = cfg_of(m)

@@ -1,6 +1,8 @@
 """Message kinds and record keys of the secure-aggregation protocol, in one place (the role of
 Flower's ``secaggplus_constants``). Every message carries one config record named ``RECORD``.
-Kinds are ``query.secagg_*``: flwr accepts only the train/evaluate/query categories.
+Kinds are ``query.secagg_*``: flwr accepts only the train/evaluate/query categories. A party's
+keys reach ``secagg_mod`` as ``ModContext.secagg`` (set by ``SecAggParty`` after SETUP), never
+through a shared state key. Sequences side by side: ``docs/protocols.md``.
 
 Set-up, ledger phase ``setup`` (once per session):
   SETUP    driver -> parties   session, parties, threshold

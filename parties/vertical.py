@@ -16,6 +16,8 @@ import torch
 from flwr.common import Message
 from torch import nn
 
+from parties import vertical_wire as vw
+from parties.vertical_wire import DROP, EMB, GRAD, STEP
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
 from vfl.errors import ProtocolError
@@ -25,12 +27,8 @@ from vfl.node import Node, NodeSpec, handles
 from vfl.rng import NodeNoise
 from vfl.sampling import Schedule
 
-__all__ = ["ActiveServer", "PassiveParty", "Schedule", "concat_aggregator", "sum_aggregator"]
-
-STEP = "step"  # config record carrying epoch/step/forward flags
-EMB = "emb"  # array record carrying the (possibly encoded) embedding
-GRAD = "grad"  # array record carrying the gradient of the fused input
-DROP = "query.drop_parties"  # driver -> server: these parties left the run (train.on_dropout: skip-party)
+__all__ = ["DROP", "EMB", "GRAD", "STEP", "ActiveServer", "PassiveParty", "Schedule", "concat_aggregator",
+           "sum_aggregator"]  # DROP/EMB/GRAD/STEP: re-exported from parties.vertical_wire (their home)
 
 
 def make_optimizer(params: Sequence[nn.Parameter] | Any, *, name: str, lr: float, momentum: float,
@@ -41,7 +39,13 @@ def make_optimizer(params: Sequence[nn.Parameter] | Any, *, name: str, lr: float
 
 
 def step_config(*, epoch: int, step: int, forward: bool, grad_step: int = -1) -> Any:
-    return wire.config(epoch=epoch, step=step, forward=forward, grad_step=grad_step)
+    return wire.config(**{vw.EPOCH: epoch, vw.STEP_KEY: step, vw.FORWARD: forward, vw.GRAD_STEP: grad_step})
+
+
+def step_of(message: Message) -> tuple[int, int]:
+    """(epoch, step) of a message's STEP record."""
+    cfg = wire.config_record_of(message, STEP)
+    return int(cfg[vw.EPOCH]), int(cfg[vw.STEP_KEY])
 
 
 class PassiveParty(Node):
@@ -73,7 +77,7 @@ class PassiveParty(Node):
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
         out = wire.make(request.metadata.message_type, src=self.node_id, dst=int(request.metadata.src_node_id),
                         round=wire.round_tag(epoch, step, phase), reply_to=request.metadata.message_id,
-                        content=wire.records(**{EMB: wire.arrays(e=emb.detach().cpu().numpy()),
+                        content=wire.records(**{EMB: wire.arrays(**{vw.FLOAT: emb.detach().cpu().numpy()}),
                                                 STEP: step_config(epoch=epoch, step=step, forward=True)}))
         return apply_mods(self.mods, out, self.ctx(phase, epoch, step))
 
@@ -90,15 +94,15 @@ class PassiveParty(Node):
         self.optimizer.step()
         self._pending = None
 
-    @handles("train.forward")
+    @handles(vw.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         replies = []
         for m in messages:
-            cfg = m.content.config_records[STEP]
-            epoch, step = int(cfg["epoch"]), int(cfg["step"])
+            cfg = wire.config_record_of(m, STEP)
+            epoch, step = step_of(m)
             if wire.has_array(m, GRAD):
-                self.apply_gradient(self.select_gradient(m), epoch, int(cfg["grad_step"]))
-            if bool(cfg["forward"]):
+                self.apply_gradient(self.select_gradient(m), epoch, int(cfg[vw.GRAD_STEP]))
+            if bool(cfg[vw.FORWARD]):
                 self.bottom.train()
                 out = self.bottom(self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
                 self._pending = (epoch, step, out)
@@ -108,16 +112,15 @@ class PassiveParty(Node):
     def select_gradient(self, m: Message) -> np.ndarray:
         """The gradient meant for this party: the broadcast tensor, or this party's slice."""
         rec = m.content.array_records[GRAD]
-        name = "g" if "g" in rec else f"g{self.index}"
+        name = vw.GRAD_ALL if vw.GRAD_ALL in rec else f"{vw.GRAD_PART}{self.index}"
         return wire.from_array(rec[name])
 
-    @handles("evaluate.forward")
+    @handles(vw.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
         replies = []
         self.bottom.eval()
         for m in messages:
-            cfg = m.content.config_records[STEP]
-            epoch, step = int(cfg["epoch"]), int(cfg["step"])
+            epoch, step = step_of(m)
             with torch.no_grad():
                 out = self.bottom(self._inputs(self.shard.x_test, self.schedule.test_ids(step)))
             replies.append(self._send(m, out, "eval", epoch, step))
@@ -165,8 +168,7 @@ class ActiveServer(Node):
         if senders != self.party_ids:
             missing = sorted(set(self.party_ids) - set(senders))
             raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
-        tags = {(int(m.content.config_records[STEP]["epoch"]), int(m.content.config_records[STEP]["step"]))
-                for m in messages}
+        tags = {step_of(m) for m in messages}
         if len(tags) != 1:
             raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(tags)}")
         return tags.pop()
@@ -175,7 +177,7 @@ class ActiveServer(Node):
         ordered = sorted(messages, key=lambda m: int(m.metadata.src_node_id))
         self.last_summed = [int(m.metadata.src_node_id) for m in ordered]
         fused = self.aggregate(ordered).to(self.device)
-        self.note_derived(messages[0].metadata.group_id, "fused", fused.detach().cpu().numpy())  # views only
+        self.note_derived(wire.round_of(messages[0]), "fused", fused.detach().cpu().numpy())  # views only
         return fused
 
     def contributors(self) -> list[int]:
@@ -185,11 +187,11 @@ class ActiveServer(Node):
     @handles(DROP)
     def on_drop(self, messages: list[Message]) -> list[Message]:
         """The driver reports parties that left the run: later rounds expect only the others."""
-        gone = {int(p) for m in messages for p in m.content.config_records["drop"]["parties"]}
+        gone = {int(p) for m in messages for p in wire.config_record_of(m, vw.DROP_RECORD)[vw.PARTIES]}  # type: ignore[union-attr]
         self.party_ids = [p for p in self.party_ids if p not in gone]
         return []
 
-    @handles("train.forward")
+    @handles(vw.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         epoch, step = self._check_round(messages, "train")
         return self.train_step(messages, epoch, step)
@@ -212,15 +214,15 @@ class ActiveServer(Node):
         cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
         src = messages[0]
         if self.fusion == "sum":  # one tensor for everyone: the gradient of the sum is the same for all
-            return [wire.make("train.forward", src=self.node_id, dst=BROADCAST, round=src.metadata.group_id,
-                              content=wire.records(**{GRAD: wire.arrays(g=grad), STEP: cfg}))]
+            return [wire.make(vw.TRAIN_FORWARD, src=self.node_id, dst=BROADCAST, round=wire.round_of(src),
+                              content=wire.records(**{GRAD: wire.arrays(**{vw.GRAD_ALL: grad}), STEP: cfg}))]
         dim = grad.shape[1] // len(self.party_ids)
-        return [wire.make("train.forward", src=self.node_id, dst=pid, round=src.metadata.group_id,
-                          content=wire.records(**{GRAD: wire.arrays(**{f"g{i}": grad[:, i * dim:(i + 1) * dim]}),
+        return [wire.make(vw.TRAIN_FORWARD, src=self.node_id, dst=pid, round=wire.round_of(src),
+                          content=wire.records(**{GRAD: wire.arrays(**{f"{vw.GRAD_PART}{i}": grad[:, i * dim:(i + 1) * dim]}),
                                                   STEP: cfg}))
                 for i, pid in enumerate(self.party_ids)]
 
-    @handles("evaluate.forward")
+    @handles(vw.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
         _, step = self._check_round(messages, "eval")
         return self.eval_step(messages, step)
@@ -233,7 +235,7 @@ class ActiveServer(Node):
         self.eval_labels.append(self.labels.y_test[self.schedule.test_ids(step)])
         return []
 
-    @handles("query.metrics")
+    @handles(vw.METRICS)
     def on_metrics(self, messages: list[Message]) -> list[Message]:
         """Driver-side read of the running metrics (control plane, never sent to parties)."""
         out: dict[str, float] = {}
@@ -249,7 +251,7 @@ class ActiveServer(Node):
 
                 out["test_auprc"] = float(average_precision_score(labels == 1, scores[:, 1]))
         self.reset_metrics()
-        return [wire.reply(messages[0], content=wire.records(m=wire.metrics(**out)))]
+        return [wire.metrics_reply(messages[0], **out)]
 
     def state(self) -> dict[str, Any]:
         return {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict()}
@@ -263,7 +265,7 @@ def sum_aggregator(messages: list[Message]) -> torch.Tensor:
     """NPQ/LDP fusion: the float sum of the embeddings (in party order)."""
     total = None
     for m in messages:
-        e = wire.get_array(m, EMB, "e").astype(np.float32, copy=False)
+        e = wire.get_array(m, EMB, vw.FLOAT).astype(np.float32, copy=False)
         total = e.copy() if total is None else total + e
     if total is None:
         raise ProtocolError("no embeddings to aggregate")
@@ -272,4 +274,4 @@ def sum_aggregator(messages: list[Message]) -> torch.Tensor:
 
 def concat_aggregator(messages: list[Message]) -> torch.Tensor:
     """Concatenation fusion (party order); not additive, so incompatible with secure aggregation."""
-    return torch.from_numpy(np.concatenate([wire.get_array(m, EMB, "e") for m in messages], axis=1))
+    return torch.from_numpy(np.concatenate([wire.get_array(m, EMB, vw.FLOAT) for m in messages], axis=1))

@@ -20,7 +20,7 @@ from typing import Any
 from flwr.common import Message
 
 from parties import secagg_wire as sw
-from parties.vertical import DROP
+from parties import vertical_wire as vw
 from vfl import message as wire
 from vfl.errors import PartyFailure, VFLError
 from vfl.grid import Grid
@@ -88,7 +88,7 @@ class Dropouts:
         self._check_policy(hop, dead, late, failure)
         live = self._drop(index, dead | late, cause={**{g: "died" for g in dead}, **{g: "timeout" for g in late}})
         resume = self.converse(grid, live, epoch=self._epoch, step=hop.step, phase="train",
-                               stop=lambda w: w.kind == "train.forward" and w.src == SERVER_ID)
+                               stop=lambda w: w.kind == vw.TRAIN_FORWARD and w.src == SERVER_ID)
         if not resume:  # the parties were applying the last gradient: no round was missed
             return hop.step - 1, {}, []
         return hop.step, self.hop(hop.step + 1, grid.submit([resume], to=grid.party_groups)), []
@@ -226,8 +226,8 @@ class Dropouts:
             raise PartyFailure(", ".join(n for ns in names.values() for n in ns),
                                round_tag(self._epoch, self._window[index].step), "no party is left")
         self.active -= len(ids)
-        notice = wire.make(DROP, src=SERVER_ID, dst=SERVER_ID, round=round_tag(self._epoch, 0, "control"),
-                           content=wire.records(drop=wire.config(parties=ids)))
+        notice = wire.make(vw.DROP, src=SERVER_ID, dst=SERVER_ID, round=round_tag(self._epoch, 0, "control"),
+                           content=wire.records(**{vw.DROP_RECORD: wire.config(**{vw.PARTIES: ids})}))
         grid.send([notice])
         hop = self._window[index]
         self._pending_records += [(n, cause[g]) for g in sorted(groups) for n in names[g]]

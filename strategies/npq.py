@@ -1,4 +1,5 @@
-"""NPQ: no privacy, no quantization — parties send float embeddings, the server sums them (SPEC §1)."""
+"""NPQ: no privacy, no quantization — parties send float embeddings, the server sums them
+(the no-privacy baseline of PBM-VFL, Tran et al., arXiv:2501.13916)."""
 
 from __future__ import annotations
 

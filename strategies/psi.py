@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from parties.psi_nodes import QUERY, START, PartyAlignment, ServerAlignment
+from parties.psi_nodes import PartyAlignment, ServerAlignment
 from vfl import message as wire
+from vfl import psi_wire as pw
 from vfl.data import KeyedDataSource, LabelShard, PartyShard
 from vfl.errors import ProtocolError
 from vfl.grid import Grid
 from vfl.node import Node, NodeSpec
+from vfl.psi_wire import SIZES as QUERY
+from vfl.psi_wire import START
 
 if TYPE_CHECKING:
     from strategies.vertical import VerticalStrategy
@@ -30,7 +33,7 @@ def build_aligned_node(strategy: VerticalStrategy, spec: NodeSpec, data: KeyedDa
     from strategies.vertical import SERVER_ID, party_node_id
 
     sched = strategy.schedule(0, 0)  # the sizes come with the alignment
-    if spec.role == "hub":
+    if spec.is_server:
         lab = data.label_table()
         empty = np.zeros(0, dtype=np.int64)
         node = strategy.server_node(spec, LabelShard(empty, empty, lab.num_classes, lab.metric), sched)
@@ -54,9 +57,9 @@ def run_alignment(grid: Grid, *, server_id: int, num_parties: int) -> dict[str, 
     replies = grid.send([q])
     if len(replies) != 1:
         raise ProtocolError(f"{QUERY}: expected one reply, got {len(replies)}")
-    c = replies[0].open().content.config_records["psi"]
+    c = wire.config_record_of(replies[0].open(), pw.RECORD)
     return {
-        "psi_intersection_size": int(str(c["intersection"])),
-        "psi_num_train": int(str(c["num_train"])), "psi_num_test": int(str(c["num_test"])),
-        "psi_set_sizes": {str(n): int(k) for n, k in zip(c["names"], c["sizes"], strict=True)},  # type: ignore[call-overload]
+        "psi_intersection_size": int(str(c[pw.INTERSECTION])),
+        "psi_num_train": int(str(c[pw.NUM_TRAIN])), "psi_num_test": int(str(c[pw.NUM_TEST])),
+        "psi_set_sizes": {str(n): int(k) for n, k in zip(c[pw.NAMES], c[pw.SIZES_KEY], strict=True)},  # type: ignore[call-overload]
     }

@@ -45,8 +45,9 @@ def run_key_setup(grid: Grid, *, num_parties: int, threshold: int) -> None:
     """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase."""
     ids = [party_node_id(i) for i in range(num_parties)]
     start = wire.make(sw.SETUP, src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
-                      content=wire.records(**{sw.RECORD: wire.config(
-                          session=new_session_id(), parties=ids, threshold=shamir_threshold(num_parties, threshold))}))
+                      content=wire.records(**{sw.RECORD: wire.config(**{
+                          sw.SESSION: new_session_id(), sw.PARTIES: ids,
+                          sw.THRESHOLD: shamir_threshold(num_parties, threshold)})}))
     grid.run_until_quiet([start])
 
 

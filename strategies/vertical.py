@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from parties import vertical_wire as vw
 from parties.malicious import arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
 from parties.vertical import (
@@ -60,7 +61,7 @@ class VerticalStrategy(Strategy):
 
     # ---- topology ---------------------------------------------------------------------------
     def layout(self) -> list[NodeSpec]:
-        specs = [NodeSpec(SERVER_ID, "hub", "server", "server")]
+        specs = [NodeSpec(SERVER_ID, "server", "server", "server")]
         specs += [NodeSpec(party_node_id(m), "party", f"party{m}", "parties") for m in range(self.cfg.num_parties)]
         return specs
 
@@ -89,7 +90,7 @@ class VerticalStrategy(Strategy):
             return build_aligned_node(self, spec, data)
         shards, labels = data.partition()
         sched = self.schedule(len(labels.y_train), len(labels.y_test))
-        if spec.role == "hub":
+        if spec.is_server:
             return self.server_node(spec, labels, sched)
         return self.party_node(spec, shards[spec.node_id - 1], sched, labels=labels)
 
@@ -178,7 +179,7 @@ class VerticalStrategy(Strategy):
         for each; with Ray the wires travel actor to actor. It syncs every ``SYNC`` steps (progress,
         errors) and counts every wire from the hosts' outboxes at the end of the epoch."""
         steps = self.steps_per_epoch()
-        start = grid.emit(wire.make("train.forward", src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, 0),
+        start = grid.emit(wire.make(vw.TRAIN_FORWARD, src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, 0),
                                     content=wire.records(**{STEP: step_config(epoch=epoch, step=0, forward=True)})))
         server, guard = [grid.group_of[SERVER_ID]], self.dropouts
         guard.start_epoch(grid, epoch)
@@ -203,7 +204,7 @@ class VerticalStrategy(Strategy):
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         sched = self.schedule(self._num_train, self._num_test)
         for step in range(sched.eval_steps):
-            req = wire.make("evaluate.forward", src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, step, "eval"),
+            req = wire.make(vw.EVAL_FORWARD, src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, step, "eval"),
                             content=wire.records(**{STEP: step_config(epoch=epoch, step=step, forward=True)}))
             self.dropouts.converse(grid, [req], epoch=epoch, step=step, phase="eval")
         grid.drain()
@@ -239,6 +240,6 @@ class VerticalStrategy(Strategy):
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         """Train and test metrics accumulated by the server since the last read."""
-        q = wire.make("query.metrics", src=SERVER_ID, dst=SERVER_ID, round=round_tag(epoch, 0, "control"))
+        q = wire.make(vw.METRICS, src=SERVER_ID, dst=SERVER_ID, round=round_tag(epoch, 0, "control"))
         (rep,) = grid.send([q])
-        return {k: float(v) for k, v in rep.open().content.metric_records["m"].items()}
+        return wire.read_metrics(rep.open())

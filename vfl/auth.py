@@ -36,7 +36,7 @@ from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
 from vfl.errors import AuthenticationError, ProtocolError
 from vfl.ledger import CommLedger
-from vfl.message import Wire, decode
+from vfl.message import Wire, decode, round_of
 
 AUTH_RECORD = "auth"  # reserved record name: nodes must not use it
 _VALUE = "sig"
@@ -116,7 +116,7 @@ class HostAuth:
     def verify(self, data: bytes, message: Message) -> Message:
         """Check ``message`` (decoded from ``data``) and return it without its auth record."""
         md = message.metadata
-        src, tag = int(md.src_node_id), md.group_id
+        src, tag = int(md.src_node_id), round_of(message)
 
         def reject(reason: str) -> AuthenticationError:
             return AuthenticationError(self._name(src), tag, reason, receiver=self.host)

@@ -26,6 +26,7 @@ from vfl.rundir import RunDir
 from vfl.schema import RunConfig
 from vfl.strategy import STRATEGIES, NodeFactory, Strategy
 from vfl.transport.base import Transport
+from vfl.transport.placement import place
 
 EpochCallback = Callable[[int, dict[str, Any], "Engine"], None]
 StepCallback = Callable[[int, int, "Engine"], None]  # (epoch, steps done in this attempt, engine)
@@ -62,8 +63,10 @@ class Engine:
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> Grid:
+        """Place the strategy's nodes into hosts (``vfl.transport.placement``), start them and run
+        the protocol set-up; returns the grid that reaches them."""
         self.strategy.prepare(self.data)
-        self.groups = self.strategy.host_groups(self.strategy.layout())
+        self.groups = place(self.strategy.layout(), self.cfg.transport)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
         self.transport.start(self.groups, factory, threads=self.cfg.train.threads_per_actor)
         self.grid = Grid(self.transport, self.groups, self.ledger)
@@ -103,6 +106,18 @@ class Engine:
         return ckpt.epoch + 1, history, float(state.get("wall_s", 0.0))
 
     def run(self, *, resume: bool = False) -> EngineResult:
+        """Start the hosts, set the protocol up and train epoch by epoch.
+
+        Args:
+            resume: continue from the newest intact checkpoint of ``run_dir``.
+
+        Returns:
+            The summary (``summary.json``) and one metrics row per epoch run.
+
+        Raises:
+            PartyFailure: a host failed and ``train.on_failure`` does not restart (or restarts ran out).
+            PrivacyBudgetExceeded: ε passed ``privacy.epsilon_budget`` (the epochs so far are kept).
+        """
         cfg = self.cfg
         grid = self.start()
         epoch, history, wall_offset = self._restore(resume)

@@ -22,6 +22,7 @@ from functools import lru_cache
 from flwr.common import Message
 
 from vfl.errors import ConfigError
+from vfl.message import round_of
 
 FAULT_ENV = "VFL_FAULT_INJECT"
 AUDIT_ENV = "VFL_SECAGG_AUDIT"
@@ -74,7 +75,7 @@ def check(node: str, replies: Sequence[Message], *, in_driver: bool = False) -> 
     for fault in parse_faults(spec):
         if fault.node != node:
             continue
-        if any(m.metadata.group_id == fault.round and fault.kind in ("", m.metadata.message_type) for m in replies):
+        if any(round_of(m) == fault.round and fault.kind in ("", m.metadata.message_type) for m in replies):
             _die(fault, replies, in_driver=in_driver)
 
 

@@ -17,7 +17,7 @@ from flwr.common import Message
 from vfl.errors import ProtocolError
 from vfl.ledger import CONTROL, DOWN, UP, CommLedger
 from vfl.message import BROADCAST, Wire, parse_round
-from vfl.node import NodeSpec
+from vfl.node import PARTY, SERVER, NodeSpec
 from vfl.transport.base import HostGroup, Transport
 
 
@@ -30,12 +30,19 @@ class Grid:
         self.ledger = ledger or CommLedger()
         self.specs: dict[int, NodeSpec] = {s.node_id: s for g in groups for s in g.specs}
         self.group_of: dict[int, str] = {s.node_id: g.name for g in groups for s in g.specs}
-        self.party_groups = [g.name for g in groups if any(s.role == "party" for s in g.specs)]
+        self.party_groups = [g.name for g in groups if any(s.side == PARTY for s in g.specs)]
         self.authenticated = False
 
     def remove_groups(self, names: Sequence[str]) -> list[int]:
         """Forget hosts that left the run (dropouts): no more deliveries or broadcasts to their
-        nodes; their specs stay for naming. Returns the node ids they held."""
+        nodes; their specs stay for naming.
+
+        Args:
+            names: host group names.
+
+        Returns:
+            The node ids they held, sorted.
+        """
         gone = set(names)
         self.groups = [g for g in self.groups if g.name not in gone]
         self.party_groups = [n for n in self.party_groups if n not in gone]
@@ -47,17 +54,20 @@ class Grid:
     @property
     def party_ids(self) -> list[int]:
         """Party nodes still in the run."""
-        return sorted(n for n, s in self.specs.items() if s.role == "party" and n in self.group_of)
+        return sorted(n for n, s in self.specs.items() if s.side == PARTY and n in self.group_of)
 
     @property
-    def hub_ids(self) -> list[int]:
-        return sorted(n for n, s in self.specs.items() if s.role == "hub")
+    def server_ids(self) -> list[int]:
+        """Server-side nodes (the label holder, vendors, model servers)."""
+        return sorted(n for n, s in self.specs.items() if s.is_server)
+
+    hub_ids = server_ids  # deprecated alias (one release)
 
     def name(self, node_id: int) -> str:
         return "*" if node_id == BROADCAST else self.specs[node_id].name
 
     def _role(self, node_id: int) -> str:
-        return "party" if node_id == BROADCAST else self.specs[node_id].role
+        return PARTY if node_id == BROADCAST else self.specs[node_id].side
 
     def count(self, wire: Wire) -> None:
         for node_id, way in ((wire.dst, "to"), (wire.src, "from")):
@@ -69,11 +79,11 @@ class Grid:
         src, dst = self._role(src_id), self._role(dst_id)
         if src_id == dst_id:  # the driver talking to a node on its own behalf (start a step, read metrics)
             direction, party = CONTROL, self.name(dst_id)
-        elif src == "party" and dst == "hub":
+        elif src == PARTY and dst == SERVER:
             direction, party = UP, self.name(src_id)
-        elif src == "hub" and dst == "party":
+        elif src == SERVER and dst == PARTY:
             direction, party = DOWN, self.name(dst_id)
-        elif src == "party" and dst == "party":  # party-to-party (e.g. secagg share relays go via hub)
+        elif src == PARTY and dst == PARTY:  # party-to-party (secagg share relays go via the server)
             direction, party = UP, self.name(src_id)
         else:
             direction, party = CONTROL, self.name(dst_id)
@@ -113,7 +123,18 @@ class Grid:
         return wire
 
     def send(self, items: Sequence[Message | Wire]) -> list[Wire]:
-        """Deliver messages (counted now) and wires (already counted); return counted replies."""
+        """Deliver messages and wires to the hosts of their destinations, one hop.
+
+        Args:
+            items: messages the driver built (counted now, signed by their src node's host when
+                authenticated) and wires produced by hosts (already counted), in any mix.
+
+        Returns:
+            Every reply of that hop, counted, in host order (deterministic).
+
+        Raises:
+            ProtocolError: a destination no host runs.
+        """
         if not items:
             return []
         batches: dict[str, list[Wire]] = {}
@@ -145,7 +166,14 @@ class Grid:
     def run_until_quiet(self, items: Sequence[Message | Wire], *, max_hops: int = 64) -> int:
         """Keep routing replies to their destinations until no node has anything to say.
 
-        For multi-hop conversations (client -> model servers -> client -> ...); returns the hops.
+        For multi-hop conversations (client -> model servers -> client -> ...).
+
+        Args:
+            items: the opening messages (or wires).
+            max_hops: a conversation still going after this many hops is a ProtocolError.
+
+        Returns:
+            The number of hops it took.
         """
         wires = self.send(items)
         hops = 1
@@ -158,8 +186,17 @@ class Grid:
 
     # ---- pipelined delivery (no driver round trip per hop) -----------------------------------
     def submit(self, parts: Sequence[Any], to: Sequence[str]) -> dict[str, Any]:
-        """Deliver ``parts`` (lists of wires, or handles from earlier submits) to the hosts ``to``
-        without waiting; each host keeps what is addressed to its nodes. Call ``drain`` to count."""
+        """Deliver ``parts`` to the hosts ``to`` without waiting (pipelined hop).
+
+        Args:
+            parts: lists of wires, or handles returned by earlier submits (Ray hands them actor to
+                actor); each host keeps what is addressed to its nodes.
+            to: host group names.
+
+        Returns:
+            One handle per host, for ``collect``, ``Transport.ready`` or a later ``submit``.
+            Nothing is counted until ``drain``.
+        """
         return self.transport.submit(list(to), list(parts))
 
     def collect(self, handles: dict[str, Any], *, round: str) -> list[Wire]:

@@ -30,6 +30,15 @@ class NodeHost:
 
     def __init__(self, build: NodeBuilder, specs: Sequence[NodeSpec], threads: int = 1, *,
                  in_driver: bool = False) -> None:
+        """Build the nodes of ``specs`` here (they load only their own data).
+
+        Args:
+            build: the picklable node builder (``vfl.strategy.NodeFactory``); its ``view_policy``
+                turns on the recording of received messages.
+            specs: the nodes this host runs.
+            threads: torch threads of this process (ignored in the driver).
+            in_driver: an ``inprocess`` host: shares the driver's process (no thread change, no exit).
+        """
         self.in_driver = in_driver  # an in-process host shares the driver: no thread change, no exit
         if threads > 0 and not in_driver:
             torch.set_num_threads(threads)
@@ -66,7 +75,19 @@ class NodeHost:
         return rows
 
     def deliver(self, wires: Sequence[Wire]) -> list[Wire]:
-        """Decode, dispatch per node (in order of first appearance), encode the replies."""
+        """Decode, verify (with auth), dispatch per node, encode (and sign) the replies.
+
+        Args:
+            wires: serialized messages for nodes of this host; a ``BROADCAST`` one goes to every
+                party node here (``Node.accepts_broadcast``).
+
+        Returns:
+            The replies as wires, per node in order of first appearance.
+
+        Raises:
+            ProtocolError: a message for a node this host does not run, or a kind a node does not handle.
+            AuthenticationError: a bad signature (with auth), before any node sees the message.
+        """
         per_node: dict[int, list[Any]] = {}
         for w in wires:
             message = decode(w.data)

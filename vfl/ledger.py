@@ -1,7 +1,7 @@
 """Byte accounting: the serialized size of every message, per party, direction, phase and round.
 
 The ledger is THE communication metric: it counts ``len(bytes)`` of each serialized message once,
-where it is produced. ``up`` is party -> hub (server / model server), ``down`` is hub -> party
+where it is produced. ``up`` is party -> server (label holder / vendor / model server), ``down`` is server -> party
 (a broadcast counts once, attributed to the party ``"*"``). Payload is array data; envelope is the
 rest (metadata, dtype/shape, protobuf framing).
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
+
+from vfl.psi_wire import KIND_PREFIX as PSI_KIND_PREFIX
 
 UP, DOWN, CONTROL = "up", "down", "control"
 
@@ -47,6 +49,16 @@ class CommLedger:
 
     def record(self, *, phase: str, direction: str, party: str, round: str, nbytes: int, payload: int,
                kind: str = "") -> None:
+        """Count one serialized message.
+
+        Args:
+            phase: the round tag's phase (``train``, ``eval``, ``setup``, ``recovery``, ``control``).
+            direction: ``UP`` (party -> server), ``DOWN`` (server -> party) or ``CONTROL``.
+            party: the party it is attributed to (``"*"`` for a broadcast).
+            round: the round tag (per-round rows, this epoch only).
+            nbytes: ``len`` of the serialized bytes; payload: its array bytes.
+            kind: the message kind (``by_kind``; empty: not kept per kind).
+        """
         self.by_key[(phase, direction, party)].add(nbytes, payload)
         if kind:
             row = self.by_kind.setdefault(kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})
@@ -108,5 +120,5 @@ def kind_bytes(ledger: CommLedger, prefix: str) -> int:
 def setup_breakdown(ledger: CommLedger) -> dict[str, int]:
     """``setup_bytes`` split: private set intersection (``query.psi_*``) and the rest (secure-aggregation keys)."""
     setup = ledger.totals("setup")
-    psi = kind_bytes(ledger, "query.psi_")
+    psi = kind_bytes(ledger, PSI_KIND_PREFIX)
     return {"psi_bytes": psi, "secagg_setup_bytes": setup["bytes_up"] + setup["bytes_down"] - psi}

@@ -34,10 +34,23 @@ _RUN_ID = 1
 _TTL = 3600.0
 _seq = itertools.count()
 
+# control-plane vocabulary shared by every protocol: the driver's read of a node's running metrics
+METRICS = "query.metrics"  # driver -> node (src == dst: counted as control)
+METRICS_RECORD = "metrics"  # the one metric record name of its reply
+
 
 def round_tag(epoch: int, step: int, phase: str = "train") -> str:
-    """The ``group_id`` of a message: which round (epoch, step) of which phase it belongs to."""
+    """The round tag of a message, ``"phase:epoch:step"``: which round of which phase it belongs to.
+
+    "Round" is our word for it; flwr stores it in ``Metadata.group_id`` (read it with ``round_of``).
+    The word "group" in this code base means an actor group (``vfl.transport.base.HostGroup``).
+    """
     return f"{phase}:{epoch}:{step}"
+
+
+def round_of(message: Message) -> str:
+    """The round tag of ``message`` (flwr's ``Metadata.group_id``)."""
+    return str(message.metadata.group_id)
 
 
 def parse_round(tag: str) -> tuple[str, int, int]:
@@ -58,7 +71,18 @@ def make(
     content: RecordDict | None = None,
     reply_to: str = "",
 ) -> Message:
-    """A flwr ``Message`` with explicit ``Metadata`` (no global run/task identity is touched)."""
+    """A flwr ``Message`` with explicit ``Metadata`` (no global run/task identity is touched).
+
+    Args:
+        kind: the message kind (``train.*``, ``evaluate.*`` or ``query.*``; flwr refuses others).
+        src, dst: node ids; ``dst=BROADCAST`` reaches every party node (serialized and counted once).
+        round: the round tag (``round_tag``); its phase decides the ledger phase.
+        content: the records; empty when None.
+        reply_to: the message id this answers ("" for a request).
+
+    Returns:
+        The message; a fixed-width message id keeps byte counts independent of the counter.
+    """
     metadata = Metadata(
         run_id=_RUN_ID,
         message_id=f"{next(_seq):016x}",  # fixed width: byte counts do not drift with the counter
@@ -75,7 +99,17 @@ def make(
 
 def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: int | None = None,
           content: RecordDict | None = None) -> Message:
-    """A message answering ``to`` (same round, reply-to set; by default back to its sender)."""
+    """A message answering ``to``.
+
+    Args:
+        to: the request.
+        kind: the reply's kind (default: the request's).
+        src, dst: default to the request's dst and src (back to its sender).
+        content: the records.
+
+    Returns:
+        A message in the same round with ``reply_to_message_id`` set.
+    """
     md = to.metadata
     return make(
         kind or md.message_type,
@@ -132,12 +166,38 @@ def get_array(message: Message, record: str, name: str) -> np.ndarray:
         ) from None
 
 
+def config_record_of(message: Message, record: str) -> ConfigRecord:
+    """The config record ``record`` of ``message``, with a ProtocolError naming what is missing."""
+    try:
+        return message.content.config_records[record]
+    except KeyError:
+        raise ProtocolError(f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
+                            f"has no config record {record!r}") from None
+
+
 def config(**values: int | float | str | bool | bytes | list[int] | list[float] | list[str]) -> ConfigRecord:
+    """A ``ConfigRecord`` of scalars, bytes and lists (keys: the protocol's vocabulary module)."""
     return ConfigRecord(dict(values))
 
 
 def metrics(**values: int | float) -> MetricRecord:
+    """A ``MetricRecord`` (control-plane replies; see ``metrics_reply``)."""
     return MetricRecord(dict(values))
+
+
+def metrics_reply(to: Message, **values: int | float) -> Message:
+    """The answer to a ``METRICS`` query: one ``METRICS_RECORD`` metric record."""
+    return reply(to, content=records(**{METRICS_RECORD: metrics(**values)}))
+
+
+def read_metrics(message: Message) -> dict[str, float]:
+    """The values of a ``metrics_reply`` (ProtocolError if the record is missing)."""
+    try:
+        rec = message.content.metric_records[METRICS_RECORD]
+    except KeyError:
+        raise ProtocolError(f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
+                            f"has no metric record {METRICS_RECORD!r}") from None
+    return {k: float(v) for k, v in rec.items()}  # type: ignore[arg-type]
 
 
 def payload_nbytes(message: Message) -> int:
@@ -181,6 +241,7 @@ def records(**named: ArrayRecord | ConfigRecord | MetricRecord) -> RecordDict:
 
 
 def config_value(message: Message, record: str, key: str) -> object:
+    """One value of a config record, with a ProtocolError naming what is missing."""
     try:
         return message.content.config_records[record][key]
     except KeyError:
@@ -191,6 +252,7 @@ def config_value(message: Message, record: str, key: str) -> object:
 
 
 def has_array(message: Message, record: str, name: str | None = None) -> bool:
+    """Whether the array record ``record`` (and, if given, its array ``name``) is present."""
     recs: Mapping[str, ArrayRecord] = message.content.array_records
     if record not in recs:
         return False

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flwr.common import Message
 
 from vfl.rng import NodeNoise, NoiseSource
+
+if TYPE_CHECKING:
+    from vfl.secagg import SecAggClient
 
 
 @dataclass
@@ -28,7 +31,8 @@ class ModContext:
     step: int
     seed: int
     node_noise: NodeNoise  # the sending node's noise: its mode and (crypto) its own fresh source
-    state: dict[str, Any] = field(default_factory=dict)  # persists across rounds (e.g. secagg keys)
+    state: dict[str, Any] = field(default_factory=dict)  # persists across rounds (mods' own bookkeeping)
+    secagg: SecAggClient | None = None  # the sender's secure-aggregation keys, once its key set-up ran
 
     def noise(self, purpose: str) -> NoiseSource:
         """The sender's privacy noise for ``purpose`` in this round: its own OS-keyed stream

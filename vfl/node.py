@@ -1,6 +1,6 @@
 """Nodes: the long-lived logic of one party or server, fed flwr messages by a host.
 
-A node answers messages by kind: ``@handles("train.forward")`` marks a method that receives every
+A node answers messages by kind: ``@handles(TRAIN_FORWARD)`` marks a method that receives every
 message of that kind addressed to the node in one delivery (e.g. the server receives all M
 embeddings of a step at once) and returns the replies. Nodes never see bytes or transports.
 """
@@ -17,22 +17,46 @@ from flwr.common import Message
 
 from vfl.errors import ProtocolError
 
-Role = Literal["hub", "party"]
+SERVER, PARTY = "server", "party"
+HUB = "hub"  # deprecated alias of SERVER, accepted for one release (configs and nodes written before)
+Role = Literal["server", "party", "hub"]
 Handler = Callable[[Any, list[Message]], list[Message]]
 
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """Where a node sits: id, role (hub = server side, party = data side), name, actor group."""
+    """Where a node sits: id, role, name, and the actor group (``HostGroup``) it is packed into.
+
+    Role ``"server"`` is the server side (the label holder, a vendor, a model server): party ->
+    server traffic is ``up`` in the ledger; ``"party"`` is the data side. ``"hub"`` is read as
+    ``"server"`` (deprecated spelling)."""
 
     node_id: int
     role: Role
     name: str
     group: str
 
+    @property
+    def is_server(self) -> bool:
+        """Server side (role ``"server"``, or its deprecated alias ``"hub"``)."""
+        return self.role in (SERVER, HUB)
+
+    @property
+    def side(self) -> str:
+        """``"server"`` or ``"party"`` (the role with the alias resolved)."""
+        return SERVER if self.is_server else PARTY
+
 
 def handles(kind: str) -> Callable[[Handler], Handler]:
-    """Mark a ``Node`` method as the handler of messages of ``kind``."""
+    """Mark a ``Node`` method as the handler of messages of ``kind``.
+
+    Args:
+        kind: a message kind from a protocol's vocabulary module (e.g. ``parties.vertical_wire``).
+
+    Returns:
+        The decorator; the method is called as ``method(node, messages)`` with every message of that
+        kind in one delivery and returns the replies.
+    """
 
     def deco(fn: Handler) -> Handler:
         fn.__vfl_handles__ = kind  # type: ignore[attr-defined]
@@ -74,7 +98,17 @@ class Node:
                 self._handlers[kind] = _bound(component, attr)
 
     def handle(self, messages: list[Message]) -> list[Message]:
-        """Group messages by kind (keeping order) and call the matching handlers."""
+        """Group messages by kind (keeping order) and call the matching handlers.
+
+        Args:
+            messages: everything delivered to this node in one hop.
+
+        Returns:
+            The handlers' replies, kind by kind in order of first appearance.
+
+        Raises:
+            ProtocolError: a kind with no handler.
+        """
         out: list[Message] = []
         by_kind: dict[str, list[Message]] = {}
         for m in messages:

@@ -8,7 +8,6 @@ algorithm names.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from vfl.data import DataSource
 from vfl.node import Node, NodeSpec
 from vfl.registry import Registry
-from vfl.transport.base import HostGroup
 from vfl.views import ViewPolicy
 
 if TYPE_CHECKING:
@@ -61,20 +59,8 @@ class Strategy(ABC):
     # ---- topology (driver) and node construction (inside hosts) ------------------------------
     @abstractmethod
     def layout(self) -> list[NodeSpec]:
-        """Every node of the run."""
-
-    def host_groups(self, specs: Sequence[NodeSpec]) -> list[HostGroup]:
-        """Hubs get an actor each; parties are packed into at most ``transport.max_actors`` actors."""
-        t = self.cfg.transport
-        gpus = 0.0  # GPU placement is opted into by strategies that need it
-        groups = [HostGroup(s.name, (s,), t.cpus_per_actor, gpus) for s in specs if s.role == "hub"]
-        parties = [s for s in specs if s.role == "party"]
-        if parties:
-            per = t.parties_per_actor or math.ceil(len(parties) / min(len(parties), t.max_actors))
-            for i in range(0, len(parties), per):
-                chunk = tuple(parties[i : i + per])
-                groups.append(HostGroup(f"parties-{i // per}", chunk, t.cpus_per_actor, gpus))
-        return groups
+        """Every node of the run. How they are packed into actors is the runtime's decision
+        (``vfl.transport.placement``), not the algorithm's."""
 
     @abstractmethod
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:

@@ -24,7 +24,7 @@ import numpy as np
 from flwr.common import Message
 
 from vfl.errors import DataError
-from vfl.message import from_array, parse_round
+from vfl.message import from_array, parse_round, round_of
 
 FORMAT = 1
 INDEX = "index.json"
@@ -92,12 +92,12 @@ class ViewLog:
     def record(self, node_id: int, message: Message) -> None:
         """Keep the arrays of ``message`` as received by ``node_id`` (if its round is sampled)."""
         md = message.metadata
-        if not message.has_content() or not self.policy.wants(md.group_id):
+        if not message.has_content() or not self.policy.wants(round_of(message)):
             return
         configs = _configs(message)
         for rec_name, rec in message.content.array_records.items():
             for name, arr in rec.items():
-                meta = {"src": int(md.src_node_id), "kind": md.message_type, "round": md.group_id,
+                meta = {"src": int(md.src_node_id), "kind": md.message_type, "round": round_of(message),
                         "record": rec_name, "name": name, "config": configs, "derived": False}
                 self._add(node_id, meta, from_array(arr))
 
@@ -208,4 +208,4 @@ def save_run_views(run_dir: str | Path, transport: Any, groups: Any, privacy: An
         return None
     specs = {s.node_id: s for g in groups for s in g.specs}
     return write_views(Path(run_dir) / "views", transport.views(), names={n: s.name for n, s in specs.items()},
-                       roles={n: s.role for n, s in specs.items()}, policy=policy)
+                       roles={n: s.side for n, s in specs.items()}, policy=policy)

@@ -1,8 +1,9 @@
 """Mods that re-encode a party's embedding message, and the server-side reader of what they send.
 
-A message's ``emb`` record holds exactly one of: ``e`` (float embedding), ``q`` (integers:
-PBM counts or fixed-point codes), or ``p`` (integers bit-packed to ``k`` bits, possibly masked
-by secure aggregation, with shape and ``k`` in the ``enc`` config record). Mods compose left to
+A message's ``EMB`` record holds exactly one of: ``FLOAT`` (float embedding), ``INTS`` (integers:
+PBM counts or fixed-point codes), or ``PACKED`` (integers bit-packed to ``k`` bits, possibly masked
+by secure aggregation, with shape and ``k`` in the ``ENC`` config record); names in
+``parties.vertical_wire``. Mods compose left to
 right: ``pbm_mod`` (e -> q), ``secagg_mod`` (q -> masked p) or ``pack_counts_mod`` (q -> p).
 """
 
@@ -14,13 +15,15 @@ import numpy as np
 import torch
 from flwr.common import Message
 
+from parties import vertical_wire as vw
+from parties.vertical_wire import EMB, ENC, FLOAT, INTS, PACKED
 from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.faults import audit_enabled
 from vfl.mods import Mod, ModContext
 from vfl.secagg import encode_fixed, pack_bits, unpack_bits
 
-EMB, ENC = "emb", "enc"
+AUDIT = "audit"  # mod-state key of the plain inputs kept for tests (VFL_SECAGG_AUDIT=1 only)
 
 
 def _set(message: Message, **arrays: np.ndarray) -> None:
@@ -28,9 +31,10 @@ def _set(message: Message, **arrays: np.ndarray) -> None:
 
 
 def _packed(message: Message, values: np.ndarray, k: int, masked: bool) -> Message:
-    _set(message, p=np.frombuffer(pack_bits(values.ravel(), k), dtype=np.uint8))
+    _set(message, **{PACKED: np.frombuffer(pack_bits(values.ravel(), k), dtype=np.uint8)})
     rows, cols = values.shape
-    message.content.config_records[ENC] = wire.config(k=k, rows=int(rows), cols=int(cols), masked=masked)
+    message.content.config_records[ENC] = wire.config(**{vw.BITS: k, vw.ROWS: int(rows), vw.COLS: int(cols),
+                                                        vw.MASKED: masked})
     return message
 
 
@@ -39,10 +43,10 @@ def pbm_mod(*, b: int, beta: float, c: float) -> Mod:
     from vfl.privacy.mechanisms import pbm_encode
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        e = wire.get_array(message, EMB, "e")
+        e = wire.get_array(message, EMB, FLOAT)
         q = pbm_encode(torch.from_numpy(np.array(e, dtype=np.float32)), b=b, beta=beta, c=c,
                        noise=ctx.noise("pbm"))
-        _set(message, q=q.numpy().astype(np.uint32))
+        _set(message, **{INTS: q.numpy().astype(np.uint32)})
         return message
 
     return mod
@@ -53,8 +57,8 @@ def gaussian_mod(*, sigma: float) -> Mod:
     from vfl.privacy.mechanisms import gaussian_perturb
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        e = torch.from_numpy(np.array(wire.get_array(message, EMB, "e"), dtype=np.float32))
-        _set(message, e=gaussian_perturb(e, sigma=sigma, noise=ctx.noise("ldp")).numpy())
+        e = torch.from_numpy(np.array(wire.get_array(message, EMB, FLOAT), dtype=np.float32))
+        _set(message, **{FLOAT: gaussian_perturb(e, sigma=sigma, noise=ctx.noise("ldp")).numpy()})
         return message
 
     return mod
@@ -64,8 +68,8 @@ def fixed_point_mod(*, scale: float, clip: float, k: int) -> Mod:
     """Float embedding -> fixed-point codes in Z_{2^k} (round(x*scale), clipped to [-clip, clip])."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        e = wire.get_array(message, EMB, "e")
-        _set(message, q=encode_fixed(e, scale=scale, clip=clip, k=k).reshape(e.shape))
+        e = wire.get_array(message, EMB, FLOAT)
+        _set(message, **{INTS: encode_fixed(e, scale=scale, clip=clip, k=k).reshape(e.shape)})
         return message
 
     return mod
@@ -75,23 +79,25 @@ def pack_counts_mod(*, k: int) -> Mod:
     """Without SecAgg: bit-pack the integers to ``k`` bits (no masking)."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        return _packed(message, wire.get_array(message, EMB, "q"), k, masked=False)
+        return _packed(message, wire.get_array(message, EMB, INTS), k, masked=False)
 
     return mod
 
 
-def secagg_mod(*, k: int, name: str = "emb") -> Mod:
-    """Double-mask the integers mod 2^k (the party's SecAggClient lives in ``ctx.state``) and
-    bit-pack them; the round tag and tensor name make every mask key fresh."""
+def secagg_mod(*, k: int, name: str = EMB) -> Mod:
+    """Double-mask the integers mod 2^k and bit-pack them; the round tag and tensor name make every
+    mask key fresh. The party's key material is ``ctx.secagg``, which only a party that ran the
+    key set-up provides (``parties.secagg_nodes.SecAggParty.ctx``); any other party is refused."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        client = ctx.state.get("secagg")
+        client = ctx.secagg
         if client is None:
             raise ProtocolError(f"party {ctx.party}: secure aggregation used before key set-up")
-        q = wire.get_array(message, EMB, "q")
-        masked = client.mask(q.ravel(), round_id=message.metadata.group_id, name=name, k=k)
+        q = wire.get_array(message, EMB, INTS)
+        rnd = wire.round_of(message)
+        masked = client.mask(q.ravel(), round_id=rnd, name=name, k=k)
         if audit_enabled():  # testing hook: keep the plain input so a test can check the recovered sum
-            ctx.state.setdefault("audit", {})[message.metadata.group_id] = np.array(q, copy=True)
+            ctx.state.setdefault(AUDIT, {})[rnd] = np.array(q, copy=True)
         return _packed(message, np.asarray(masked).reshape(q.shape), k, masked=True)
 
     return mod
@@ -108,16 +114,17 @@ class Encoded:
 
 
 def read_encoded(message: Message) -> Encoded:
+    """The embedding a party sent, whichever encoding its mods chose (ProtocolError if none)."""
     rec = message.content.array_records.get(EMB)
     if rec is None:
         raise ProtocolError(f"message from node {message.metadata.src_node_id} has no embedding record")
-    if "e" in rec:
-        return Encoded("float", wire.from_array(rec["e"]))
-    if "q" in rec:
-        return Encoded("int", wire.from_array(rec["q"]))
-    if "p" in rec:
-        enc = message.content.config_records[ENC]
-        rows, cols, k = int(enc["rows"]), int(enc["cols"]), int(enc["k"])
-        values = unpack_bits(wire.from_array(rec["p"]).tobytes(), k, rows * cols).reshape(rows, cols)
-        return Encoded("packed", values, k=k, masked=bool(enc["masked"]))
+    if FLOAT in rec:
+        return Encoded("float", wire.from_array(rec[FLOAT]))
+    if INTS in rec:
+        return Encoded("int", wire.from_array(rec[INTS]))
+    if PACKED in rec:
+        enc = wire.config_record_of(message, ENC)
+        rows, cols, k = int(enc[vw.ROWS]), int(enc[vw.COLS]), int(enc[vw.BITS])  # type: ignore[arg-type]
+        values = unpack_bits(wire.from_array(rec[PACKED]).tobytes(), k, rows * cols).reshape(rows, cols)
+        return Encoded("packed", values, k=k, masked=bool(enc[vw.MASKED]))
     raise ProtocolError(f"embedding record from node {message.metadata.src_node_id} has no e/q/p array")

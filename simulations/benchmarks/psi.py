@@ -29,10 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from parties.psi_nodes import PSI, REQUEST, RESPONSE
+from parties import vertical_wire as vw
 from vfl import message as wire
 from vfl.auth import SIGNATURE_BYTES, HostAuth
 from vfl.psi import FPR, PsiClient, hashed_ids, respond
+from vfl.psi_wire import RECORD as PSI
+from vfl.psi_wire import REQUEST, RESPONSE
 from vfl.rng import seeded_numpy
 
 DEFAULT_SIZES = [10_000, 100_000]
@@ -103,8 +105,8 @@ def auth_rows(repeats: int) -> dict[str, dict[str, float]]:
     peer.install(roster)
     out: dict[str, dict[str, float]] = {}
     for size in AUTH_SIZES:
-        m = wire.make("train.forward", src=1, dst=0, round="train:0:0",
-                      content=wire.records(e=wire.arrays(e=np.zeros(size // 4, np.float32))))
+        m = wire.make(vw.TRAIN_FORWARD, src=1, dst=0, round=wire.round_tag(0, 0),
+                      content=wire.records(**{vw.EMB: wire.arrays(**{vw.FLOAT: np.zeros(size // 4, np.float32)})}))
         w = wire.Wire.of(m)
         signs, verifies = [], []
         for _ in range(repeats):

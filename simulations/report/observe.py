@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from parties import vertical_wire as vw
 from simulations.report.run import RunArtifacts, Skipped
 from strategies.vertical import party_node_id
 from vfl.secagg import unpack_bits
@@ -38,8 +39,8 @@ def received_gradients(run: RunArtifacts, index: int) -> list[Observed]:
     """The gradient rows party ``index`` received, per training step, in arrival order."""
     view = run.view(f"party{index}")
     out = []
-    for e, arr in view.select(kind="train.forward", record="grad", phase="train"):
-        if e["name"] not in ("g", f"g{index}"):
+    for e, arr in view.select(kind=vw.TRAIN_FORWARD, record=vw.GRAD, phase="train"):
+        if e["name"] not in (vw.GRAD_ALL, f"{vw.GRAD_PART}{index}"):
             continue
         ids = batch_ids(run, "train", e["epoch"], e["step"])
         out.append(Observed("train", e["epoch"], e["step"], ids, np.asarray(arr, np.float64).reshape(len(ids), -1), e))
@@ -50,14 +51,14 @@ def received_gradients(run: RunArtifacts, index: int) -> list[Observed]:
 
 def decode_entry(entry: dict[str, Any], arr: np.ndarray) -> tuple[str, np.ndarray]:
     """("float"|"int"|"masked", (rows, cols) values) of one received embedding array."""
-    if entry["name"] == "e":
+    if entry["name"] == vw.FLOAT:
         return "float", np.asarray(arr, np.float64)
-    if entry["name"] == "q":
+    if entry["name"] == vw.INTS:
         return "int", np.asarray(arr, np.int64)
-    enc = entry["config"].get("enc", {})
-    rows, cols, k = int(enc["rows"]), int(enc["cols"]), int(enc["k"])
+    enc = entry["config"].get(vw.ENC, {})
+    rows, cols, k = int(enc[vw.ROWS]), int(enc[vw.COLS]), int(enc[vw.BITS])
     values = unpack_bits(np.asarray(arr, np.uint8).tobytes(), k, rows * cols).reshape(rows, cols).astype(np.int64)
-    return ("masked" if enc.get("masked") else "int"), values
+    return ("masked" if enc.get(vw.MASKED) else "int"), values
 
 
 def server_embeddings(run: RunArtifacts, phase: str = "train") -> dict[int, list[Observed]]:
@@ -65,7 +66,7 @@ def server_embeddings(run: RunArtifacts, phase: str = "train") -> dict[int, list
     (float or unmasked integers). Masked (secure-aggregation) vectors are not readable: empty."""
     view = run.view("server")
     out: dict[int, list[Observed]] = {}
-    for e, arr in view.select(kind="train.forward" if phase == "train" else "evaluate.forward", record="emb",
+    for e, arr in view.select(kind=vw.TRAIN_FORWARD if phase == "train" else vw.EVAL_FORWARD, record=vw.EMB,
                               phase=phase):
         kind, values = decode_entry(e, arr)
         if kind == "masked":

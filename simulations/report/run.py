@@ -148,7 +148,7 @@ class RunArtifacts:
             with torch.random.fork_rng(devices=[]):
                 node = self.strategy.build_node(spec, self.data)
             node.load_state(state_from_bytes(states[spec.node_id]))
-            if spec.role == "hub":
+            if spec.is_server:
                 head = node.head.eval()  # type: ignore[attr-defined]
             else:
                 bottoms.append(node.bottom.eval())  # type: ignore[attr-defined]

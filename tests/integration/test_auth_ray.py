@@ -18,6 +18,7 @@ from vfl.grid import Grid
 from vfl.message import BROADCAST
 from vfl.schema import load_run_config
 from vfl.strategy import NodeFactory
+from vfl.transport.placement import place
 from vfl.transport.ray_transport import RayTransport
 
 pytestmark = pytest.mark.ray
@@ -32,7 +33,7 @@ def _start(auth: bool):
     data = BlobSource(num_parties=M)
     strategy = ForgingNPQ(cfg)
     strategy.prepare(data)
-    groups = strategy.host_groups(strategy.layout())
+    groups = place(strategy.layout(), cfg.transport)
     transport = RayTransport()
     transport.start(groups, NodeFactory(ForgingNPQ, cfg, data))
     grid = Grid(transport, groups)

@@ -144,7 +144,7 @@ def test_no_private_key_seed_or_pair_secret_ever_crosses_the_wire(monkeypatch) -
     rounds included: only round keys and, for a vanished survivor, shares of its seed."""
     res, transport = _run("pbm", "party2@0:2,party1@0:4/query.secagg_unmask", monkeypatch, epochs=1)
     assert {w.round.split(":")[0] for w in transport.wires} >= {"setup", "train", "recovery", "eval"}
-    clients = [transport.nodes[p].mod_state["secagg"] for p in range(1, M + 1)]
+    clients = [transport.nodes[p].client for p in range(1, M + 1)]
     secrets = [private_key_bytes(c._key) for c in clients] + [c._seed for c in clients]
     secrets += [pair.mask_secret for c in clients for pair in c._pairs.values()]
     blob = b"".join(w.data for w in transport.wires)

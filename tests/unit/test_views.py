@@ -90,7 +90,7 @@ def test_a_resumed_run_appends_to_the_views(tmp_path):
     for epoch in range(2):
         exp = {0: {"entries": [{**meta, "round": f"train:{epoch}:0"}], "arrays": [np.full((2, 2), epoch)],
                    "dropped": 0}}
-        write_views(tmp_path / "views", exp, names={0: "server"}, roles={0: "hub"}, policy=policy)
+        write_views(tmp_path / "views", exp, names={0: "server"}, roles={0: "server"}, policy=policy)
     server = load_views(tmp_path)["server"]
     assert [e["epoch"] for e in server.entries] == [0, 1]
     assert server.array("a000001")[0, 0] == 1

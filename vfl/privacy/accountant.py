@@ -1,4 +1,5 @@
-"""RDP accountant: a ledger of privacy events, composed by adding RDP curves (SPEC §3).
+"""RDP accountant: a ledger of privacy events, composed by adding RDP curves
+(Mironov, *Rényi Differential Privacy*, IEEE CSF 2017, arXiv:1702.07476, Prop. 1; ``docs/privacy.md``).
 
 PBM curves are the exact numeric ones of ``pbm_rdp``; Gaussian curves and the RDP → (ε, δ)
 conversion come from ``dp_accounting`` (never hand-rolled). The ledger serializes to JSON so a

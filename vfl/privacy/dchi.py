@@ -1,4 +1,5 @@
-"""dχ-privacy (metric LDP) for vectors: noise with density ∝ exp(−η‖n‖) (SPEC §5, Feyisetan et al. 2020).
+"""dχ-privacy (metric LDP) for vectors: noise with density ∝ exp(−η‖n‖) (Feyisetan et al.,
+WSDM 2020, arXiv:1910.08902; used by SAP, arXiv:2312.15603; see ``docs/privacy.md``).
 
 Sampling: direction uniform on the unit sphere (a normalized Gaussian) and magnitude
 ‖n‖ ~ Gamma(shape=d, scale=1/η). Because d is an integer the Gamma draw is the exact sum of d

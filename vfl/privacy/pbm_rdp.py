@@ -1,4 +1,5 @@
-"""Exact numeric Rényi DP of one PBM coordinate released through secure aggregation (SPEC §3).
+"""Exact numeric Rényi DP of one PBM coordinate released through secure aggregation
+(PBM-VFL, Tran et al., arXiv:2501.13916; method and caps in ``docs/privacy.md``).
 
 The server sees q̂ = Σ_m q_m with q_m ~ Binomial(b, p_m), p_m = 1/2 + βx_m/c. Neighbours differ
 in ONE party's input. Worst case (both facts are checked numerically in the tests):

@@ -1,0 +1,47 @@
+"""Actor placement: how the runtime packs the nodes a strategy declares into hosts (actors).
+
+A strategy only declares its nodes (``Strategy.layout``); how many processes run them is a
+runtime decision made here from ``transport.*``: every server-side node gets a host of its own
+(it is the hot spot of every round), the parties are packed into at most ``transport.max_actors``
+hosts (or ``transport.parties_per_actor`` each), so M=100 parties do not cost 100 actors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from vfl.node import NodeSpec
+from vfl.transport.base import HostGroup
+
+
+def pack_nodes(specs: Sequence[NodeSpec], *, max_actors: int, parties_per_actor: int = 0,
+               cpus_per_actor: float = 0.1, gpus_per_actor: float = 0.0) -> list[HostGroup]:
+    """Pack ``specs`` into host groups.
+
+    Args:
+        specs: every node of the run, as the strategy declared them.
+        max_actors: the most hosts the parties may use (ignored when ``parties_per_actor`` is set).
+        parties_per_actor: parties per host; 0 spreads them evenly over ``max_actors`` hosts.
+        cpus_per_actor, gpus_per_actor: what each host reserves (Ray resources).
+
+    Returns:
+        One group per server-side node (named after it), then ``parties-0``, ``parties-1``, ...
+        in the declared party order.
+    """
+    groups = [HostGroup(s.name, (s,), cpus_per_actor, gpus_per_actor) for s in specs if s.is_server]
+    parties = [s for s in specs if not s.is_server]
+    if parties:
+        per = parties_per_actor or math.ceil(len(parties) / min(len(parties), max_actors))
+        for i in range(0, len(parties), per):
+            groups.append(HostGroup(f"parties-{i // per}", tuple(parties[i : i + per]), cpus_per_actor,
+                                    gpus_per_actor))
+    return groups
+
+
+def place(specs: Sequence[NodeSpec], transport: Any) -> list[HostGroup]:
+    """``pack_nodes`` with the run's ``transport`` config (``max_actors``, ``parties_per_actor``,
+    ``cpus_per_actor``); GPUs are not reserved (no strategy asks for them yet)."""
+    return pack_nodes(specs, max_actors=transport.max_actors, parties_per_actor=transport.parties_per_actor,
+                      cpus_per_actor=transport.cpus_per_actor)
