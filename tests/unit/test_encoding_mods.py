@@ -31,9 +31,9 @@ def emb_message(src: int = 1, **arrays: np.ndarray):
     return wire.make("train.embedding", src=src, dst=0, round=ROUND, content=wire.records(emb=wire.arrays(**arrays)))
 
 
-def ctx(party: int = 0, **state) -> ModContext:
+def ctx(party: int = 0, secagg=None, **state) -> ModContext:
     return ModContext(party=party, num_parties=3, phase="train", epoch=0, step=3, seed=7,
-                      node_noise=NodeNoise("seeded", seed=7, node=party + 1), state=dict(state))
+                      node_noise=NodeNoise("seeded", seed=7, node=party + 1), state=dict(state), secagg=secagg)
 
 
 def over_the_wire(message):
