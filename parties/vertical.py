@@ -16,6 +16,7 @@ import torch
 from flwr.common import Message
 from torch import nn
 
+from parties.local_updates import party_local_steps, server_local_steps
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
 from vfl.errors import ProtocolError
@@ -49,9 +50,10 @@ class PassiveParty(Node):
 
     def __init__(self, spec: NodeSpec, *, index: int, num_parties: int, shard: PartyShard, bottom: nn.Module,
                  optimizer: torch.optim.Optimizer, schedule: Schedule, mods: Sequence[Mod] = (),
-                 device: str = "cpu", noise_rng: str = "crypto") -> None:
+                 device: str = "cpu", noise_rng: str = "crypto", local_steps: int = 1) -> None:
         super().__init__(spec)
         self.index = index
+        self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.num_parties = num_parties
         self.shard = shard
         self.bottom = bottom.to(device)
@@ -89,6 +91,8 @@ class PassiveParty(Node):
             begin_step(epoch=epoch, step=step, batch_size=int(out.shape[0]))
         self.optimizer.step()
         self._pending = None
+        party_local_steps(bottom=self.bottom, optimizer=self.optimizer, grad=g, extra=self.local_steps - 1,
+                          inputs=lambda: self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
 
     @handles("train.forward")
     def on_train(self, messages: list[Message]) -> list[Message]:
@@ -141,9 +145,10 @@ class ActiveServer(Node):
 
     def __init__(self, spec: NodeSpec, *, labels: LabelShard, head: nn.Module, optimizer: torch.optim.Optimizer,
                  schedule: Schedule, party_ids: Sequence[int], aggregate: Aggregator, fusion: str = "sum",
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", local_steps: int = 1) -> None:
         super().__init__(spec)
         self.labels = labels
+        self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.head = head.to(device)
         self.optimizer = optimizer
         self.schedule = schedule
@@ -208,6 +213,8 @@ class ActiveServer(Node):
         self.train_stats["correct"] += int((logits.argmax(1) == y).sum())
         self.train_stats["count"] += int(len(y))
         grad = fused.grad.detach().cpu().numpy().astype(np.float32, copy=False)
+        server_local_steps(head=self.head, optimizer=self.optimizer, loss_fn=self.loss_fn, fused=fused, labels=y,
+                           extra=self.local_steps - 1)
         nxt = step + 1 < self.schedule.steps
         cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
         src = messages[0]
