@@ -26,6 +26,7 @@ from flwr.common import (
     serde,
 )
 
+from vfl import profile
 from vfl.errors import ProtocolError
 
 BROADCAST = 2**32 - 1  # dst of a message delivered to every party node (serialized and counted once)
@@ -59,6 +60,7 @@ def make(
     reply_to: str = "",
 ) -> Message:
     """A flwr ``Message`` with explicit ``Metadata`` (no global run/task identity is touched)."""
+    t0 = profile.start()
     metadata = Metadata(
         run_id=_RUN_ID,
         message_id=f"{next(_seq):016x}",  # fixed width: byte counts do not drift with the counter
@@ -70,7 +72,9 @@ def make(
         ttl=_TTL,
         message_type=kind,
     )
-    return make_message(metadata, content if content is not None else RecordDict())
+    out = make_message(metadata, content if content is not None else RecordDict())
+    profile.stop("build", t0)
+    return out
 
 
 def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: int | None = None,
@@ -89,24 +93,33 @@ def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: 
 
 def encode(message: Message) -> bytes:
     """Serialize with flwr's protobuf serde."""
-    return serde.message_to_proto(message).SerializeToString()  # type: ignore[no-any-return]
+    t0 = profile.start()
+    data: bytes = serde.message_to_proto(message).SerializeToString()
+    profile.stop("serialize", t0)
+    return data
 
 
 def decode(data: bytes) -> Message:
     """Deserialize bytes produced by ``encode``."""
+    t0 = profile.start()
     try:
-        return serde.message_from_proto(serde.ProtoMessage.FromString(data))  # type: ignore[no-any-return]
+        message: Message = serde.message_from_proto(serde.ProtoMessage.FromString(data))
     except Exception as exc:  # protobuf raises DecodeError / ValueError variants
         raise ProtocolError(f"cannot decode message ({len(data)} bytes): {exc}") from exc
+    profile.stop("deserialize", t0)
+    return message
 
 
 def to_array(x: np.ndarray) -> Array:
     """A raw flwr ``Array`` (dtype, shape and the bytes; no npy header)."""
+    t0 = profile.start()
     x = np.ascontiguousarray(x)
     if x.dtype.byteorder == ">":
         x = x.astype(x.dtype.newbyteorder("<"))
-    return Array(dtype=x.dtype.str.lstrip("<|="), shape=tuple(int(s) for s in x.shape), stype=RAW_STYPE,
-                 data=x.tobytes())
+    out = Array(dtype=x.dtype.str.lstrip("<|="), shape=tuple(int(s) for s in x.shape), stype=RAW_STYPE,
+                data=x.tobytes())
+    profile.stop("build", t0)
+    return out
 
 
 def from_array(a: Array) -> np.ndarray:
