@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message
 from torch import nn
 
 from parties.local_updates import party_local_steps, server_local_steps
@@ -98,7 +98,7 @@ class PassiveParty(Node):
     def on_train(self, messages: list[Message]) -> list[Message]:
         replies = []
         for m in messages:
-            cfg = m.content.config_records[STEP]
+            cfg = wire.config_of(m, STEP)
             epoch, step = int(cfg["epoch"]), int(cfg["step"])
             if wire.has_array(m, GRAD):
                 self.apply_gradient(self.select_gradient(m), epoch, int(cfg["grad_step"]))
@@ -111,7 +111,9 @@ class PassiveParty(Node):
 
     def select_gradient(self, m: Message) -> np.ndarray:
         """The gradient meant for this party: the broadcast tensor, or this party's slice."""
-        rec = m.content.array_records[GRAD]
+        rec = wire.record_of(m, GRAD, ArrayRecord)
+        if rec is None:
+            raise ProtocolError(f"{self.spec.name}: message without a gradient record {GRAD!r}")
         name = "g" if "g" in rec else f"g{self.index}"
         return wire.from_array(rec[name])
 
@@ -120,7 +122,7 @@ class PassiveParty(Node):
         replies = []
         self.bottom.eval()
         for m in messages:
-            cfg = m.content.config_records[STEP]
+            cfg = wire.config_of(m, STEP)
             epoch, step = int(cfg["epoch"]), int(cfg["step"])
             with torch.no_grad():
                 out = self.bottom(self._inputs(self.shard.x_test, self.schedule.test_ids(step)))
@@ -170,8 +172,7 @@ class ActiveServer(Node):
         if senders != self.party_ids:
             missing = sorted(set(self.party_ids) - set(senders))
             raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
-        tags = {(int(m.content.config_records[STEP]["epoch"]), int(m.content.config_records[STEP]["step"]))
-                for m in messages}
+        tags = {(int((c := wire.config_of(m, STEP))["epoch"]), int(c["step"])) for m in messages}
         if len(tags) != 1:
             raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(tags)}")
         return tags.pop()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from flwr.app.message.message import make_message
@@ -29,6 +29,7 @@ from flwr.common import (
 from vfl import profile
 from vfl.errors import ProtocolError
 
+R = TypeVar("R", ArrayRecord, ConfigRecord, MetricRecord)
 BROADCAST = 2**32 - 1  # dst of a message delivered to every party node (serialized and counted once)
 RAW_STYPE = "raw"
 _RUN_ID = 1
@@ -134,10 +135,29 @@ def arrays(**named: np.ndarray) -> ArrayRecord:
     return ArrayRecord({k: to_array(v) for k, v in named.items()})
 
 
+def record_of(message: Message, name: str, kind: type[R]) -> R | None:
+    """The record ``name`` if it is a ``kind``, read straight from the RecordDict (flwr's
+    ``array_records``/``config_records`` views copy every record into a new dict on each access)."""
+    rec = message.content.get(name) if message.has_content() else None
+    return rec if isinstance(rec, kind) else None
+
+
+def config_of(message: Message, name: str) -> ConfigRecord:
+    """The config record ``name``, with a ProtocolError naming what is missing."""
+    rec = record_of(message, name, ConfigRecord)
+    if rec is None:
+        raise ProtocolError(f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
+                            f"has no config record {name}")
+    return rec
+
+
 def get_array(message: Message, record: str, name: str) -> np.ndarray:
     """Read one array, with a ProtocolError naming what is missing."""
     try:
-        return from_array(message.content.array_records[record][name])
+        rec = record_of(message, record, ArrayRecord)
+        if rec is None:
+            raise KeyError(record)
+        return from_array(rec[name])
     except KeyError:
         raise ProtocolError(
             f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
@@ -157,9 +177,10 @@ def payload_nbytes(message: Message) -> int:
     """Bytes of array data in the message (the payload); the rest of the wire size is envelope."""
     total = 0
     if message.has_content():
-        for record in message.content.array_records.values():
-            for arr in record.values():
-                total += len(arr.data)
+        for record in message.content.values():
+            if isinstance(record, ArrayRecord):
+                for arr in record.values():
+                    total += len(arr.data)
     return total
 
 
@@ -195,7 +216,10 @@ def records(**named: ArrayRecord | ConfigRecord | MetricRecord) -> RecordDict:
 
 def config_value(message: Message, record: str, key: str) -> object:
     try:
-        return message.content.config_records[record][key]
+        rec = record_of(message, record, ConfigRecord)
+        if rec is None:
+            raise KeyError(record)
+        return rec[key]
     except KeyError:
         raise ProtocolError(
             f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
@@ -204,7 +228,7 @@ def config_value(message: Message, record: str, key: str) -> object:
 
 
 def has_array(message: Message, record: str, name: str | None = None) -> bool:
-    recs: Mapping[str, ArrayRecord] = message.content.array_records
-    if record not in recs:
+    rec = record_of(message, record, ArrayRecord)
+    if rec is None:
         return False
-    return name is None or name in recs[record]
+    return name is None or name in rec

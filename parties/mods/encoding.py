@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message
 
 from vfl import message as wire
 from vfl.errors import ProtocolError
@@ -108,7 +108,7 @@ class Encoded:
 
 
 def read_encoded(message: Message) -> Encoded:
-    rec = message.content.array_records.get(EMB)
+    rec = wire.record_of(message, EMB, ArrayRecord)
     if rec is None:
         raise ProtocolError(f"message from node {message.metadata.src_node_id} has no embedding record")
     if "e" in rec:
@@ -116,7 +116,7 @@ def read_encoded(message: Message) -> Encoded:
     if "q" in rec:
         return Encoded("int", wire.from_array(rec["q"]))
     if "p" in rec:
-        enc = message.content.config_records[ENC]
+        enc = wire.config_of(message, ENC)
         rows, cols, k = int(enc["rows"]), int(enc["cols"]), int(enc["k"])
         values = unpack_bits(wire.from_array(rec["p"]).tobytes(), k, rows * cols).reshape(rows, cols)
         return Encoded("packed", values, k=k, masked=bool(enc["masked"]))
