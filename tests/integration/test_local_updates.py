@@ -32,9 +32,9 @@ def _cfg(strategy: str, params: dict[str, Any], *, q: int | None, optimizer: str
                             "train": train, "privacy": {"noise_rng": "seeded"}})
 
 
-def _run(cfg) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
+def _run(cfg, transport=None) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
     """Summary, history, and every node's state() after the run (models + optimizer state)."""
-    transport = InProcessTransport()
+    transport = transport or InProcessTransport()
     engine = Engine(cfg, transport, BlobSource(num_parties=M, num_train=N), progress=False)
     try:
         res = engine.run()
@@ -75,6 +75,20 @@ def test_q3_same_bytes_same_epsilon_and_exactly_q_updates_per_exchange(strategy,
     for nid, st in states.items():  # Adam counts its own steps: exactly Q per exchange on every node
         steps = {float(s["step"]) for s in st["optimizer"]["state"].values()}
         assert steps == {3.0 * exchanges}, (nid, steps)
+
+
+@pytest.mark.ray
+def test_q3_over_ray_matches_inprocess(ray_local):
+    from vfl.transport.ray_transport import RayTransport
+
+    cfg = _cfg("pbm", {"b": 16}, q=3, optimizer="adam")
+    ray_s, ray_h, ray_states = _run(cfg, RayTransport())
+    ref_s, ref_h, _ = _run(cfg)
+    assert [r["train_loss"] for r in ray_h] == [r["train_loss"] for r in ref_h]  # seeded: same run
+    assert ray_s["total_bytes_up"] == ref_s["total_bytes_up"] and ray_s["epsilon"] == ref_s["epsilon"]
+    exchanges = 2 * int(np.ceil(N / B))
+    assert all({float(s["step"]) for s in st["optimizer"]["state"].values()} == {3.0 * exchanges}
+               for st in ray_states.values())
 
 
 def test_local_steps_refused_with_bottom_dp_and_for_llm_strategies():
