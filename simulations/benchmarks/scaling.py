@@ -55,8 +55,10 @@ def one_point(cfg: RunConfig, *, parties: int, steps: int, temp_dir: str) -> dic
 
 def growth_check(cfg: RunConfig, *, parties: int, marks: list[int], temp_dir: str) -> dict[int, float]:
     """Summed RSS after each step count in ``marks`` (one run of max(marks) steps)."""
-    per_epoch = 100
-    run = _cfg(cfg, parties=parties, steps=per_epoch, epochs=-(-max(marks) // per_epoch))
+    probe = _cfg(cfg, parties=parties, steps=100, epochs=1)
+    n_train = len(ConfigDataSource.from_config(probe).partition()[1].y_train)  # the subsample may be smaller
+    per_epoch = -(-n_train // cfg.train.batch_size)
+    run = _cfg(cfg, parties=parties, steps=100, epochs=-(-max(marks) // per_epoch))
     seen: dict[int, float] = {}
 
     def on_step(epoch: int, done: int, eng: Engine) -> None:
