@@ -31,7 +31,7 @@ from vfl.secagg import Reveal, SecAggClient, SecAggServer, ShareRequest, UnmaskR
 
 def cfg_of(message: Message) -> Any:
     """The ``sw.RECORD`` config record every secure-aggregation message carries."""
-    return wire.config_record_of(message, sw.RECORD)
+    return wire.config_of(message, sw.RECORD)
 
 
 def _records(**values: Any) -> Any:

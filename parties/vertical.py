@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message
 from torch import nn
 
 from parties import vertical_wire as vw
+from parties.local_updates import party_local_steps, server_local_steps
 from parties.vertical_wire import DROP, EMB, GRAD, STEP
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
@@ -44,7 +45,7 @@ def step_config(*, epoch: int, step: int, forward: bool, grad_step: int = -1) ->
 
 def step_of(message: Message) -> tuple[int, int]:
     """(epoch, step) of a message's STEP record."""
-    cfg = wire.config_record_of(message, STEP)
+    cfg = wire.config_of(message, STEP)
     return int(cfg[vw.EPOCH]), int(cfg[vw.STEP_KEY])
 
 
@@ -53,9 +54,10 @@ class PassiveParty(Node):
 
     def __init__(self, spec: NodeSpec, *, index: int, num_parties: int, shard: PartyShard, bottom: nn.Module,
                  optimizer: torch.optim.Optimizer, schedule: Schedule, mods: Sequence[Mod] = (),
-                 device: str = "cpu", noise_rng: str = "crypto") -> None:
+                 device: str = "cpu", noise_rng: str = "crypto", local_steps: int = 1) -> None:
         super().__init__(spec)
         self.index = index
+        self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.num_parties = num_parties
         self.shard = shard
         self.bottom = bottom.to(device)
@@ -93,12 +95,14 @@ class PassiveParty(Node):
             begin_step(epoch=epoch, step=step, batch_size=int(out.shape[0]))
         self.optimizer.step()
         self._pending = None
+        party_local_steps(bottom=self.bottom, optimizer=self.optimizer, grad=g, extra=self.local_steps - 1,
+                          inputs=lambda: self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
 
     @handles(vw.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         replies = []
         for m in messages:
-            cfg = wire.config_record_of(m, STEP)
+            cfg = wire.config_of(m, STEP)
             epoch, step = step_of(m)
             if wire.has_array(m, GRAD):
                 self.apply_gradient(self.select_gradient(m), epoch, int(cfg[vw.GRAD_STEP]))
@@ -111,7 +115,9 @@ class PassiveParty(Node):
 
     def select_gradient(self, m: Message) -> np.ndarray:
         """The gradient meant for this party: the broadcast tensor, or this party's slice."""
-        rec = m.content.array_records[GRAD]
+        rec = wire.record_of(m, GRAD, ArrayRecord)
+        if rec is None:
+            raise ProtocolError(f"{self.spec.name}: message without a gradient record {GRAD!r}")
         name = vw.GRAD_ALL if vw.GRAD_ALL in rec else f"{vw.GRAD_PART}{self.index}"
         return wire.from_array(rec[name])
 
@@ -144,9 +150,10 @@ class ActiveServer(Node):
 
     def __init__(self, spec: NodeSpec, *, labels: LabelShard, head: nn.Module, optimizer: torch.optim.Optimizer,
                  schedule: Schedule, party_ids: Sequence[int], aggregate: Aggregator, fusion: str = "sum",
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", local_steps: int = 1) -> None:
         super().__init__(spec)
         self.labels = labels
+        self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.head = head.to(device)
         self.optimizer = optimizer
         self.schedule = schedule
@@ -187,7 +194,7 @@ class ActiveServer(Node):
     @handles(DROP)
     def on_drop(self, messages: list[Message]) -> list[Message]:
         """The driver reports parties that left the run: later rounds expect only the others."""
-        gone = {int(p) for m in messages for p in wire.config_record_of(m, vw.DROP_RECORD)[vw.PARTIES]}  # type: ignore[union-attr]
+        gone = {int(p) for m in messages for p in wire.config_of(m, vw.DROP_RECORD)[vw.PARTIES]}  # type: ignore[union-attr]
         self.party_ids = [p for p in self.party_ids if p not in gone]
         return []
 
@@ -210,6 +217,8 @@ class ActiveServer(Node):
         self.train_stats["correct"] += int((logits.argmax(1) == y).sum())
         self.train_stats["count"] += int(len(y))
         grad = fused.grad.detach().cpu().numpy().astype(np.float32, copy=False)
+        server_local_steps(head=self.head, optimizer=self.optimizer, loss_fn=self.loss_fn, fused=fused, labels=y,
+                           extra=self.local_steps - 1)
         nxt = step + 1 < self.schedule.steps
         cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
         src = messages[0]

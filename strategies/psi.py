@@ -57,7 +57,7 @@ def run_alignment(grid: Grid, *, server_id: int, num_parties: int) -> dict[str, 
     replies = grid.send([q])
     if len(replies) != 1:
         raise ProtocolError(f"{QUERY}: expected one reply, got {len(replies)}")
-    c = wire.config_record_of(replies[0].open(), pw.RECORD)
+    c = wire.config_of(replies[0].open(), pw.RECORD)
     return {
         "psi_intersection_size": int(str(c[pw.INTERSECTION])),
         "psi_num_train": int(str(c[pw.NUM_TRAIN])), "psi_num_test": int(str(c[pw.NUM_TEST])),

@@ -53,6 +53,7 @@ class VerticalStrategy(Strategy):
     bottom_dp_refusal = ("it releases each sample's embedding without DP noise, so no end-to-end epsilon "
                          "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
     unmask_hops = 0  # extra server -> parties -> server hops per round (secure aggregation: 1)
+    supports_local_steps = True  # train.local_steps (FedBCD): see parties/local_updates.py
 
     @cached_property
     def dropouts(self) -> Dropouts:
@@ -103,7 +104,7 @@ class VerticalStrategy(Strategy):
                              weight_decay=t.weight_decay)
         return self.make_server(spec, labels=labels, head=head, optimizer=opt, schedule=sched,
                                 party_ids=[party_node_id(i) for i in range(cfg.num_parties)],
-                                fusion=m.fusion, device=t.device)
+                                fusion=m.fusion, device=t.device, local_steps=t.local_steps)
 
     def party_node(self, spec: NodeSpec, shard: PartyShard, sched: Schedule, *,
                    labels: LabelShard | None = None) -> Node:
@@ -123,7 +124,7 @@ class VerticalStrategy(Strategy):
         party = self.make_party(spec, index=index, num_parties=cfg.num_parties, shard=shard, bottom=bottom,
                                 optimizer=opt, schedule=sched, mods=[*planted_mods(cfg, index, sched),
                                                                      *self.party_mods(index)],
-                                device=t.device, noise_rng=cfg.privacy.noise_rng)
+                                device=t.device, noise_rng=cfg.privacy.noise_rng, local_steps=t.local_steps)
         if cfg.attack.backdoor_party == index:  # evaluation only: a malicious passive party
             if labels is None:
                 raise ConfigError("attack.backdoor_party", "the backdoor needs a packaged dataset (its known "

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from flwr.common import Message
+from flwr.common import ConfigRecord, Message
 from flwr.proto.message_pb2 import Message as ProtoMessage
 from flwr.proto.recorddict_pb2 import ConfigRecord as ProtoConfigRecord
 from flwr.proto.recorddict_pb2 import ConfigRecordValue as ProtoConfigValue
@@ -36,7 +36,7 @@ from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
 from vfl.errors import AuthenticationError, ProtocolError
 from vfl.ledger import CommLedger
-from vfl.message import Wire, decode, round_of
+from vfl.message import Wire, decode, record_of, round_of
 
 AUTH_RECORD = "auth"  # reserved record name: nodes must not use it
 _VALUE = "sig"
@@ -123,7 +123,7 @@ class HostAuth:
 
         if self._roster is None:
             raise reject("no roster installed (authentication was not set up)")
-        rec = message.content.config_records.get(AUTH_RECORD) if message.has_content() else None
+        rec = record_of(message, AUTH_RECORD, ConfigRecord)
         blob = rec.get(_VALUE) if rec is not None else None
         if not isinstance(blob, bytes) or len(blob) != BLOB_BYTES:
             raise reject("unsigned message (no valid auth record)")

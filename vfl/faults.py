@@ -26,7 +26,8 @@ from vfl.message import round_of
 
 FAULT_ENV = "VFL_FAULT_INJECT"
 AUDIT_ENV = "VFL_SECAGG_AUDIT"
-FORWARD_ENV = (FAULT_ENV, AUDIT_ENV)
+PROFILE_ENV = "VFL_PROFILE"  # vfl.profile accumulators (overhead benchmark)
+FORWARD_ENV = (FAULT_ENV, AUDIT_ENV, PROFILE_ENV)
 
 
 class InjectedCrash(Exception):  # noqa: N818 - it is a simulated death, not an error of the code

@@ -9,13 +9,14 @@ they receive before they see it (``vfl.auth``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from flwr.common import Message
 
-from vfl import faults
+from vfl import faults, profile
 from vfl.auth import HostAuth, check_unreserved
 from vfl.errors import ProtocolError, VFLError
 from vfl.message import BROADCAST, Wire, decode
@@ -92,7 +93,9 @@ class NodeHost:
         for w in wires:
             message = decode(w.data)
             if self.auth is not None:
+                t0 = profile.start()
                 message = self.auth.verify(w.data, message)  # before any node sees it
+                profile.stop("auth", t0)
             dst = int(message.metadata.dst_node_id)  # the (signed) metadata, not the routing header
             targets = [nid for nid, n in self.nodes.items() if n.accepts_broadcast] if dst == BROADCAST else [dst]
             for nid in targets:
@@ -104,7 +107,9 @@ class NodeHost:
         out: list[Wire] = []
         for nid, messages in per_node.items():
             node = self.nodes[nid]
+            t0 = profile.start()
             replies = node.handle(messages)
+            profile.stop("handle", t0)
             faults.check(node.spec.name, replies, in_driver=self.in_driver)  # testing hook; no-op otherwise
             out.extend(self._wire(nid, r) for r in replies)
         return out
@@ -113,7 +118,11 @@ class NodeHost:
         if self.auth is None:
             return Wire.of(message)
         check_unreserved(message)
-        return self.auth.sign(node_id, Wire.of(message))  # one signature, by the node that produced it
+        wire = Wire.of(message)
+        t0 = profile.start()
+        signed = self.auth.sign(node_id, wire)  # one signature, by the node that produced it
+        profile.stop("auth", t0)
+        return signed
 
     # ---- authentication (control plane, called by the driver at setup) ------------------------
     def auth_begin(self) -> dict[int, bytes]:
@@ -158,6 +167,17 @@ class NodeHost:
         for nid, data in states.items():
             if nid in self.nodes:
                 self.nodes[nid].load_state(state_from_bytes(data))
+
+    def pid(self) -> int:
+        """The host's process id (benchmarks sum the RSS of the driver and every actor)."""
+        return os.getpid()
+
+    def profile_counters(self, reset: bool = False) -> dict[str, dict[str, float]]:
+        """This process's ``vfl.profile`` accumulators (empty unless ``VFL_PROFILE=1``); ``reset`` zeroes them."""
+        out = profile.counters()
+        if reset:
+            profile.reset()
+        return out
 
     def call(self, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
         """Control-plane call on one node (attacks, diagnostics); not part of the protocol."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from flwr.app.message.message import make_message
@@ -26,8 +26,10 @@ from flwr.common import (
     serde,
 )
 
+from vfl import profile
 from vfl.errors import ProtocolError
 
+R = TypeVar("R", ArrayRecord, ConfigRecord, MetricRecord)
 BROADCAST = 2**32 - 1  # dst of a message delivered to every party node (serialized and counted once)
 RAW_STYPE = "raw"
 _RUN_ID = 1
@@ -83,6 +85,7 @@ def make(
     Returns:
         The message; a fixed-width message id keeps byte counts independent of the counter.
     """
+    t0 = profile.start()
     metadata = Metadata(
         run_id=_RUN_ID,
         message_id=f"{next(_seq):016x}",  # fixed width: byte counts do not drift with the counter
@@ -94,7 +97,9 @@ def make(
         ttl=_TTL,
         message_type=kind,
     )
-    return make_message(metadata, content if content is not None else RecordDict())
+    out = make_message(metadata, content if content is not None else RecordDict())
+    profile.stop("build", t0)
+    return out
 
 
 def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: int | None = None,
@@ -123,24 +128,33 @@ def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: 
 
 def encode(message: Message) -> bytes:
     """Serialize with flwr's protobuf serde."""
-    return serde.message_to_proto(message).SerializeToString()  # type: ignore[no-any-return]
+    t0 = profile.start()
+    data: bytes = serde.message_to_proto(message).SerializeToString()
+    profile.stop("serialize", t0)
+    return data
 
 
 def decode(data: bytes) -> Message:
     """Deserialize bytes produced by ``encode``."""
+    t0 = profile.start()
     try:
-        return serde.message_from_proto(serde.ProtoMessage.FromString(data))  # type: ignore[no-any-return]
+        message: Message = serde.message_from_proto(serde.ProtoMessage.FromString(data))
     except Exception as exc:  # protobuf raises DecodeError / ValueError variants
         raise ProtocolError(f"cannot decode message ({len(data)} bytes): {exc}") from exc
+    profile.stop("deserialize", t0)
+    return message
 
 
 def to_array(x: np.ndarray) -> Array:
     """A raw flwr ``Array`` (dtype, shape and the bytes; no npy header)."""
+    t0 = profile.start()
     x = np.ascontiguousarray(x)
     if x.dtype.byteorder == ">":
         x = x.astype(x.dtype.newbyteorder("<"))
-    return Array(dtype=x.dtype.str.lstrip("<|="), shape=tuple(int(s) for s in x.shape), stype=RAW_STYPE,
-                 data=x.tobytes())
+    out = Array(dtype=x.dtype.str.lstrip("<|="), shape=tuple(int(s) for s in x.shape), stype=RAW_STYPE,
+                data=x.tobytes())
+    profile.stop("build", t0)
+    return out
 
 
 def from_array(a: Array) -> np.ndarray:
@@ -155,24 +169,34 @@ def arrays(**named: np.ndarray) -> ArrayRecord:
     return ArrayRecord({k: to_array(v) for k, v in named.items()})
 
 
+def record_of(message: Message, name: str, kind: type[R]) -> R | None:
+    """The record ``name`` if it is a ``kind``, read straight from the RecordDict (flwr's
+    ``array_records``/``config_records`` views copy every record into a new dict on each access)."""
+    rec = message.content.get(name) if message.has_content() else None
+    return rec if isinstance(rec, kind) else None
+
+
+def config_of(message: Message, name: str) -> ConfigRecord:
+    """The config record ``name``, with a ProtocolError naming what is missing."""
+    rec = record_of(message, name, ConfigRecord)
+    if rec is None:
+        raise ProtocolError(f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
+                            f"has no config record {name}")
+    return rec
+
+
 def get_array(message: Message, record: str, name: str) -> np.ndarray:
     """Read one array, with a ProtocolError naming what is missing."""
     try:
-        return from_array(message.content.array_records[record][name])
+        rec = record_of(message, record, ArrayRecord)
+        if rec is None:
+            raise KeyError(record)
+        return from_array(rec[name])
     except KeyError:
         raise ProtocolError(
             f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
             f"has no array {record}/{name}"
         ) from None
-
-
-def config_record_of(message: Message, record: str) -> ConfigRecord:
-    """The config record ``record`` of ``message``, with a ProtocolError naming what is missing."""
-    try:
-        return message.content.config_records[record]
-    except KeyError:
-        raise ProtocolError(f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
-                            f"has no config record {record!r}") from None
 
 
 def config(**values: int | float | str | bool | bytes | list[int] | list[float] | list[str]) -> ConfigRecord:
@@ -204,9 +228,10 @@ def payload_nbytes(message: Message) -> int:
     """Bytes of array data in the message (the payload); the rest of the wire size is envelope."""
     total = 0
     if message.has_content():
-        for record in message.content.array_records.values():
-            for arr in record.values():
-                total += len(arr.data)
+        for record in message.content.values():
+            if isinstance(record, ArrayRecord):
+                for arr in record.values():
+                    total += len(arr.data)
     return total
 
 
@@ -243,7 +268,10 @@ def records(**named: ArrayRecord | ConfigRecord | MetricRecord) -> RecordDict:
 def config_value(message: Message, record: str, key: str) -> object:
     """One value of a config record, with a ProtocolError naming what is missing."""
     try:
-        return message.content.config_records[record][key]
+        rec = record_of(message, record, ConfigRecord)
+        if rec is None:
+            raise KeyError(record)
+        return rec[key]
     except KeyError:
         raise ProtocolError(
             f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
@@ -253,7 +281,7 @@ def config_value(message: Message, record: str, key: str) -> object:
 
 def has_array(message: Message, record: str, name: str | None = None) -> bool:
     """Whether the array record ``record`` (and, if given, its array ``name``) is present."""
-    recs: Mapping[str, ArrayRecord] = message.content.array_records
-    if record not in recs:
+    rec = record_of(message, record, ArrayRecord)
+    if rec is None:
         return False
-    return name is None or name in recs[record]
+    return name is None or name in rec

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from flwr.common import Message
 
+from vfl import profile
 from vfl.rng import NodeNoise, NoiseSource
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ def identity_mod(message: Message, ctx: ModContext) -> Message:
 
 def apply_mods(mods: Sequence[Mod], message: Message, ctx: ModContext) -> Message:
     """Apply ``mods`` left to right."""
+    t0 = profile.start()
     for mod in mods:
         message = mod(message, ctx)
+    profile.stop("mods", t0)
     return message

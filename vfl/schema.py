@@ -53,6 +53,9 @@ class TrainConfig:
     eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")
     eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
     threads_per_actor: int = param(1, ge=1, le=256, help="torch intra-op threads inside each actor")
+    local_steps: int = param(1, ge=1, le=1000, help="FedBCD Q: local updates of every party and the server "
+                             "per exchange, the Q-1 extra ones on the same batch with the stale received "
+                             "gradient/embeddings (1 = plain VFL; see docs/performance.md)")
     on_dropout: str = param("fail", choices=("fail", "skip-party"),
                             help="a party dead or past transport.round_timeout_s in a round: fail (PartyFailure) "
                                  "or skip-party (finish the round with the survivors, go on without it)")
@@ -165,10 +168,21 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
     if cfg.privacy.bottom_dp is not None and strategy_cls.bottom_dp_refusal:
         raise ConfigError("privacy.bottom_dp", f"not available with strategy {cfg.strategy!r}: "
                           f"{strategy_cls.bottom_dp_refusal}")
+    _check_local_steps(cfg, strategy_cls)
     _check_attack(cfg)
     if cfg.privacy.target_epsilon is not None:  # sets params.beta / params.sigma (recorded in the resolved config)
         cfg = strategy_cls.calibrate_to_target(cfg)
     return cfg
+
+
+def _check_local_steps(cfg: RunConfig, strategy_cls: Any) -> None:
+    q = cfg.train.local_steps
+    if q > 1 and not getattr(strategy_cls, "supports_local_steps", False):
+        raise ConfigError("train.local_steps", f"got {q}; strategy {cfg.strategy!r} allows only 1 "
+                          "(FedBCD local updates: npq, ldp, pbm, npq+secagg)")
+    if q > 1 and cfg.privacy.bottom_dp is not None:
+        raise ConfigError("train.local_steps", f"got {q}; with privacy.bottom_dp allowed: 1 (each local step "
+                          "would be an extra DP-SGD step on the same batch, which the accountant does not count)")
 
 
 def _check_attack(cfg: RunConfig) -> None:

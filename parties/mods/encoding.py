@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message
 
 from parties import vertical_wire as vw
 from parties.vertical_wire import EMB, ENC, FLOAT, INTS, PACKED
@@ -115,7 +115,7 @@ class Encoded:
 
 def read_encoded(message: Message) -> Encoded:
     """The embedding a party sent, whichever encoding its mods chose (ProtocolError if none)."""
-    rec = message.content.array_records.get(EMB)
+    rec = wire.record_of(message, EMB, ArrayRecord)
     if rec is None:
         raise ProtocolError(f"message from node {message.metadata.src_node_id} has no embedding record")
     if FLOAT in rec:
@@ -123,7 +123,7 @@ def read_encoded(message: Message) -> Encoded:
     if INTS in rec:
         return Encoded("int", wire.from_array(rec[INTS]))
     if PACKED in rec:
-        enc = wire.config_record_of(message, ENC)
+        enc = wire.config_of(message, ENC)
         rows, cols, k = int(enc[vw.ROWS]), int(enc[vw.COLS]), int(enc[vw.BITS])  # type: ignore[arg-type]
         values = unpack_bits(wire.from_array(rec[PACKED]).tobytes(), k, rows * cols).reshape(rows, cols)
         return Encoded("packed", values, k=k, masked=bool(enc[vw.MASKED]))

@@ -3,8 +3,13 @@
 
     python -m simulations.benchmarks.overhead --out bench-out [--config CONFIG] [--set k=v ...]
 
-Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``inprocess_ratio``, ``ray_ratio``.
-Timings are medians over epochs after a warm-up epoch; ratios are taken within one run.
+Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``inprocess_ratio``, ``ray_ratio``
+and ``breakdown_ms_per_step`` (per transport: build, mods, serialize, deserialize, auth, compute and
+the remainder ``transport`` = wall - the rest; from ``vfl.profile`` accumulators summed over the
+driver and every actor, epochs after the warm-up). Timings are medians over epochs after a warm-up
+epoch; ratios are taken within one run.
+
+    python -m simulations.benchmarks.overhead --scaling --out bench-out   # scaling.json + scaling.png
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import torch
 
 from simulations.datasource import ConfigDataSource
 from simulations.runner import resolve_config
+from vfl import profile
 from vfl.engine import Engine
 from vfl.sampling import batch_indices
 from vfl.schema import RunConfig
@@ -32,7 +38,7 @@ from vfl.transport.ray_transport import RayTransport
 DEFAULTS = [
     "name=overhead", "strategy=npq", "dataset=har", "num_parties=5", "train.batch_size=100",
     "train.epochs=4", "train.lr=0.01", "model.embed_dim=16", "model.bottom_hidden=[128]", "model.head_hidden=[64]",
-    "transport.max_actors=1",
+    "transport.max_actors=1", "train.eval_every=100000",
 ]
 
 
@@ -73,13 +79,41 @@ def centralized_epochs(cfg: RunConfig, data: ConfigDataSource, epochs: int) -> l
     return times
 
 
-def transport_epochs(cfg: RunConfig, data: ConfigDataSource, transport: Any) -> list[float]:
-    engine = Engine(cfg, transport, data, progress=False)
+def transport_epochs(cfg: RunConfig, data: ConfigDataSource, transport: Any) -> tuple[list[float], dict[str, float]]:
+    """Seconds per training epoch, and the profile counters (seconds per category) summed over the
+    driver and every host after the warm-up epoch."""
+    def hosts_counters(reset: bool) -> list[dict[str, dict[str, float]]]:
+        if isinstance(transport, InProcessTransport):  # hosts live in the driver: one set of counters
+            return []
+        return [transport.host_call(g.name, "profile_counters", reset) for g in engine.groups]
+
+    def after_warmup(epoch: int, record: dict[str, Any], eng: Engine) -> None:
+        if epoch == 0:
+            hosts_counters(True)
+            profile.reset()
+
+    engine = Engine(cfg, transport, data, progress=False, on_epoch_end=after_warmup)
     try:
         result = engine.run()
+        parts = [*hosts_counters(False), profile.counters()]
     finally:
         transport.shutdown()
-    return [r["train_s"] for r in result.history]
+    total: dict[str, float] = {k: 0.0 for k in profile.CATEGORIES}
+    for part in parts:
+        for k, v in part.items():
+            total[k] += v["s"]
+    return [r["train_s"] for r in result.history], total
+
+
+def breakdown(seconds: dict[str, float], *, wall_s: float, steps: int) -> dict[str, float]:
+    """Milliseconds per step per category; compute = handler time less message build and mods;
+    ``transport`` = wall - everything measured (Ray/driver hops, scheduling, copies)."""
+    ms = {k: v / steps * 1e3 for k, v in seconds.items()}
+    out = {k: ms[k] for k in ("build", "mods", "serialize", "deserialize", "auth")}
+    out["compute"] = ms["handle"] - ms["build"] - ms["mods"]
+    out["transport"] = wall_s / steps * 1e3 - sum(out.values())
+    out["wall"] = wall_s / steps * 1e3
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -89,22 +123,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--data-dir", help="real UCI HAR data; default: a full-size synthetic twin in the real "
                                         "format, generated once under DIR/data")
+    ap.add_argument("--scaling", action="store_true", help="per-step wall time and summed RSS over Ray for "
+                    "M in --parties (writes scaling.json, scaling.png) instead of the overhead table")
+    ap.add_argument("--parties", default="2,5,20,50,100", help="--scaling: comma list of M")
+    ap.add_argument("--steps", type=int, default=30, help="--scaling: timed training steps per M")
+    ap.add_argument("--growth", default="", help="--scaling: also print RSS after these step counts at the "
+                    "first M (e.g. 100,1000: memory growth check)")
     args = ap.parse_args(argv)
+    os.environ[profile.ENV] = "1"  # Ray actors read it at import (forwarded in their runtime_env)
+    profile.enable()
     sets = [] if args.config else list(DEFAULTS)
     if not args.config:
         sets.append(f"data.data_dir={args.data_dir or synthetic_har(Path(args.out) / 'data')}")
     cfg = resolve_config(args.config, sets + args.overrides)
+    if args.scaling:
+        from simulations.benchmarks.scaling import run_scaling
+
+        return run_scaling(cfg, out=Path(args.out), parties=[int(m) for m in args.parties.split(",")],
+                           steps=args.steps, growth=[int(n) for n in args.growth.split(",") if n])
     torch.set_num_threads(cfg.train.threads_per_actor)  # same intra-op threads as each actor
     data = ConfigDataSource.from_config(cfg)
     epochs = cfg.train.epochs
-    rows = {
-        "centralized": centralized_epochs(cfg, data, epochs),
-        "inprocess": transport_epochs(cfg, data, InProcessTransport()),
-        "ray": transport_epochs(cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp"))),
-    }
+    central = centralized_epochs(cfg, data, epochs)
+    inproc, inproc_prof = transport_epochs(cfg, data, InProcessTransport())
+    ray_t, ray_prof = transport_epochs(cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
+    rows = {"centralized": central, "inprocess": inproc, "ray": ray_t}
     med = {k: statistics.median(v[1:] if len(v) > 1 else v) for k, v in rows.items()}  # skip warm-up epoch
     base = med["centralized"]
     steps = -(-len(data.partition()[1].y_train) // cfg.train.batch_size)
+    timed = steps * max(epochs - 1, 1)  # the counters start after the warm-up epoch
+    parts = {"inprocess": breakdown(inproc_prof, wall_s=sum(inproc[1:]) or inproc[0], steps=timed),
+             "ray": breakdown(ray_prof, wall_s=sum(ray_t[1:]) or ray_t[0], steps=timed)}
     result = {
         "config": {"dataset": cfg.dataset, "num_parties": cfg.num_parties, "batch_size": cfg.train.batch_size,
                    "epochs": epochs, "bottom_hidden": list(cfg.model.bottom_hidden), "cpus": os.cpu_count()},
@@ -118,12 +167,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "inprocess_overhead_ms_per_step": (med["inprocess"] - base) / steps * 1e3,
         "ray_overhead_ms_per_step": (med["ray"] - base) / steps * 1e3,
         "per_epoch_s": rows,
+        "centralized_ms_per_step": base / steps * 1e3,
+        "breakdown_ms_per_step": parts,
     }
     print(f"{'mode':<12} {'s/epoch':>10} {'ratio':>8}")
     for k in ("centralized", "inprocess", "ray"):
         print(f"{k:<12} {med[k]:>10.4f} {med[k] / base:>8.2f}")
     print(f"fixed overhead per step: inprocess {result['inprocess_overhead_ms_per_step']:.2f} ms, "
           f"ray {result['ray_overhead_ms_per_step']:.2f} ms ({steps} steps/epoch)")
+    cols = ("build", "mods", "serialize", "deserialize", "auth", "compute", "transport", "wall")
+    print(f"\nms per step   {' '.join(f'{c:>11}' for c in cols)}\n"
+          f"{'centralized':<13} {'':>11} {'':>11} {'':>11} {'':>11} {'':>11} {base / steps * 1e3:>11.3f} "
+          f"{'':>11} {base / steps * 1e3:>11.3f}")
+    for k, b in parts.items():
+        print(f"{k:<13} {' '.join(f'{b[c]:>11.3f}' for c in cols)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "overhead.json").write_text(json.dumps(result, indent=2))
