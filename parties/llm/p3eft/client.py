@@ -24,17 +24,32 @@ import torch.nn.functional as F
 from flwr.common import Message
 from torch import nn
 
-from parties.llm.backbone import OptimizerFactory
-from parties.llm.lora import init_adapters
-from parties.llm.private_backprop import mix, mixing_weights, recombine, split_gradient
-from parties.llm.regularizers import adversarial_loss, dcor_loss, fit_probe, randomized_response
-from parties.llm.sap_protocol import Schedule
-from parties.llm.split_protocol import (
+from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.p3eft.adapters import init_adapters
+from parties.llm.p3eft.private_backprop import mix, mixing_weights, recombine, split_gradient
+from parties.llm.p3eft.regularizers import (
+    adversarial_loss,
+    dcor_loss,
+    fit_probe,
+    randomized_response,
+)
+from parties.llm.p3eft.wire import (
     ACT,
     ADAPTER,
+    EVAL_ACTS,
+    EVAL_FORWARD,
+    EVAL_STEP,
     GRAD,
     GRADS,
     INPUTS,
+    METRICS,
+    QUERY_METRICS,
+    TRAIN_ACTS,
+    TRAIN_BACKPROP,
+    TRAIN_FORWARD,
+    TRAIN_GRADS,
+    TRAIN_STEP,
+    WHICH,
     StepTag,
     inputs,
     read_record,
@@ -46,6 +61,7 @@ from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
 from vfl.rng import NodeNoise, NoiseSource, derive_seed, seeded_torch
+from vfl.sampling import Schedule
 
 
 @dataclass(frozen=True)
@@ -154,7 +170,7 @@ class LlmClient(Node):
         self.pending = Pending(phase, t.epoch, t.step, ids)
         if self.recipe.adapters == 0 and not np.isnan(self.cache[phase][ids]).any():
             return self._finish(self.pending, [torch.from_numpy(self.cache[phase][ids])])
-        kind = "train.forward" if phase == "train" else "evaluate.forward"
+        kind = TRAIN_FORWARD if phase == "train" else EVAL_FORWARD
         out = []
         for i in range(max(1, self.recipe.adapters)):
             arrays: dict[str, Any] = {INPUTS: self._x(phase, ids)}
@@ -164,11 +180,11 @@ class LlmClient(Node):
                                tag=StepTag(t.epoch, t.step, i, i), **arrays))
         return out
 
-    @handles("train.step")
+    @handles(TRAIN_STEP)
     def on_train_step(self, messages: list[Message]) -> list[Message]:
         return self._start(messages[-1], "train")
 
-    @handles("evaluate.step")
+    @handles(EVAL_STEP)
     def on_eval_step(self, messages: list[Message]) -> list[Message]:
         return self._start(messages[-1], "eval")
 
@@ -189,11 +205,11 @@ class LlmClient(Node):
             self.cache[phase][p.ids] = p.acts[0]
         return self._finish(p, hs)
 
-    @handles("train.activations")
+    @handles(TRAIN_ACTS)
     def on_train_acts(self, messages: list[Message]) -> list[Message]:
         return self._collect(messages, "train")
 
-    @handles("evaluate.activations")
+    @handles(EVAL_ACTS)
     def on_eval_acts(self, messages: list[Message]) -> list[Message]:
         return self._collect(messages, "eval")
 
@@ -247,11 +263,11 @@ class LlmClient(Node):
                 tag = len(p.routes)
                 p.routes[tag] = (i, js)
                 g_np = pieces[js].numpy().astype(np.float32)
-                out.append(request("train.backprop", src=self.node_id, dst=self.servers[s], phase="train",
+                out.append(request(TRAIN_BACKPROP, src=self.node_id, dst=self.servers[s], phase="train",
                                    tag=StepTag(p.epoch, p.step, tag, i), **{INPUTS: x, ADAPTER: adapter, GRAD: {"g": g_np}}))
         return out
 
-    @handles("train.grads")
+    @handles(TRAIN_GRADS)
     def on_grads(self, messages: list[Message]) -> list[Message]:
         p = self.pending
         if p is None or p.phase != "train" or not p.routes:
@@ -275,13 +291,13 @@ class LlmClient(Node):
         return []
 
     # ---- metrics (driver control) ------------------------------------------------------------
-    @handles("query.metrics")
+    @handles(QUERY_METRICS)
     def on_metrics(self, messages: list[Message]) -> list[Message]:
-        phase = str(messages[-1].content.config_records["which"]["phase"])
+        phase = str(messages[-1].content.config_records[WHICH]["phase"])
         loss, correct, count = self.stats[phase]
         self.stats[phase] = [0.0, 0, 0]
         rec = wire.metrics(loss=loss / max(count, 1), acc=correct / max(count, 1), count=count)
-        return [wire.reply(messages[-1], content=wire.records(metrics=rec))]
+        return [wire.reply(messages[-1], content=wire.records(**{METRICS: rec}))]
 
     def state(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -19,12 +19,21 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm.lora import LoraEncoder
-from parties.llm.split_protocol import (
+from parties.llm.p3eft.adapters import LoraEncoder
+from parties.llm.p3eft.wire import (
     ACT,
     ADAPTER,
+    EVAL_ACTS,
+    EVAL_FORWARD,
     GRAD,
     GRADS,
+    LOG,
+    QUERY_LOG,
+    STATS,
+    TRAIN_ACTS,
+    TRAIN_BACKPROP,
+    TRAIN_FORWARD,
+    TRAIN_GRADS,
     read_inputs,
     read_record,
     read_step,
@@ -109,15 +118,15 @@ class ModelServer(Node):
             out.append(respond(m, kind, **{ACT: {"h": h}}))
         return out
 
-    @handles("train.forward")
+    @handles(TRAIN_FORWARD)
     def on_train_forward(self, messages: list[Message]) -> list[Message]:
-        return self._forward(messages, kind="train.activations", train=True)
+        return self._forward(messages, kind=TRAIN_ACTS, train=True)
 
-    @handles("evaluate.forward")
+    @handles(EVAL_FORWARD)
     def on_eval_forward(self, messages: list[Message]) -> list[Message]:
-        return self._forward(messages, kind="evaluate.activations", train=False)
+        return self._forward(messages, kind=EVAL_ACTS, train=False)
 
-    @handles("train.backprop")
+    @handles(TRAIN_BACKPROP)
     def on_backprop(self, messages: list[Message]) -> list[Message]:
         out = []
         for m in messages:
@@ -133,10 +142,10 @@ class ModelServer(Node):
                     stacked.setdefault(name, []).append(t)
                 self.calls["backprop"] += 1
             grads = {k: torch.stack(v).cpu().numpy().astype(np.float32) for k, v in stacked.items()}
-            out.append(respond(m, "train.grads", **{GRADS: grads}))
+            out.append(respond(m, TRAIN_GRADS, **{GRADS: grads}))
         return out
 
-    @handles("query.log")
+    @handles(QUERY_LOG)
     def on_log(self, messages: list[Message]) -> list[Message]:
         """Drain the observation log (driver control plane; the experimenter scores it)."""
         act, grad = self.activations.drain(self.dim), self.gradients.drain(self.dim)
@@ -144,7 +153,7 @@ class ModelServer(Node):
         stats = wire.metrics(busy_train_s=self.busy.get("train", 0.0), busy_eval_s=self.busy.get("eval", 0.0),
                              forward_calls=self.calls["forward"],
                              backprop_calls=self.calls["backprop"])
-        return [wire.reply(messages[-1], content=wire.records(log=wire.arrays(**arrays), stats=stats))]
+        return [wire.reply(messages[-1], content=wire.records(**{LOG: wire.arrays(**arrays), STATS: stats}))]
 
     def state(self) -> dict[str, Any]:
         return {}  # stateless API: nothing to resume

@@ -1,4 +1,4 @@
-"""Wire vocabulary of split fine-tuning over a model-server API (P3EFT §3.1): kinds and records.
+"""Wire vocabulary of split fine-tuning over a model-server API (P3EFT, ICLR 2025, Sec. 3.1): kinds and records.
 
 client -> server (up)      train.forward    inputs (token ids, lengths) + one adapter's LoRA tensors
 server -> client (down)    train.activations  h(x, θ) (B, d)
@@ -20,10 +20,23 @@ import numpy as np
 import torch
 from flwr.common import Message
 
+from parties.llm.common.wire import EVAL_STEP, METRICS, QUERY_METRICS, STEP, TRAIN_STEP
 from vfl import message as wire
 from vfl.errors import ProtocolError
 
-STEP, INPUTS, ADAPTER, GRAD, ACT, GRADS = "step", "inputs", "adapter", "grad", "act", "grads"
+__all__ = ["EVAL_STEP", "METRICS", "QUERY_METRICS", "STEP", "TRAIN_STEP"]  # re-exported: one import per protocol
+
+# kinds (client <-> model servers)
+TRAIN_FORWARD, EVAL_FORWARD = "train.forward", "evaluate.forward"
+TRAIN_ACTS, EVAL_ACTS = "train.activations", "evaluate.activations"
+TRAIN_BACKPROP, TRAIN_GRADS = "train.backprop", "train.grads"
+QUERY_LOG = "query.log"  # driver -> server: drain the observation log
+# array records
+INPUTS, ADAPTER, GRAD, ACT, GRADS = "inputs", "adapter", "grad", "act", "grads"
+LOG = "log"  # query.log reply: observed rows and their (epoch, step, adapter, row) keys
+# config/metric records
+WHICH = "which"  # query.metrics: {"phase": "train" | "eval"}
+STATS = "stats"  # query.log reply: the server's busy time and call counts
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""SAP wire vocabulary shared by the vendor and customer nodes: kinds, records, batch schedule.
+"""SAP wire vocabulary shared by the vendor and customer nodes: kinds, records, codec.
 
 What crosses the wire (SAP Algorithm 1; labels never leave the customer):
   query.sap_bottom vendor -> customer  bottom weights + public model config (once, setup phase)
@@ -19,16 +19,32 @@ from __future__ import annotations
 import numpy as np
 from flwr.common import Message
 
+from parties.llm.common.wire import EVAL_STEP, METRICS, QUERY_METRICS, STEP, TRAIN_STEP
 from vfl import message as wire
 from vfl.errors import ProtocolError
-from vfl.sampling import Schedule  # noqa: F401  (re-exported: the LLM nodes import it from here)
+
+__all__ = ["EVAL_STEP", "METRICS", "QUERY_METRICS", "STEP", "TRAIN_STEP"]  # re-exported: one import per protocol
 
 VENDOR_ID, CUSTOMER_ID = 0, 1
-STEP = "step"  # config record: epoch, step, mode ("upload" | "batch"), offset
+# kinds between the parties
+BOTTOM = "query.sap_bottom"  # vendor -> customer, setup
+TRAIN_REPS, EVAL_REPS = "train.reps", "evaluate.reps"
+TRAIN_LOGITS, EVAL_LOGITS = "train.logits", "evaluate.logits"
+TRAIN_GRAD, TRAIN_BOTTOM_GRAD = "train.grad", "train.bottom_grad"
+# driver control kinds (besides TRAIN_STEP / EVAL_STEP: the vendor steps a frozen-bottom run)
+INIT = "query.sap_init"  # driver -> vendor: the task sizes
+TRAIN_FORWARD, EVAL_FORWARD = "train.forward", "evaluate.forward"  # driver -> customer (trainable bottom)
+TRAIN_UPLOAD, EVAL_UPLOAD = "train.upload", "evaluate.upload"  # driver -> customer (frozen bottom)
+QUERY_EIA, QUERY_AIA, QUERY_TRUTH = "query.eia", "query.aia", "query.truth"
+# records (STEP: config epoch, step, mode "upload" | "batch", offset)
 REPS, LOGITS, GRAD, BGRAD = "reps", "logits", "grad", "bgrad"
+TASK, MODEL, WEIGHTS = "task", "model", "weights"  # INIT config; BOTTOM config (model json) + arrays
+EIA, AIA, AUX = "eia", "aia", "aux"  # attack replies; AUX: the attacker's known attribute values
+ASK, TRUTH = "ask", "truth"  # QUERY_TRUTH: asked sample ids; the customer's ground truth
+MODE_UPLOAD, MODE_BATCH = "upload", "batch"
 
 
-def step_config(*, epoch: int, step: int, mode: str = "batch", offset: int = 0) -> object:
+def step_config(*, epoch: int, step: int, mode: str = MODE_BATCH, offset: int = 0) -> object:
     return wire.config(epoch=epoch, step=step, mode=mode, offset=offset)
 
 
@@ -42,7 +58,7 @@ def read_step(m: Message) -> tuple[int, int, str, int]:
 
 
 def send(kind: str, *, src: int, dst: int, to: Message | None, phase: str, epoch: int, step: int,
-         mode: str = "batch", offset: int = 0, **arrays: dict[str, np.ndarray]) -> Message:
+         mode: str = MODE_BATCH, offset: int = 0, **arrays: dict[str, np.ndarray]) -> Message:
     """A protocol message carrying named array records (``reps={"h": ..., "lengths": ...}``)."""
     content = wire.records(**{STEP: step_config(epoch=epoch, step=step, mode=mode, offset=offset)},
                            **{name: wire.arrays(**arrs) for name, arrs in arrays.items()})
