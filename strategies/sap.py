@@ -18,31 +18,7 @@ import numpy as np
 from parties.llm.common.lora import LoraSpec
 from parties.llm.sap.customer import Privatizer, SapCustomer
 from parties.llm.sap.vendor import AttackBudget, SapVendor
-from parties.llm.sap.wire import (
-    AIA,
-    ASK,
-    AUX,
-    CUSTOMER_ID,
-    EIA,
-    EVAL_FORWARD,
-    EVAL_STEP,
-    EVAL_UPLOAD,
-    INIT,
-    METRICS,
-    MODE_BATCH,
-    QUERY_AIA,
-    QUERY_EIA,
-    QUERY_METRICS,
-    QUERY_TRUTH,
-    STEP,
-    TASK,
-    TRAIN_FORWARD,
-    TRAIN_STEP,
-    TRAIN_UPLOAD,
-    TRUTH,
-    VENDOR_ID,
-    split_packed,
-)
+from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Mode, Record, split_packed
 from strategies.llm_driver import LlmDriver, optimizer_factory
 from vfl import message as wire
 from vfl.attacks.attribute import majority_rate, split_labeled
@@ -125,7 +101,7 @@ class SAP(LlmDriver):
         return [NodeSpec(VENDOR_ID, "hub", "vendor", "vendor"), NodeSpec(CUSTOMER_ID, "party", "customer", "customer")]
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
-        from parties.llm.backbone import load_encoder, load_tokenizer
+        from parties.llm.common.backbone import load_encoder, load_tokenizer
 
         p, t = self.params, self.cfg.train
         if spec.role == "hub":  # the vendor learns the task sizes from the driver at setup, never the data
@@ -149,8 +125,9 @@ class SAP(LlmDriver):
     # ---- driver ------------------------------------------------------------------------------
     def prepare(self, data: DataSource) -> None:
         """Check the data is text and the split fits the model; learn the split sizes."""
-        from parties.llm.backbone import resolve_model_dir
         from transformers import AutoConfig
+
+        from parties.llm.common.backbone import resolve_model_dir
 
         ds = self._text_dataset(data.dataset())
         blocks = AutoConfig.from_pretrained(str(resolve_model_dir(self.params.model_dir))).num_hidden_layers
@@ -164,61 +141,61 @@ class SAP(LlmDriver):
         sched = self._schedule()
         task = wire.config(num_train=n_train, num_test=n_test, num_classes=classes, batch_size=sched.batch_size,
                            eval_batch_size=sched.eval_batch_size)
-        self._converse(grid, self._control(INIT, VENDOR_ID, round_tag(-1, -1, "setup"), **{TASK: task}))
+        self._converse(grid, self._control(Kind.INIT, VENDOR_ID, round_tag(-1, -1, "setup"), **{Record.TASK: task}))
 
     def _step(self, epoch: int, step: int) -> Any:
-        return wire.config(epoch=epoch, step=step, mode=MODE_BATCH, offset=0)
+        return wire.config(epoch=epoch, step=step, mode=Mode.BATCH, offset=0)
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         frozen = self.params.frozen_bottom
         if frozen and not self._uploaded["train"]:
-            self._converse(grid, self._control(TRAIN_UPLOAD, CUSTOMER_ID, round_tag(epoch, 0), **{STEP: self._step(epoch, 0)}))
+            self._converse(grid, self._control(Kind.TRAIN_UPLOAD, CUSTOMER_ID, round_tag(epoch, 0), **{Record.STEP: self._step(epoch, 0)}))
             self._uploaded["train"] = True
-        kind, node = (TRAIN_STEP, VENDOR_ID) if frozen else (TRAIN_FORWARD, CUSTOMER_ID)
+        kind, node = (Kind.TRAIN_STEP, VENDOR_ID) if frozen else (Kind.TRAIN_FORWARD, CUSTOMER_ID)
         for step in range(self.steps_per_epoch()):
-            self._converse(grid, self._control(kind, node, round_tag(epoch, step), **{STEP: self._step(epoch, step)}))
+            self._converse(grid, self._control(kind, node, round_tag(epoch, step), **{Record.STEP: self._step(epoch, step)}))
             progress(1)
         return {}
 
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         frozen = self.params.frozen_bottom
         if frozen and not self._uploaded["eval"]:
-            self._converse(grid, self._control(EVAL_UPLOAD, CUSTOMER_ID, round_tag(epoch, 0, "eval"),
-                                               **{STEP: self._step(epoch, 0)}))
+            self._converse(grid, self._control(Kind.EVAL_UPLOAD, CUSTOMER_ID, round_tag(epoch, 0, "eval"),
+                                               **{Record.STEP: self._step(epoch, 0)}))
             self._uploaded["eval"] = True
-        kind, node = (EVAL_STEP, VENDOR_ID) if frozen else (EVAL_FORWARD, CUSTOMER_ID)
+        kind, node = (Kind.EVAL_STEP, VENDOR_ID) if frozen else (Kind.EVAL_FORWARD, CUSTOMER_ID)
         for step in range(self._schedule().eval_steps):
-            self._converse(grid, self._control(kind, node, round_tag(epoch, step, "eval"), **{STEP: self._step(epoch, step)}))
+            self._converse(grid, self._control(kind, node, round_tag(epoch, step, "eval"), **{Record.STEP: self._step(epoch, step)}))
         return {}  # the customer holds the labels: test_acc comes with epoch_metrics
 
     def attacks(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         """EIA and AIA by the vendor on what it received, scored against the customer's truth."""
         p, out = self.params, {}
-        eia = self._query(grid, QUERY_EIA, VENDOR_ID, epoch) if p.eia_samples else None
-        sample = wire.get_array(eia, EIA, "sample") if eia is not None else np.zeros(0, np.int64)
+        eia = self._query(grid, Kind.QUERY_EIA, VENDOR_ID, epoch) if p.eia_samples else None
+        sample = wire.get_array(eia, Record.EIA, "sample") if eia is not None else np.zeros(0, np.int64)
         ask = np.unique(sample)
-        truth = self._query(grid, QUERY_TRUTH, CUSTOMER_ID, epoch, **{ASK: wire.arrays(ids=ask)})
-        get = lambda name: wire.get_array(truth, TRUTH, name)  # noqa: E731
+        truth = self._query(grid, Kind.QUERY_TRUTH, CUSTOMER_ID, epoch, **{Record.ASK: wire.arrays(ids=ask)})
+        get = lambda name: wire.get_array(truth, Record.TRUTH, name)  # noqa: E731
         if eia is not None and len(ask):
-            guesses = split_packed(wire.get_array(eia, EIA, "tokens"), wire.get_array(eia, EIA, "lengths"))
+            guesses = split_packed(wire.get_array(eia, Record.EIA, "tokens"), wire.get_array(eia, Record.EIA, "lengths"))
             by_sample = [[g for s, g in zip(sample, guesses, strict=True) if s == sid] for sid in ask]
             rate = token_recovery(predicted=by_sample, truth=split_packed(get("tokens"), get("lengths")),
                                   ignore=get("special").tolist())
             out.update(eia_rate=rate, ep_eia=1.0 - rate)
-        attr = get("attribute") if wire.has_array(truth, TRUTH, "attribute") else np.zeros(0, np.int64)
+        attr = get("attribute") if wire.has_array(truth, Record.TRUTH, "attribute") else np.zeros(0, np.int64)
         if len(np.unique(attr)) > 1:  # a constant attribute has nothing to infer
             rng = np.random.default_rng(derive_seed("sap-aia", self.cfg.seed, epoch))
             known, _ = split_labeled(n=len(attr), fraction=p.aia_labeled_frac, rng=rng)
-            rep = self._query(grid, QUERY_AIA, VENDOR_ID, epoch,
-                              **{AUX: wire.arrays(ids=known.astype(np.int64), values=attr[known])})
-            ids, pred = wire.get_array(rep, AIA, "ids"), wire.get_array(rep, AIA, "pred")
+            rep = self._query(grid, Kind.QUERY_AIA, VENDOR_ID, epoch,
+                              **{Record.AUX: wire.arrays(ids=known.astype(np.int64), values=attr[known])})
+            ids, pred = wire.get_array(rep, Record.AIA, "ids"), wire.get_array(rep, Record.AIA, "pred")
             if len(ids):
                 acc = float((pred == attr[ids]).mean())
                 out.update(aia_acc=acc, aia_majority=majority_rate(attr[ids]), ep_aia=1.0 - acc)
         return out
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
-        out: dict[str, Any] = self._metrics(grid, CUSTOMER_ID, epoch, kind=QUERY_METRICS, record=METRICS)
+        out: dict[str, Any] = self._metrics(grid, CUSTOMER_ID, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS)
         out.update(eta=self.params.eta, split=self.params.split)
         every = self.params.attack_every
         if epoch == self.cfg.train.epochs - 1 or (every and (epoch + 1) % every == 0):

@@ -20,19 +20,7 @@ import numpy as np
 
 from parties.llm.common.lora import LoraSpec
 from parties.llm.p3eft.client import LlmClient, Recipe
-from parties.llm.p3eft.wire import (
-    EVAL_STEP,
-    LOG,
-    METRICS,
-    QUERY_LOG,
-    QUERY_METRICS,
-    STATS,
-    STEP,
-    TRAIN_STEP,
-    WHICH,
-    StepTag,
-    step_record,
-)
+from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
 from strategies.llm_driver import LlmDriver, optimizer_factory
 from strategies.llm_leak import LeakTracker
 from vfl import message as wire
@@ -141,16 +129,16 @@ class SplitLlm(LlmDriver):
 
     # ---- conversations ----------------------------------------------------------------------
     def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, float]:
-        return self._metrics(grid, self.client_id, epoch, kind=QUERY_METRICS, record=METRICS,
-                             **{WHICH: wire.config(phase=phase)})
+        return self._metrics(grid, self.client_id, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS,
+                             **{Record.WHICH: wire.config(phase=phase)})
 
     # ---- driver round logic -----------------------------------------------------------------
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         self._step_times = []
         for step in range(self.steps_per_epoch()):
             t0 = time.perf_counter()
-            self._converse(grid, self._control(TRAIN_STEP, self.client_id, round_tag(epoch, step),
-                                               **{STEP: step_record(StepTag(epoch, step))}))
+            self._converse(grid, self._control(Kind.TRAIN_STEP, self.client_id, round_tag(epoch, step),
+                                               **{Record.STEP: step_record(StepTag(epoch, step))}))
             self._step_times.append(time.perf_counter() - t0)
             self._steps_run += 1
             progress(1)
@@ -160,8 +148,8 @@ class SplitLlm(LlmDriver):
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         eval_steps = self._schedule().eval_steps
         for step in range(eval_steps):
-            self._converse(grid, self._control(EVAL_STEP, self.client_id, round_tag(epoch, step, "eval"),
-                                               **{STEP: step_record(StepTag(epoch, step))}))
+            self._converse(grid, self._control(Kind.EVAL_STEP, self.client_id, round_tag(epoch, step, "eval"),
+                                               **{Record.STEP: step_record(StepTag(epoch, step))}))
         m = self._client_metrics(grid, epoch, "eval")
         self._last["test_acc"] = m["acc"]
         return {"test_acc": m["acc"], "test_loss": m["loss"]}
@@ -172,9 +160,9 @@ class SplitLlm(LlmDriver):
             raise ProtocolError("epoch_metrics before prepare(): no labels to score the leakage with")
         busy: list[float] = []
         for s in range(self.params.servers):
-            rep = self._query(grid, QUERY_LOG, s, epoch)
-            self._leak.observe(server=s, log=lambda name, r=rep: wire.get_array(r, LOG, name))
-            total = float(rep.content.metric_records[STATS]["busy_train_s"])
+            rep = self._query(grid, Kind.QUERY_LOG, s, epoch)
+            self._leak.observe(server=s, log=lambda name, r=rep: wire.get_array(r, Record.LOG, name))
+            total = float(rep.content.metric_records[Record.STATS]["busy_train_s"])
             busy.append(total - self._busy.get(s, 0.0))
             self._busy[s] = total
         out = self._leak.epoch_summary()

@@ -20,35 +20,7 @@ from torch import nn
 from parties.llm.common.backbone import OptimizerFactory
 from parties.llm.common.lora import LoraSpec, inject_lora
 from parties.llm.sap.split import bottom_state, split_encoder, unpack
-from parties.llm.sap.wire import (
-    AIA,
-    AUX,
-    BGRAD,
-    BOTTOM,
-    CUSTOMER_ID,
-    EIA,
-    EVAL_LOGITS,
-    EVAL_REPS,
-    EVAL_STEP,
-    GRAD,
-    INIT,
-    LOGITS,
-    MODE_UPLOAD,
-    MODEL,
-    QUERY_AIA,
-    QUERY_EIA,
-    REPS,
-    TASK,
-    TRAIN_BOTTOM_GRAD,
-    TRAIN_GRAD,
-    TRAIN_LOGITS,
-    TRAIN_REPS,
-    TRAIN_STEP,
-    WEIGHTS,
-    read_step,
-    send,
-    split_packed,
-)
+from parties.llm.sap.wire import CUSTOMER_ID, Kind, Mode, Record, read_step, send, split_packed
 from vfl import message as wire
 from vfl.attacks.attribute import attribute_inference
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion
@@ -117,9 +89,9 @@ class SapVendor(Node):
                                  {k: (a.dtype.str, a.shape) for k, a in arrays.items()}, arrays if keep else None))
 
     # ---- setup: build top + LoRA + head, ship the bottom ------------------------------------
-    @handles(INIT)
+    @handles(Kind.INIT)
     def on_init(self, messages: list[Message]) -> list[Message]:
-        c = messages[-1].content.config_records[TASK]
+        c = messages[-1].content.config_records[Record.TASK]
         self.schedule = Schedule(seed=self.seed, num_train=int(c["num_train"]), num_test=int(c["num_test"]),
                                  batch_size=int(c["batch_size"]), eval_batch_size=int(c["eval_batch_size"]))
         self.train_store = [None] * self.schedule.num_train
@@ -139,8 +111,8 @@ class SapVendor(Node):
         k = min(self.attack.eia_samples, self.schedule.num_train)
         self.eia_ids = {int(i) for i in rng.choice(self.schedule.num_train, size=k, replace=False)}
         config_json, weights = bottom_state(bottom)
-        content = wire.records(**{MODEL: wire.config(config=config_json), WEIGHTS: wire.arrays(**weights)})
-        return [wire.make(BOTTOM, src=self.node_id, dst=CUSTOMER_ID, round=wire.round_tag(-1, -1, "setup"),
+        content = wire.records(**{Record.MODEL: wire.config(config=config_json), Record.WEIGHTS: wire.arrays(**weights)})
+        return [wire.make(Kind.BOTTOM, src=self.node_id, dst=CUSTOMER_ID, round=wire.round_tag(-1, -1, "setup"),
                           content=content)]
 
     # ---- receiving representations ----------------------------------------------------------
@@ -168,36 +140,45 @@ class SapVendor(Node):
 
     def _logits(self, kind: str, phase: str, to: Message | None, epoch: int, step: int, z: torch.Tensor) -> Message:
         return send(kind, src=self.node_id, dst=CUSTOMER_ID, to=to, phase=phase, epoch=epoch, step=step,
-                    **{LOGITS: {"z": z.detach().cpu().numpy().astype(np.float32, copy=False)}})
+                    **{Record.LOGITS: {"z": z.detach().cpu().numpy().astype(np.float32, copy=False)}})
 
-    @handles(TRAIN_REPS)
+    def _receive(self, m: Message, store: list[np.ndarray | None], *, observe: bool
+                 ) -> tuple[int, int, np.ndarray, np.ndarray] | None:
+        """Representations of one message: an upload chunk goes into ``store`` (None back), a batch
+        comes back as (epoch, step, packed rows, lengths). ``observe``: keep them for the attacks."""
+        epoch, step, mode, offset = read_step(m)
+        flat, lengths = wire.get_array(m, Record.REPS, "h"), wire.get_array(m, Record.REPS, "lengths")
+        reps = split_packed(flat, lengths)
+        upload = mode == Mode.UPLOAD
+        if upload:
+            for i, r in enumerate(reps):
+                store[offset + i] = r
+        if observe:
+            ids = np.arange(offset, offset + len(reps)) if upload else self.schedule.train_ids(epoch, step)  # type: ignore[union-attr]
+            self._observe(ids, reps)
+        return None if upload else (epoch, step, flat, lengths)
+
+    @handles(Kind.TRAIN_REPS)
     def on_train_reps(self, messages: list[Message]) -> list[Message]:
         out = []
         for m in messages:
-            epoch, step, mode, offset = read_step(m)
-            flat, lengths = wire.get_array(m, REPS, "h"), wire.get_array(m, REPS, "lengths")
-            reps = split_packed(flat, lengths)
-            if mode == MODE_UPLOAD:
-                ids = np.arange(offset, offset + len(reps))
-                for i, r in zip(ids, reps, strict=True):
-                    self.train_store[i] = r
-                self._observe(ids, reps)
+            if (batch := self._receive(m, self.train_store, observe=True)) is None:
                 continue
-            self._observe(self.schedule.train_ids(epoch, step), reps)  # type: ignore[union-attr]
+            epoch, step, flat, lengths = batch
             logits, h = self._forward(flat, lengths, train=True, input_grad=True)
             self._pending = (epoch, step, logits, h)
-            out.append(self._logits(TRAIN_LOGITS, "train", m, epoch, step, logits))
+            out.append(self._logits(Kind.TRAIN_LOGITS, "train", m, epoch, step, logits))
         return out
 
-    @handles(TRAIN_STEP)
+    @handles(Kind.TRAIN_STEP)
     def on_train_step(self, messages: list[Message]) -> list[Message]:
         epoch, step, _, _ = read_step(messages[-1])
         flat, lengths = self._from_store(self.train_store, self.schedule.train_ids(epoch, step))  # type: ignore[union-attr]
         logits, h = self._forward(flat, lengths, train=True)
         self._pending = (epoch, step, logits, h)
-        return [self._logits(TRAIN_LOGITS, "train", None, epoch, step, logits)]
+        return [self._logits(Kind.TRAIN_LOGITS, "train", None, epoch, step, logits)]
 
-    @handles(TRAIN_GRAD)
+    @handles(Kind.TRAIN_GRAD)
     def on_grad(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
         epoch, step, _, _ = read_step(m)
@@ -205,36 +186,33 @@ class SapVendor(Node):
             raise ProtocolError(f"vendor: gradient for {epoch}:{step} but pending "
                                 f"{self._pending[:2] if self._pending else None}")
         _, _, logits, h = self._pending
-        g = torch.as_tensor(np.array(wire.get_array(m, GRAD, "g")), device=self.device)
+        g = torch.as_tensor(np.array(wire.get_array(m, Record.GRAD, "g")), device=self.device)
         self.optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
         logits.backward(g)
         self.optimizer.step()  # type: ignore[union-attr]
         self._pending = None
         if h.grad is None:  # frozen bottom: nothing goes back
             return []
-        return [send(TRAIN_BOTTOM_GRAD, src=self.node_id, dst=CUSTOMER_ID, to=m, phase="train", epoch=epoch,
-                     step=step, **{BGRAD: {"g": h.grad.cpu().numpy().astype(np.float32, copy=False)}})]
+        return [send(Kind.TRAIN_BOTTOM_GRAD, src=self.node_id, dst=CUSTOMER_ID, to=m, phase="train", epoch=epoch,
+                     step=step, **{Record.BGRAD: {"g": h.grad.cpu().numpy().astype(np.float32, copy=False)}})]
 
-    @handles(EVAL_REPS)
+    @handles(Kind.EVAL_REPS)
     def on_eval_reps(self, messages: list[Message]) -> list[Message]:
         out = []
         for m in messages:
-            epoch, step, mode, offset = read_step(m)
-            flat, lengths = wire.get_array(m, REPS, "h"), wire.get_array(m, REPS, "lengths")
-            if mode == MODE_UPLOAD:
-                for i, r in enumerate(split_packed(flat, lengths)):
-                    self.test_store[offset + i] = r
+            if (batch := self._receive(m, self.test_store, observe=False)) is None:
                 continue
+            epoch, step, flat, lengths = batch
             logits, _ = self._forward(flat, lengths, train=False)
-            out.append(self._logits(EVAL_LOGITS, "eval", m, epoch, step, logits))
+            out.append(self._logits(Kind.EVAL_LOGITS, "eval", m, epoch, step, logits))
         return out
 
-    @handles(EVAL_STEP)
+    @handles(Kind.EVAL_STEP)
     def on_eval_step(self, messages: list[Message]) -> list[Message]:
         epoch, step, _, _ = read_step(messages[-1])
         flat, lengths = self._from_store(self.test_store, self.schedule.test_ids(step))  # type: ignore[union-attr]
         logits, _ = self._forward(flat, lengths, train=False)
-        return [self._logits(EVAL_LOGITS, "eval", None, epoch, step, logits)]
+        return [self._logits(Kind.EVAL_LOGITS, "eval", None, epoch, step, logits)]
 
     # ---- attacks on what was received (control plane) ---------------------------------------
     def invert(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -261,15 +239,15 @@ class SapVendor(Node):
         flat = np.concatenate(guesses).astype(np.int64) if guesses else np.zeros(0, np.int64)
         return sample, lens, flat
 
-    @handles(QUERY_EIA)
+    @handles(Kind.QUERY_EIA)
     def on_eia(self, messages: list[Message]) -> list[Message]:
         sample, lens, flat = self.invert()
-        return [wire.reply(messages[-1], content=wire.records(**{EIA: wire.arrays(sample=sample, lengths=lens, tokens=flat)}))]
+        return [wire.reply(messages[-1], content=wire.records(**{Record.EIA: wire.arrays(sample=sample, lengths=lens, tokens=flat)}))]
 
-    @handles(QUERY_AIA)
+    @handles(Kind.QUERY_AIA)
     def on_aia(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
-        known_ids, known_y = wire.get_array(m, AUX, "ids"), wire.get_array(m, AUX, "values")
+        known_ids, known_y = wire.get_array(m, Record.AUX, "ids"), wire.get_array(m, Record.AUX, "values")
         seen = np.array(sorted(self.obs_pooled), dtype=np.int64)
         feats = {sid: np.mean(self.obs_pooled[sid], axis=0) for sid in seen.tolist()}
         have = np.isin(known_ids, seen)
@@ -281,7 +259,7 @@ class SapVendor(Node):
                                        seed=self.seed).astype(np.int64)
         else:
             targets = np.zeros(0, np.int64)
-        return [wire.reply(m, content=wire.records(**{AIA: wire.arrays(ids=targets, pred=pred)}))]
+        return [wire.reply(m, content=wire.records(**{Record.AIA: wire.arrays(ids=targets, pred=pred)}))]
 
     def state(self) -> dict[str, Any]:
         if self.top is None:
