@@ -18,7 +18,7 @@ import numpy as np
 from parties.llm.common.lora import LoraSpec
 from parties.llm.sap.customer import Privatizer, SapCustomer
 from parties.llm.sap.vendor import AttackBudget, SapVendor
-from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Mode, Record, split_packed
+from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Record, split_packed, step_config
 from strategies.llm_driver import LlmDriver, optimizer_factory
 from vfl import message as wire
 from vfl.attacks.attribute import majority_rate, split_labeled
@@ -144,7 +144,7 @@ class SAP(LlmDriver):
         self._converse(grid, self._control(Kind.INIT, VENDOR_ID, round_tag(-1, -1, "setup"), **{Record.TASK: task}))
 
     def _step(self, epoch: int, step: int) -> Any:
-        return wire.config(epoch=epoch, step=step, mode=Mode.BATCH, offset=0)
+        return step_config(epoch=epoch, step=step)
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         frozen = self.params.frozen_bottom
