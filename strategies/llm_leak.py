@@ -14,9 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from parties.llm.sap_protocol import Schedule
 from vfl.attacks.leakage import METRICS, windowed_leak
-from vfl.sampling import derive_seed
+from vfl.sampling import Schedule, derive_seed
 
 SOURCES = ("act", "grad")
 KEYS = ("leak", *(f"leak_{m}" for m in METRICS), *(f"leak_{s}" for s in SOURCES))

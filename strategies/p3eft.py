@@ -1,4 +1,5 @@
-"""P3EFT (SPEC §4, Zmushko et al. 2025): label-private split fine-tuning with LoRA over an API.
+"""P3EFT (Zmushko et al., "Label Privacy in Split Learning for Large Models with Parameter-Efficient
+Training", ICLR 2025): label-private split fine-tuning with LoRA over an API.
 
 The client trains n adapter sets mixed by frozen random weights W (Σ_i W_i = 1), penalizes each
 set's activations with an adversarial logistic-regression probe (α·reg), and computes every
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from parties.llm.client import Recipe
-from parties.llm.private_backprop import PER_EXAMPLE
+from parties.llm.p3eft.client import Recipe
+from parties.llm.p3eft.private_backprop import PER_EXAMPLE
 from strategies.split_llm import LoraParams, SplitLlm
 from vfl.config import param
 from vfl.errors import ConfigError

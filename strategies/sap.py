@@ -1,4 +1,5 @@
-"""SAP: split-and-privatize fine-tuning of a pretrained LM (SPEC §5, Shen et al. 2023).
+"""SAP: split-and-privatize fine-tuning of a pretrained LM (Shen et al., "A Split-and-Privatize
+Framework for Large Language Model Fine-Tuning", arXiv:2312.15603).
 
 The vendor (hub) splits its model, ships the bottom to the customer (party) and trains LoRA +
 head on the top; the customer releases ηdχ-privatized bottom representations (CTI: less noise on
@@ -9,29 +10,28 @@ driver scores them against the customer's truth: EP = 1 − attack success.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
-from flwr.common import Message
 
-from parties.llm.sap_customer import Privatizer, SapCustomer
-from parties.llm.sap_protocol import CUSTOMER_ID, VENDOR_ID, Schedule, split_packed
-from parties.llm.sap_vendor import AttackBudget, LoraSpec, SapVendor
+from parties.llm.common.lora import LoraSpec
+from parties.llm.sap.customer import Privatizer, SapCustomer
+from parties.llm.sap.vendor import AttackBudget, SapVendor
+from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Record, split_packed, step_config
+from strategies.llm_driver import LlmDriver, optimizer_factory
 from vfl import message as wire
 from vfl.attacks.attribute import majority_rate, split_labeled
 from vfl.attacks.inversion import token_recovery
 from vfl.config import param
 from vfl.data import Dataset, DataSource
-from vfl.errors import ConfigError, DataError, ProtocolError
+from vfl.errors import ConfigError, DataError
 from vfl.grid import Grid
 from vfl.message import round_tag
 from vfl.node import Node, NodeSpec
-from vfl.sampling import derive_seed, num_batches
-from vfl.schema import RunConfig, TrainConfig
-from vfl.strategy import Progress, Strategy, register
+from vfl.sampling import derive_seed
+from vfl.schema import RunConfig
+from vfl.strategy import Progress, register
 
 
 @dataclass(frozen=True)
@@ -79,19 +79,8 @@ def attribute_codes(ds: Dataset, name: str | None) -> np.ndarray | None:
     return np.unique(col, return_inverse=True)[1].astype(np.int64)
 
 
-def optimizer_factory(t: TrainConfig) -> Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]:
-    """AdamW (``adam``, as in the paper) or SGD over the given parameters."""
-
-    def make(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        if t.optimizer == "adam":
-            return torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
-        return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
-
-    return make
-
-
 @register
-class SAP(Strategy):
+class SAP(LlmDriver):
     """Split-and-privatize: customer bottom + dχ privatization, vendor top + LoRA, labels stay home."""
 
     name = "sap"
@@ -100,32 +89,25 @@ class SAP(Strategy):
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
-        self._sizes = (0, 0, 0)
         self._uploaded = {"train": False, "eval": False}
-        self._last: dict[str, Any] = {}
 
     @classmethod
     def validate_config(cls, cfg: RunConfig) -> None:
-        if cfg.num_parties != 1:
-            raise ConfigError("num_parties", f"got {cfg.num_parties}; sap has exactly one customer (set 1)")
+        super().validate_config(cfg)
         if cfg.params.cti and cfg.params.eta is None:
             raise ConfigError("params.cti", "CTI lowers the dχ noise on some tokens; it needs params.eta")
 
     def layout(self) -> list[NodeSpec]:
         return [NodeSpec(VENDOR_ID, "hub", "vendor", "vendor"), NodeSpec(CUSTOMER_ID, "party", "customer", "customer")]
 
-    def _schedule(self, num_train: int, num_test: int) -> Schedule:
-        t = self.cfg.train
-        return Schedule(seed=self.cfg.seed, num_train=num_train, num_test=num_test, batch_size=t.batch_size,
-                        eval_batch_size=max(t.batch_size, t.eval_batch_size))
-
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
-        from parties.llm.backbone import load_encoder, load_tokenizer
+        from parties.llm.common.backbone import load_encoder, load_tokenizer
 
         p, t = self.params, self.cfg.train
         if spec.role == "hub":  # the vendor learns the task sizes from the driver at setup, never the data
             return SapVendor(spec, encoder=load_encoder(p.model_dir), split=p.split, pooling=p.pooling,
-                             lora=LoraSpec(p.lora_rank, p.lora_alpha, p.lora_dropout, p.lora_targets),
+                             lora=LoraSpec(rank=p.lora_rank, alpha=p.lora_alpha, dropout=p.lora_dropout,
+                                           targets=tuple(p.lora_targets)),
                              make_optimizer=optimizer_factory(t), seed=self.cfg.seed, device=t.device,
                              attack=AttackBudget(p.eia_samples, p.eia_steps, p.eia_lr, p.eia_temperature),
                              log_bytes=p.log_mb << 20)
@@ -145,97 +127,75 @@ class SAP(Strategy):
         """Check the data is text and the split fits the model; learn the split sizes."""
         from transformers import AutoConfig
 
-        from parties.llm.backbone import resolve_model_dir
+        from parties.llm.common.backbone import resolve_model_dir
 
-        ds = data.dataset()
-        if ds.modality != "text":
-            raise ConfigError("dataset", f"{ds.name} is {ds.modality!r}; sap needs a text dataset")
+        ds = self._text_dataset(data.dataset())
         blocks = AutoConfig.from_pretrained(str(resolve_model_dir(self.params.model_dir))).num_hidden_layers
         if self.params.split >= blocks:
             raise ConfigError("params.split", f"got {self.params.split}; the model has {blocks} blocks, "
                               f"allowed: 0..{blocks - 1}")
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
 
-    def steps_per_epoch(self) -> int:
-        return num_batches(num_samples=self._sizes[0], batch_size=self.cfg.train.batch_size)
-
-    @staticmethod
-    def _converse(grid: Grid, m: Message, max_hops: int = 16) -> None:
-        """One driver message, then route replies until every node is quiet (the ledger counts
-        every wire, by kind too)."""
-        grid.run_until_quiet([m], max_hops=max_hops)
-
-    @staticmethod
-    def _control(kind: str, node: int, tag: str, **records: Any) -> Message:
-        return wire.make(kind, src=node, dst=node, round=tag, content=wire.records(**records) if records else None)
-
     def setup(self, grid: Grid) -> None:
         n_train, n_test, classes = self._sizes
-        sched = self._schedule(n_train, n_test)
+        sched = self._schedule()
         task = wire.config(num_train=n_train, num_test=n_test, num_classes=classes, batch_size=sched.batch_size,
                            eval_batch_size=sched.eval_batch_size)
-        self._converse(grid, self._control("query.sap_init", VENDOR_ID, round_tag(-1, -1, "setup"), task=task))
+        self._converse(grid, self._control(Kind.INIT, VENDOR_ID, round_tag(-1, -1, "setup"), **{Record.TASK: task}))
 
     def _step(self, epoch: int, step: int) -> Any:
-        return wire.config(epoch=epoch, step=step, mode="batch", offset=0)
+        return step_config(epoch=epoch, step=step)
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         frozen = self.params.frozen_bottom
         if frozen and not self._uploaded["train"]:
-            self._converse(grid, self._control("train.upload", CUSTOMER_ID, round_tag(epoch, 0), step=self._step(epoch, 0)))
+            self._converse(grid, self._control(Kind.TRAIN_UPLOAD, CUSTOMER_ID, round_tag(epoch, 0), **{Record.STEP: self._step(epoch, 0)}))
             self._uploaded["train"] = True
-        kind, node = ("train.step", VENDOR_ID) if frozen else ("train.forward", CUSTOMER_ID)
+        kind, node = (Kind.TRAIN_STEP, VENDOR_ID) if frozen else (Kind.TRAIN_FORWARD, CUSTOMER_ID)
         for step in range(self.steps_per_epoch()):
-            self._converse(grid, self._control(kind, node, round_tag(epoch, step), step=self._step(epoch, step)))
+            self._converse(grid, self._control(kind, node, round_tag(epoch, step), **{Record.STEP: self._step(epoch, step)}))
             progress(1)
         return {}
 
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         frozen = self.params.frozen_bottom
         if frozen and not self._uploaded["eval"]:
-            self._converse(grid, self._control("evaluate.upload", CUSTOMER_ID, round_tag(epoch, 0, "eval"),
-                                               step=self._step(epoch, 0)))
+            self._converse(grid, self._control(Kind.EVAL_UPLOAD, CUSTOMER_ID, round_tag(epoch, 0, "eval"),
+                                               **{Record.STEP: self._step(epoch, 0)}))
             self._uploaded["eval"] = True
-        kind, node = ("evaluate.step", VENDOR_ID) if frozen else ("evaluate.forward", CUSTOMER_ID)
-        for step in range(self._schedule(*self._sizes[:2]).eval_steps):
-            self._converse(grid, self._control(kind, node, round_tag(epoch, step, "eval"), step=self._step(epoch, step)))
+        kind, node = (Kind.EVAL_STEP, VENDOR_ID) if frozen else (Kind.EVAL_FORWARD, CUSTOMER_ID)
+        for step in range(self._schedule().eval_steps):
+            self._converse(grid, self._control(kind, node, round_tag(epoch, step, "eval"), **{Record.STEP: self._step(epoch, step)}))
         return {}  # the customer holds the labels: test_acc comes with epoch_metrics
-
-    def _query(self, grid: Grid, kind: str, node: int, epoch: int, **records: Any) -> Message:
-        replies = grid.send([self._control(kind, node, round_tag(epoch, 0, "control"), **records)])
-        if len(replies) != 1:
-            raise ProtocolError(f"{kind}: expected one reply, got {len(replies)}")
-        return replies[0].open()
 
     def attacks(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         """EIA and AIA by the vendor on what it received, scored against the customer's truth."""
         p, out = self.params, {}
-        eia = self._query(grid, "query.eia", VENDOR_ID, epoch) if p.eia_samples else None
-        sample = wire.get_array(eia, "eia", "sample") if eia is not None else np.zeros(0, np.int64)
+        eia = self._query(grid, Kind.QUERY_EIA, VENDOR_ID, epoch) if p.eia_samples else None
+        sample = wire.get_array(eia, Record.EIA, "sample") if eia is not None else np.zeros(0, np.int64)
         ask = np.unique(sample)
-        truth = self._query(grid, "query.truth", CUSTOMER_ID, epoch, ask=wire.arrays(ids=ask))
-        get = lambda name: wire.get_array(truth, "truth", name)  # noqa: E731
+        truth = self._query(grid, Kind.QUERY_TRUTH, CUSTOMER_ID, epoch, **{Record.ASK: wire.arrays(ids=ask)})
+        get = lambda name: wire.get_array(truth, Record.TRUTH, name)  # noqa: E731
         if eia is not None and len(ask):
-            guesses = split_packed(wire.get_array(eia, "eia", "tokens"), wire.get_array(eia, "eia", "lengths"))
+            guesses = split_packed(wire.get_array(eia, Record.EIA, "tokens"), wire.get_array(eia, Record.EIA, "lengths"))
             by_sample = [[g for s, g in zip(sample, guesses, strict=True) if s == sid] for sid in ask]
             rate = token_recovery(predicted=by_sample, truth=split_packed(get("tokens"), get("lengths")),
                                   ignore=get("special").tolist())
             out.update(eia_rate=rate, ep_eia=1.0 - rate)
-        attr = get("attribute") if wire.has_array(truth, "truth", "attribute") else np.zeros(0, np.int64)
+        attr = get("attribute") if wire.has_array(truth, Record.TRUTH, "attribute") else np.zeros(0, np.int64)
         if len(np.unique(attr)) > 1:  # a constant attribute has nothing to infer
             rng = np.random.default_rng(derive_seed("sap-aia", self.cfg.seed, epoch))
             known, _ = split_labeled(n=len(attr), fraction=p.aia_labeled_frac, rng=rng)
-            rep = self._query(grid, "query.aia", VENDOR_ID, epoch,
-                              aux=wire.arrays(ids=known.astype(np.int64), values=attr[known]))
-            ids, pred = wire.get_array(rep, "aia", "ids"), wire.get_array(rep, "aia", "pred")
+            rep = self._query(grid, Kind.QUERY_AIA, VENDOR_ID, epoch,
+                              **{Record.AUX: wire.arrays(ids=known.astype(np.int64), values=attr[known])})
+            ids, pred = wire.get_array(rep, Record.AIA, "ids"), wire.get_array(rep, Record.AIA, "pred")
             if len(ids):
                 acc = float((pred == attr[ids]).mean())
                 out.update(aia_acc=acc, aia_majority=majority_rate(attr[ids]), ep_aia=1.0 - acc)
         return out
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
-        rep = self._query(grid, "query.metrics", CUSTOMER_ID, epoch)
-        out: dict[str, Any] = {k: float(v) for k, v in rep.content.metric_records["m"].items()}
+        out: dict[str, Any] = self._metrics(grid, CUSTOMER_ID, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS)
         out.update(eta=self.params.eta, split=self.params.split)
         every = self.params.attack_every
         if epoch == self.cfg.train.epochs - 1 or (every and (epoch + 1) % every == 0):

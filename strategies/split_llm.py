@@ -1,4 +1,5 @@
-"""Split fine-tuning of a pretrained LM over a model-server API (SPEC §4), and its baselines.
+"""Split fine-tuning of a pretrained LM over a model-server API (P3EFT: Zmushko et al., "Label Privacy
+in Split Learning for Large Models with Parameter-Efficient Training", ICLR 2025), and its baselines.
 
 One client (party) holds texts, labels and the head; S model servers (hubs) hold the frozen
 model and answer stateless forward/backprop calls for adapters sent with each call. Baselines
@@ -16,24 +17,21 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from flwr.common import Message
 
-from parties.llm.client import LlmClient, Recipe
-from parties.llm.lora import LoraSpec
-from parties.llm.sap_protocol import Schedule
-from parties.llm.split_protocol import StepTag, step_record
+from parties.llm.common.lora import LoraSpec
+from parties.llm.p3eft.client import LlmClient, Recipe
+from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
+from strategies.llm_driver import LlmDriver, optimizer_factory
 from strategies.llm_leak import LeakTracker
-from strategies.sap import optimizer_factory
 from vfl import message as wire
 from vfl.config import param
 from vfl.data import DataSource
-from vfl.errors import ConfigError, ProtocolError
+from vfl.errors import ProtocolError
 from vfl.grid import Grid
 from vfl.message import round_tag
 from vfl.node import Node, NodeSpec
-from vfl.sampling import num_batches
 from vfl.schema import RunConfig
-from vfl.strategy import Progress, Strategy, register
+from vfl.strategy import Progress, register
 
 
 @dataclass(frozen=True)
@@ -64,19 +62,17 @@ class PslfParams(LoraParams):
     epsilon: float = param(1.0, ge=0, le=50, help="label-DP ε: keep a label with p = e^ε/(e^ε + K − 1)")
 
 
-class SplitLlm(Strategy):
+class SplitLlm(LlmDriver):
     """Shared driver of the split-LLM strategies; subclasses give the client's ``Recipe``."""
 
     Params: ClassVar[type] = LlmParams
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
-        self._sizes = (0, 0, 2)
         self._steps_run = 0
         self._step_times: list[float] = []
         self._busy: dict[int, float] = {}
         self._leak: LeakTracker | None = None
-        self._last: dict[str, Any] = {}
 
     # ---- what varies between algorithms -------------------------------------------------------
     def recipe(self) -> Recipe:
@@ -84,14 +80,9 @@ class SplitLlm(Strategy):
 
     def lora_spec(self) -> LoraSpec | None:
         p = self.params
-        return LoraSpec(p.lora_rank, p.lora_alpha, tuple(p.lora_targets)) if hasattr(p, "lora_rank") else None
+        return LoraSpec(rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets)) if hasattr(p, "lora_rank") else None
 
     # ---- topology ---------------------------------------------------------------------------
-    @classmethod
-    def validate_config(cls, cfg: RunConfig) -> None:
-        if cfg.num_parties != 1:
-            raise ConfigError("num_parties", f"got {cfg.num_parties}; {cfg.strategy} has exactly one client (set 1)")
-
     @property
     def client_id(self) -> int:
         return int(self.params.servers)
@@ -100,17 +91,12 @@ class SplitLlm(Strategy):
         hubs = [NodeSpec(s, "hub", f"server-{s}", f"server-{s}") for s in range(self.params.servers)]
         return [*hubs, NodeSpec(self.client_id, "party", "client", "client")]
 
-    def _schedule(self) -> Schedule:
-        t = self.cfg.train
-        return Schedule(seed=self.cfg.seed, num_train=self._sizes[0], num_test=self._sizes[1], batch_size=t.batch_size,
-                        eval_batch_size=max(t.batch_size, t.eval_batch_size))
-
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
         from transformers import AutoConfig
 
-        from parties.llm.backbone import load_encoder, load_tokenizer, resolve_model_dir
-        from parties.llm.lora import LoraEncoder, adapter_shapes
-        from parties.llm.server import ModelServer
+        from parties.llm.common.backbone import load_encoder, load_tokenizer, resolve_model_dir
+        from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
+        from parties.llm.p3eft.server import ModelServer
 
         p, t, lora = self.params, self.cfg.train, self.lora_spec()
         if spec.role == "hub":  # the server gets the model only: never the data or the labels
@@ -130,12 +116,10 @@ class SplitLlm(Strategy):
         """Text data only; the LoRA targets must exist in the model; keep the true labels for scoring."""
         from transformers import AutoConfig
 
-        from parties.llm.backbone import resolve_model_dir
-        from parties.llm.lora import adapter_shapes
+        from parties.llm.common.backbone import resolve_model_dir
+        from parties.llm.p3eft.adapters import adapter_shapes
 
-        ds = data.dataset()
-        if ds.modality != "text":
-            raise ConfigError("dataset", f"{ds.name} is {ds.modality!r}; {self.name} needs a text dataset")
+        ds = self._text_dataset(data.dataset())
         lora = self.lora_spec()
         if lora is not None:
             adapter_shapes(AutoConfig.from_pretrained(str(resolve_model_dir(self.params.model_dir))), lora)
@@ -143,36 +127,18 @@ class SplitLlm(Strategy):
         self._leak = LeakTracker(y_train=np.asarray(ds.y_train), schedule=self._schedule(),
                                  window=self.params.leak_window, seed=self.cfg.seed)
 
-    def steps_per_epoch(self) -> int:
-        return num_batches(num_samples=self._sizes[0], batch_size=self.cfg.train.batch_size)
-
     # ---- conversations ----------------------------------------------------------------------
-    @staticmethod
-    def _converse(grid: Grid, m: Message, max_hops: int = 16) -> None:
-        """One driver message, then route replies until every node is quiet (the ledger counts
-        every wire, by kind too)."""
-        grid.run_until_quiet([m], max_hops=max_hops)
-
-    def _control(self, kind: str, node: int, tag: str, **records: Any) -> Message:
-        return wire.make(kind, src=node, dst=node, round=tag, content=wire.records(**records) if records else None)
-
-    def _query(self, grid: Grid, kind: str, node: int, epoch: int, **records: Any) -> Message:
-        replies = grid.send([self._control(kind, node, round_tag(epoch, 0, "control"), **records)])
-        if len(replies) != 1:
-            raise ProtocolError(f"{kind}: expected one reply, got {len(replies)}")
-        return replies[0].open()
-
     def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, float]:
-        rep = self._query(grid, "query.metrics", self.client_id, epoch, which=wire.config(phase=phase))
-        return {k: float(v) for k, v in rep.content.metric_records["metrics"].items()}
+        return self._metrics(grid, self.client_id, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS,
+                             **{Record.WHICH: wire.config(phase=phase)})
 
     # ---- driver round logic -----------------------------------------------------------------
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
         self._step_times = []
         for step in range(self.steps_per_epoch()):
             t0 = time.perf_counter()
-            self._converse(grid, self._control("train.step", self.client_id, round_tag(epoch, step),
-                                               step=step_record(StepTag(epoch, step))))
+            self._converse(grid, self._control(Kind.TRAIN_STEP, self.client_id, round_tag(epoch, step),
+                                               **{Record.STEP: step_record(StepTag(epoch, step))}))
             self._step_times.append(time.perf_counter() - t0)
             self._steps_run += 1
             progress(1)
@@ -182,8 +148,8 @@ class SplitLlm(Strategy):
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         eval_steps = self._schedule().eval_steps
         for step in range(eval_steps):
-            self._converse(grid, self._control("evaluate.step", self.client_id, round_tag(epoch, step, "eval"),
-                                               step=step_record(StepTag(epoch, step))))
+            self._converse(grid, self._control(Kind.EVAL_STEP, self.client_id, round_tag(epoch, step, "eval"),
+                                               **{Record.STEP: step_record(StepTag(epoch, step))}))
         m = self._client_metrics(grid, epoch, "eval")
         self._last["test_acc"] = m["acc"]
         return {"test_acc": m["acc"], "test_loss": m["loss"]}
@@ -194,9 +160,9 @@ class SplitLlm(Strategy):
             raise ProtocolError("epoch_metrics before prepare(): no labels to score the leakage with")
         busy: list[float] = []
         for s in range(self.params.servers):
-            rep = self._query(grid, "query.log", s, epoch)
-            self._leak.observe(server=s, log=lambda name, r=rep: wire.get_array(r, "log", name))
-            total = float(rep.content.metric_records["stats"]["busy_train_s"])
+            rep = self._query(grid, Kind.QUERY_LOG, s, epoch)
+            self._leak.observe(server=s, log=lambda name, r=rep: wire.get_array(r, Record.LOG, name))
+            total = float(rep.content.metric_records[Record.STATS]["busy_train_s"])
             busy.append(total - self._busy.get(s, 0.0))
             self._busy[s] = total
         out = self._leak.epoch_summary()

@@ -1,1 +1,2 @@
-"""Split-LLM parties: model servers holding a frozen pretrained transformer, and the client."""
+"""Split-LLM parties, one package per algorithm (as peft does with ``tuners/<method>/``):
+``common`` (backbone, LoRA, shared wire names), ``p3eft`` (client + model servers), ``sap`` (vendor + customer)."""

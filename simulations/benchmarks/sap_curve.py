@@ -32,7 +32,7 @@ def base_config(args: argparse.Namespace, dataset: str) -> dict[str, Any]:
     sub = {} if args.full else {"train_subsample": args.train, "test_subsample": args.test}
     return {
         "strategy": "sap", "dataset": dataset, "num_parties": 1, "seed": args.seed, "data": sub,
-        "train": {"epochs": args.epochs, "batch_size": 16, "optimizer": "adam", "lr": 2e-3, "eval_batch_size": 300},
+        "train": {"epochs": args.epochs, "batch_size": 16, "optimizer": "adamw", "lr": 2e-3, "eval_batch_size": 300},
         "params": {"max_len": args.max_len, "eia_samples": args.eia_samples, "eia_steps": args.eia_steps,
                    "lora_rank": 8, "frozen_bottom": True},
     }

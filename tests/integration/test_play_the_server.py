@@ -13,10 +13,10 @@ import pytest
 import torch
 from scipy import stats
 
-import parties.llm.client as client_mod
-from parties.llm.private_backprop import split_gradient
-from parties.llm.server import ModelServer
-from parties.llm.split_protocol import read_step
+import parties.llm.p3eft.client as client_mod
+from parties.llm.p3eft.private_backprop import split_gradient
+from parties.llm.p3eft.server import ModelServer
+from parties.llm.p3eft.wire import read_step
 from parties.mods import read_encoded
 from tests.noise_capture import Capture, run_and_capture, vertical_config
 from tests.unit.test_sap_nodes import ToySentiment

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties.llm.regularizers import keep_probability, randomized_response
+from parties.llm.p3eft.regularizers import keep_probability, randomized_response
 from vfl.errors import ConfigError
 from vfl.mods import ModContext
 from vfl.privacy.noise_report import SEEDED_WARNING, noise_fields, seeded_noise_warning

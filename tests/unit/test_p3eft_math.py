@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from parties.llm.private_backprop import (
+from parties.llm.p3eft.private_backprop import (
     PER_EXAMPLE,
     mix,
     mixing_noise,
@@ -17,7 +17,7 @@ from parties.llm.private_backprop import (
     recombine,
     split_gradient,
 )
-from parties.llm.regularizers import (
+from parties.llm.p3eft.regularizers import (
     adversarial_loss,
     dcor_loss,
     distance_correlation_sq,

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-import parties.llm.client as client_mod
+import parties.llm.p3eft.client as client_mod
 import strategies  # noqa: F401
-from parties.llm.backbone import load_encoder
-from parties.llm.lora import LoraEncoder, LoraSpec, adapter_shapes, init_adapters
-from parties.llm.private_backprop import PER_EXAMPLE, recombine, split_gradient
-from parties.llm.server import ModelServer
+from parties.llm.common.backbone import load_encoder
+from parties.llm.common.lora import LoraSpec
+from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes, init_adapters
+from parties.llm.p3eft.private_backprop import PER_EXAMPLE, recombine, split_gradient
+from parties.llm.p3eft.server import ModelServer
 from tests.helpers import BlobSource
 from tests.unit.test_sap_nodes import ToySentiment
 from vfl import message as wire
@@ -83,7 +84,7 @@ def test_server_calls_are_stateless(encoder):
 def test_client_side_shapes_match_the_server_slots(encoder):
     from transformers import AutoConfig
 
-    from parties.llm.backbone import resolve_model_dir
+    from parties.llm.common.backbone import resolve_model_dir
 
     assert adapter_shapes(AutoConfig.from_pretrained(str(resolve_model_dir(None))), SPEC) == encoder.shapes
 

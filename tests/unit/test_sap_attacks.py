@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from parties.llm.backbone import load_encoder, load_tokenizer
-from parties.llm.split import split_encoder
+from parties.llm.common.backbone import load_encoder, load_tokenizer
+from parties.llm.sap.split import split_encoder
 from vfl.attacks.attribute import attribute_inference, majority_rate, pooled_features, split_labeled
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion, token_recovery
 from vfl.privacy.dchi import privatize

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parties.llm.cti import class_token_counts, contributing_tokens, noise_scale, utility_importance
+from parties.llm.sap.cti import (
+    class_token_counts,
+    contributing_tokens,
+    noise_scale,
+    utility_importance,
+)
 from vfl.errors import ConfigError
 
 V = 200

@@ -7,9 +7,9 @@ import copy
 import pytest
 import torch
 
-from parties.llm.backbone import load_encoder, load_tokenizer
-from parties.llm.split import (
-    add_lora,
+from parties.llm.common.backbone import load_encoder, load_tokenizer
+from parties.llm.common.lora import LoraSpec, inject_lora
+from parties.llm.sap.split import (
     bottom_state,
     build_bottom,
     check_split,
@@ -60,7 +60,7 @@ def test_bottom_plus_top_equals_unsplit_model(encoder, batch, split):
 def test_cls_pooling_and_lora_at_init_are_exact(encoder, batch):
     enc = copy.deepcopy(encoder)
     bottom, top = split_encoder(enc, split=2, num_classes=2, pooling="cls")
-    params = add_lora(top, rank=4, alpha=8, dropout=0.0, targets=("query", "value"))
+    params = inject_lora(top, LoraSpec(rank=4, alpha=8, dropout=0.0, targets=("query", "value")))
     assert params and all(p.requires_grad for p in params)
     assert len(params) == 4 * 2 * 2  # 4 top blocks x (query, value) x (A, B)
     with torch.no_grad():
@@ -88,4 +88,4 @@ def test_split_out_of_range_and_bad_lora_target(encoder):
         check_split(encoder, 6)
     _, top = split_encoder(copy.deepcopy(encoder), split=4, num_classes=2)
     with pytest.raises(ConfigError, match="lora_targets"):
-        add_lora(top, rank=2, alpha=4, dropout=0.0, targets=("q_proj",))
+        inject_lora(top, LoraSpec(rank=2, alpha=4, dropout=0.0, targets=("q_proj",)))

@@ -1,6 +1,6 @@
-"""SAP wire vocabulary shared by the vendor and customer nodes: kinds, records, batch schedule.
+"""SAP wire vocabulary shared by the vendor and customer nodes: kinds, records, codec.
 
-What crosses the wire (SAP Algorithm 1; labels never leave the customer):
+What crosses the wire (Shen et al., arXiv:2312.15603, Algorithm 1; labels never leave the customer):
   query.sap_bottom vendor -> customer  bottom weights + public model config (once, setup phase)
   train.reps       customer -> vendor  privatized representations, packed real tokens + lengths
                                        (frozen bottom: the whole train set once, in chunks;
@@ -19,32 +19,59 @@ from __future__ import annotations
 import numpy as np
 from flwr.common import Message
 
+from parties.llm.common import wire as common
 from vfl import message as wire
 from vfl.errors import ProtocolError
-from vfl.sampling import Schedule  # noqa: F401  (re-exported: the LLM nodes import it from here)
 
 VENDOR_ID, CUSTOMER_ID = 0, 1
-STEP = "step"  # config record: epoch, step, mode ("upload" | "batch"), offset
-REPS, LOGITS, GRAD, BGRAD = "reps", "logits", "grad", "bgrad"
 
 
-def step_config(*, epoch: int, step: int, mode: str = "batch", offset: int = 0) -> object:
+class Kind(common.Kind):
+    """Message kinds between the parties, then the driver's control kinds (besides TRAIN_STEP /
+    EVAL_STEP, with which the driver steps the vendor in a frozen-bottom run)."""
+
+    BOTTOM = "query.sap_bottom"  # vendor -> customer, setup
+    TRAIN_REPS, EVAL_REPS = "train.reps", "evaluate.reps"
+    TRAIN_LOGITS, EVAL_LOGITS = "train.logits", "evaluate.logits"
+    TRAIN_GRAD, TRAIN_BOTTOM_GRAD = "train.grad", "train.bottom_grad"
+    INIT = "query.sap_init"  # driver -> vendor: the task sizes
+    TRAIN_FORWARD, EVAL_FORWARD = "train.forward", "evaluate.forward"  # driver -> customer (trainable bottom)
+    TRAIN_UPLOAD, EVAL_UPLOAD = "train.upload", "evaluate.upload"  # driver -> customer (frozen bottom)
+    QUERY_EIA, QUERY_AIA, QUERY_TRUTH = "query.eia", "query.aia", "query.truth"
+
+
+class Record(common.Record):
+    """Record names (STEP is the config epoch, step, mode, offset)."""
+
+    REPS, LOGITS, GRAD, BGRAD = "reps", "logits", "grad", "bgrad"
+    TASK, MODEL, WEIGHTS = "task", "model", "weights"  # INIT config; BOTTOM config (model json) + arrays
+    EIA, AIA, AUX = "eia", "aia", "aux"  # attack replies; AUX: the attacker's known attribute values
+    ASK, TRUTH = "ask", "truth"  # QUERY_TRUTH: asked sample ids; the customer's ground truth
+
+
+class Mode:
+    """The ``mode`` of a STEP record: a chunk of a whole-split upload, or one training batch."""
+
+    UPLOAD, BATCH = "upload", "batch"
+
+
+def step_config(*, epoch: int, step: int, mode: str = Mode.BATCH, offset: int = 0) -> object:
     return wire.config(epoch=epoch, step=step, mode=mode, offset=offset)
 
 
 def read_step(m: Message) -> tuple[int, int, str, int]:
     """(epoch, step, mode, offset) of a message."""
     try:
-        c = m.content.config_records[STEP]
+        c = m.content.config_records[Record.STEP]
         return int(c["epoch"]), int(c["step"]), str(c["mode"]), int(c["offset"])
     except KeyError:
         raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step config") from None
 
 
 def send(kind: str, *, src: int, dst: int, to: Message | None, phase: str, epoch: int, step: int,
-         mode: str = "batch", offset: int = 0, **arrays: dict[str, np.ndarray]) -> Message:
+         mode: str = Mode.BATCH, offset: int = 0, **arrays: dict[str, np.ndarray]) -> Message:
     """A protocol message carrying named array records (``reps={"h": ..., "lengths": ...}``)."""
-    content = wire.records(**{STEP: step_config(epoch=epoch, step=step, mode=mode, offset=offset)},
+    content = wire.records(**{Record.STEP: step_config(epoch=epoch, step=step, mode=mode, offset=offset)},
                            **{name: wire.arrays(**arrs) for name, arrs in arrays.items()})
     return wire.make(kind, src=src, dst=dst, round=wire.round_tag(epoch, step, phase), content=content,
                      reply_to=to.metadata.message_id if to is not None else "")

@@ -24,17 +24,18 @@ import torch.nn.functional as F
 from flwr.common import Message
 from torch import nn
 
-from parties.llm.backbone import OptimizerFactory
-from parties.llm.lora import init_adapters
-from parties.llm.private_backprop import mix, mixing_weights, recombine, split_gradient
-from parties.llm.regularizers import adversarial_loss, dcor_loss, fit_probe, randomized_response
-from parties.llm.sap_protocol import Schedule
-from parties.llm.split_protocol import (
-    ACT,
-    ADAPTER,
-    GRAD,
-    GRADS,
-    INPUTS,
+from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.p3eft.adapters import init_adapters
+from parties.llm.p3eft.private_backprop import mix, mixing_weights, recombine, split_gradient
+from parties.llm.p3eft.regularizers import (
+    adversarial_loss,
+    dcor_loss,
+    fit_probe,
+    randomized_response,
+)
+from parties.llm.p3eft.wire import (
+    Kind,
+    Record,
     StepTag,
     inputs,
     read_record,
@@ -46,6 +47,7 @@ from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
 from vfl.rng import NodeNoise, NoiseSource, derive_seed, seeded_torch
+from vfl.sampling import Schedule
 
 
 @dataclass(frozen=True)
@@ -154,21 +156,21 @@ class LlmClient(Node):
         self.pending = Pending(phase, t.epoch, t.step, ids)
         if self.recipe.adapters == 0 and not np.isnan(self.cache[phase][ids]).any():
             return self._finish(self.pending, [torch.from_numpy(self.cache[phase][ids])])
-        kind = "train.forward" if phase == "train" else "evaluate.forward"
+        kind = Kind.TRAIN_FORWARD if phase == "train" else Kind.EVAL_FORWARD
         out = []
         for i in range(max(1, self.recipe.adapters)):
-            arrays: dict[str, Any] = {INPUTS: self._x(phase, ids)}
+            arrays: dict[str, Any] = {Record.INPUTS: self._x(phase, ids)}
             if self.recipe.adapters:
-                arrays[ADAPTER] = to_numpy(self.adapters[i])
+                arrays[Record.ADAPTER] = to_numpy(self.adapters[i])
             out.append(request(kind, src=self.node_id, dst=self.servers[i % len(self.servers)], phase=phase,
                                tag=StepTag(t.epoch, t.step, i, i), **arrays))
         return out
 
-    @handles("train.step")
+    @handles(Kind.TRAIN_STEP)
     def on_train_step(self, messages: list[Message]) -> list[Message]:
         return self._start(messages[-1], "train")
 
-    @handles("evaluate.step")
+    @handles(Kind.EVAL_STEP)
     def on_eval_step(self, messages: list[Message]) -> list[Message]:
         return self._start(messages[-1], "eval")
 
@@ -181,7 +183,7 @@ class LlmClient(Node):
             t = read_step(m)
             if (t.epoch, t.step) != (p.epoch, p.step):
                 raise ProtocolError(f"client: activations for {t.epoch}:{t.step}, pending {p.epoch}:{p.step}")
-            p.acts[max(t.adapter, 0)] = wire.get_array(m, ACT, "h")
+            p.acts[max(t.adapter, 0)] = wire.get_array(m, Record.ACT, "h")
         if len(p.acts) < max(1, self.recipe.adapters):
             return []
         hs = [torch.tensor(np.array(p.acts[i]), requires_grad=phase == "train") for i in sorted(p.acts)]
@@ -189,11 +191,11 @@ class LlmClient(Node):
             self.cache[phase][p.ids] = p.acts[0]
         return self._finish(p, hs)
 
-    @handles("train.activations")
+    @handles(Kind.TRAIN_ACTS)
     def on_train_acts(self, messages: list[Message]) -> list[Message]:
         return self._collect(messages, "train")
 
-    @handles("evaluate.activations")
+    @handles(Kind.EVAL_ACTS)
     def on_eval_acts(self, messages: list[Message]) -> list[Message]:
         return self._collect(messages, "eval")
 
@@ -247,11 +249,11 @@ class LlmClient(Node):
                 tag = len(p.routes)
                 p.routes[tag] = (i, js)
                 g_np = pieces[js].numpy().astype(np.float32)
-                out.append(request("train.backprop", src=self.node_id, dst=self.servers[s], phase="train",
-                                   tag=StepTag(p.epoch, p.step, tag, i), **{INPUTS: x, ADAPTER: adapter, GRAD: {"g": g_np}}))
+                out.append(request(Kind.TRAIN_BACKPROP, src=self.node_id, dst=self.servers[s], phase="train",
+                                   tag=StepTag(p.epoch, p.step, tag, i), **{Record.INPUTS: x, Record.ADAPTER: adapter, Record.GRAD: {"g": g_np}}))
         return out
 
-    @handles("train.grads")
+    @handles(Kind.TRAIN_GRADS)
     def on_grads(self, messages: list[Message]) -> list[Message]:
         p = self.pending
         if p is None or p.phase != "train" or not p.routes:
@@ -261,7 +263,7 @@ class LlmClient(Node):
             if (t.epoch, t.step) != (p.epoch, p.step) or t.tag not in p.routes:
                 raise ProtocolError(f"client: unexpected gradients {t} for pending {p.epoch}:{p.step}")
             i, js = p.routes.pop(t.tag)
-            grads = read_record(m, GRADS)
+            grads = read_record(m, Record.GRADS)
             for k, j in enumerate(js):
                 p.pieces[i][j] = {name: v[k] for name, v in grads.items()}
         if p.routes:
@@ -275,13 +277,13 @@ class LlmClient(Node):
         return []
 
     # ---- metrics (driver control) ------------------------------------------------------------
-    @handles("query.metrics")
+    @handles(Kind.QUERY_METRICS)
     def on_metrics(self, messages: list[Message]) -> list[Message]:
-        phase = str(messages[-1].content.config_records["which"]["phase"])
+        phase = str(messages[-1].content.config_records[Record.WHICH]["phase"])
         loss, correct, count = self.stats[phase]
         self.stats[phase] = [0.0, 0, 0]
         rec = wire.metrics(loss=loss / max(count, 1), acc=correct / max(count, 1), count=count)
-        return [wire.reply(messages[-1], content=wire.records(metrics=rec))]
+        return [wire.reply(messages[-1], content=wire.records(**{Record.METRICS: rec}))]
 
     def state(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""Wire vocabulary of split fine-tuning over a model-server API (P3EFT §3.1): kinds and records.
+"""Wire vocabulary of split fine-tuning over a model-server API (P3EFT, ICLR 2025, Sec. 3.1): kinds and records.
 
 client -> server (up)      train.forward    inputs (token ids, lengths) + one adapter's LoRA tensors
 server -> client (down)    train.activations  h(x, θ) (B, d)
@@ -20,10 +20,27 @@ import numpy as np
 import torch
 from flwr.common import Message
 
+from parties.llm.common import wire as common
 from vfl import message as wire
 from vfl.errors import ProtocolError
 
-STEP, INPUTS, ADAPTER, GRAD, ACT, GRADS = "step", "inputs", "adapter", "grad", "act", "grads"
+
+class Kind(common.Kind):
+    """Message kinds: client <-> model servers, and the driver's ``query.log`` to a server."""
+
+    TRAIN_FORWARD, EVAL_FORWARD = "train.forward", "evaluate.forward"
+    TRAIN_ACTS, EVAL_ACTS = "train.activations", "evaluate.activations"
+    TRAIN_BACKPROP, TRAIN_GRADS = "train.backprop", "train.grads"
+    QUERY_LOG = "query.log"  # drain the server's observation log
+
+
+class Record(common.Record):
+    """Record names: arrays INPUTS..GRADS, LOG; config WHICH; metrics STATS."""
+
+    INPUTS, ADAPTER, GRAD, ACT, GRADS = "inputs", "adapter", "grad", "act", "grads"
+    LOG = "log"  # query.log reply: observed rows and their (epoch, step, adapter, row) keys
+    WHICH = "which"  # query.metrics: {"phase": "train" | "eval"}
+    STATS = "stats"  # query.log reply: the server's busy time and call counts
 
 
 @dataclass(frozen=True)
@@ -40,7 +57,7 @@ def step_record(t: StepTag) -> object:
 
 def read_step(m: Message) -> StepTag:
     try:
-        c = m.content.config_records[STEP]
+        c = m.content.config_records[Record.STEP]
         return StepTag(int(c["epoch"]), int(c["step"]), int(c["tag"]), int(c["adapter"]))
     except KeyError:
         raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step record") from None
@@ -49,14 +66,14 @@ def read_step(m: Message) -> StepTag:
 def request(kind: str, *, src: int, dst: int, phase: str, tag: StepTag, reply_to: str = "",
             **arrays: Mapping[str, np.ndarray]) -> Message:
     """A protocol message: the step record plus named array records (``inputs={"ids": ...}``)."""
-    content = wire.records(**{STEP: step_record(tag)}, **{k: wire.arrays(**v) for k, v in arrays.items()})
+    content = wire.records(**{Record.STEP: step_record(tag)}, **{k: wire.arrays(**v) for k, v in arrays.items()})
     return wire.make(kind, src=src, dst=dst, round=wire.round_tag(tag.epoch, tag.step, phase), content=content,
                      reply_to=reply_to)
 
 
 def respond(to: Message, kind: str, **arrays: Mapping[str, np.ndarray]) -> Message:
     """The reply to ``to``: same round and step record, new arrays."""
-    content = wire.records(**{STEP: to.content.config_records[STEP]}, **{k: wire.arrays(**v) for k, v in arrays.items()})
+    content = wire.records(**{Record.STEP: to.content.config_records[Record.STEP]}, **{k: wire.arrays(**v) for k, v in arrays.items()})
     return wire.reply(to, kind, content=content)
 
 
@@ -67,8 +84,8 @@ def inputs(ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def read_inputs(m: Message) -> tuple[torch.Tensor, torch.Tensor]:
-    ids = torch.from_numpy(wire.get_array(m, INPUTS, "ids").astype(np.int64))
-    lengths = torch.from_numpy(wire.get_array(m, INPUTS, "lengths").astype(np.int64))
+    ids = torch.from_numpy(wire.get_array(m, Record.INPUTS, "ids").astype(np.int64))
+    lengths = torch.from_numpy(wire.get_array(m, Record.INPUTS, "lengths").astype(np.int64))
     if ids.dim() != 2 or lengths.shape != (ids.shape[0],) or bool((lengths > ids.shape[1]).any()):
         raise ProtocolError(f"{m.metadata.message_type}: malformed inputs ids {tuple(ids.shape)}, "
                             f"lengths {tuple(lengths.shape)}")

@@ -15,40 +15,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from vfl.errors import ConfigError, ProtocolError
+from parties.llm.common.backbone import pool
+from parties.llm.common.lora import LoraSpec, inject_lora
+from vfl.errors import ProtocolError
 
 Adapter = dict[str, torch.Tensor]
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    """The peft LoRA configuration both sides agree on (no dropout: calls must be deterministic)."""
-
-    rank: int = 8
-    alpha: float = 16.0
-    targets: tuple[str, ...] = ("query", "value")
-
-    def peft_config(self) -> Any:
-        from peft import LoraConfig
-
-        return LoraConfig(r=self.rank, lora_alpha=self.alpha, lora_dropout=0.0, target_modules=list(self.targets))
-
-
-def _inject(model: nn.Module, spec: LoraSpec) -> None:
-    from peft import inject_adapter_in_model
-
-    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    missing = [t for t in spec.targets if t not in present]
-    if missing or not spec.targets:
-        raise ConfigError("params.lora_targets", f"modules {missing or '[]'} not found in the model "
-                          f"(e.g. {sorted(present & {'query', 'key', 'value', 'dense'})})")
-    inject_adapter_in_model(spec.peft_config(), model)
 
 
 def adapter_shapes(model_config: Any, spec: LoraSpec) -> dict[str, tuple[int, ...]]:
@@ -57,7 +33,7 @@ def adapter_shapes(model_config: Any, spec: LoraSpec) -> dict[str, tuple[int, ..
 
     with torch.device("meta"):
         shell = AutoModel.from_config(model_config)
-    _inject(shell, spec)
+    inject_lora(shell, spec)
     return {n: tuple(p.shape) for n, p in shell.named_parameters() if "lora_" in n}
 
 
@@ -71,14 +47,6 @@ def init_adapters(shapes: Mapping[str, tuple[int, ...]], *, generator: torch.Gen
             bound = 1.0 / math.sqrt(shape[1])
             out[name] = torch.empty(shape).uniform_(-bound, bound, generator=generator)
     return out
-
-
-def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """(B, L, d) last hidden states -> (B, d) activations h."""
-    if how == "cls":
-        return hidden[:, 0]
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
 
 
 def attention_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -95,7 +63,7 @@ class LoraEncoder:
         for p in self.encoder.parameters():
             p.requires_grad_(False)
         if spec is not None:  # None: a server for frozen features only (no LoRA slots)
-            _inject(self.encoder, spec)
+            inject_lora(self.encoder, spec)
         self.slots = {n: p for n, p in self.encoder.named_parameters() if "lora_" in n}
         for p in self.slots.values():
             p.requires_grad_(True)

@@ -54,3 +54,12 @@ def load_encoder(model_dir: str | None = None) -> Any:
     for p in model.parameters():
         p.requires_grad_(False)
     return model
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """(B, L, d) last hidden states -> (B, d) sentence vectors: the [CLS] state (``how="cls"``) or the
+    mean over real tokens (``"mean"``, the sentence-transformers pooling of MiniLM)."""
+    if how == "cls":
+        return hidden[:, 0]
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)

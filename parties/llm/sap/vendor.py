@@ -17,33 +17,17 @@ import torch
 from flwr.common import Message
 from torch import nn
 
-from parties.llm.backbone import OptimizerFactory
-from parties.llm.sap_protocol import (
-    BGRAD,
-    CUSTOMER_ID,
-    GRAD,
-    LOGITS,
-    REPS,
-    Schedule,
-    read_step,
-    send,
-    split_packed,
-)
-from parties.llm.split import add_lora, bottom_state, split_encoder, unpack
+from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.common.lora import LoraSpec, inject_lora
+from parties.llm.sap.split import bottom_state, split_encoder, unpack
+from parties.llm.sap.wire import CUSTOMER_ID, Kind, Mode, Record, read_step, send, split_packed
 from vfl import message as wire
 from vfl.attacks.attribute import attribute_inference
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
 from vfl.rng import derive_seed, seeded_torch
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    rank: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.0
-    targets: tuple[str, ...] = ("query", "value")
+from vfl.sampling import Schedule
 
 
 @dataclass(frozen=True)
@@ -105,9 +89,9 @@ class SapVendor(Node):
                                  {k: (a.dtype.str, a.shape) for k, a in arrays.items()}, arrays if keep else None))
 
     # ---- setup: build top + LoRA + head, ship the bottom ------------------------------------
-    @handles("query.sap_init")
+    @handles(Kind.INIT)
     def on_init(self, messages: list[Message]) -> list[Message]:
-        c = messages[-1].content.config_records["task"]
+        c = messages[-1].content.config_records[Record.TASK]
         self.schedule = Schedule(seed=self.seed, num_train=int(c["num_train"]), num_test=int(c["num_test"]),
                                  batch_size=int(c["batch_size"]), eval_batch_size=int(c["eval_batch_size"]))
         self.train_store = [None] * self.schedule.num_train
@@ -118,8 +102,7 @@ class SapVendor(Node):
                                         pooling=self.pooling)
             self.attack_bottom = copy.deepcopy(bottom).eval().requires_grad_(False).to(self.device)
             top.requires_grad_(False)
-            params = add_lora(top, rank=self.lora.rank, alpha=self.lora.alpha, dropout=self.lora.dropout,
-                              targets=self.lora.targets)
+            params = inject_lora(top, self.lora, where="the top model")
             top.head.requires_grad_(True)
         torch.manual_seed(derive_seed("sap-dropout", self.seed, self.node_id) >> 1)  # reproducible dropout
         self.top = top.to(self.device)
@@ -128,8 +111,8 @@ class SapVendor(Node):
         k = min(self.attack.eia_samples, self.schedule.num_train)
         self.eia_ids = {int(i) for i in rng.choice(self.schedule.num_train, size=k, replace=False)}
         config_json, weights = bottom_state(bottom)
-        content = wire.records(model=wire.config(config=config_json), weights=wire.arrays(**weights))
-        return [wire.make("query.sap_bottom", src=self.node_id, dst=CUSTOMER_ID, round=wire.round_tag(-1, -1, "setup"),
+        content = wire.records(**{Record.MODEL: wire.config(config=config_json), Record.WEIGHTS: wire.arrays(**weights)})
+        return [wire.make(Kind.BOTTOM, src=self.node_id, dst=CUSTOMER_ID, round=wire.round_tag(-1, -1, "setup"),
                           content=content)]
 
     # ---- receiving representations ----------------------------------------------------------
@@ -157,36 +140,45 @@ class SapVendor(Node):
 
     def _logits(self, kind: str, phase: str, to: Message | None, epoch: int, step: int, z: torch.Tensor) -> Message:
         return send(kind, src=self.node_id, dst=CUSTOMER_ID, to=to, phase=phase, epoch=epoch, step=step,
-                    **{LOGITS: {"z": z.detach().cpu().numpy().astype(np.float32, copy=False)}})
+                    **{Record.LOGITS: {"z": z.detach().cpu().numpy().astype(np.float32, copy=False)}})
 
-    @handles("train.reps")
+    def _receive(self, m: Message, store: list[np.ndarray | None], *, observe: bool
+                 ) -> tuple[int, int, np.ndarray, np.ndarray] | None:
+        """Representations of one message: an upload chunk goes into ``store`` (None back), a batch
+        comes back as (epoch, step, packed rows, lengths). ``observe``: keep them for the attacks."""
+        epoch, step, mode, offset = read_step(m)
+        flat, lengths = wire.get_array(m, Record.REPS, "h"), wire.get_array(m, Record.REPS, "lengths")
+        reps = split_packed(flat, lengths)
+        upload = mode == Mode.UPLOAD
+        if upload:
+            for i, r in enumerate(reps):
+                store[offset + i] = r
+        if observe:
+            ids = np.arange(offset, offset + len(reps)) if upload else self.schedule.train_ids(epoch, step)  # type: ignore[union-attr]
+            self._observe(ids, reps)
+        return None if upload else (epoch, step, flat, lengths)
+
+    @handles(Kind.TRAIN_REPS)
     def on_train_reps(self, messages: list[Message]) -> list[Message]:
         out = []
         for m in messages:
-            epoch, step, mode, offset = read_step(m)
-            flat, lengths = wire.get_array(m, REPS, "h"), wire.get_array(m, REPS, "lengths")
-            reps = split_packed(flat, lengths)
-            if mode == "upload":
-                ids = np.arange(offset, offset + len(reps))
-                for i, r in zip(ids, reps, strict=True):
-                    self.train_store[i] = r
-                self._observe(ids, reps)
+            if (batch := self._receive(m, self.train_store, observe=True)) is None:
                 continue
-            self._observe(self.schedule.train_ids(epoch, step), reps)  # type: ignore[union-attr]
+            epoch, step, flat, lengths = batch
             logits, h = self._forward(flat, lengths, train=True, input_grad=True)
             self._pending = (epoch, step, logits, h)
-            out.append(self._logits("train.logits", "train", m, epoch, step, logits))
+            out.append(self._logits(Kind.TRAIN_LOGITS, "train", m, epoch, step, logits))
         return out
 
-    @handles("train.step")
+    @handles(Kind.TRAIN_STEP)
     def on_train_step(self, messages: list[Message]) -> list[Message]:
         epoch, step, _, _ = read_step(messages[-1])
         flat, lengths = self._from_store(self.train_store, self.schedule.train_ids(epoch, step))  # type: ignore[union-attr]
         logits, h = self._forward(flat, lengths, train=True)
         self._pending = (epoch, step, logits, h)
-        return [self._logits("train.logits", "train", None, epoch, step, logits)]
+        return [self._logits(Kind.TRAIN_LOGITS, "train", None, epoch, step, logits)]
 
-    @handles("train.grad")
+    @handles(Kind.TRAIN_GRAD)
     def on_grad(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
         epoch, step, _, _ = read_step(m)
@@ -194,36 +186,33 @@ class SapVendor(Node):
             raise ProtocolError(f"vendor: gradient for {epoch}:{step} but pending "
                                 f"{self._pending[:2] if self._pending else None}")
         _, _, logits, h = self._pending
-        g = torch.as_tensor(np.array(wire.get_array(m, GRAD, "g")), device=self.device)
+        g = torch.as_tensor(np.array(wire.get_array(m, Record.GRAD, "g")), device=self.device)
         self.optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
         logits.backward(g)
         self.optimizer.step()  # type: ignore[union-attr]
         self._pending = None
         if h.grad is None:  # frozen bottom: nothing goes back
             return []
-        return [send("train.bottom_grad", src=self.node_id, dst=CUSTOMER_ID, to=m, phase="train", epoch=epoch,
-                     step=step, **{BGRAD: {"g": h.grad.cpu().numpy().astype(np.float32, copy=False)}})]
+        return [send(Kind.TRAIN_BOTTOM_GRAD, src=self.node_id, dst=CUSTOMER_ID, to=m, phase="train", epoch=epoch,
+                     step=step, **{Record.BGRAD: {"g": h.grad.cpu().numpy().astype(np.float32, copy=False)}})]
 
-    @handles("evaluate.reps")
+    @handles(Kind.EVAL_REPS)
     def on_eval_reps(self, messages: list[Message]) -> list[Message]:
         out = []
         for m in messages:
-            epoch, step, mode, offset = read_step(m)
-            flat, lengths = wire.get_array(m, REPS, "h"), wire.get_array(m, REPS, "lengths")
-            if mode == "upload":
-                for i, r in enumerate(split_packed(flat, lengths)):
-                    self.test_store[offset + i] = r
+            if (batch := self._receive(m, self.test_store, observe=False)) is None:
                 continue
+            epoch, step, flat, lengths = batch
             logits, _ = self._forward(flat, lengths, train=False)
-            out.append(self._logits("evaluate.logits", "eval", m, epoch, step, logits))
+            out.append(self._logits(Kind.EVAL_LOGITS, "eval", m, epoch, step, logits))
         return out
 
-    @handles("evaluate.step")
+    @handles(Kind.EVAL_STEP)
     def on_eval_step(self, messages: list[Message]) -> list[Message]:
         epoch, step, _, _ = read_step(messages[-1])
         flat, lengths = self._from_store(self.test_store, self.schedule.test_ids(step))  # type: ignore[union-attr]
         logits, _ = self._forward(flat, lengths, train=False)
-        return [self._logits("evaluate.logits", "eval", None, epoch, step, logits)]
+        return [self._logits(Kind.EVAL_LOGITS, "eval", None, epoch, step, logits)]
 
     # ---- attacks on what was received (control plane) ---------------------------------------
     def invert(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,15 +239,15 @@ class SapVendor(Node):
         flat = np.concatenate(guesses).astype(np.int64) if guesses else np.zeros(0, np.int64)
         return sample, lens, flat
 
-    @handles("query.eia")
+    @handles(Kind.QUERY_EIA)
     def on_eia(self, messages: list[Message]) -> list[Message]:
         sample, lens, flat = self.invert()
-        return [wire.reply(messages[-1], content=wire.records(eia=wire.arrays(sample=sample, lengths=lens, tokens=flat)))]
+        return [wire.reply(messages[-1], content=wire.records(**{Record.EIA: wire.arrays(sample=sample, lengths=lens, tokens=flat)}))]
 
-    @handles("query.aia")
+    @handles(Kind.QUERY_AIA)
     def on_aia(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
-        known_ids, known_y = wire.get_array(m, "aux", "ids"), wire.get_array(m, "aux", "values")
+        known_ids, known_y = wire.get_array(m, Record.AUX, "ids"), wire.get_array(m, Record.AUX, "values")
         seen = np.array(sorted(self.obs_pooled), dtype=np.int64)
         feats = {sid: np.mean(self.obs_pooled[sid], axis=0) for sid in seen.tolist()}
         have = np.isin(known_ids, seen)
@@ -270,7 +259,7 @@ class SapVendor(Node):
                                        seed=self.seed).astype(np.int64)
         else:
             targets = np.zeros(0, np.int64)
-        return [wire.reply(m, content=wire.records(aia=wire.arrays(ids=targets, pred=pred)))]
+        return [wire.reply(m, content=wire.records(**{Record.AIA: wire.arrays(ids=targets, pred=pred)}))]
 
     def state(self) -> dict[str, Any]:
         if self.top is None:

@@ -19,17 +19,8 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm.lora import LoraEncoder
-from parties.llm.split_protocol import (
-    ACT,
-    ADAPTER,
-    GRAD,
-    GRADS,
-    read_inputs,
-    read_record,
-    read_step,
-    respond,
-)
+from parties.llm.p3eft.adapters import LoraEncoder
+from parties.llm.p3eft.wire import Kind, Record, read_inputs, read_record, read_step, respond
 from vfl import message as wire
 from vfl.message import parse_round
 from vfl.node import Node, NodeSpec, handles
@@ -102,29 +93,29 @@ class ModelServer(Node):
         for m in messages:
             tag = read_step(m)
             ids, lengths = read_inputs(m)
-            h = self.model.forward(ids, lengths, read_record(m, ADAPTER)).cpu().numpy().astype(np.float32)
+            h = self.model.forward(ids, lengths, read_record(m, Record.ADAPTER)).cpu().numpy().astype(np.float32)
             self.calls["forward"] += 1
             if train:
                 self.activations.add(h, epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=np.arange(len(h)))
-            out.append(respond(m, kind, **{ACT: {"h": h}}))
+            out.append(respond(m, kind, **{Record.ACT: {"h": h}}))
         return out
 
-    @handles("train.forward")
+    @handles(Kind.TRAIN_FORWARD)
     def on_train_forward(self, messages: list[Message]) -> list[Message]:
-        return self._forward(messages, kind="train.activations", train=True)
+        return self._forward(messages, kind=Kind.TRAIN_ACTS, train=True)
 
-    @handles("evaluate.forward")
+    @handles(Kind.EVAL_FORWARD)
     def on_eval_forward(self, messages: list[Message]) -> list[Message]:
-        return self._forward(messages, kind="evaluate.activations", train=False)
+        return self._forward(messages, kind=Kind.EVAL_ACTS, train=False)
 
-    @handles("train.backprop")
+    @handles(Kind.TRAIN_BACKPROP)
     def on_backprop(self, messages: list[Message]) -> list[Message]:
         out = []
         for m in messages:
             tag = read_step(m)
             ids, lengths = read_inputs(m)
-            adapter = read_record(m, ADAPTER)
-            pieces = torch.from_numpy(np.array(wire.get_array(m, GRAD, "g")))
+            adapter = read_record(m, Record.ADAPTER)
+            pieces = torch.from_numpy(np.array(wire.get_array(m, Record.GRAD, "g")))
             stacked: dict[str, list[torch.Tensor]] = {}
             for g in pieces:
                 nz = np.flatnonzero(g.abs().sum(1).numpy() > 0)
@@ -133,10 +124,10 @@ class ModelServer(Node):
                     stacked.setdefault(name, []).append(t)
                 self.calls["backprop"] += 1
             grads = {k: torch.stack(v).cpu().numpy().astype(np.float32) for k, v in stacked.items()}
-            out.append(respond(m, "train.grads", **{GRADS: grads}))
+            out.append(respond(m, Kind.TRAIN_GRADS, **{Record.GRADS: grads}))
         return out
 
-    @handles("query.log")
+    @handles(Kind.QUERY_LOG)
     def on_log(self, messages: list[Message]) -> list[Message]:
         """Drain the observation log (driver control plane; the experimenter scores it)."""
         act, grad = self.activations.drain(self.dim), self.gradients.drain(self.dim)
@@ -144,7 +135,7 @@ class ModelServer(Node):
         stats = wire.metrics(busy_train_s=self.busy.get("train", 0.0), busy_eval_s=self.busy.get("eval", 0.0),
                              forward_calls=self.calls["forward"],
                              backprop_calls=self.calls["backprop"])
-        return [wire.reply(messages[-1], content=wire.records(log=wire.arrays(**arrays), stats=stats))]
+        return [wire.reply(messages[-1], content=wire.records(**{Record.LOG: wire.arrays(**arrays), Record.STATS: stats}))]
 
     def state(self) -> dict[str, Any]:
         return {}  # stateless API: nothing to resume

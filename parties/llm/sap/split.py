@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from parties.llm.common.backbone import pool
 from vfl.errors import ConfigError
 
 
@@ -101,11 +102,7 @@ class TopModel(nn.Module):
         """Pooled sentence representation before the head."""
         if self.split == 0:
             h = self.embeddings(inputs_embeds=h)  # type: ignore[misc]
-        h = _run_layers(self.layers, self.config, h, attention_mask)
-        if self.pooling == "cls":
-            return h[:, 0]
-        m = attention_mask.unsqueeze(-1).to(h.dtype)
-        return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
+        return pool(_run_layers(self.layers, self.config, h, attention_mask), attention_mask, self.pooling)
 
     def forward(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(h, attention_mask))
@@ -121,19 +118,6 @@ def split_encoder(encoder: nn.Module, *, split: int, num_classes: int, pooling: 
     top = TopModel(config=cfg, split=split, layers=layers[split:], num_classes=num_classes,
                    embeddings=emb if split == 0 else None, pooling=pooling)
     return bottom, top
-
-
-def add_lora(module: nn.Module, *, rank: int, alpha: float, dropout: float, targets: Sequence[str]) -> list[nn.Parameter]:
-    """Inject peft LoRA adapters into ``module`` (in place); returns the trainable LoRA parameters."""
-    from peft import LoraConfig, inject_adapter_in_model
-
-    present = {name.rsplit(".", 1)[-1] for name, _ in module.named_modules()}
-    missing = [t for t in targets if t not in present]
-    if missing:
-        raise ConfigError("params.lora_targets", f"modules {missing} not found in the top model")
-    inject_adapter_in_model(LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets)),
-                            module)
-    return [p for n, p in module.named_parameters() if "lora_" in n]
 
 
 def bottom_state(bottom: BottomModel) -> tuple[str, dict[str, np.ndarray]]:

@@ -14,15 +14,16 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm import cti
-from parties.llm.backbone import OptimizerFactory
-from parties.llm.sap_protocol import BGRAD, LOGITS, REPS, VENDOR_ID, Schedule, read_step, send
-from parties.llm.split import BottomModel, build_bottom, pack
+from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.sap import cti
+from parties.llm.sap.split import BottomModel, build_bottom, pack
+from parties.llm.sap.wire import VENDOR_ID, Kind, Mode, Record, read_step, send
 from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
 from vfl.privacy.dchi import privatize
 from vfl.rng import NodeNoise, NoiseSource, derive_seed
+from vfl.sampling import Schedule
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class SapCustomer(Node):
     def release(self, ids: np.ndarray, lengths: np.ndarray, *, noise: NoiseSource) -> torch.Tensor:
         """Bottom outputs of real tokens, privatized, packed (T, d); keeps the graph when training."""
         if self.bottom is None:
-            raise ProtocolError("customer has no bottom model yet (query.sap_bottom not received)")
+            raise ProtocolError("customer has no bottom model yet (the vendor's query.sap_bottom not received)")
         width = int(lengths.max())
         x = torch.as_tensor(ids[:, :width], device=self.device)
         n = torch.as_tensor(lengths, device=self.device)
@@ -108,11 +109,11 @@ class SapCustomer(Node):
                      "lengths": lengths.astype(np.int32)}
 
     # ---- setup ------------------------------------------------------------------------------
-    @handles("query.sap_bottom")
+    @handles(Kind.BOTTOM)
     def on_bottom(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
-        config_json = str(wire.config_value(m, "model", "config"))
-        state = {k: wire.from_array(a) for k, a in m.content.array_records["weights"].items()}
+        config_json = str(wire.config_value(m, Record.MODEL, "config"))
+        state = {k: wire.from_array(a) for k, a in m.content.array_records[Record.WEIGHTS].items()}
         self.bottom = build_bottom(config_json=config_json, split=self.split, state=state).to(self.device)
         torch.manual_seed(derive_seed("sap-dropout", self.seed, self.node_id) >> 1)  # reproducible dropout
         if self.frozen:
@@ -128,21 +129,21 @@ class SapCustomer(Node):
             sl = slice(start, start + self.upload_chunk)
             _, arrs = self._reps(ids[sl], lengths[sl], noise=self._noise(f"{phase}-upload", 0, chunk), grad=False)
             out.append(send(kind, src=self.node_id, dst=VENDOR_ID, to=None, phase=phase, epoch=epoch, step=chunk,
-                            mode="upload", offset=start, **{REPS: arrs}))
+                            mode=Mode.UPLOAD, offset=start, **{Record.REPS: arrs}))
         return out
 
-    @handles("train.upload")
+    @handles(Kind.TRAIN_UPLOAD)
     def on_train_upload(self, messages: list[Message]) -> list[Message]:
         epoch = read_step(messages[-1])[0]
-        return self._upload("train.reps", "train", self.ids_train, self.len_train, epoch)
+        return self._upload(Kind.TRAIN_REPS, "train", self.ids_train, self.len_train, epoch)
 
-    @handles("evaluate.upload")
+    @handles(Kind.EVAL_UPLOAD)
     def on_eval_upload(self, messages: list[Message]) -> list[Message]:
         epoch = read_step(messages[-1])[0]
-        return self._upload("evaluate.reps", "eval", self.ids_test, self.len_test, epoch)
+        return self._upload(Kind.EVAL_REPS, "eval", self.ids_test, self.len_test, epoch)
 
     # ---- trainable bottom: a fresh privatized batch per step ---------------------------------
-    @handles("train.forward")
+    @handles(Kind.TRAIN_FORWARD)
     def on_train_forward(self, messages: list[Message]) -> list[Message]:
         epoch, step, _, _ = read_step(messages[-1])
         sel = self.schedule.train_ids(epoch, step)
@@ -150,20 +151,20 @@ class SapCustomer(Node):
         out, arrs = self._reps(self.ids_train[sel], self.len_train[sel],
                                noise=self._noise("train", epoch, step), grad=True)
         self._pending = (epoch, step, out)
-        return [send("train.reps", src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="train", epoch=epoch,
-                     step=step, **{REPS: arrs})]
+        return [send(Kind.TRAIN_REPS, src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="train", epoch=epoch,
+                     step=step, **{Record.REPS: arrs})]
 
-    @handles("evaluate.forward")
+    @handles(Kind.EVAL_FORWARD)
     def on_eval_forward(self, messages: list[Message]) -> list[Message]:
         epoch, step, _, _ = read_step(messages[-1])
         sel = self.schedule.test_ids(step)
         self.bottom.eval()  # type: ignore[union-attr]
         _, arrs = self._reps(self.ids_test[sel], self.len_test[sel],
                              noise=self._noise("eval", epoch, step), grad=False)
-        return [send("evaluate.reps", src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="eval",
-                     epoch=epoch, step=step, **{REPS: arrs})]
+        return [send(Kind.EVAL_REPS, src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="eval",
+                     epoch=epoch, step=step, **{Record.REPS: arrs})]
 
-    @handles("train.bottom_grad")
+    @handles(Kind.TRAIN_BOTTOM_GRAD)
     def on_bottom_grad(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
         epoch, step, _, _ = read_step(m)
@@ -171,7 +172,7 @@ class SapCustomer(Node):
             raise ProtocolError(f"customer: bottom gradient for {epoch}:{step} but pending "
                                 f"{self._pending[:2] if self._pending else None}")
         out = self._pending[2]
-        g = torch.as_tensor(np.array(wire.get_array(m, BGRAD, "g")), device=self.device).reshape(out.shape)
+        g = torch.as_tensor(np.array(wire.get_array(m, Record.BGRAD, "g")), device=self.device).reshape(out.shape)
         self.optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
         out.backward(g)
         self.optimizer.step()  # type: ignore[union-attr]
@@ -179,11 +180,11 @@ class SapCustomer(Node):
         return []
 
     # ---- loss on the customer (labels stay here) --------------------------------------------
-    @handles("train.logits")
+    @handles(Kind.TRAIN_LOGITS)
     def on_train_logits(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
         epoch, step, _, _ = read_step(m)
-        logits = torch.tensor(wire.get_array(m, LOGITS, "z"), requires_grad=True)
+        logits = torch.tensor(wire.get_array(m, Record.LOGITS, "z"), requires_grad=True)
         y = torch.as_tensor(self.y_train[self.schedule.train_ids(epoch, step)])
         loss = torch.nn.functional.cross_entropy(logits, y)
         loss.backward()
@@ -191,21 +192,21 @@ class SapCustomer(Node):
         s["loss"] += float(loss.detach()) * len(y)
         s["correct"] += int((logits.detach().argmax(1) == y).sum())
         s["count"] += len(y)
-        return [send("train.grad", src=self.node_id, dst=VENDOR_ID, to=m, phase="train", epoch=epoch, step=step,
-                     grad={"g": logits.grad.numpy().astype(np.float32, copy=False)})]
+        return [send(Kind.TRAIN_GRAD, src=self.node_id, dst=VENDOR_ID, to=m, phase="train", epoch=epoch, step=step,
+                     **{Record.GRAD: {"g": logits.grad.numpy().astype(np.float32, copy=False)}})]
 
-    @handles("evaluate.logits")
+    @handles(Kind.EVAL_LOGITS)
     def on_eval_logits(self, messages: list[Message]) -> list[Message]:
         for m in messages:
             _, step, _, _ = read_step(m)
-            z = wire.get_array(m, LOGITS, "z")
+            z = wire.get_array(m, Record.LOGITS, "z")
             y = self.y_test[self.schedule.test_ids(step)]
             self.eval_stats["correct"] += int((z.argmax(1) == y).sum())
             self.eval_stats["count"] += len(y)
         return []
 
     # ---- control plane (the experimenter's view; not part of the protocol) -------------------
-    @handles("query.metrics")
+    @handles(Kind.QUERY_METRICS)
     def on_metrics(self, messages: list[Message]) -> list[Message]:
         out: dict[str, float] = {}
         s, e = self.train_stats, self.eval_stats
@@ -215,20 +216,20 @@ class SapCustomer(Node):
             out["test_acc"] = e["correct"] / e["count"]
         out["cti_tokens"] = len(self.contributing)
         self.reset_metrics()
-        return [wire.reply(messages[0], content=wire.records(m=wire.metrics(**out)))]
+        return [wire.reply(messages[0], content=wire.records(**{Record.METRICS: wire.metrics(**out)}))]
 
-    @handles("query.truth")
+    @handles(Kind.QUERY_TRUTH)
     def on_truth(self, messages: list[Message]) -> list[Message]:
         """Ground truth for scoring attacks: true token ids of asked samples, the attribute column."""
         m = messages[-1]
-        ids = wire.get_array(m, "ask", "ids").astype(np.int64)
+        ids = wire.get_array(m, Record.ASK, "ids").astype(np.int64)
         lengths = self.len_train[ids]
         tokens = np.concatenate([self.ids_train[i, :n] for i, n in zip(ids, lengths, strict=True)]) if len(ids) \
             else np.zeros(0, np.int64)
         arrs = {"tokens": tokens, "lengths": lengths, "special": np.array(self.special, dtype=np.int64)}
         if self.attribute is not None:
             arrs["attribute"] = self.attribute.astype(np.int64)
-        return [wire.reply(m, content=wire.records(truth=wire.arrays(**arrs)))]
+        return [wire.reply(m, content=wire.records(**{Record.TRUTH: wire.arrays(**arrs)}))]
 
     def state(self) -> dict[str, Any]:
         if self.frozen or self.bottom is None:
