@@ -32,13 +32,6 @@ __all__ = ["DROP", "EMB", "GRAD", "STEP", "ActiveServer", "PassiveParty", "Sched
            "sum_aggregator"]  # DROP/EMB/GRAD/STEP: re-exported from parties.vertical_wire (their home)
 
 
-def make_optimizer(params: Sequence[nn.Parameter] | Any, *, name: str, lr: float, momentum: float,
-                   weight_decay: float) -> torch.optim.Optimizer:
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-
-
 def step_config(*, epoch: int, step: int, forward: bool, grad_step: int = -1) -> Any:
     return wire.config(**{vw.EPOCH: epoch, vw.STEP_KEY: step, vw.FORWARD: forward, vw.GRAD_STEP: grad_step})
 

@@ -21,6 +21,7 @@ from vfl.data import Dataset
 from vfl.errors import ConfigError, ProtocolError
 from vfl.grid import Grid
 from vfl.message import round_tag
+from vfl.optim import make_optimizer
 from vfl.sampling import Schedule, num_batches
 from vfl.schema import RunConfig, TrainConfig
 from vfl.strategy import Strategy
@@ -31,13 +32,7 @@ def optimizer_factory(t: TrainConfig) -> OptimizerFactory:
     and ``train.weight_decay``."""
 
     def make(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        if t.optimizer == "adam":
-            return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
-        if t.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
-        if t.optimizer == "sgd":
-            return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
-        raise ConfigError("train.optimizer", f"got {t.optimizer!r}; allowed: 'sgd', 'adam', 'adamw'")
+        return make_optimizer(params, name=t.optimizer, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
 
     return make
 

@@ -1,7 +1,7 @@
 """SAP: split-and-privatize fine-tuning of a pretrained LM (Shen et al., "A Split-and-Privatize
 Framework for Large Language Model Fine-Tuning", arXiv:2312.15603).
 
-The vendor (hub) splits its model, ships the bottom to the customer (party) and trains LoRA +
+The vendor (the server side) splits its model, ships the bottom to the customer (party) and trains LoRA +
 head on the top; the customer releases ηdχ-privatized bottom representations (CTI: less noise on
 class-skewed tokens) and keeps its labels, answering logits with dLoss/dlogits. After training
 the vendor runs embedding-inversion and attribute-inference attacks on what it received; the
@@ -98,13 +98,13 @@ class SAP(LlmDriver):
             raise ConfigError("params.cti", "CTI lowers the dχ noise on some tokens; it needs params.eta")
 
     def layout(self) -> list[NodeSpec]:
-        return [NodeSpec(VENDOR_ID, "hub", "vendor", "vendor"), NodeSpec(CUSTOMER_ID, "party", "customer", "customer")]
+        return [NodeSpec(VENDOR_ID, "server", "vendor", "vendor"), NodeSpec(CUSTOMER_ID, "party", "customer", "customer")]
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
         from parties.llm.common.backbone import load_encoder, load_tokenizer
 
         p, t = self.params, self.cfg.train
-        if spec.role == "hub":  # the vendor learns the task sizes from the driver at setup, never the data
+        if spec.is_server:  # the vendor learns the task sizes from the driver at setup, never the data
             return SapVendor(spec, encoder=load_encoder(p.model_dir), split=p.split, pooling=p.pooling,
                              lora=LoraSpec(rank=p.lora_rank, alpha=p.lora_alpha, dropout=p.lora_dropout,
                                            targets=tuple(p.lora_targets)),

@@ -1,7 +1,7 @@
 """Split fine-tuning of a pretrained LM over a model-server API (P3EFT: Zmushko et al., "Label Privacy
 in Split Learning for Large Models with Parameter-Efficient Training", ICLR 2025), and its baselines.
 
-One client (party) holds texts, labels and the head; S model servers (hubs) hold the frozen
+One client (party) holds texts, labels and the head; S model servers hold the frozen
 model and answer stateless forward/backprop calls for adapters sent with each call. Baselines
 of P3EFT's Table 1: ``head-only`` (frozen features + head), ``split-lora`` (Regular FT: one LoRA,
 plain backprop), ``dcor`` (+ λ·log dCor²(h, y)), ``pslf`` (randomized-response labels). After each
@@ -36,7 +36,7 @@ from vfl.strategy import Progress, register
 
 @dataclass(frozen=True)
 class LlmParams:
-    servers: int = param(1, ge=1, le=8, help="model servers (hubs), each hosting the same frozen model")
+    servers: int = param(1, ge=1, le=8, help="model servers, each hosting the same frozen model")
     max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
     model_dir: str | None = param(None, help="local Hugging Face model directory (default: packaged MiniLM)")
     pooling: str = param("mean", choices=("mean", "cls"), help="h(x, θ): mean of the last hidden states over "
@@ -88,8 +88,8 @@ class SplitLlm(LlmDriver):
         return int(self.params.servers)
 
     def layout(self) -> list[NodeSpec]:
-        hubs = [NodeSpec(s, "hub", f"server-{s}", f"server-{s}") for s in range(self.params.servers)]
-        return [*hubs, NodeSpec(self.client_id, "party", "client", "client")]
+        servers = [NodeSpec(s, "server", f"server-{s}", f"server-{s}") for s in range(self.params.servers)]
+        return [*servers, NodeSpec(self.client_id, "party", "client", "client")]
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
         from transformers import AutoConfig
@@ -99,7 +99,7 @@ class SplitLlm(LlmDriver):
         from parties.llm.p3eft.server import ModelServer
 
         p, t, lora = self.params, self.cfg.train, self.lora_spec()
-        if spec.role == "hub":  # the server gets the model only: never the data or the labels
+        if spec.is_server:  # the server gets the model only: never the data or the labels
             return ModelServer(spec, model=LoraEncoder(load_encoder(p.model_dir), lora, pooling=p.pooling,
                                                        device=t.device))
         ds = data.dataset()

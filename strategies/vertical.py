@@ -22,7 +22,6 @@ from parties.vertical import (
     PassiveParty,
     Schedule,
     concat_aggregator,
-    make_optimizer,
     step_config,
     sum_aggregator,
 )
@@ -35,6 +34,7 @@ from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
 from vfl.mods import Mod
 from vfl.node import Node, NodeSpec
+from vfl.optim import make_optimizer
 from vfl.rng import NoiseSource
 from vfl.sampling import derive_seed, num_batches
 from vfl.strategy import Progress, Strategy

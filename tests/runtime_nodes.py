@@ -10,7 +10,7 @@ from vfl import message as wire
 from vfl.node import Node, NodeSpec, handles
 
 HUB = 0
-HUB_SPEC = NodeSpec(HUB, "hub", "server", "server")
+HUB_SPEC = NodeSpec(HUB, "server", "server", "server")
 
 
 def party_specs(n: int, per_group: int = 2) -> list[NodeSpec]:
@@ -75,4 +75,4 @@ class Hub(Node):
 
 def build(specs: Sequence[NodeSpec]) -> dict[int, Node]:
     """The node builder a host calls (module-level: picklable for Ray actors)."""
-    return {s.node_id: (Hub(s) if s.role == "hub" else Party(s)) for s in specs}
+    return {s.node_id: (Hub(s) if s.is_server else Party(s)) for s in specs}

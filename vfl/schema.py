@@ -13,6 +13,7 @@ from typing import Any
 
 from vfl.config import build, param, to_dict
 from vfl.errors import ConfigError
+from vfl.optim import OPTIMIZERS
 from vfl.party_files import LabelFile, PartyFile, SplitParties
 
 
@@ -45,7 +46,7 @@ class ModelConfig:
 class TrainConfig:
     epochs: int = param(10, ge=1, le=100000)
     batch_size: int = param(100, ge=1, le=1000000)
-    optimizer: str = param("sgd", choices=("sgd", "adam", "adamw"), help="adam: torch Adam; adamw: torch AdamW")
+    optimizer: str = param("sgd", choices=OPTIMIZERS, help="adam: torch Adam; adamw: torch AdamW")
     lr: float = param(0.01, gt=0, le=10)
     momentum: float = param(0.0, ge=0, lt=1)
     weight_decay: float = param(0.0, ge=0)

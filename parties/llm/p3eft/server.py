@@ -1,4 +1,4 @@
-"""LLM model server (hub): a frozen pretrained encoder behind a stateless forward/backprop API.
+"""LLM model server: a frozen pretrained encoder behind a stateless forward/backprop API.
 
 ``train.forward`` / ``evaluate.forward`` return h(x, θ); ``train.backprop`` returns, per received
 cotangent piece ĝ, the LoRA gradient (∂h/∂θ)^T ĝ. The adapter θ arrives in every request and is
