@@ -132,6 +132,8 @@ class RunConfig:
     attack: AttackConfig = dataclasses.field(default_factory=AttackConfig)
     params: Any = param({}, help="strategy options (validated by the strategy)")
     auth: bool = param(True, help="Ed25519 identity key per node; every message signed and verified")
+    tracking: str = param("none", choices=("none", "csv", "tensorboard", "mlflow"),
+                          help="also send each metrics row to: csv (metrics.csv), tensorboard or mlflow (extras)")
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)  # type: ignore[no-any-return]

@@ -1,0 +1,79 @@
+"""The Python API (``vfl.run``, ``vfl.account``) is what the CLI runs: same summary, same rows,
+same files; it reaches the runner through the ``vfl.plugins`` entry points, not an upward import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import vfl
+from simulations.cli import main
+from vfl.errors import ConfigError
+
+TINY = ["params.b=8", "data.train_subsample=128", "data.test_subsample=64", "train.epochs=2"]
+
+
+def test_run_returns_the_summary_and_rows_it_writes(tmp_path):
+    out = tmp_path / "run"
+    result = vfl.run("demo", out_dir=out, overrides=TINY)
+    assert isinstance(result, vfl.RunResult) and result.run_dir == out
+    assert result.summary == json.loads((out / "summary.json").read_text())
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert result.history == rows and [r["epoch"] for r in rows] == [0, 1]
+    assert result.summary["transport"] == "inprocess" and result.summary["epochs"] == 2
+    assert result.summary["final_test_acc"] == rows[-1]["test_acc"] is not None
+    assert result.config.strategy == "pbm" and result.stopped is None
+
+
+def test_run_from_a_mapping_writes_nothing_without_out_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = {"strategy": "npq", "dataset": "digits", "num_parties": 2, "train": {"epochs": 1, "batch_size": 64},
+           "data": {"train_subsample": 128, "test_subsample": 64}}
+    result = vfl.run(cfg)
+    assert result.run_dir is None and list(tmp_path.iterdir()) == []
+    assert len(result.history) == 1 and result.summary["strategy"] == "npq"
+    assert result.summary["total_bytes_up"] > 0 and "epsilon" not in result.summary
+
+
+def test_the_cli_writes_what_the_api_returns(tmp_path, capsys):
+    out_api, out_cli = tmp_path / "api", tmp_path / "cli"
+    api = vfl.run("demo", out_dir=out_api, overrides=[*TINY, "privacy.noise_rng=seeded"])
+    args = ["run", "demo", "--out", str(out_cli), "--transport", "inprocess", "--no-progress"]
+    assert main([*args, *[a for o in [*TINY, "privacy.noise_rng=seeded"] for a in ("--set", o)]]) == 0
+    cli = json.loads((out_cli / "summary.json").read_text())
+    for key in ("final_test_acc", "final_train_loss", "epsilon", "total_bytes_up", "total_bytes_down",
+                "bytes_by_kind", "bytes_by_kind_direction"):
+        assert cli[key] == api.summary[key], key
+
+
+def test_account_mirrors_the_cli(capsys):
+    kw = dict(mechanism="pbm", b=16, beta=0.25, parties=4, alpha=2.0, epochs=5, dim=16, delta=1e-5)
+    report = vfl.account(**kw)
+    assert main(["account", "--mechanism", "pbm", "--b", "16", "--beta", "0.25", "--parties", "4", "--alpha", "2",
+                 "--epochs", "5", "--dim", "16", "--delta", "1e-5"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report))
+    assert report["epsilon"] > 0
+    target = vfl.account(mechanism="pbm", b=16, parties=4, target_epsilon=report["epsilon"], epochs=5, dim=16,
+                         delta=1e-5)
+    assert target["epsilon"] <= report["epsilon"] * (1 + 1e-9) and 0 < target["beta"] <= 0.25
+    with pytest.raises(ConfigError, match="--beta"):
+        vfl.account(mechanism="pbm", b=16, parties=4, alpha=2.0)
+
+
+def test_vfl_imports_nothing_above_it():
+    """``import vfl; vfl.api`` loads no strategies/parties/simulations module until a run asks."""
+    code = ("import sys, vfl, vfl.api, vfl.engine, vfl.plugins\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('simulations', 'strategies', 'parties')]\n"
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+    root = Path(vfl.__file__).parent
+    offenders = [str(p) for p in root.rglob("*.py")
+                 for line in p.read_text().splitlines()
+                 if line.lstrip().startswith(("import simulations", "from simulations", "import strategies",
+                                              "from strategies", "import parties", "from parties"))]
+    assert offenders == []
