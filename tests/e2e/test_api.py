@@ -77,3 +77,15 @@ def test_vfl_imports_nothing_above_it():
                  if line.lstrip().startswith(("import simulations", "from simulations", "import strategies",
                                               "from strategies", "import parties", "from parties"))]
     assert offenders == []
+
+
+def test_summary_splits_every_kind_by_direction():
+    result = vfl.run("demo", overrides=[*TINY, "train.epochs=1"])
+    s = result.summary
+    assert s["bytes_by_kind"]["train.forward"]["direction"] == "mixed"
+    split = s["bytes_by_kind_direction"]["train.forward"]
+    assert split["up"]["messages"] % 4 == 0 and split["up"]["messages"] > 0 < split["down"]["messages"]  # 4 parties reply
+    for kind, row in s["bytes_by_kind"].items():
+        dirs = s["bytes_by_kind_direction"][kind]
+        assert sum(c["bytes"] for c in dirs.values()) == row["bytes"], kind
+        assert row["direction"] == (next(iter(dirs)) if len(dirs) == 1 else "mixed"), kind
