@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 import strategies  # noqa: F401  (registers the built-in strategies)
+from parties.custom_models import check_models
 from simulations import signals
 from simulations.datasource import ConfigDataSource, make_data_source  # noqa: F401  (tests patch runner.ConfigDataSource)
 from simulations.plots import plot_run
@@ -104,6 +105,7 @@ def validate(cfg: RunConfig) -> None:
 def _preflight(cfg: RunConfig, data: DataSource, transport: Transport | None) -> None:
     """Fail before anything is written: device, data (the strategy's own check), tracker, cluster address."""
     check_tracking(cfg.tracking)
+    check_models(cfg.model, local=not cfg.transport.address)
     if not cfg.transport.address:
         check_device(cfg.train.device)
     STRATEGIES.get(cfg.strategy, "strategy")(cfg).prepare(data)

@@ -89,3 +89,24 @@ def test_summary_splits_every_kind_by_direction():
         dirs = s["bytes_by_kind_direction"][kind]
         assert sum(c["bytes"] for c in dirs.values()) == row["bytes"], kind
         assert row["direction"] == (next(iter(dirs)) if len(dirs) == 1 else "mixed"), kind
+
+
+def test_a_run_with_models_by_import_string(tmp_path):
+    result = vfl.run("demo", overrides=[*TINY, "model.bottom=tests.byo_models:TinyBottom",
+                                        "model.head=tests.byo_models:TinyHead"])
+    assert len(result.history) == 2 and result.summary["final_test_acc"] is not None
+
+
+def test_an_unimportable_model_fails_before_the_run_directory(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "demo", "--out", str(out), "--transport", "inprocess", "--no-progress",
+                 "--set", "model.bottom=my_missing_pkg.models:Net"]) == 2
+    err = capsys.readouterr().err
+    assert "model.bottom: cannot import 'my_missing_pkg.models:Net'" in err and not out.exists()
+
+
+@pytest.mark.ray
+def test_models_by_import_string_are_resolved_inside_the_ray_actors(ray_local):
+    result = vfl.run("demo", transport="ray", overrides=[*TINY, "train.epochs=1",
+                                                         "model.bottom=tests.byo_models:TinyBottom"])
+    assert result.summary["transport"] == "ray" and result.summary["final_test_acc"] is not None
