@@ -66,7 +66,7 @@ class Strategy(ABC):
     def host_groups(self, specs: Sequence[NodeSpec]) -> list[HostGroup]:
         """Hubs get an actor each; parties are packed into at most ``transport.max_actors`` actors."""
         t = self.cfg.transport
-        gpus = 0.0  # GPU placement is opted into by strategies that need it
+        gpus = float(getattr(t, "gpus_per_actor", 0.0))  # Ray sets each actor's CUDA_VISIBLE_DEVICES
         groups = [HostGroup(s.name, (s,), t.cpus_per_actor, gpus) for s in specs if s.role == "hub"]
         parties = [s for s in specs if s.role == "party"]
         if parties:
@@ -133,10 +133,12 @@ class NodeFactory:
     data: DataSource
 
     def __call__(self, specs: Sequence[NodeSpec]) -> dict[int, Node]:
+        from vfl.devices import with_resolved_device
         from vfl.preflight import check_device
 
-        check_device(getattr(getattr(self.cfg, "train", None), "device", "cpu"))
-        strategy = self.strategy_cls(self.cfg)
+        cfg = with_resolved_device(self.cfg)  # in the host: `auto` means what this actor sees
+        check_device(getattr(getattr(cfg, "train", None), "device", "cpu"))
+        strategy = self.strategy_cls(cfg)
         return {s.node_id: strategy.build_node(s, self.data) for s in specs}
 
     @property

@@ -110,3 +110,17 @@ def test_models_by_import_string_are_resolved_inside_the_ray_actors(ray_local):
     result = vfl.run("demo", transport="ray", overrides=[*TINY, "train.epochs=1",
                                                          "model.bottom=tests.byo_models:TinyBottom"])
     assert result.summary["transport"] == "ray" and result.summary["final_test_acc"] is not None
+
+
+def test_device_auto_runs_on_what_the_host_has():
+    result = vfl.run("demo", overrides=[*TINY, "train.epochs=1", "train.device=auto"])
+    assert result.config.train.device == "auto" and result.summary["final_test_acc"] is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("transport", ["inprocess", "ray"])
+def test_the_demo_on_a_gpu(transport, tmp_path):
+    extra = ["transport.gpus_per_actor=0.2"] if transport == "ray" else []
+    result = vfl.run("demo", transport=transport, overrides=[*TINY, "train.device=cuda", *extra])
+    assert len(result.history) == 2 and result.summary["final_test_acc"] > 0.3
