@@ -128,8 +128,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.out:
             raise ConfigError("--out", "not with --resume (the run stays in its directory)")
         args.run_dir = args.resume  # named by the failure handlers
-        result = vfl.api.resume(args.resume, progress=progress, overrides=args.overrides,
-                                transport=args.transport, address=args.address)
+        result = vfl.api.resume_run(args.resume, progress=progress, overrides=args.overrides,
+                                    transport=args.transport, address=args.address)
         out = Path(args.resume)
     else:
         if not args.config:

@@ -1,4 +1,4 @@
-"""The Python API: ``vfl.run``, ``vfl.resume``, ``vfl.resolve``, ``vfl.account``.
+"""The Python API: ``vfl.run``, ``vfl.resume_run``, ``vfl.resolve``, ``vfl.account``.
 
 The ``vfl`` command calls these same functions. ``vfl`` does not import the runner, strategies
 or datasets: they register through the ``vfl.plugins`` entry points (``vfl/plugins.py``).
@@ -19,7 +19,7 @@ from vfl.accounting import account
 from vfl.plugins import backend
 from vfl.schema import RunConfig
 
-__all__ = ["RunResult", "account", "resolve", "resume", "run", "validate"]
+__all__ = ["RunResult", "account", "resolve", "resume_run", "run", "validate"]
 
 ConfigSource = str | Path | Mapping[str, Any] | RunConfig
 
@@ -69,7 +69,7 @@ def run(config: ConfigSource, *, out_dir: str | Path | None = None, transport: s
     return RunResult(result.summary, result.history, cfg, Path(out_dir) if out_dir is not None else None)
 
 
-def resume(run_dir: str | Path, *, overrides: Sequence[str] = (), transport: str | None = None,
+def resume_run(run_dir: str | Path, *, overrides: Sequence[str] = (), transport: str | None = None,
            address: str | None = None, progress: bool | None = False) -> RunResult:
     """Continue the run in ``run_dir`` from its newest intact checkpoint (``vfl run --resume``)."""
     b = backend()

@@ -124,3 +124,21 @@ def test_the_demo_on_a_gpu(transport, tmp_path):
     extra = ["transport.gpus_per_actor=0.2"] if transport == "ray" else []
     result = vfl.run("demo", transport=transport, overrides=[*TINY, "train.device=cuda", *extra])
     assert len(result.history) == 2 and result.summary["final_test_acc"] > 0.3
+
+
+def test_resume_continues_and_tracking_may_be_switched_on(tmp_path):
+    out = tmp_path / "run"
+    first = vfl.run("demo", out_dir=out, overrides=[*TINY, "train.epochs=1"])
+    assert len(first.history) == 1 and not (out / "metrics.csv").exists()
+    more = vfl.resume_run(out, overrides=["train.epochs=2", "tracking=csv"])
+    assert [r["epoch"] for r in more.history] == [0, 1] and more.config.train.epochs == 2
+    assert more.summary == json.loads((out / "summary.json").read_text())
+    assert len((out / "metrics.csv").read_text().splitlines()) == 3  # header + both epochs, not just the new one
+
+
+def test_every_api_name_is_the_function_even_after_the_core_modules_load():
+    import vfl.accounting  # noqa: F401  (modules of the same package must not shadow the API names)
+    import vfl.resume  # noqa: F401
+
+    for name in vfl.__all__[1:]:
+        assert callable(getattr(vfl, name)) and not isinstance(getattr(vfl, name), type(vfl)), name
