@@ -27,6 +27,7 @@ from vfl.config import apply_overrides, load_yaml
 from vfl.data import DataSource
 from vfl.engine import Engine, EngineResult, EpochCallback, StartCallback, StepCallback
 from vfl.errors import ConfigError
+from vfl.logs import get_logger
 from vfl.preflight import check_device
 from vfl.resume import check_resume_changes
 from vfl.rundir import RunDir, safe_name
@@ -37,6 +38,7 @@ from vfl.transport import Transport, make_transport
 from vfl.versions import versions
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+log = get_logger(__name__)
 
 
 def _find_config(path: str | Path) -> Path:
@@ -180,6 +182,8 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
                                    connect_timeout_s=cfg.transport.connect_timeout_s)
         signals.after_ray_init()
     tracker = track_epochs(cfg, run_dir, on_epoch_end)
+    log.info("%s %s: strategy %s, %d parties, %s transport, run directory %s", "resuming" if resume else "starting",
+             cfg.name, cfg.strategy, cfg.num_parties, transport.kind, run_dir.path if run_dir else "none")
     engine = Engine(cfg, transport, data, run_dir=run_dir, progress=progress, on_epoch_end=tracker.on_epoch_end,
                     on_step=on_step, on_started=on_started)
     try:
@@ -189,6 +193,8 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
         if own:
             transport.shutdown()
     result.summary["versions"] = versions()
+    log.info("finished %s after %s epochs%s", cfg.name, result.summary.get("epochs"),
+             f" (stopped: {result.summary['stopped']['message']})" if result.summary.get("stopped") else "")
     if run_dir is not None:
         run_dir.write_summary(result.summary)
         plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=f"{cfg.name} ({cfg.strategy})")
