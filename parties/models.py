@@ -12,14 +12,16 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from parties.custom_models import ModelRegistry, bottom_from, head_from
 from vfl.errors import ConfigError
 from vfl.registry import Registry
 
 BottomBuilder = Callable[..., nn.Module]
 HeadBuilder = Callable[..., nn.Module]
 
-BOTTOMS: Registry[BottomBuilder] = Registry("bottom model")
-HEADS: Registry[HeadBuilder] = Registry("head model")
+# names registered below, or "my_pkg.models:Factory" import strings (parties/custom_models.py)
+BOTTOMS: Registry[BottomBuilder] = ModelRegistry("bottom model", bottom_from)
+HEADS: Registry[HeadBuilder] = ModelRegistry("head model", head_from)
 
 
 class ScaledTanh(nn.Module):

@@ -15,8 +15,10 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from simulations import signals
+from simulations.sweep import add_sweep_parser, cmd_sweep
 from vfl import __version__
 from vfl.errors import (
     ConfigError,
@@ -27,7 +29,9 @@ from vfl.errors import (
     TransportError,
     VFLError,
 )
+from vfl.logs import LEVELS, get_logger, level_from_flags, setup_logging
 
+log = get_logger(__name__)
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
@@ -47,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                     "(Ray actors, Flower messages, every byte counted).",
     )
     p.add_argument("--version", action="version", version=f"vfl {__version__}")
+    p.add_argument("--log-level", choices=LEVELS, help="diagnostics shown on stderr (default: warning)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more diagnostics (-v info, -vv debug)")
+    p.add_argument("-q", "--quiet", action="count", default=0, help="fewer diagnostics (-q errors only)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     r = sub.add_parser("run", help="run an experiment from a YAML config (or resume one)",
@@ -59,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--address", metavar="HOST:PORT", help="join an existing Ray cluster (implies ray)")
     r.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    r.add_argument("--dry-run", action="store_true", help="validate, print the resolved config, write nothing")
+    add_sweep_parser(sub)
 
     sub.add_parser("strategies", help="list registered strategies")
     sub.add_parser("datasets", help="list registered datasets")
@@ -108,7 +117,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from simulations.runner import default_out_dir, execute, resolve_config, resume_run
+    import vfl.api
+    from simulations.runner import default_out_dir
     from vfl.privacy.noise_report import seeded_noise_warning
 
     progress = False if args.no_progress else None
@@ -118,24 +128,45 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.out:
             raise ConfigError("--out", "not with --resume (the run stays in its directory)")
         args.run_dir = args.resume  # named by the failure handlers
-        result = resume_run(args.resume, progress=progress, overrides=args.overrides, transport=args.transport,
-                            address=args.address)
+        result = vfl.api.resume_run(args.resume, progress=progress, overrides=args.overrides,
+                                    transport=args.transport, address=args.address)
         out = Path(args.resume)
     else:
         if not args.config:
             raise ConfigError("CONFIG", "missing; e.g. `vfl run demo` or `vfl run path/to/config.yaml`")
-        cfg = resolve_config(args.config, args.overrides, transport=args.transport, address=args.address)
+        cfg = vfl.api.resolve(args.config, overrides=args.overrides, transport=args.transport,
+                              address=args.address)
+        if args.dry_run:
+            return _dry_run(cfg)
         out = Path(args.out) if args.out else default_out_dir(cfg)
         args.run_dir = str(out)
-        result = execute(cfg, out_dir=out, progress=progress, note=f"created by: vfl {shlex.join(args.argv)}")
+        result = vfl.api.run(cfg, out_dir=out, transport=None, progress=progress,
+                             note=f"created by: vfl {shlex.join(args.argv)}")
     s = result.summary
     warning = seeded_noise_warning(s)
     if warning:
-        print(warning, file=sys.stderr)
+        log.warning("%s", warning.removeprefix("vfl: warning: "))
     keys = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
             "total_bytes_down", "epsilon", "epsilon_scope", "psi_intersection_size", "psi_bytes", "signature_bytes")
     print(json.dumps({k: s[k] for k in keys if k in s}))
     print(f"run directory: {out}")
+    if result.stopped:
+        stop = result.stopped
+        print(f"vfl: run stopped: {stop['message']}; {out} keeps every epoch up to here (summary.json, plots); "
+              "the budget is spent, so this run cannot go on", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _dry_run(cfg: Any) -> int:
+    """Validate everything a run checks before writing, print the resolved config, write nothing."""
+    import yaml
+
+    import vfl.api
+
+    vfl.api.validate(cfg)
+    print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+    print("config OK (dry run: nothing written)", file=sys.stderr)
     return 0
 
 
@@ -173,20 +204,12 @@ def _cmd_config_help(args: argparse.Namespace) -> int:
 
 
 def _cmd_account(args: argparse.Namespace) -> int:
-    from vfl.privacy.report import account_report
+    import vfl.api
 
-    if args.target_epsilon is not None:
-        from simulations.report.calibration import target_report
-
-        print(json.dumps(target_report(args), indent=2))
-        return 0
-    for flag in ("beta", "alpha"):
-        if getattr(args, flag) is None:
-            raise ConfigError(f"--{flag}", "required (or give --target-epsilon to calibrate)")
-
-    report = account_report(mechanism=args.mechanism, b=args.b, beta=args.beta, parties=args.parties,
-                            alpha=args.alpha, epochs=args.epochs, batch=args.batch, dataset_size=args.dataset_size,
-                            dim=args.dim, delta=args.delta, c=args.c, c0=args.c0)
+    report = vfl.api.account(mechanism=args.mechanism, b=args.b, beta=args.beta, parties=args.parties,
+                             alpha=args.alpha, target_epsilon=args.target_epsilon, epochs=args.epochs,
+                             batch=args.batch, dataset_size=args.dataset_size, dim=args.dim, delta=args.delta,
+                             c=args.c, c0=args.c0)
     print(json.dumps(report, indent=2))
     return 0
 
@@ -215,6 +238,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _cmd_account(args)
     if args.command in ("report", "attack"):
         return _cmd_report(args)
+    if args.command == "sweep":
+        return cmd_sweep(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 
@@ -224,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv
+    setup_logging(level_from_flags(log_level=args.log_level, verbose=args.verbose, quiet=args.quiet))
     with signals.terminate_as_interrupt():
         try:
             return _dispatch(parser, args)

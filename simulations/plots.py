@@ -33,7 +33,8 @@ def plot_run(history: Sequence[dict[str, Any]], out_dir: str | Path, title: str 
             ax.plot(xs, ys, marker="o", ms=3, label=label)
     ax.set(xlabel="epoch", ylabel="accuracy", title=title or "accuracy")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.lines:  # an empty run (stopped before its first epoch) has no curves
+        ax.legend()
     fig.tight_layout()
     fig.savefig(out / "accuracy.png", dpi=110)
     plt.close(fig)
@@ -46,7 +47,8 @@ def plot_run(history: Sequence[dict[str, Any]], out_dir: str | Path, title: str 
             ax.plot(xs, [y / 1e6 for y in ys], marker="o", ms=3, label=label)
     ax.set(xlabel="epoch", ylabel="cumulative MB (measured wire bytes)", title=title or "communication")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.lines:  # an empty run (stopped before its first epoch) has no curves
+        ax.legend()
     fig.tight_layout()
     fig.savefig(out / "bytes.png", dpi=110)
     plt.close(fig)

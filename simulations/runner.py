@@ -18,21 +18,27 @@ from typing import Any
 import yaml
 
 import strategies  # noqa: F401  (registers the built-in strategies)
+from parties.custom_models import check_models
 from simulations import signals
 from simulations.datasource import ConfigDataSource, make_data_source  # noqa: F401  (tests patch runner.ConfigDataSource)
 from simulations.plots import plot_run
+from simulations.tracked import track_epochs
 from vfl.config import apply_overrides, load_yaml
 from vfl.data import DataSource
 from vfl.engine import Engine, EngineResult, EpochCallback, StartCallback, StepCallback
 from vfl.errors import ConfigError
+from vfl.logs import get_logger
 from vfl.preflight import check_device
 from vfl.resume import check_resume_changes
 from vfl.rundir import RunDir, safe_name
 from vfl.schema import RunConfig, load_run_config
 from vfl.strategy import STRATEGIES
+from vfl.tracking import check_tracking
 from vfl.transport import Transport, make_transport
+from vfl.versions import versions
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+log = get_logger(__name__)
 
 
 def _find_config(path: str | Path) -> Path:
@@ -93,8 +99,15 @@ def default_out_dir(cfg: RunConfig, root: str | Path = "runs") -> Path:
     return Path(root) / f"{safe_name(cfg.name)}-{stamp}-{secrets.token_hex(2)}"
 
 
+def validate(cfg: RunConfig) -> None:
+    """Every check ``execute`` makes before it writes anything (``vfl run --dry-run``)."""
+    _preflight(cfg, make_data_source(cfg), None)
+
+
 def _preflight(cfg: RunConfig, data: DataSource, transport: Transport | None) -> None:
-    """Fail before anything is written: device, data (the strategy's own check), cluster address."""
+    """Fail before anything is written: device, data (the strategy's own check), tracker, cluster address."""
+    check_tracking(cfg.tracking)
+    check_models(cfg.model, local=not cfg.transport.address)
     if not cfg.transport.address:
         check_device(cfg.train.device)
     STRATEGIES.get(cfg.strategy, "strategy")(cfg).prepare(data)
@@ -168,13 +181,20 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
         transport = make_transport(cfg.transport.kind, address=cfg.transport.address, temp_dir=temp,
                                    connect_timeout_s=cfg.transport.connect_timeout_s)
         signals.after_ray_init()
-    engine = Engine(cfg, transport, data, run_dir=run_dir, progress=progress, on_epoch_end=on_epoch_end,
+    tracker = track_epochs(cfg, run_dir, on_epoch_end)
+    log.info("%s %s: strategy %s, %d parties, %s transport, run directory %s", "resuming" if resume else "starting",
+             cfg.name, cfg.strategy, cfg.num_parties, transport.kind, run_dir.path if run_dir else "none")
+    engine = Engine(cfg, transport, data, run_dir=run_dir, progress=progress, on_epoch_end=tracker.on_epoch_end,
                     on_step=on_step, on_started=on_started)
     try:
         result = engine.run(resume=resume)
     finally:
+        tracker.close()
         if own:
             transport.shutdown()
+    result.summary["versions"] = versions()
+    log.info("finished %s after %s epochs%s", cfg.name, result.summary.get("epochs"),
+             f" (stopped: {result.summary['stopped']['message']})" if result.summary.get("stopped") else "")
     if run_dir is not None:
         run_dir.write_summary(result.summary)
         plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=f"{cfg.name} ({cfg.strategy})")

@@ -13,13 +13,13 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vfl.errors import RunDirError
+from vfl.logs import get_logger
 
 MANIFEST = "manifest.json"
 ENGINE = "engine.json"
@@ -30,7 +30,8 @@ Warn = Callable[[str], None]
 
 
 def stderr_warning(message: str) -> None:
-    print(f"vfl: warning: {message}", file=sys.stderr)
+    """A warning through this module's logger (``vfl: warning: ...`` on stderr by default)."""
+    get_logger(__name__).warning("%s", message)
 
 
 def write_bytes(path: Path, data: bytes) -> None:

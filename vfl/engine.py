@@ -17,8 +17,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from vfl.auth import auth_summary
+from vfl.budget import stop_after, stop_before
 from vfl.data import DataSource
-from vfl.errors import PartyFailure, PrivacyBudgetExceeded
+from vfl.errors import PartyFailure
 from vfl.grid import Grid
 from vfl.ledger import CommLedger, setup_breakdown
 from vfl.recovery import Recovery, Snapshot
@@ -60,6 +61,7 @@ class Engine:
         self.groups: list[Any] = []
         self.recovery = Recovery(cfg)
         self.snapshot: Snapshot | None = None  # what a restart returns to
+        self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> Grid:
@@ -136,6 +138,11 @@ class Engine:
                     if failed is not None and self.snapshot is not None:
                         self.recovery.restore(self, self.snapshot)
                         failed = None
+                    self.stopped = stop_before(budget=cfg.privacy.epsilon_budget, accountant=self.accountant,
+                                               events=self.strategy.privacy_events(epoch=epoch),
+                                               delta=cfg.privacy.delta, epoch=epoch)
+                    if self.stopped is not None:
+                        break
                     record = self._run_epoch(grid, epoch, steps, t_run)
                     self._commit(epoch, record)
                 except PartyFailure as exc:
@@ -148,10 +155,10 @@ class Engine:
                                    if record.get(k) is not None})
                 if self.on_epoch_end is not None:
                     self.on_epoch_end(epoch, record, self)
-                budget = cfg.privacy.epsilon_budget
-                if budget is not None and record.get("epsilon") is not None and record["epsilon"] > budget:
-                    raise PrivacyBudgetExceeded(
-                        f"epsilon {record['epsilon']:.4g} > privacy.epsilon_budget {budget} after epoch {epoch}")
+                self.stopped = stop_after(budget=cfg.privacy.epsilon_budget, epsilon=record.get("epsilon"),
+                                          epoch=epoch)
+                if self.stopped is not None:
+                    break
                 epoch += 1
         finally:
             outer.close()
@@ -249,6 +256,7 @@ class Engine:
             "eval_bytes": sum(self.ledger.totals("eval")[k] for k in ("bytes_up", "bytes_down")),
             "bytes_per_party": self.ledger.per_party("train"),
             "bytes_by_kind": dict(sorted(self.ledger.by_kind.items())),
+            "bytes_by_kind_direction": dict(sorted(self.ledger.by_kind_direction.items())),
             "wall_s": last.get("wall_s"),
         }
         if "test_auprc" in last:
@@ -260,6 +268,8 @@ class Engine:
 
         summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None))
         summary.update(self.recovery.summary())
+        if self.stopped is not None:
+            summary["stopped"] = self.stopped
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
         return summary

@@ -15,6 +15,7 @@ from typing import Any
 from vfl.psi_wire import KIND_PREFIX as PSI_KIND_PREFIX
 
 UP, DOWN, CONTROL = "up", "down", "control"
+MIXED = "mixed"  # by_kind direction of a kind sent both ways (e.g. a request down and its reply up)
 
 
 @dataclass
@@ -44,7 +45,8 @@ class CommLedger:
     by_key: dict[tuple[str, str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
     by_round: dict[str, dict[str, int]] = field(default_factory=dict)
     keep_rounds: bool = True
-    by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
+    by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)  # totals per kind (+ its direction or "mixed")
+    by_kind_direction: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # kind -> direction -> counts
     _epoch: dict[tuple[str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
 
     def record(self, *, phase: str, direction: str, party: str, round: str, nbytes: int, payload: int,
@@ -62,9 +64,14 @@ class CommLedger:
         self.by_key[(phase, direction, party)].add(nbytes, payload)
         if kind:
             row = self.by_kind.setdefault(kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})
-            row["messages"] += 1
-            row["bytes"] += nbytes
-            row["payload"] += payload
+            if row["direction"] != direction:
+                row["direction"] = MIXED
+            split = self.by_kind_direction.setdefault(kind, {}).setdefault(
+                direction, {"messages": 0, "bytes": 0, "payload": 0})
+            for r in (row, split):
+                r["messages"] += 1
+                r["bytes"] += nbytes
+                r["payload"] += payload
         self._epoch[(phase, direction)].add(nbytes, payload)
         if self.keep_rounds and direction != CONTROL:
             row = self.by_round.setdefault(round, {UP: 0, DOWN: 0})
@@ -102,11 +109,17 @@ class CommLedger:
 
     def state(self) -> dict[str, Any]:
         """JSON-able state for checkpoints (cumulative counters only)."""
-        return {"keys": {"|".join(k): c.as_dict() for k, c in self.by_key.items()}, "kinds": self.by_kind}
+        return {"keys": {"|".join(k): c.as_dict() for k, c in self.by_key.items()}, "kinds": self.by_kind,
+                "kinds_direction": self.by_kind_direction}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.by_key = defaultdict(Counter)
         self.by_kind = {k: dict(v) for k, v in state.get("kinds", {}).items()}
+        if "kinds_direction" in state:
+            self.by_kind_direction = {k: {d: dict(c) for d, c in v.items()} for k, v in state["kinds_direction"].items()}
+        else:  # a checkpoint from before the split: each kind under the direction it recorded
+            self.by_kind_direction = {k: {v["direction"]: {n: v[n] for n in ("messages", "bytes", "payload")}}
+                                      for k, v in self.by_kind.items()}
         for key, c in state["keys"].items():
             phase, direction, party = key.split("|")
             self.by_key[(phase, direction, party)] = Counter(c["bytes"], c["payload"], c["messages"])
@@ -114,7 +127,8 @@ class CommLedger:
 
 def kind_bytes(ledger: CommLedger, prefix: str) -> int:
     """Up/down bytes of every message kind starting with ``prefix`` (control messages excluded)."""
-    return sum(int(r["bytes"]) for k, r in ledger.by_kind.items() if k.startswith(prefix) and r["direction"] != CONTROL)
+    return sum(int(c["bytes"]) for k, dirs in ledger.by_kind_direction.items() if k.startswith(prefix)
+               for d, c in dirs.items() if d != CONTROL)
 
 
 def setup_breakdown(ledger: CommLedger) -> dict[str, int]:

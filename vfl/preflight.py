@@ -14,7 +14,11 @@ def check_device(device: str, *, where: str | None = None) -> None:
         return
     import torch
 
+    host = where or f"this machine ({socket.gethostname()})"
     if not torch.cuda.is_available():
-        host = where or f"this machine ({socket.gethostname()})"
         raise ConfigError("train.device", f"got {device!r} but {host} has no CUDA device "
-                          "(torch.cuda.is_available() is False); allowed here: 'cpu'")
+                          "(torch.cuda.is_available() is False); allowed here: 'cpu' or 'auto'")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise ConfigError("train.device", f"got {device!r} but {host} sees {torch.cuda.device_count()} CUDA "
+                          f"device(s) (indices 0..{torch.cuda.device_count() - 1}, as CUDA_VISIBLE_DEVICES allows)")

@@ -22,6 +22,7 @@ SAFE_KEYS = (
     "train.on_failure",
     "train.max_restarts",
     "data.data_dir",         # the same data, moved
+    "tracking",              # where the rows are mirrored, not what they hold
 )
 SAFE_PREFIXES = ("transport.",)  # where the hosts run, not what they compute
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfl.config import build, param, to_dict
+from vfl.devices import check_placement
 from vfl.errors import ConfigError
 from vfl.optim import OPTIMIZERS
 from vfl.party_files import LabelFile, PartyFile, SplitParties
@@ -50,7 +51,7 @@ class TrainConfig:
     lr: float = param(0.01, gt=0, le=10)
     momentum: float = param(0.0, ge=0, lt=1)
     weight_decay: float = param(0.0, ge=0)
-    device: str = param("cpu", choices=("cpu", "cuda"), help="torch device of every party model")
+    device: str = param("cpu", help="torch device of every model: auto|cpu|cuda|cuda:N (resolved in each actor)")
     eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")
     eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
     threads_per_actor: int = param(1, ge=1, le=256, help="torch intra-op threads inside each actor")
@@ -72,6 +73,7 @@ class TransportConfig:
     address: str | None = param(None, help="HOST:PORT of an existing Ray cluster (else a local one)")
     parties_per_actor: int = param(0, ge=0, help="parties hosted by one Ray actor (0 = auto)")
     cpus_per_actor: float = param(0.1, gt=0, le=64, help="Ray num_cpus reserved by each actor")
+    gpus_per_actor: float = param(0.0, ge=0, le=64, help="Ray num_gpus reserved by each actor (fractions share a GPU)")
     max_actors: int = param(8, ge=1, help="upper bound on party actors when parties_per_actor=0")
     round_timeout_s: float = param(120.0, gt=0, help="a party that has not answered a round within this many "
                                    "seconds is treated as dead (see train.on_dropout)")
@@ -136,6 +138,8 @@ class RunConfig:
     attack: AttackConfig = dataclasses.field(default_factory=AttackConfig)
     params: Any = param({}, help="strategy options (validated by the strategy)")
     auth: bool = param(True, help="Ed25519 identity key per node; every message signed and verified")
+    tracking: str = param("none", choices=("none", "csv", "tensorboard", "mlflow"),
+                          help="also send each metrics row to: csv (metrics.csv), tensorboard or mlflow (extras)")
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)  # type: ignore[no-any-return]
@@ -171,6 +175,7 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
                           f"{strategy_cls.bottom_dp_refusal}")
     _check_local_steps(cfg, strategy_cls)
     _check_attack(cfg)
+    check_placement(cfg)
     if cfg.privacy.target_epsilon is not None:  # sets params.beta / params.sigma (recorded in the resolved config)
         cfg = strategy_cls.calibrate_to_target(cfg)
     return cfg

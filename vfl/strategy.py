@@ -119,10 +119,12 @@ class NodeFactory:
     data: DataSource
 
     def __call__(self, specs: Sequence[NodeSpec]) -> dict[int, Node]:
+        from vfl.devices import with_resolved_device
         from vfl.preflight import check_device
 
-        check_device(getattr(getattr(self.cfg, "train", None), "device", "cpu"))
-        strategy = self.strategy_cls(self.cfg)
+        cfg = with_resolved_device(self.cfg)  # in the host: `auto` means what this actor sees
+        check_device(getattr(getattr(cfg, "train", None), "device", "cpu"))
+        strategy = self.strategy_cls(cfg)
         return {s.node_id: strategy.build_node(s, self.data) for s in specs}
 
     @property

@@ -34,10 +34,32 @@ def test_disk_full_mid_run_names_the_file_and_the_last_checkpoint(tmp_path, monk
 
 
 def test_privacy_budget_stop_does_not_suggest_resuming(tmp_path, capsys):
+    """The budget is checked BEFORE the epoch that would exceed it; the stopped run keeps its summary and plots."""
+    import json
+
+    import vfl
+
+    eps = [vfl.account(mechanism="pbm", b=8, beta=0.25, parties=4, alpha=2.0, epochs=e, dim=16, delta=1e-5)["epsilon"]
+           for e in (1, 2)]
+    budget = (eps[0] + eps[1]) / 2
     out = tmp_path / "run"
     code = main(["run", "demo", "--out", str(out), *SMALL, "--set", "train.epochs=3",
-                 "--set", "privacy.epsilon_budget=0.001"])
+                 "--set", f"privacy.epsilon_budget={budget}"])
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1, err
-    assert err.startswith("vfl: run stopped: epsilon ") and "privacy.epsilon_budget 0.001 after epoch 0" in err
+    assert err.startswith("vfl: run stopped: epoch 1 would take epsilon to ") and "stopped before it" in err
     assert "resume" not in err and "cannot go on" in err and str(out) in err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["epochs"] == 1 and s["stopped"]["before_epoch"] == 1 and s["stopped"]["reason"] == "epsilon_budget"
+    assert s["epsilon"] <= budget < s["stopped"]["predicted_epsilon"]
+    assert abs(s["epsilon"] - eps[0]) <= 1e-9 * eps[0] and abs(s["stopped"]["predicted_epsilon"] - eps[1]) <= 1e-9 * eps[1]
+    assert (out / "plots" / "accuracy.png").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_budget_below_one_epoch_runs_nothing_but_still_reports(tmp_path):
+    import vfl
+
+    result = vfl.run("demo", out_dir=tmp_path / "run", overrides=["params.b=8", "data.train_subsample=128",
+                                                                  "privacy.epsilon_budget=0.001"])
+    assert result.history == [] and result.summary["epochs"] == 0 and result.stopped["before_epoch"] == 0
+    assert (tmp_path / "run" / "summary.json").is_file()

@@ -42,6 +42,7 @@ def pack_nodes(specs: Sequence[NodeSpec], *, max_actors: int, parties_per_actor:
 
 def place(specs: Sequence[NodeSpec], transport: Any) -> list[HostGroup]:
     """``pack_nodes`` with the run's ``transport`` config (``max_actors``, ``parties_per_actor``,
-    ``cpus_per_actor``); GPUs are not reserved (no strategy asks for them yet)."""
+    ``cpus_per_actor``, ``gpus_per_actor``: Ray then sets each actor's CUDA_VISIBLE_DEVICES)."""
     return pack_nodes(specs, max_actors=transport.max_actors, parties_per_actor=transport.parties_per_actor,
-                      cpus_per_actor=transport.cpus_per_actor)
+                      cpus_per_actor=transport.cpus_per_actor,
+                      gpus_per_actor=float(getattr(transport, "gpus_per_actor", 0.0)))

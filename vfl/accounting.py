@@ -1,0 +1,54 @@
+"""``vfl.account``: the privacy report of a mechanism, or the β/σ that reaches a target ε.
+
+The one implementation behind both ``vfl account`` (CLI) and ``vfl.account(...)`` (Python).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from vfl.errors import ConfigError
+from vfl.privacy.calibrate import calibrate_ldp_sigma, calibrate_pbm_beta
+from vfl.privacy.report import account_report
+
+
+def account(*, mechanism: str, b: int, parties: int, beta: float | None = None, alpha: float | None = None,
+            target_epsilon: float | None = None, epochs: int | None = None, batch: int | None = None,
+            dataset_size: int | None = None, dim: int | None = None, delta: float | None = None,
+            c: float = 1.0, c0: float | None = None) -> dict[str, Any]:
+    """Report of ``mechanism`` (``pbm`` or ``ldp``) at (b, beta, parties, alpha), composed over
+    ``epochs`` releases of ``dim`` coordinates when given; with ``target_epsilon`` instead, the
+    calibrated beta (pbm, at fixed b) or sigma (ldp). Errors name the CLI flag (``--beta``...)."""
+    if target_epsilon is not None:
+        return _target(mechanism=mechanism, b=b, parties=parties, beta=beta, target_epsilon=target_epsilon,
+                       epochs=epochs, dim=dim, delta=delta, c=c)
+    if beta is None or alpha is None:
+        flag = "beta" if beta is None else "alpha"
+        raise ConfigError(f"--{flag}", "required (or give --target-epsilon to calibrate)")
+    return account_report(mechanism=mechanism, b=b, beta=beta, parties=parties, alpha=alpha, epochs=epochs,
+                          batch=batch, dataset_size=dataset_size, dim=dim, delta=delta, c=c, c0=c0)
+
+
+def _target(*, mechanism: str, b: int, parties: int, beta: float | None, target_epsilon: float,
+            epochs: int | None, dim: int | None, delta: float | None, c: float) -> dict[str, Any]:
+    if epochs is None or dim is None or delta is None:
+        flag = "epochs" if epochs is None else "dim" if dim is None else "delta"
+        raise ConfigError(f"--{flag}", "required with --target-epsilon (epsilon composes epochs releases "
+                          "of dim coordinates and is reported at delta)")
+    if beta is not None and mechanism == "pbm":
+        raise ConfigError("--beta", "--target-epsilon chooses beta; do not give both")
+    out: dict[str, Any] = {"mechanism": mechanism, "target_epsilon": target_epsilon, "delta": delta,
+                           "epochs": epochs, "dim": dim, "parties": parties, "b": b, "c": c}
+    if mechanism == "pbm":
+        beta_, eps = calibrate_pbm_beta(target_epsilon=target_epsilon, delta=delta, b=b, num_parties=parties,
+                                        dim=dim, epochs=epochs, key="--target-epsilon")
+        out.update(beta=beta_, epsilon=eps, note="largest beta in (0, 1/4] at this b whose epsilon <= target "
+                                                 "(SecAgg sum over the parties)")
+    else:
+        sens = 2.0 * c * math.sqrt(dim)
+        sigma, eps = calibrate_ldp_sigma(target_epsilon=target_epsilon, delta=delta, sensitivity=sens,
+                                         epochs=epochs, key="--target-epsilon")
+        out.update(sigma=sigma, epsilon=eps, sensitivity=sens,
+                   note="smallest sigma (per coordinate, per party) whose epsilon <= target")
+    return out
