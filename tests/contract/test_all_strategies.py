@@ -104,22 +104,20 @@ def test_two_epochs_inprocess_ledger_is_the_sum_of_the_wires(name, tiny_model):
     assert tap.rows_match_piped_wires()  # what the hosts log in pipelined mode is what they sent
 
 
-ONE_KIND_BOTH_WAYS = (
-    "vfl/ledger.py CommLedger.record keys by_kind by message kind alone and keeps the first message's "
-    "direction, but the vertical nodes send embeddings up and gradients down under one kind "
-    "('train.forward', parties/vertical.py reply + broadcast; likewise 'evaluate.forward'), so "
-    "summary['bytes_by_kind'] lumps both directions under 'down'")
-KIND_BUG = {"npq", "npq+secagg", "pbm", "ldp"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=ONE_KIND_BOTH_WAYS))
-                                  if n in KIND_BUG else n for n in ALL])
+@pytest.mark.parametrize("name", ALL)
 def test_bytes_by_kind_adds_up_to_the_ledger_per_direction(name, tiny_model):
+    """One kind may travel both ways (the vertical `train.forward`: embeddings up, gradient down):
+    `bytes_by_kind_direction` splits it, and each direction adds up to the ledger's total."""
     res, ledger, _ = inprocess(name, tiny_model)
-    kinds = res.summary["bytes_by_kind"]
+    kinds = res.summary["bytes_by_kind_direction"]
+    phases = {ph for ph, _, _ in ledger.by_key}
     for direction in ("up", "down"):
-        tally = sum(v["bytes"] for k, v in kinds.items() if v["direction"] == direction and k.startswith("train."))
-        assert tally == res.summary[f"total_bytes_{direction}"], direction
+        tally = sum(ways[direction]["bytes"] for ways in kinds.values() if direction in ways)
+        assert tally == sum(ledger.totals(ph)[f"bytes_{direction}"] for ph in phases), direction
+    totals = res.summary["bytes_by_kind"]
+    assert all(totals[k]["bytes"] == sum(w["bytes"] for w in ways.values()) for k, ways in kinds.items())
 
 
 RAY_QUICK = {"npq", "head-only"}  # one per family in the default Ray run; the rest are also `slow` (~30 s each)
