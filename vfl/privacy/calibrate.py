@@ -10,6 +10,7 @@ falls with σ). The result is the most utility the target allows: the largest β
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from vfl.errors import ConfigError
 from vfl.privacy.accountant import Accountant
@@ -61,14 +62,9 @@ def calibrate_pbm_beta(*, target_epsilon: float, delta: float, b: int, num_parti
     if target_epsilon < bottom:
         raise ConfigError(key, f"got {target_epsilon:g}; reachable: [{bottom:.4g}, {top:.4g}] "
                           f"(beta in [{BETA_MIN:g}, {BETA_MAX}]); lower b or train fewer epochs")
-    lo, hi = math.log(BETA_MIN), math.log(BETA_MAX)  # eps(exp(lo)) <= target < eps(exp(hi))
-    for _ in range(_STEPS):
-        mid = (lo + hi) / 2
-        if eps(math.exp(mid)) <= target_epsilon:
-            lo = mid
-        else:
-            hi = mid
-    beta = math.exp(lo)
+    # eps(BETA_MIN) <= target < eps(BETA_MAX): the largest beta within the target
+    beta = math.exp(_bisect(lambda m: eps(math.exp(m)) <= target_epsilon,
+                            good=math.log(BETA_MIN), bad=math.log(BETA_MAX)))
     return beta, eps(beta)
 
 
@@ -88,11 +84,16 @@ def calibrate_ldp_sigma(*, target_epsilon: float, delta: float, sensitivity: flo
     if eps(math.exp(lo)) <= target_epsilon:
         raise ConfigError(key, f"got {target_epsilon:g}; reachable: epsilon <= {eps(math.exp(lo)):.4g} "
                           f"(sigma >= {math.exp(lo):.4g}) with {epochs} epochs, delta={delta:g}")
-    for _ in range(_STEPS):
-        mid = (lo + hi) / 2
-        if eps(math.exp(mid)) <= target_epsilon:
-            hi = mid
-        else:
-            lo = mid
-    sigma = math.exp(hi)
+    sigma = math.exp(_bisect(lambda m: eps(math.exp(m)) <= target_epsilon, good=hi, bad=lo))
     return sigma, eps(sigma)
+
+
+def _bisect(ok: Callable[[float], bool], *, good: float, bad: float) -> float:
+    """``_STEPS`` halvings of [good, bad] keeping ``ok(good)`` and ``not ok(bad)``; returns ``good``."""
+    for _ in range(_STEPS):
+        mid = (good + bad) / 2
+        if ok(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
