@@ -78,6 +78,8 @@ class TransportConfig:
     round_timeout_s: float = param(120.0, gt=0, help="a party that has not answered a round within this many "
                                    "seconds is treated as dead (see train.on_dropout)")
     connect_timeout_s: float = param(30.0, gt=0, le=3600, help="give up joining transport.address after this")
+    schedule_timeout_s: float = param(60.0, gt=0, le=86400, help="give up reserving every actor's CPUs/GPUs "
+                                      "(one placement group per run) after this many seconds")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 Without ``address`` a local Ray is started (``RAY_AUTH_MODE=disabled``, temp dir under the run
 directory, ``num_cpus`` = the machine's cores) and shut down at the end; with ``address`` the
 run joins an existing cluster (checked first, within ``transport.connect_timeout_s``) and
-leaves it running. A dead actor becomes a ``PartyFailure`` naming its parties and the round;
+leaves it running. All host actors' resources are reserved at once first
+(``vfl.transport.ray_placement.admit``): a request the cluster cannot meet is a one-line error
+within ``transport.schedule_timeout_s``, not a hang. A dead actor becomes a ``PartyFailure`` naming its parties and the round;
 ``restart`` recreates dead actors for the engine's recovery.
 """
 
@@ -20,6 +22,7 @@ from vfl.host import NodeBuilder, NodeHost
 from vfl.message import Wire
 from vfl.transport.base import HostGroup, Outcome, Transport
 from vfl.transport.ray_connect import probe
+from vfl.transport.ray_placement import admit
 from vfl.transport.ray_reaper import Reaper
 
 _MAX_SOCKET_DIR = 40  # Ray adds ~65 chars (session_<date>_<pid>/sockets/plasma_store); unix sockets < 108
@@ -41,7 +44,8 @@ class RayTransport(Transport):
     kind = "ray"
 
     def __init__(self, *, address: str | None = None, temp_dir: str | None = None,
-                 num_cpus: int | None = None, connect_timeout_s: float = 30.0) -> None:
+                 num_cpus: int | None = None, connect_timeout_s: float = 30.0,
+                 schedule_timeout_s: float = 60.0) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         import ray
@@ -56,6 +60,7 @@ class RayTransport(Transport):
         self._build: NodeBuilder | None = None
         self._threads = 1
         self._remote_host: Any = None
+        self.schedule_timeout_s = schedule_timeout_s
         if ray.is_initialized():
             return
         if address:
@@ -78,11 +83,16 @@ class RayTransport(Transport):
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
         self._build, self._threads = build, threads
-        for g in groups:
-            self.groups[g.name] = g
-            self.actors[g.name] = self._spawn(g)
-        # Wait until every actor has built its nodes (data loaded, models created).
-        self._get({name: actor.ready.remote() for name, actor in self.actors.items()}, round="setup")
+        admit(self._ray, groups, timeout_s=self.schedule_timeout_s)  # all resources or one line, no hang
+        try:
+            for g in groups:
+                self.groups[g.name] = g
+                self.actors[g.name] = self._spawn(g)
+            # Wait until every actor has built its nodes (data loaded, models created).
+            self._get({name: actor.ready.remote() for name, actor in self.actors.items()}, round="setup")
+        except BaseException:
+            self._release()  # a host that cannot start leaves no actor behind
+            raise
         if self.reaper is not None:
             self.reaper.watch_descendants()
 
@@ -232,13 +242,17 @@ class RayTransport(Transport):
         """Kill one host actor (fault injection in tests and demos)."""
         self._ray.kill(self.actors[group], no_restart=True)
 
-    def shutdown(self) -> None:
+    def _release(self) -> None:
+        """Kill every host actor (their resources go back to the cluster)."""
         for actor in self.actors.values():
             try:
                 self._ray.kill(actor, no_restart=True)
             except Exception:  # already dead
                 pass
         self.actors.clear()
+
+    def shutdown(self) -> None:
+        self._release()
         if self.owns_ray and self._ray.is_initialized():
             self._ray.shutdown()
             self.owns_ray = False
