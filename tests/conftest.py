@@ -19,6 +19,17 @@ if _ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread: small models on 2 shared cores only lose to thread contention (MiniLM ~10x)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A local Ray (2 CPUs) started for the tests and shut down after; never `ray stop`."""

@@ -8,7 +8,6 @@ import dataclasses
 import math
 
 import pytest
-import torch
 
 import strategies  # noqa: F401  (registers every strategy)
 from simulations.datasource import ConfigDataSource
@@ -49,12 +48,7 @@ def tiny_model(tmp_path_factory):
     return tiny_model_dir(tmp_path_factory.mktemp("tiny-bert"))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def config(name: str, model_dir: str, **transport):

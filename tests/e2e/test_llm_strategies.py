@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from simulations.datasource import ConfigDataSource
 from simulations.runner import execute, resolve_config
@@ -14,14 +13,7 @@ from vfl.engine import Engine
 from vfl.schema import load_run_config
 from vfl.transport.inprocess import InProcessTransport
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: MiniLM on 2 shared cores is ~10x slower with 2 competing threads."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 LEAK_KEYS = {"leak", "leak_spectral", "leak_norm", "leak_kmeans", "leak_act", "leak_grad"}

@@ -6,20 +6,13 @@ import inspect
 import json
 
 import pytest
-import torch
 
 import strategies  # noqa: F401
 from simulations.cli import main
 from simulations.report.render import RUN_ATTACKS, build_report, load_run
 from simulations.runner import execute, resolve_config
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _binary_run(out, strategy: str, **params):

@@ -157,13 +157,6 @@ def p3eft_attack(noise_rng: str) -> list[float]:
     return out
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread: MiniLM on 2 shared cores is ~10x slower with 2 competing threads."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_server_recombines_seeded_p3eft_gradients_but_not_crypto_ones(one_thread):

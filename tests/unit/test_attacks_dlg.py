@@ -10,14 +10,7 @@ from vfl.attacks.gradient_inversion import dlg, idlg_label, input_gradients, par
 from vfl.privacy.mechanisms import pbm_decode
 from vfl.rng import NoiseSource
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: torch threads only add contention on a shared machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 

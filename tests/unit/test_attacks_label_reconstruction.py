@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from vfl.attacks.label_inference import label_inference, label_leak
 from vfl.attacks.reconstruction import mean_baseline, mse, psnr, reconstruct
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: torch threads only add contention on a shared machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 

@@ -9,14 +9,7 @@ from torch import nn
 
 from vfl.attacks.membership import control_split, label_only_scores, loss_scores, roc_metrics
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: torch threads only add contention on a shared machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 

@@ -23,14 +23,7 @@ from vfl.rng import NoiseSource
 from vfl.schema import load_run_config
 from vfl.transport.inprocess import InProcessTransport
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: MiniLM on 2 shared cores is ~10x slower with 2 competing threads."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 SPEC = LoraSpec(rank=2, alpha=4.0, targets=("query", "value"))
