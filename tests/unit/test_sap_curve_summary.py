@@ -1,0 +1,39 @@
+"""The SAP benchmark's CTI study: one run per (setting, seed) and mean ± std per setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulations.benchmarks import sap_curve
+
+
+def _row(seed: int, eta: float | None, acc: float, ep: float, frac: float | None = None) -> dict:
+    return {"series": "cti", "seed": seed, "eta": eta, "cti": frac is not None, "cti_fraction": frac,
+            "test_acc": acc, "ep_eia": ep, "cti_tokens": 0 if frac is None else 10}
+
+
+def test_cti_points_cover_every_setting_and_seed() -> None:
+    args = sap_curve.parse(["--series", "cti", "--seeds", "0", "1", "--cti-fractions", "0.01", "0.2", "--cti-eta", "75"])
+    pts = sap_curve.points(args)
+    assert len(pts) == 2 * (2 + 2)
+    names = [sap_curve.point_name(s, p) for s, _, p in pts]
+    assert len(set(names)) == len(names)
+    assert {p.get("cti_fraction") for _, _, p in pts} == {None, 0.01, 0.2}
+    assert all(p["eta"] in (None, 75.0) for _, _, p in pts)
+
+
+def test_default_series_leave_the_seeded_study_out() -> None:
+    assert all(s != "cti" for s, _, _ in sap_curve.points(sap_curve.parse([])))
+
+
+def test_cti_summary_mean_std_and_relative_utility() -> None:
+    rows = [_row(0, None, 0.8, 0.0), _row(1, None, 0.6, 0.0),
+            _row(0, 100.0, 0.4, 0.2), _row(1, 100.0, 0.3, 0.4),
+            _row(0, 100.0, 0.8, 0.1, frac=0.05), _row(1, 100.0, 0.6, 0.3, frac=0.05)]
+    by = {r["setting"]: r for r in sap_curve.cti_summary(rows)}
+    assert set(by) == {"no privatization", "eta 100, no CTI", "eta 100, CTI 0.05"}
+    assert by["eta 100, no CTI"]["test_acc_mean"] == pytest.approx(0.35)
+    assert by["eta 100, no CTI"]["relative_utility_mean"] == pytest.approx(0.5)
+    assert by["eta 100, no CTI"]["ep_eia_std"] == pytest.approx(0.1414, abs=1e-3)
+    assert by["eta 100, CTI 0.05"]["relative_utility_std"] == pytest.approx(0.0)
+    assert "± " in sap_curve.cti_table(list(by.values()))
