@@ -58,3 +58,23 @@ def test_p3eft_family_runs_with_a_decoder(gpt2_dir, tmp_path, strategy, params):
     n, servers = (2, 2) if strategy == "p3eft" else (1, 1)
     assert kinds["train.forward"]["messages"] == 2 * n and kinds["train.backprop"]["messages"] == 2 * n * servers
     assert 0.5 <= s["leak"] <= 1.0
+
+
+def test_an_unadapted_family_is_one_config_error(tmp_path):
+    """A decoder layout without an adapter (Llama: rotary positions, ``layers``/``norm``) is refused
+    before anything runs, naming params.model_dir and the supported layouts."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    from vfl.errors import ConfigError
+
+    tiny_gpt2_dir(tmp_path / "tok")  # for its tokenizer files
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        LlamaModel(LlamaConfig(vocab_size=400, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                               num_attention_heads=2, num_key_value_heads=2)).save_pretrained(tmp_path / "llama")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / "llama" / name).write_text((tmp_path / "tok" / name).read_text())
+    for strategy in ("sap", "p3eft"):
+        with pytest.raises(ConfigError, match=r"params\.model_dir.*GPT-2 style decoder"):
+            run(strategy, str(tmp_path / "llama"), tmp_path / strategy)
