@@ -147,3 +147,4 @@ def test_hub_id_resolves_from_the_local_cache_only(tmp_path, monkeypatch, gpt2_d
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConfigError, match=r"params\.allow_download.*HF_HUB_OFFLINE=0"):
         resolve_model_dir("org/tiny-gpt2", allow_download=True)
+    assert resolve_model_dir(gpt2_dir, allow_download=True) == Path(gpt2_dir)  # a local directory needs no opt-in

