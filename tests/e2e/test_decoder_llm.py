@@ -78,3 +78,17 @@ def test_an_unadapted_family_is_one_config_error(tmp_path):
     for strategy in ("sap", "p3eft"):
         with pytest.raises(ConfigError, match=r"params\.model_dir.*GPT-2 style decoder"):
             run(strategy, str(tmp_path / "llama"), tmp_path / strategy)
+
+
+def test_cli_runs_a_bundled_config_on_a_decoder_by_setting_model_dir(gpt2_dir, tmp_path, capsys):
+    """The bundled ``sap-rt`` (BERT numbers) with only ``params.model_dir`` changed: the LoRA targets
+    and pooling follow the model family."""
+    from simulations.cli import main
+
+    rc = main(["run", "sap-rt", "--out", str(tmp_path), "--no-progress", "--set", f"params.model_dir={gpt2_dir}",
+               "--set", "train.epochs=1", "--set", "data.train_subsample=32", "--set", "data.test_subsample=16",
+               "--set", "params.max_len=16", "--set", "params.eia_samples=2"])
+    assert rc == 0, capsys.readouterr()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["strategy"] == "sap" and summary["eia_rate"] is not None
+    assert f"model_dir: {gpt2_dir}" in (tmp_path / "config.resolved.yaml").read_text()
