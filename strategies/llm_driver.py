@@ -44,12 +44,33 @@ class LlmDriver(Strategy):
         super().__init__(cfg)
         self._sizes = (0, 0, 2)  # num_train, num_test, num_classes (learnt in prepare)
         self._last: dict[str, Any] = {}
+        self._model: tuple[str, Any] | None = None  # (resolved directory, architecture adapter)
 
     @classmethod
     def validate_config(cls, cfg: RunConfig) -> None:
         if cfg.num_parties != 1:
             raise ConfigError("num_parties", f"got {cfg.num_parties}; {cfg.strategy} has exactly one "
                               "label-owning party (set 1)")
+
+    def model_path(self) -> str:
+        """``params.model_dir`` resolved to a local directory (ConfigError if there is none)."""
+        return self._model_info()[0]
+
+    def model_arch(self) -> Any:
+        """The architecture adapter (``parties.llm.common.arch``) of the configured model."""
+        return self._model_info()[1]
+
+    def _model_info(self) -> tuple[str, Any]:
+        if self._model is None:
+            from transformers import AutoConfig
+
+            from parties.llm.common.arch import arch_of_config
+            from parties.llm.common.backbone import resolve_model_dir
+
+            p = self.params
+            path = str(resolve_model_dir(p.model_dir, allow_download=p.allow_download))
+            self._model = (path, arch_of_config(AutoConfig.from_pretrained(path, local_files_only=True)))
+        return self._model
 
     def _text_dataset(self, ds: Dataset) -> Dataset:
         """``ds`` if it is text, else a ConfigError naming ``dataset``."""

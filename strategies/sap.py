@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from parties.llm.common.lora import LoraSpec
+from parties.llm.common.lora import lora_spec_for
 from parties.llm.sap.customer import Privatizer, SapCustomer
 from parties.llm.sap.vendor import AttackBudget, SapVendor
 from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Record, split_packed, step_config
@@ -49,10 +49,14 @@ class SapParams:
     lora_rank: int = param(8, ge=1, le=1024)
     lora_alpha: float = param(16.0, gt=0)
     lora_dropout: float = param(0.0, ge=0, lt=1)
-    lora_targets: tuple[str, ...] = param(("query", "value"), help="module names in the top blocks that get LoRA")
-    pooling: str = param("mean", choices=("mean", "cls"), help="sentence pooling before the classification head")
+    lora_targets: tuple[str, ...] = param((), help="module names in the top blocks that get LoRA; empty = the "
+                                          "model's defaults (encoder: query, value; decoder: c_attn, c_proj)")
+    pooling: str | None = param(None, choices=("mean", "cls", "last"), help="sentence pooling before the head; "
+                                "null = the model's default (encoder: mean, decoder: last real token)")
     max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
-    model_dir: str | None = param(None, help="local Hugging Face model directory (default: packaged MiniLM)")
+    model_dir: str | None = param(None, help="local Hugging Face model directory, BERT-like encoder or GPT-2 "
+                                  "style decoder (default: packaged MiniLM); a hub id must be in the local cache")
+    allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
     upload_chunk: int = param(256, ge=1, help="samples per message when a frozen bottom uploads a whole split")
     eia_samples: int = param(16, ge=0, help="training samples the vendor tries to invert (0 = no EIA)")
     eia_steps: int = param(100, ge=1, help="Adam steps of the optimization-based inversion (split >= 1)")
@@ -103,11 +107,12 @@ class SAP(LlmDriver):
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
         from parties.llm.common.backbone import load_encoder, load_tokenizer
 
-        p, t = self.params, self.cfg.train
+        p, t, path = self.params, self.cfg.train, self.model_path()
         if spec.is_server:  # the vendor learns the task sizes from the driver at setup, never the data
-            return SapVendor(spec, encoder=load_encoder(p.model_dir), split=p.split, pooling=p.pooling,
-                             lora=LoraSpec(rank=p.lora_rank, alpha=p.lora_alpha, dropout=p.lora_dropout,
-                                           targets=tuple(p.lora_targets)),
+            arch = self.model_arch()
+            return SapVendor(spec, encoder=load_encoder(path), split=p.split, pooling=arch.check_pooling(p.pooling),
+                             lora=lora_spec_for(arch, rank=p.lora_rank, alpha=p.lora_alpha, dropout=p.lora_dropout,
+                                                targets=tuple(p.lora_targets)),
                              make_optimizer=optimizer_factory(t), seed=self.cfg.seed, device=t.device,
                              attack=AttackBudget(p.eia_samples, p.eia_steps, p.eia_lr, p.eia_temperature),
                              log_bytes=p.log_mb << 20)
@@ -115,7 +120,7 @@ class SAP(LlmDriver):
         priv = Privatizer(eta=p.eta, snap=p.snap, cti=p.cti, cti_fraction=p.cti_fraction, cti_factor=p.cti_factor,
                           cti_smoothing=p.cti_smoothing)
         return SapCustomer(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test),
-                           num_classes=ds.num_classes, tokenizer=load_tokenizer(p.model_dir), max_len=p.max_len,
+                           num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
                            split=p.split, frozen=p.frozen_bottom, privatizer=priv,
                            schedule=self._schedule(ds.num_train, ds.num_test), make_optimizer=optimizer_factory(t),
                            seed=self.cfg.seed, upload_chunk=p.upload_chunk,
@@ -127,10 +132,9 @@ class SAP(LlmDriver):
         """Check the data is text and the split fits the model; learn the split sizes."""
         from transformers import AutoConfig
 
-        from parties.llm.common.backbone import resolve_model_dir
-
         ds = self._text_dataset(data.dataset())
-        blocks = AutoConfig.from_pretrained(str(resolve_model_dir(self.params.model_dir))).num_hidden_layers
+        self.model_arch().check_pooling(self.params.pooling)
+        blocks = AutoConfig.from_pretrained(self.model_path(), local_files_only=True).num_hidden_layers
         if self.params.split >= blocks:
             raise ConfigError("params.split", f"got {self.params.split}; the model has {blocks} blocks, "
                               f"allowed: 0..{blocks - 1}")

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from parties.llm.common.lora import LoraSpec
+from parties.llm.common.lora import LoraSpec, lora_spec_for
 from parties.llm.p3eft.client import LlmClient, Recipe
 from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
 from strategies.llm_driver import LlmDriver, optimizer_factory
@@ -38,9 +38,12 @@ from vfl.strategy import Progress, register
 class LlmParams:
     servers: int = param(1, ge=1, le=8, help="model servers, each hosting the same frozen model")
     max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
-    model_dir: str | None = param(None, help="local Hugging Face model directory (default: packaged MiniLM)")
-    pooling: str = param("mean", choices=("mean", "cls"), help="h(x, θ): mean of the last hidden states over "
-                         "real tokens, or the [CLS] state")
+    model_dir: str | None = param(None, help="local Hugging Face model directory, BERT-like encoder or GPT-2 "
+                                  "style decoder (default: packaged MiniLM); a hub id must be in the local cache")
+    allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
+    pooling: str | None = param(None, choices=("mean", "cls", "last"), help="h(x, θ): mean of the last hidden "
+                                "states over real tokens, the first ([CLS]) or the last real token's state; "
+                                "null = the model's default (encoder: mean, decoder: last)")
     head_hidden: int = param(0, ge=0, le=4096, help="client head: 0 = linear, else one hidden ReLU layer")
     leak_window: int = param(512, ge=16, help="rows per window of the leak metrics (per epoch: max over windows)")
 
@@ -49,7 +52,8 @@ class LlmParams:
 class LoraParams(LlmParams):
     lora_rank: int = param(8, ge=1, le=1024)
     lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
-    lora_targets: tuple[str, ...] = param(("query", "value"), help="module names that get LoRA adapters")
+    lora_targets: tuple[str, ...] = param((), help="module names that get LoRA adapters; empty = the model's "
+                                          "defaults (encoder: query, value; decoder: c_attn, c_proj)")
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,9 @@ class SplitLlm(LlmDriver):
 
     def lora_spec(self) -> LoraSpec | None:
         p = self.params
-        return LoraSpec(rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets)) if hasattr(p, "lora_rank") else None
+        if not hasattr(p, "lora_rank"):
+            return None
+        return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets))
 
     # ---- topology ---------------------------------------------------------------------------
     @property
@@ -94,35 +100,36 @@ class SplitLlm(LlmDriver):
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
         from transformers import AutoConfig
 
-        from parties.llm.common.backbone import load_encoder, load_tokenizer, resolve_model_dir
+        from parties.llm.common.backbone import load_encoder, load_tokenizer
         from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
         from parties.llm.p3eft.server import ModelServer
 
-        p, t, lora = self.params, self.cfg.train, self.lora_spec()
+        p, t, lora, path = self.params, self.cfg.train, self.lora_spec(), self.model_path()
         if spec.is_server:  # the server gets the model only: never the data or the labels
-            return ModelServer(spec, model=LoraEncoder(load_encoder(p.model_dir), lora, pooling=p.pooling,
-                                                       device=t.device))
+            pooling = self.model_arch().check_pooling(p.pooling)
+            return ModelServer(spec, model=LoraEncoder(load_encoder(path), lora, pooling=pooling, device=t.device))
         ds = data.dataset()
-        model_cfg = AutoConfig.from_pretrained(str(resolve_model_dir(p.model_dir)))
+        model_cfg = AutoConfig.from_pretrained(path, local_files_only=True)
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
         return LlmClient(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test),
-                         num_classes=ds.num_classes, tokenizer=load_tokenizer(p.model_dir), max_len=p.max_len,
+                         num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
                          shapes=adapter_shapes(model_cfg, lora) if lora else {}, dim=int(model_cfg.hidden_size),
                          recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
                          make_optimizer=optimizer_factory(t), head_hidden=p.head_hidden, seed=self.cfg.seed,
                          noise_rng=self.cfg.privacy.noise_rng)
 
     def prepare(self, data: DataSource) -> None:
-        """Text data only; the LoRA targets must exist in the model; keep the true labels for scoring."""
+        """Text data only; the model must load and the pooling and LoRA targets fit it; keep the true
+        labels for scoring."""
         from transformers import AutoConfig
 
-        from parties.llm.common.backbone import resolve_model_dir
         from parties.llm.p3eft.adapters import adapter_shapes
 
         ds = self._text_dataset(data.dataset())
+        self.model_arch().check_pooling(self.params.pooling)
         lora = self.lora_spec()
         if lora is not None:
-            adapter_shapes(AutoConfig.from_pretrained(str(resolve_model_dir(self.params.model_dir))), lora)
+            adapter_shapes(AutoConfig.from_pretrained(self.model_path(), local_files_only=True), lora)
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
         self._leak = LeakTracker(y_train=np.asarray(ds.y_train), schedule=self._schedule(),
                                  window=self.params.leak_window, seed=self.cfg.seed)

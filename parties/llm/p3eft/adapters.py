@@ -8,7 +8,8 @@ holds pretrained weights.
 Server side: ``LoraEncoder`` holds the frozen pretrained encoder with peft LoRA layers injected
 once; every call copies the received adapter tensors into them (stateless per call). Activations
 h(x, θ) are the mean of the last hidden states over real tokens (``pooling="mean"``, the
-sentence-transformers pooling of MiniLM) or the [CLS] state (``pooling="cls"``).
+sentence-transformers pooling of MiniLM), the [CLS] state (``pooling="cls"``) or, for a decoder, the
+last real token's state (``pooling="last"``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""SAP model split of a BERT-like encoder: bottom (customer) and top + LoRA + head (vendor).
+"""SAP model split of a pretrained LM: bottom (customer) and top + LoRA + head (vendor).
 
+Works for every family ``parties.llm.common.arch`` knows (BERT-like encoders, GPT-2 style decoders).
 ``split = 0``: the bottom is the word-embedding table only, so its output lives in the vocabulary
-space (needed for nearest-token snapping); the top starts with the position/type embeddings and
-LayerNorm. ``split = k >= 1``: the bottom is the whole embedding layer plus blocks ``[0, k)``.
+space (needed for nearest-token snapping); the top starts with the position/type embeddings (and
+BERT's LayerNorm). ``split = k >= 1``: the bottom is the whole embedding layer plus blocks ``[0, k)``;
+the top is the remaining blocks, the final norm (GPT-2's ``ln_f``), pooling and the head.
 The vendor ships the bottom as a state dict plus the public config (``bottom_state``); the
 customer rebuilds it with ``build_bottom``. Ragged sequences travel packed (``pack``/``unpack``).
 """
@@ -17,16 +19,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from parties.llm.common.arch import Arch, arch_of
 from parties.llm.common.backbone import pool
 from vfl.errors import ConfigError
 
 
 def num_blocks(encoder: nn.Module) -> int:
-    layers = getattr(getattr(encoder, "encoder", None), "layer", None)
-    if layers is None or not hasattr(encoder, "embeddings"):
-        raise ConfigError("params.model_dir", f"{type(encoder).__name__} is not a BERT-like encoder "
-                          "(needs .embeddings and .encoder.layer)")
-    return len(layers)
+    return len(arch_of(encoder).blocks(encoder))
 
 
 def check_split(encoder: nn.Module, split: int) -> None:
@@ -35,88 +34,80 @@ def check_split(encoder: nn.Module, split: int) -> None:
         raise ConfigError("params.split", f"got {split}; this model has {n} blocks, so split must be in [0, {n - 1}]")
 
 
-def _mask4d(config: Any, h: torch.Tensor, mask: torch.Tensor) -> Any:
-    """The attention mask in the form the configured attention implementation expects."""
-    from transformers.masking_utils import create_bidirectional_mask
-
-    return create_bidirectional_mask(config=config, inputs_embeds=h, attention_mask=mask)
-
-
-def _run_layers(layers: Sequence[nn.Module], config: Any, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    m4 = _mask4d(config, h, mask) if len(layers) else None
-    for layer in layers:
-        out = layer(h, m4)
-        h = out[0] if isinstance(out, tuple) else out
-    return h
-
-
 class BottomModel(nn.Module):
     """Customer-side bottom: word embeddings (split 0) or embeddings + ``split`` blocks."""
 
-    def __init__(self, *, config: Any, split: int, word_embeddings: nn.Embedding,
+    def __init__(self, *, config: Any, split: int, word_embeddings: nn.Embedding, arch: Arch,
                  embeddings: nn.Module | None = None, layers: Sequence[nn.Module] = ()) -> None:
         super().__init__()
         if split > 0 and embeddings is None:
             raise ValueError("split >= 1 needs the full embedding layer")
-        self.config, self.split = config, split
+        self.config, self.split, self.arch = config, split, arch
         self.word_embeddings = word_embeddings if split == 0 else None
         self.embeddings = embeddings if split > 0 else None
         self.layers = nn.ModuleList(layers)
 
     @property
     def vocab(self) -> torch.Tensor:
-        """The (V, d) token-embedding table (input space of the model)."""
-        emb = self.word_embeddings if self.split == 0 else self.embeddings.word_embeddings  # type: ignore[union-attr]
-        return emb.weight  # type: ignore[union-attr]
+        """The (V, d) token-embedding table (input space of the model; what an inversion attack searches)."""
+        emb: Any = self.word_embeddings if self.split == 0 else self.embeddings.word_embeddings  # type: ignore[union-attr]
+        return emb.weight  # type: ignore[no-any-return]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.split == 0:
             return self.word_embeddings(input_ids)  # type: ignore[misc]
         h = self.embeddings(input_ids=input_ids)  # type: ignore[misc]
-        return _run_layers(self.layers, self.config, h, attention_mask)
+        return self.arch.run_blocks(self.layers, self.config, h, attention_mask)
 
     def forward_embeds(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Same map from (possibly relaxed) word vectors instead of ids (for inversion attacks)."""
         if self.split == 0:
             return inputs_embeds
         h = self.embeddings(inputs_embeds=inputs_embeds)  # type: ignore[misc]
-        return _run_layers(self.layers, self.config, h, attention_mask)
+        return self.arch.run_blocks(self.layers, self.config, h, attention_mask)
 
 
 class TopModel(nn.Module):
-    """Vendor-side top: (position/type embeddings for split 0) + blocks ``[split, n)`` + pooling + head."""
+    """Vendor-side top: (position/type embeddings for split 0) + blocks ``[split, n)`` + final norm +
+    pooling + head."""
 
-    def __init__(self, *, config: Any, split: int, layers: Sequence[nn.Module], num_classes: int,
-                 embeddings: nn.Module | None = None, pooling: str = "mean") -> None:
+    def __init__(self, *, config: Any, split: int, layers: Sequence[nn.Module], num_classes: int, arch: Arch,
+                 embeddings: nn.Module | None = None, norm: nn.Module | None = None, pooling: str | None = None
+                 ) -> None:
         super().__init__()
         if split == 0 and embeddings is None:
             raise ValueError("split 0 needs the embedding layer on the top")
-        if pooling not in ("mean", "cls"):
-            raise ConfigError("params.pooling", f"got {pooling!r}; allowed: 'mean', 'cls'")
-        self.config, self.split, self.pooling = config, split, pooling
+        self.config, self.split, self.arch = config, split, arch
+        self.pooling = arch.check_pooling(pooling)
         self.embeddings = embeddings if split == 0 else None
         self.layers = nn.ModuleList(layers)
+        self.norm = norm
         self.head = nn.Linear(config.hidden_size, num_classes)
 
     def features(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Pooled sentence representation before the head."""
         if self.split == 0:
             h = self.embeddings(inputs_embeds=h)  # type: ignore[misc]
-        return pool(_run_layers(self.layers, self.config, h, attention_mask), attention_mask, self.pooling)
+        h = self.arch.run_blocks(self.layers, self.config, h, attention_mask)
+        if self.norm is not None:
+            h = self.norm(h)
+        return pool(h, attention_mask, self.pooling)
 
     def forward(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(h, attention_mask))
 
 
-def split_encoder(encoder: nn.Module, *, split: int, num_classes: int, pooling: str = "mean"
+def split_encoder(encoder: nn.Module, *, split: int, num_classes: int, pooling: str | None = None
                   ) -> tuple[BottomModel, TopModel]:
-    """Bottom and top sharing the encoder's modules (no copy): top(bottom(x)) is the whole model."""
+    """Bottom and top sharing the model's modules (no copy): top(bottom(x)) is the whole model.
+    ``pooling=None``: the family's default (encoder: mean, decoder: last real token)."""
     check_split(encoder, split)
-    cfg, emb, layers = encoder.config, encoder.embeddings, list(encoder.encoder.layer)
-    bottom = BottomModel(config=cfg, split=split, word_embeddings=emb.word_embeddings,
+    arch = arch_of(encoder)
+    cfg, emb, layers = encoder.config, arch.embeddings(encoder), arch.blocks(encoder)
+    bottom = BottomModel(config=cfg, split=split, arch=arch, word_embeddings=emb.word_embeddings,
                          embeddings=emb if split else None, layers=layers[:split])
-    top = TopModel(config=cfg, split=split, layers=layers[split:], num_classes=num_classes,
-                   embeddings=emb if split == 0 else None, pooling=pooling)
+    top = TopModel(config=cfg, split=split, arch=arch, layers=layers[split:], num_classes=num_classes,
+                   embeddings=emb if split == 0 else None, norm=arch.final_norm(encoder), pooling=pooling)
     return bottom, top
 
 
@@ -129,18 +120,21 @@ def bottom_state(bottom: BottomModel) -> tuple[str, dict[str, np.ndarray]]:
 
 def build_bottom(*, config_json: str, split: int, state: dict[str, np.ndarray]) -> BottomModel:
     """Customer side: rebuild the bottom from the shipped config and weights (strict key match)."""
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoConfig
+
+    from parties.llm.common.arch import arch_of_config
 
     raw = json.loads(config_json)
     config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+    arch = arch_of_config(config)
     if split == 0:
         emb = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        bottom = BottomModel(config=config, split=0, word_embeddings=emb)
+        bottom = BottomModel(config=config, split=0, arch=arch, word_embeddings=emb)
     else:
-        config.num_hidden_layers = split
-        shell = AutoModel.from_config(config, add_pooling_layer=False)
-        bottom = BottomModel(config=shell.config, split=split, word_embeddings=shell.embeddings.word_embeddings,
-                             embeddings=shell.embeddings, layers=list(shell.encoder.layer))
+        shell = arch.shell(config, split)
+        full = arch.embeddings(shell)
+        bottom = BottomModel(config=shell.config, split=split, arch=arch, word_embeddings=full.word_embeddings,
+                             embeddings=full, layers=arch.blocks(shell))
     bottom.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()}, strict=False)
     expected = {k for k, v in bottom.state_dict().items() if v.is_floating_point()}
     if expected != set(state):

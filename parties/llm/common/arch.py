@@ -1,0 +1,162 @@
+"""Architecture adapters: one view of a loaded ``transformers`` model for the split-LLM algorithms.
+
+SAP cuts a model into bottom and top blocks and P3EFT injects LoRA into it; both need the same few
+facts whatever the family: the input embedding layer (with its token-embedding table), the list of
+transformer blocks, the final norm, the hidden size, the attention-mask convention (bidirectional
+or causal), the pooling that makes sense, and the LoRA target modules. Two families:
+
+- ``encoder``: BERT-like (``.embeddings`` with ``.word_embeddings``, ``.encoder.layer[i]``, no final
+  norm outside the blocks, bidirectional attention, LoRA on ``query``/``value``, mean pooling);
+- ``decoder``: GPT-2 style (``.wte`` + ``.wpe``, ``.h[i]``, ``.ln_f``, causal attention, LoRA on the
+  ``Conv1D`` modules ``c_attn``/``c_proj`` with peft's ``fan_in_fan_out=True``, pooling = the last
+  real token, the only one that has seen the whole text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from vfl.errors import ConfigError
+
+POOLINGS = ("mean", "cls", "last")
+
+
+class GptEmbeddings(nn.Module):
+    """GPT-2's input layer as one module: token + learned position embeddings, then dropout.
+
+    Called like BERT's embedding layer (``input_ids=`` or ``inputs_embeds=``), and exposes the token
+    table as ``word_embeddings`` so a split or an inversion attack reads it the same way."""
+
+    def __init__(self, wte: nn.Embedding, wpe: nn.Embedding, drop: nn.Module) -> None:
+        super().__init__()
+        self.wte, self.wpe, self.drop = wte, wpe, drop
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.wte
+
+    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        h = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
+        pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+        return self.drop(h + self.wpe(pos).to(h.dtype))
+
+
+@dataclass(frozen=True)
+class Arch:
+    """What the split-LLM code needs to know about one model family (stateless: pass the model)."""
+
+    kind: str
+    lora_targets: tuple[str, ...]
+    fan_in_fan_out: bool
+    default_pooling: str
+
+    @property
+    def causal(self) -> bool:
+        return self.kind == "decoder"
+
+    def embeddings(self, model: nn.Module) -> Any:
+        """The whole input layer (token + position [+ type] embeddings); has ``.word_embeddings``."""
+        raise NotImplementedError
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        raise NotImplementedError
+
+    def final_norm(self, model: nn.Module) -> nn.Module | None:
+        """The norm applied after the last block (None where the blocks end normalized)."""
+        return None
+
+    def shell(self, config: Any, num_blocks: int) -> nn.Module:
+        """A randomly initialized model of this family with ``num_blocks`` blocks (weights loaded later)."""
+        raise NotImplementedError
+
+    def mask(self, config: Any, h: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+        """The (B, L) padding mask in the form the configured attention implementation expects."""
+        from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+
+        if self.causal:
+            pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+            return create_causal_mask(config=config, inputs_embeds=h, attention_mask=attention_mask,
+                                      past_key_values=None, position_ids=pos)
+        return create_bidirectional_mask(config=config, inputs_embeds=h, attention_mask=attention_mask)
+
+    def run_block(self, block: nn.Module, h: torch.Tensor, mask4: Any) -> torch.Tensor:
+        out = block(h, attention_mask=mask4) if self.causal else block(h, mask4)
+        return out[0] if isinstance(out, tuple) else out
+
+    def run_blocks(self, blocks: Iterable[nn.Module], config: Any, h: torch.Tensor, attention_mask: torch.Tensor
+                   ) -> torch.Tensor:
+        blocks = list(blocks)
+        m4 = self.mask(config, h, attention_mask) if blocks else None
+        for block in blocks:
+            h = self.run_block(block, h, m4)
+        return h
+
+    def check_pooling(self, pooling: str | None) -> str:
+        """``pooling`` or this family's default; a decoder refuses ``cls`` (its first token sees only itself)."""
+        how = pooling or self.default_pooling
+        if how not in POOLINGS:
+            raise ConfigError("params.pooling", f"got {how!r}; allowed: {', '.join(POOLINGS)}")
+        if self.causal and how == "cls":
+            raise ConfigError("params.pooling", "got 'cls' for a decoder (causal attention: the first token sees "
+                              "only itself); allowed: 'last' (default), 'mean'")
+        return how
+
+
+class _Encoder(Arch):
+    def embeddings(self, model: nn.Module) -> Any:
+        return model.embeddings
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return list(model.encoder.layer)  # type: ignore[union-attr, arg-type]
+
+    def shell(self, config: Any, num_blocks: int) -> nn.Module:
+        from transformers import AutoModel
+
+        config.num_hidden_layers = num_blocks
+        return AutoModel.from_config(config, add_pooling_layer=False)  # type: ignore[no-any-return]
+
+
+class _Decoder(Arch):
+    def embeddings(self, model: nn.Module) -> Any:
+        return GptEmbeddings(model.wte, model.wpe, model.drop)  # type: ignore[arg-type]  # shares the modules
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return list(model.h)  # type: ignore[arg-type]
+
+    def final_norm(self, model: nn.Module) -> nn.Module | None:
+        return model.ln_f  # type: ignore[return-value]
+
+    def shell(self, config: Any, num_blocks: int) -> nn.Module:
+        from transformers import AutoModel
+
+        config.num_hidden_layers = num_blocks
+        return AutoModel.from_config(config)  # type: ignore[no-any-return]
+
+
+ENCODER = _Encoder(kind="encoder", lora_targets=("query", "value"), fan_in_fan_out=False, default_pooling="mean")
+DECODER = _Decoder(kind="decoder", lora_targets=("c_attn", "c_proj"), fan_in_fan_out=True, default_pooling="last")
+
+
+def arch_of(model: nn.Module) -> Arch:
+    """The adapter for ``model`` (by structure), or a ConfigError naming ``params.model_dir``."""
+    if hasattr(model, "embeddings") and hasattr(getattr(model, "encoder", None), "layer"):
+        return ENCODER
+    if all(hasattr(model, a) for a in ("wte", "wpe", "h", "ln_f")):
+        return DECODER
+    raise ConfigError("params.model_dir", f"{type(model).__name__} is neither a BERT-like encoder (.embeddings, "
+                      ".encoder.layer) nor a GPT-2 style decoder (.wte, .wpe, .h, .ln_f); those are supported")
+
+
+def arch_of_config(config: Any) -> Arch:
+    """The adapter for the model ``config`` describes (built on the ``meta`` device: no weights)."""
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        shell = AutoModel.from_config(config)
+    return arch_of(shell)
