@@ -20,7 +20,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import binom
 
 from vfl.errors import DataError
 from vfl.rng import seeded_numpy
@@ -42,6 +41,8 @@ def p_value(*, m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     if not 0 <= v <= r <= m:
         raise DataError(f"audit counts need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
     q = 1.0 / (1.0 + math.exp(-epsilon))
+    from scipy.stats import binom  # here, not at import: the canary mod in every host actor needs no scipy
+
     tail = float(binom.sf(v - 1, r, q))
     if delta > 0 and v > 0:
         pmf = binom.pmf(np.arange(v - 1, -1, -1), r, q)  # P[Bin = v-1], P[Bin = v-2], ..., P[Bin = 0]
