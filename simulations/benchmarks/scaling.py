@@ -2,8 +2,10 @@
 
 For each M: NPQ with M parties on the overhead benchmark's data, two epochs of ``steps`` steps over
 Ray; ``step_ms`` is the second (warm) epoch's training seconds per step and ``rss_gib`` the summed
-resident memory of the driver and every host actor (psutil) after it. Writes ``DIR/scaling.json``
-(``{"rows": [{"parties", "step_ms", "rss_gib", ...}]}``) and ``DIR/scaling.png``. ``growth`` also
+resident memory of the driver and every host actor (psutil) after it; ``uss_gib``, ``pss_gib`` and the
+``session_*`` sums (every process, Ray's own included) come beside it (``simulations.benchmarks.memory``).
+The actors are packed by the product default (``transport.max_actors: 0``). Writes ``DIR/scaling.json``
+(``{"rows": [{"parties", "step_ms", "rss_gib", "uss_gib", ...}]}``) and ``DIR/scaling.png``. ``growth`` also
 trains the first M for max(growth) steps and prints the summed RSS after each of those step counts.
 """
 
@@ -122,8 +124,12 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.plot(m, [r["step_ms"] for r in rows], "o-", color="C0")
     ax.set(xlabel="parties M", ylabel="ms per step (Ray)", xscale="log")
     ax2 = ax.twinx()
-    ax2.plot(m, [r["rss_gib"] for r in rows], "s--", color="C1")
-    ax2.set_ylabel("summed RSS (GiB)", color="C1")
+    ax2.plot(m, [r["rss_gib"] for r in rows], "s--", color="C1", label="summed RSS")
+    if all("uss_gib" in r for r in rows):
+        ax2.plot(m, [r["uss_gib"] for r in rows], "^:", color="C2", label="summed USS")
+    ax2.set_ylabel("driver + actors memory (GiB)", color="C1")
+    ax2.set_ylim(bottom=0)
+    ax2.legend(loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
