@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "M in --parties (writes scaling.json, scaling.png) instead of the overhead table")
     ap.add_argument("--two-node", action="store_true", help="also run over Ray on a private 2-node cluster on "
                     "this machine vs. a 1-node one (same config, one actor per CPU): two_node_ratio")
+    ap.add_argument("--two-node-rounds", type=int, default=2, help="--two-node: 1-node/2-node pairs, "
+                    "measured 1,2,2,1,... (default 2)")
     ap.add_argument("--parties", default="2,5,20,50,100", help="--scaling: comma list of M")
     ap.add_argument("--steps", type=int, default=30, help="--scaling: timed training steps per M")
     ap.add_argument("--growth", default="", help="--scaling: also print RSS after these step counts at the "
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.two_node:
         from simulations.benchmarks.two_node import two_node_ratio
 
-        result.update(two_node_ratio(cfg, data))
+        result.update(two_node_ratio(cfg, data, rounds=args.two_node_rounds))
         print(f"\n2-node Ray {result['two_node_ray_s_per_epoch']:.4f} s/epoch vs 1-node Ray "
               f"{result['one_node_ray_s_per_epoch']:.4f}: ratio {result['two_node_ratio']:.2f} "
               f"(actors on nodes {result['two_node_placement']})")

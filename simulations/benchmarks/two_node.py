@@ -4,8 +4,9 @@ Both clusters are started here with ``ray start`` (own ``--temp-dir`` and port, 
 stopped by terminating only their own processes (never ``ray stop``, which would end every Ray on
 the machine). The same config runs on both with ``transport.cpus_per_actor=1``: on the 1-node
 cluster (2 CPUs) the server actor and the party actor share a node; on the 2-node cluster (1 CPU
-each) they cannot, so every message crosses raylets and object stores. The ratio of their
-seconds per epoch (medians after the warm-up epoch, measured back to back) is ``two_node_ratio``.
+each) they cannot, so every message crosses raylets and object stores. The clusters are measured
+alternately (1,2,2,1 for 2 rounds); ``two_node_ratio`` is the ratio of their seconds per epoch
+(medians over the epochs after each run's warm-up epoch).
 """
 
 from __future__ import annotations
@@ -134,13 +135,22 @@ def measure(cfg: Any, data: Any, *, nodes: int, cpus: int) -> tuple[list[float],
     return epochs, spread(transport.placement)
 
 
-def two_node_ratio(cfg: Any, data: Any) -> dict[str, Any]:
-    """The same run on 1 node (2 CPUs) and on 2 nodes (1 CPU each), one actor per CPU; their ratio."""
+def abba(rounds: int) -> list[int]:
+    """Node counts in measuring order: 1,2 then 2,1, ... (a load drift on a shared machine hits both
+    topologies alike instead of biasing the ratio)."""
+    return [n for r in range(rounds) for n in ((1, 2) if r % 2 == 0 else (2, 1))]
+
+
+def two_node_ratio(cfg: Any, data: Any, *, rounds: int = 2) -> dict[str, Any]:
+    """The same run on 1 node (2 CPUs) and on 2 nodes (1 CPU each), one actor per CPU, measured in
+    ``abba(rounds)`` order; the ratio of the medians of their epochs after each run's warm-up epoch."""
     run = dataclasses.replace(cfg, transport=dataclasses.replace(cfg.transport, cpus_per_actor=1.0))
-    one, one_at = measure(run, data, nodes=1, cpus=2)
-    two, two_at = measure(run, data, nodes=2, cpus=1)
-    med1 = statistics.median(one[1:] or one)
-    med2 = statistics.median(two[1:] or two)
-    return {"two_node_ratio": med2 / med1, "one_node_ray_s_per_epoch": med1, "two_node_ray_s_per_epoch": med2,
-            "two_node_placement": two_at, "one_node_placement": one_at,
-            "two_node_per_epoch_s": {"one_node": one, "two_node": two}}
+    epochs: dict[int, list[list[float]]] = {1: [], 2: []}
+    placement: dict[int, dict[str, int]] = {}
+    for nodes in abba(rounds):
+        times, placement[nodes] = measure(run, data, nodes=nodes, cpus=2 // nodes)
+        epochs[nodes].append(times)
+    med = {n: statistics.median([t for times in runs for t in (times[1:] or times)]) for n, runs in epochs.items()}
+    return {"two_node_ratio": med[2] / med[1], "one_node_ray_s_per_epoch": med[1], "two_node_ray_s_per_epoch": med[2],
+            "two_node_placement": placement[2], "one_node_placement": placement[1], "two_node_rounds": rounds,
+            "two_node_per_epoch_s": {"one_node": epochs[1], "two_node": epochs[2]}}

@@ -13,7 +13,7 @@ from simulations.benchmarks.memory import (
     summarize,
     table,
 )
-from simulations.benchmarks.two_node import spread
+from simulations.benchmarks.two_node import abba, spread
 
 
 def test_roles():
@@ -51,3 +51,9 @@ def test_session_processes_sees_this_driver():
 def test_spread_numbers_nodes_in_order_of_appearance():
     assert spread({"server": "aa", "parties-0": "bb", "parties-1": "aa"}) == {"server": 0, "parties-0": 1,
                                                                               "parties-1": 0}
+
+
+def test_abba_alternates_the_order_of_the_topologies():
+    assert abba(1) == [1, 2]
+    assert abba(2) == [1, 2, 2, 1]
+    assert abba(3) == [1, 2, 2, 1, 1, 2]
