@@ -10,6 +10,7 @@ driver and every actor, epochs after the warm-up). Timings are medians over epoc
 epoch; ratios are taken within one run.
 
     python -m simulations.benchmarks.overhead --scaling --out bench-out   # scaling.json + scaling.png
+    python -m simulations.benchmarks.overhead --two-node --out bench-out  # + two_node_ratio (2-node cluster)
 """
 
 from __future__ import annotations
@@ -125,6 +126,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                         "format, generated once under DIR/data")
     ap.add_argument("--scaling", action="store_true", help="per-step wall time and summed RSS over Ray for "
                     "M in --parties (writes scaling.json, scaling.png) instead of the overhead table")
+    ap.add_argument("--two-node", action="store_true", help="also run over Ray on a private 2-node cluster on "
+                    "this machine vs. a 1-node one (same config, one actor per CPU): two_node_ratio")
+    ap.add_argument("--two-node-rounds", type=int, default=2, help="--two-node: 1-node/2-node pairs, "
+                    "measured 1,2,2,1,... (default 2)")
     ap.add_argument("--parties", default="2,5,20,50,100", help="--scaling: comma list of M")
     ap.add_argument("--steps", type=int, default=30, help="--scaling: timed training steps per M")
     ap.add_argument("--growth", default="", help="--scaling: also print RSS after these step counts at the "
@@ -181,6 +186,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{'':>11} {base / steps * 1e3:>11.3f}")
     for k, b in parts.items():
         print(f"{k:<13} {' '.join(f'{b[c]:>11.3f}' for c in cols)}")
+    if args.two_node:
+        from simulations.benchmarks.two_node import two_node_ratio
+
+        result.update(two_node_ratio(cfg, data, rounds=args.two_node_rounds))
+        print(f"\n2-node Ray {result['two_node_ray_s_per_epoch']:.4f} s/epoch vs 1-node Ray "
+              f"{result['one_node_ray_s_per_epoch']:.4f}: ratio {result['two_node_ratio']:.2f} "
+              f"(actors on nodes {result['two_node_placement']})")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "overhead.json").write_text(json.dumps(result, indent=2))

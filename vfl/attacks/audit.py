@@ -20,7 +20,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import binom
 
 from vfl.errors import DataError
 from vfl.rng import seeded_numpy
@@ -41,7 +40,11 @@ def p_value(*, m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     """Probability of >= v correct out of r guesses (m canaries) under (ε, δ)-DP (Steinke et al.)."""
     if not 0 <= v <= r <= m:
         raise DataError(f"audit counts need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    # imported here, not at module import: the canary mod in every host actor needs no scipy
+    from scipy.stats import binom
+
     q = 1.0 / (1.0 + math.exp(-epsilon))
+
     tail = float(binom.sf(v - 1, r, q))
     if delta > 0 and v > 0:
         pmf = binom.pmf(np.arange(v - 1, -1, -1), r, q)  # P[Bin = v-1], P[Bin = v-2], ..., P[Bin = 0]

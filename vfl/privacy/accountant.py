@@ -13,9 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import dp_accounting
 import numpy as np
-from dp_accounting import rdp as dp_rdp
 
 from vfl.errors import ConfigError
 from vfl.privacy.events import (
@@ -39,6 +37,9 @@ _FORMAT = 1
 def gaussian_rdp(*, noise_multiplier: float, orders: Sequence[float] | np.ndarray, count: int = 1) -> np.ndarray:
     """RDP count·α/(2·nm²) of ``count`` Gaussian releases, from dp_accounting's public ``RdpAccountant``."""
     a = check_orders(orders)
+    import dp_accounting  # here, not at import: ~3 s and ~50 MiB that host actors do not need
+    from dp_accounting import rdp as dp_rdp
+
     acc = dp_rdp.RdpAccountant(list(a))
     acc.compose(dp_accounting.GaussianDpEvent(noise_multiplier), int(count))
     return np.broadcast_to(np.asarray(acc.rdp, dtype=np.float64), a.shape).copy()
@@ -62,6 +63,8 @@ def epsilon_from_rdp(*, orders: Sequence[float] | np.ndarray, rdp: Sequence[floa
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
         raise ConfigError("delta", f"got {delta!r}; delta must lie in (0, 1)")
     a = check_orders(orders)
+    from dp_accounting import rdp as dp_rdp
+
     eps, order = dp_rdp.compute_epsilon(list(a), list(np.asarray(rdp, dtype=np.float64)), float(delta))
     return float(eps), float(order)
 

@@ -19,8 +19,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import logsumexp
-from scipy.stats import binom
 
 from vfl.errors import ConfigError
 from vfl.privacy.mechanisms import validate_pbm
@@ -119,6 +117,8 @@ def log_convolve_concave(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
 
 
 def _log_binom(n: int, p: float) -> np.ndarray:
+    from scipy.stats import binom  # here, not at import: host actors need no scipy
+
     return np.asarray(binom.logpmf(np.arange(n + 1), n, p), dtype=np.float64)
 
 
@@ -140,6 +140,8 @@ def renyi_divergence(lp: np.ndarray, lq: np.ndarray, orders: Sequence[float] | n
     """D_α(P‖Q) = log Σ P^α Q^(1−α) / (α−1) for log pmfs on a common support, per order."""
     a = check_orders(orders)
     lr = np.asarray(lp) - np.asarray(lq)
+    from scipy.special import logsumexp
+
     vals = logsumexp(np.asarray(lp)[None, :] + (a - 1.0)[:, None] * lr[None, :], axis=1)
     return np.maximum(vals / (a - 1.0), 0.0)
 
@@ -176,6 +178,8 @@ def pbm_rdp(*, b: int, beta: float, num_parties: int, orders: Sequence[float] | 
 def _bruteforce_sum_pmf(probs: Sequence[float], b: int) -> np.ndarray:
     """pmf of Σ_m Bin(b, probs[m]) by enumerating every outcome vector (tiny M, b only)."""
     pmf = np.zeros(len(probs) * b + 1)
+    from scipy.stats import binom
+
     single = [binom.pmf(np.arange(b + 1), b, p) for p in probs]
     for qs in itertools.product(range(b + 1), repeat=len(probs)):
         pmf[sum(qs)] += math.prod(single[m][q] for m, q in enumerate(qs))

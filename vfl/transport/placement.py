@@ -9,6 +9,7 @@ hosts (or ``transport.parties_per_actor`` each), so M=100 parties do not cost 10
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,9 +41,18 @@ def pack_nodes(specs: Sequence[NodeSpec], *, max_actors: int, parties_per_actor:
     return groups
 
 
+def auto_max_actors(cpus: int | None) -> int:
+    """``transport.max_actors: 0``: two party actors per core (one computes while another waits on its
+    messages), at most 8. Each host actor is a process of ~0.9 GiB (torch, flwr, Ray's worker); on 2
+    cores 8 party actors ran no faster than 4 and cost 3.4 GiB more at M=100 (docs/performance.md)."""
+    return max(1, min(8, 2 * (cpus or 1)))
+
+
 def place(specs: Sequence[NodeSpec], transport: Any) -> list[HostGroup]:
-    """``pack_nodes`` with the run's ``transport`` config (``max_actors``, ``parties_per_actor``,
-    ``cpus_per_actor``, ``gpus_per_actor``: Ray then sets each actor's CUDA_VISIBLE_DEVICES)."""
-    return pack_nodes(specs, max_actors=transport.max_actors, parties_per_actor=transport.parties_per_actor,
+    """``pack_nodes`` with the run's ``transport`` config (``max_actors``, 0 = ``auto_max_actors`` of this
+    machine's cores; ``parties_per_actor``, ``cpus_per_actor``, ``gpus_per_actor``: Ray then sets each
+    actor's CUDA_VISIBLE_DEVICES)."""
+    max_actors = transport.max_actors or auto_max_actors(os.cpu_count())
+    return pack_nodes(specs, max_actors=max_actors, parties_per_actor=transport.parties_per_actor,
                       cpus_per_actor=transport.cpus_per_actor,
                       gpus_per_actor=float(getattr(transport, "gpus_per_actor", 0.0)))

@@ -9,6 +9,7 @@ the watcher terminates those that are still the same processes (PID and start ti
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -23,8 +24,10 @@ class Reaper:
     """Driver side: ``watch_descendants()`` after starting Ray, ``stand_down()`` after shutting it."""
 
     def __init__(self) -> None:
+        # Run this file as a script (-P: its folder not on sys.path), not ``-m vfl.transport...``:
+        # the package import pulls in torch (~500 MiB resident) for a watcher that needs psutil.
         self.proc: subprocess.Popen[str] | None = subprocess.Popen(
-            [sys.executable, "-m", "vfl.transport.ray_reaper"], stdin=subprocess.PIPE,
+            [sys.executable, "-P", os.path.abspath(__file__)], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
         self._seen: set[int] = set()
 
