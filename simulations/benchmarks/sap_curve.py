@@ -8,6 +8,8 @@ Every point is a real ``sap`` run through the engine (in-process transport, ever
   cti    at one η (``--cti-eta``): no privatization, dχ without CTI and with CTI at each
          ``--cti-fractions``, repeated over ``--seeds``; ``cti_summary`` gives mean ± std per setting.
 The default subsample finishes in well under 30 min on 2 CPU cores; ``--full`` uses all data.
+Points that already finished in ``--out`` with the same config are reused, so a long run continues
+where it stopped (``--no-reuse`` reruns everything).
 
     python -m simulations.benchmarks.sap_curve --out bench-out
 """
@@ -78,24 +80,48 @@ def point_name(series: str, params: dict[str, Any]) -> str:
     return name + (f"-seed{params['seed']}" if "seed" in params else "")
 
 
-def run_point(args: argparse.Namespace, series: str, dataset: str, params: dict[str, Any], out: Path) -> dict[str, Any]:
-    from simulations.runner import execute, resolve_config
-
+def point_config(args: argparse.Namespace, series: str, dataset: str,
+                 params: dict[str, Any]) -> tuple[str, int, dict[str, Any]]:
+    """(run name, seed, raw run config) of one point."""
     raw = base_config(args, dataset)
     params = dict(params)
     seed = params.pop("seed", args.seed)
     raw["seed"] = seed
     raw["params"].update(params)
-    eta = params.get("eta")
     name = point_name(series, {**params, "seed": seed} if series == "cti" else params)
     raw["name"] = name
+    return name, seed, raw
+
+
+def run_point(args: argparse.Namespace, series: str, dataset: str, params: dict[str, Any], out: Path) -> dict[str, Any]:
+    from simulations.runner import execute, resolve_config
+
+    name, seed, raw = point_config(args, series, dataset, params)
+    params = {k: v for k, v in params.items() if k != "seed"}
+    eta = params.get("eta")
     t0 = time.perf_counter()
-    summary = execute(resolve_config(raw), out_dir=out / "runs" / name, progress=False).summary
+    run_dir, stamp = out / "runs" / name, out / "runs" / f"{name}.point.json"
+    summary = finished_summary(run_dir, stamp, raw) if args.reuse else None
+    if summary is None:
+        if run_dir.exists():  # an interrupted point: keep it aside, run again
+            run_dir.rename(run_dir.with_name(f"{name}.partial-{time.strftime('%Y%m%d-%H%M%S')}"))
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(json.dumps(raw, sort_keys=True, default=str))
+        summary = execute(resolve_config(raw), out_dir=run_dir, progress=False).summary
     row = {"series": series, "dataset": dataset, "name": name, "split": params["split"], "eta": eta,
            "cti": bool(params.get("cti")), "cti_fraction": params.get("cti_fraction") if params.get("cti") else None,
            "seed": seed, **{k: summary.get(k) for k in ROW_KEYS}}
     row["run_s"] = time.perf_counter() - t0
     return row
+
+
+def finished_summary(run_dir: Path, stamp: Path, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """summary.json of a point that finished earlier with exactly this config, else None (rerun it)."""
+    try:
+        same = json.loads(stamp.read_text()) == json.loads(json.dumps(raw, sort_keys=True, default=str))
+        return json.loads((run_dir / "summary.json").read_text()) if same else None
+    except (OSError, ValueError):
+        return None
 
 
 def _fmt(v: Any) -> str:
@@ -261,6 +287,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--cti-fractions", type=float, nargs="+", default=[0.01, 0.05, 0.2],
                    help="params.cti_fraction values of the cti series")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the cti series")
+    p.add_argument("--no-reuse", dest="reuse", action="store_false",
+                   help="rerun points that already finished in --out with the same config (default: reuse them, "
+                        "so an interrupted benchmark continues where it stopped)")
     return p.parse_args(argv)
 
 

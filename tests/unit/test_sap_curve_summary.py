@@ -37,3 +37,17 @@ def test_cti_summary_mean_std_and_relative_utility() -> None:
     assert by["eta 100, no CTI"]["ep_eia_std"] == pytest.approx(0.1414, abs=1e-3)
     assert by["eta 100, CTI 0.05"]["relative_utility_std"] == pytest.approx(0.0)
     assert "± " in sap_curve.cti_table(list(by.values()))
+
+
+def test_a_finished_point_is_reused_only_with_the_same_config(tmp_path) -> None:
+    args = sap_curve.parse(["--series", "cti", "--seeds", "0"])
+    name, _, raw = sap_curve.point_config(args, "cti", "rt-polarity", {"split": 0, "eta": None, "seed": 0})
+    run_dir, stamp = tmp_path / name, tmp_path / f"{name}.point.json"
+    assert sap_curve.finished_summary(run_dir, stamp, raw) is None  # nothing ran yet
+    run_dir.mkdir()
+    stamp.write_text(__import__("json").dumps(raw, sort_keys=True))
+    assert sap_curve.finished_summary(run_dir, stamp, raw) is None  # interrupted: no summary.json
+    (run_dir / "summary.json").write_text('{"test_acc": 0.7}')
+    assert sap_curve.finished_summary(run_dir, stamp, raw) == {"test_acc": 0.7}
+    other = {**raw, "train": {**raw["train"], "epochs": 9}}
+    assert sap_curve.finished_summary(run_dir, stamp, other) is None  # another config: rerun
