@@ -136,6 +136,9 @@ def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False,
         run_dir.write_config(cfg.to_dict(), note=note)
         return _drive(cfg, data, run_dir, resume=False, progress=progress, on_epoch_end=on_epoch_end,
                       on_step=on_step, transport=transport)
+    except BaseException:
+        run_dir.discard()  # failed before its first epoch was committed: leave no half-made run behind
+        raise
     finally:
         run_dir.close()
 

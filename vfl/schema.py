@@ -133,7 +133,7 @@ class RunConfig:
     name: str = param("run", help="run name (output folder prefix)")
     seed: int = param(0, ge=0)
     strategy: str = param("npq", help="registered strategy (see `vfl strategies`)")
-    dataset: str = param("digits", help="registered dataset (see README data table)")
+    dataset: str = param("digits", help="registered dataset (see README data table) or \"module:factory\"")
     num_parties: int = param(4, ge=1, le=100000, help="number of passive parties M")
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
