@@ -3,7 +3,8 @@
 Used by the ``vfl run`` CLI, the benchmarks and the tests, so all of them exercise one path.
 Everything that can be checked is checked before the run directory is created: the config, the
 data (the strategy's driver-side look at it), the device, the cluster address. The directory is
-then created (or an empty one taken) and locked for the life of the run.
+then created (or an empty one taken) and locked for the life of the run; a run that fails before
+its first epoch is committed removes what it created (``RunDir.discard``).
 """
 
 from __future__ import annotations
