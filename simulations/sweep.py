@@ -40,6 +40,8 @@ def add_sweep_parser(sub: Any) -> None:
                    help="run up to N grid points at once as Ray tasks, each in-process (default 1: one after another)")
     s.add_argument("--cpus-per-task", type=float, default=1.0, metavar="CPUS",
                    help="Ray num_cpus (and torch threads) of each parallel run (default 1)")
+    s.add_argument("--gpus-per-task", type=float, default=0.0, metavar="GPUS",
+                   help="Ray num_gpus of each parallel run (default 0; fractions share a GPU)")
     s.add_argument("--address", help="HOST:PORT of a Ray cluster for --parallel (default: a local Ray)")
 
 
@@ -124,7 +126,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     keys = [k for k, _ in grid]
     points = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(v for _, v in grid))]
     runs = [(p, s, [f"{k}={v}" for k, v in p.items()] + [f"seed={s}"]) for p in points for s in seeds]
-    check_parallel(parallel=args.parallel, cpus_per_task=args.cpus_per_task, transport=args.transport)
+    check_parallel(parallel=args.parallel, cpus_per_task=args.cpus_per_task, transport=args.transport,
+                   gpus_per_task=args.gpus_per_task)
     transport = "inprocess" if args.parallel > 1 else args.transport  # a parallel run is in-process in its task
     base = vfl.api.resolve(args.config, transport=transport)
     # every run of the grid is valid before the first starts
@@ -139,7 +142,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     notes = [f"created by: vfl sweep ({name})" for name in names]
     if args.parallel > 1:
         summaries = run_grid_on_ray([(c.to_dict(), d, n) for c, d, n in zip(resolved, dirs, notes, strict=True)],
-                                    parallel=args.parallel, cpus_per_task=args.cpus_per_task, address=args.address)
+                                    parallel=args.parallel, cpus_per_task=args.cpus_per_task,
+                                    gpus_per_task=args.gpus_per_task, address=args.address)
     else:
         summaries = [vfl.api.run(args.config, out_dir=d, overrides=o, transport=args.transport, progress=False,
                                  note=n).summary for (_, _, o), d, n in zip(runs, dirs, notes, strict=True)]

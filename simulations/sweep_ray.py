@@ -2,7 +2,8 @@
 
 Each (setting, seed) is one Ray task that runs the experiment in-process (``transport: inprocess``
 inside the task) into its own run directory, exactly as the sequential path does; the task reserves
-``--cpus-per-task`` CPUs and uses that many torch threads. Without ``--address`` a local Ray is
+``--cpus-per-task`` CPUs (and uses that many torch threads) and ``--gpus-per-task`` GPUs (Ray sets
+the task's CUDA_VISIBLE_DEVICES, so ``train.device: auto`` or ``cuda`` is the task's own GPU). Without ``--address`` a local Ray is
 started for the sweep and shut down after it (a Ray already initialized in this process, e.g. a
 notebook's, is used and left running).
 """
@@ -29,19 +30,21 @@ def run_task(cfg: dict[str, Any], out_dir: str, note: str, threads: int) -> dict
     return res.summary
 
 
-def check_parallel(*, parallel: int, cpus_per_task: float, transport: str | None) -> None:
-    """ConfigErrors naming ``--parallel``/``--cpus-per-task``/``--transport``."""
+def check_parallel(*, parallel: int, cpus_per_task: float, transport: str | None, gpus_per_task: float = 0.0) -> None:
+    """ConfigErrors naming ``--parallel``/``--cpus-per-task``/``--gpus-per-task``/``--transport``."""
     if parallel < 1:
         raise ConfigError("--parallel", f"got {parallel}; allowed: an integer >= 1 (1 = one run after another)")
     if not 0 < cpus_per_task <= 256:
         raise ConfigError("--cpus-per-task", f"got {cpus_per_task:g}; allowed: a value in (0, 256]")
+    if not 0 <= gpus_per_task <= 64:
+        raise ConfigError("--gpus-per-task", f"got {gpus_per_task:g}; allowed: a value in [0, 64]")
     if parallel > 1 and transport == "ray":
         raise ConfigError("--transport", "got 'ray' with --parallel > 1; each parallel run is one Ray task "
                           "running in-process (leave --transport out or use --parallel 1)")
 
 
 def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, parallel: int, cpus_per_task: float,
-                    address: str | None = None) -> list[dict[str, Any]]:
+                    gpus_per_task: float = 0.0, address: str | None = None) -> list[dict[str, Any]]:
     """Run ``jobs`` (resolved config dict, run directory, note) as Ray tasks, at most ``parallel`` at
     once; the summaries in the order of ``jobs``. The first failed run cancels the rest and raises
     its error (a ``VFLError`` as itself)."""
@@ -60,10 +63,11 @@ def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, paralle
         except Exception as exc:  # one line, not Ray's traceback
             raise TransportError(f"cannot start Ray for the sweep: {str(exc).splitlines()[0]}") from None
     try:
-        total = float(ray.cluster_resources().get("CPU", 0.0))
-        if cpus_per_task > total:
-            raise ConfigError("--cpus-per-task", f"got {cpus_per_task:g} but the Ray cluster has CPU={total:g}")
-        task = ray.remote(num_cpus=cpus_per_task, max_retries=0)(run_task)
+        have = ray.cluster_resources()
+        for flag, res, amount in (("--cpus-per-task", "CPU", cpus_per_task), ("--gpus-per-task", "GPU", gpus_per_task)):
+            if amount > float(have.get(res, 0.0)):
+                raise ConfigError(flag, f"got {amount:g} but the Ray cluster has {res}={float(have.get(res, 0.0)):g}")
+        task = ray.remote(num_cpus=cpus_per_task, num_gpus=gpus_per_task, max_retries=0)(run_task)
         return _schedule(ray, task, jobs, parallel=parallel, threads=max(1, int(cpus_per_task)))
     finally:
         if owns:

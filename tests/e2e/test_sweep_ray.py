@@ -50,12 +50,15 @@ def test_a_failing_run_in_a_parallel_sweep_is_one_line(ray_local, tmp_path, caps
                  "--set", "num_parties=2", "--set", "transport.kind=inprocess",
                  "--out", str(tmp_path / "sw"), "--parallel", "2"])
     assert code != 0 and "out of weights" in capsys.readouterr().err
+    code = main(["sweep", "demo", "--seeds", "0,1", "--out", str(tmp_path / "gpu"), "--parallel", "2",
+                 "--gpus-per-task", "1"])
+    assert code == 2 and "--gpus-per-task: got 1 but the Ray cluster has GPU=0" in capsys.readouterr().err
 
 
 def test_parallel_flags_are_checked():
     check_parallel(parallel=1, cpus_per_task=1.0, transport="ray")
     for kw, key in (({"parallel": 0}, "--parallel"), ({"cpus_per_task": 0.0}, "--cpus-per-task"),
-                    ({"parallel": 2, "transport": "ray"}, "--transport")):
+                    ({"parallel": 2, "transport": "ray"}, "--transport"), ({"gpus_per_task": -1}, "--gpus-per-task")):
         with pytest.raises(ConfigError) as err:
             check_parallel(**{"parallel": 1, "cpus_per_task": 1.0, "transport": None, **kw})
         assert err.value.key == key
