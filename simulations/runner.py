@@ -3,7 +3,8 @@
 Used by the ``vfl run`` CLI, the benchmarks and the tests, so all of them exercise one path.
 Everything that can be checked is checked before the run directory is created: the config, the
 data (the strategy's driver-side look at it), the device, the cluster address. The directory is
-then created (or an empty one taken) and locked for the life of the run.
+then created (or an empty one taken) and locked for the life of the run; a run that fails before
+its first epoch is committed removes what it created (``RunDir.discard``).
 """
 
 from __future__ import annotations
@@ -136,6 +137,9 @@ def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False,
         run_dir.write_config(cfg.to_dict(), note=note)
         return _drive(cfg, data, run_dir, resume=False, progress=progress, on_epoch_end=on_epoch_end,
                       on_step=on_step, transport=transport)
+    except BaseException:
+        run_dir.discard()  # failed before its first epoch was committed: leave no half-made run behind
+        raise
     finally:
         run_dir.close()
 

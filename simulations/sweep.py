@@ -1,6 +1,7 @@
 """``vfl sweep CONFIG --set a=1,2,3 --seeds 0,1,2``: a grid of runs, one table of mean ± std.
 
-Runs go one after another (each a normal run directory under ``--out``); the table has one row per
+Runs go one after another, or with ``--parallel N`` as up to N Ray tasks at once
+(``simulations.sweep_ray``), each a normal run directory under ``--out``; the table has one row per
 setting (a point of the grid) with the mean and sample standard deviation over the seeds of each
 metric, written to ``sweep.csv`` and printed. Every run in the grid is validated before the first
 one starts, so a typo in the last value fails at once.
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from simulations.sweep_ray import check_parallel, run_grid_on_ray
 from vfl.errors import ConfigError
 from vfl.rundir import safe_name
 
@@ -34,6 +36,13 @@ def add_sweep_parser(sub: Any) -> None:
     s.add_argument("--metrics", default=",".join(METRICS), help="summary keys to tabulate")
     s.add_argument("--out", help="sweep directory (default runs/sweep-<name>-<time>/)")
     s.add_argument("--transport", choices=("ray", "inprocess"), help="override transport.kind")
+    s.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="run up to N grid points at once as Ray tasks, each in-process (default 1: one after another)")
+    s.add_argument("--cpus-per-task", type=float, default=1.0, metavar="CPUS",
+                   help="Ray num_cpus (and torch threads) of each parallel run (default 1)")
+    s.add_argument("--gpus-per-task", type=float, default=0.0, metavar="GPUS",
+                   help="Ray num_gpus of each parallel run (default 0; fractions share a GPU)")
+    s.add_argument("--address", help="HOST:PORT of a Ray cluster for --parallel (default: a local Ray)")
 
 
 def split_values(text: str) -> list[str]:
@@ -117,20 +126,29 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     keys = [k for k, _ in grid]
     points = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(v for _, v in grid))]
     runs = [(p, s, [f"{k}={v}" for k, v in p.items()] + [f"seed={s}"]) for p in points for s in seeds]
-    base = vfl.api.resolve(args.config, transport=args.transport)
-    for _, _, overrides in runs:  # every run of the grid is valid before the first starts
-        vfl.api.resolve(args.config, overrides=overrides, transport=args.transport)
+    check_parallel(parallel=args.parallel, cpus_per_task=args.cpus_per_task, transport=args.transport,
+                   gpus_per_task=args.gpus_per_task)
+    transport = "inprocess" if args.parallel > 1 else args.transport  # a parallel run is in-process in its task
+    base = vfl.api.resolve(args.config, transport=transport)
+    # every run of the grid is valid before the first starts
+    resolved = [vfl.api.resolve(args.config, overrides=overrides, transport=transport) for _, _, overrides in runs]
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{safe_name(base.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and any(out.iterdir()):
         raise ConfigError("--out", f"{out} is not empty; a sweep goes into a new or empty directory")
     out.mkdir(parents=True, exist_ok=True)
     args.run_dir = str(out)
-    results = []
-    for i, (point, seed, overrides) in enumerate(runs):
-        name = safe_name("-".join(f"{k}={v}" for k, v in point.items()) or "base") + f"-seed{seed}"
-        res = vfl.api.run(args.config, out_dir=out / f"{i:03d}-{name}", overrides=overrides,
-                          transport=args.transport, progress=False, note=f"created by: vfl sweep ({name})")
-        results.append({"setting": point, "seed": seed, "run_dir": str(res.run_dir), "summary": res.summary})
+    names = [safe_name("-".join(f"{k}={v}" for k, v in p.items()) or "base") + f"-seed{s}" for p, s, _ in runs]
+    dirs = [out / f"{i:03d}-{name}" for i, name in enumerate(names)]
+    notes = [f"created by: vfl sweep ({name})" for name in names]
+    if args.parallel > 1:
+        summaries = run_grid_on_ray([(c.to_dict(), d, n) for c, d, n in zip(resolved, dirs, notes, strict=True)],
+                                    parallel=args.parallel, cpus_per_task=args.cpus_per_task,
+                                    gpus_per_task=args.gpus_per_task, address=args.address)
+    else:
+        summaries = [vfl.api.run(args.config, out_dir=d, overrides=o, transport=args.transport, progress=False,
+                                 note=n).summary for (_, _, o), d, n in zip(runs, dirs, notes, strict=True)]
+    results = [{"setting": point, "seed": seed, "run_dir": str(d), "summary": summary}
+               for (point, seed, _), d, summary in zip(runs, dirs, summaries, strict=True)]
     rows = table_rows(results, keys, metrics)
     with open(out / "sweep.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -40,6 +40,8 @@ def optimizer_factory(t: TrainConfig) -> OptimizerFactory:
 class LlmDriver(Strategy):
     """Driver base of the split-LLM strategies: one party, text data, shared conversation helpers."""
 
+    server_role = "model_server"  # the vendor / model servers: transport.resources.model_server
+
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self._sizes = (0, 0, 2)  # num_train, num_test, num_classes (learnt in prepare)

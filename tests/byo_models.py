@@ -22,3 +22,8 @@ def wrong_width(*, input_shape, embed_dim):
 
 
 NOT_CALLABLE = 3
+
+
+def explodes(*, input_shape, embed_dim):
+    """A factory that imports fine but fails when the node builds its model (inside the actor)."""
+    raise RuntimeError("out of weights")

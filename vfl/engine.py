@@ -68,7 +68,8 @@ class Engine:
         """Place the strategy's nodes into hosts (``vfl.transport.placement``), start them and run
         the protocol set-up; returns the grid that reaches them."""
         self.strategy.prepare(self.data)
-        self.groups = place(self.strategy.layout(), self.cfg.transport)  # the runtime packs nodes into actors
+        self.groups = place(self.strategy.layout(), self.cfg.transport,
+                            server_role=self.strategy.server_role)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
         self.transport.start(self.groups, factory, threads=self.cfg.train.threads_per_actor)
         self.grid = Grid(self.transport, self.groups, self.ledger)

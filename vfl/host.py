@@ -172,6 +172,19 @@ class NodeHost:
         """The host's process id (benchmarks sum the RSS of the driver and every actor)."""
         return os.getpid()
 
+    def assigned_resources(self) -> dict[str, Any]:
+        """What this host may use: Ray's assigned resources (CPU, GPU...) and the GPU ids Ray gave it
+        (CUDA_VISIBLE_DEVICES as Ray set it); empty outside a Ray actor."""
+        from vfl.devices import ray_gpu_ids
+
+        gpus = ray_gpu_ids()
+        if gpus is None:
+            return {}
+        import ray
+
+        return {"resources": dict(ray.get_runtime_context().get_assigned_resources()), "gpu_ids": gpus,
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
     def profile_counters(self, reset: bool = False) -> dict[str, dict[str, float]]:
         """This process's ``vfl.profile`` accumulators (empty unless ``VFL_PROFILE=1``); ``reset`` zeroes them."""
         out = profile.counters()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,16 @@ def safe_name(name: str) -> str:
     return _UNSAFE.sub("_", name).lstrip(".")[:80] or "run"
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The topmost directory of ``path`` that does not exist yet (what ``mkdir -p`` will create)."""
+    made = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        made = p
+    return made
+
+
 def _clean(obj: Any) -> Any:
     """JSON-safe values (NaN/inf become null so every line parses with strict JSON readers)."""
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -52,6 +63,7 @@ class RunDir:
         self.path = Path(path)
         self.checkpoints = CheckpointStore(self.path / CKPT, keep=keep_checkpoints, warn=warn)
         self._lock: RunLock | None = None
+        self._made: Path | None = None  # the topmost directory ``create`` made (None: it existed, empty)
 
     # ---- opening (locked) --------------------------------------------------------------------
     @classmethod
@@ -67,6 +79,7 @@ class RunDir:
                 run.lock(key)  # a live run there: name its PID
             if p.is_dir():
                 run._refuse_foreign_content(key)  # before adding anything (not even a lock file)
+            run._made = _first_missing(p)
             try:
                 p.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -99,6 +112,32 @@ class RunDir:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    def committed(self) -> bool:
+        """Whether any epoch was committed (a checkpoint, a metrics row) or the run finished."""
+        ckpt = self.path / CKPT
+        return ((ckpt.is_dir() and any(ckpt.iterdir())) or (self.path / METRICS).is_file()
+                or (self.path / SUMMARY).is_file())
+
+    def discard(self) -> None:
+        """Remove what ``create`` and this run made, when no epoch was committed (a run that failed
+        to start must not look like a run): the directories it created, or, in a directory that
+        existed (empty) before, everything in it. A directory that existed is never removed."""
+        if self.committed():
+            return
+        pointer = self.path / "ray-tmp.path"  # a local Ray's temp dir kept outside (short socket paths)
+        if pointer.is_file():
+            outside = Path(pointer.read_text().strip())
+            if outside.name.startswith("vflray-"):
+                shutil.rmtree(outside, ignore_errors=True)
+        if self._made is not None:
+            shutil.rmtree(self._made, ignore_errors=True)
+            return
+        for child in self.path.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
     def _refuse_foreign_content(self, key: str) -> None:
         names = sorted(p.name for p in self.path.iterdir() if p.name != LOCK_FILE)

@@ -16,6 +16,7 @@ from vfl.devices import check_placement
 from vfl.errors import ConfigError
 from vfl.optim import OPTIMIZERS
 from vfl.party_files import LabelFile, PartyFile, SplitParties
+from vfl.resources import ResourcesConfig
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class TransportConfig:
     connect_timeout_s: float = param(30.0, gt=0, le=3600, help="give up joining transport.address after this")
     schedule_timeout_s: float = param(60.0, gt=0, le=86400, help="give up reserving every actor's CPUs/GPUs "
                                       "(one placement group per run) after this many seconds")
+    resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig, metadata={
+        "help": "per-role {cpus, gpus} of server, party, model_server actors (vfl/resources.py)"})
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,7 @@ class RunConfig:
     name: str = param("run", help="run name (output folder prefix)")
     seed: int = param(0, ge=0)
     strategy: str = param("npq", help="registered strategy (see `vfl strategies`)")
-    dataset: str = param("digits", help="registered dataset (see README data table)")
+    dataset: str = param("digits", help="registered dataset (see README data table) or \"module:factory\"")
     num_parties: int = param(4, ge=1, le=100000, help="number of passive parties M")
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)

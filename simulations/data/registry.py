@@ -27,9 +27,14 @@ DATASETS: Registry[Loader] = Registry("dataset")
 def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0, **opts: Any) -> Dataset:
     """Load a registered dataset; ``data_dir`` falls back to ``$VFL_DATA_DIR``.
 
-    ``opts`` go to the loader (e.g. ``size``/``channels`` for image folders).
+    ``opts`` go to the loader (e.g. ``size``/``channels`` for image folders). A ``module:factory``
+    name is a user's dataset factory (``simulations.data.custom``).
     """
     import simulations.data  # noqa: F401  (registers the built-in loaders)
+    from simulations.data.custom import is_import_string, load_custom_dataset
+
+    if is_import_string(name):
+        return load_custom_dataset(name, data_dir=resolve_data_dir(data_dir), seed=int(seed), **opts)
 
     loader = DATASETS.get(name, "dataset")
     allowed = [k for k, v in inspect.signature(loader).parameters.items()

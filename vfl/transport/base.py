@@ -24,12 +24,14 @@ class Outcome:
 
 @dataclass(frozen=True)
 class HostGroup:
-    """The nodes one host (actor) runs, and what it reserves."""
+    """The nodes one host (actor) runs, what it reserves, and the config keys the amounts came
+    from (named when the cluster cannot give them)."""
 
     name: str
     specs: tuple[NodeSpec, ...]
     num_cpus: float = 0.1
     num_gpus: float = 0.0
+    keys: tuple[str, str] = ("transport.cpus_per_actor", "transport.gpus_per_actor")
 
     @property
     def node_ids(self) -> tuple[int, ...]:

@@ -1,7 +1,7 @@
 """All actors of a run or none: an admission check with one Ray placement group before any actor starts.
 
 Without it, an actor whose resources the cluster cannot give (``transport.gpus_per_actor=1`` on a
-CPU-only cluster, more ``cpus_per_actor`` than a node has) is queued forever and the run hangs on
+CPU-only cluster, more ``cpus_per_actor`` or ``transport.resources.<role>.cpus`` than a node has) is queued forever and the run hangs on
 its first call. Here the request is checked against the cluster's totals first (one line naming
 the resource), then reserved as a whole within ``transport.schedule_timeout_s`` (one line naming
 what was asked and what is free).
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vfl.errors import TransportError
+from vfl.resources import DEFAULT_KEYS
 from vfl.transport.base import HostGroup
 
 
@@ -24,20 +25,25 @@ def bundle_of(group: HostGroup) -> dict[str, float]:
     return bundle
 
 
-def check_fits(bundles: Sequence[dict[str, float]], names: Sequence[str], available: dict[str, float]) -> None:
-    """A TransportError naming the resource if one actor, or all of them together, ask for more than
-    the cluster has in total (``available``: ``ray.cluster_resources()``)."""
-    key = {"CPU": "transport.cpus_per_actor", "GPU": "transport.gpus_per_actor"}
-    for bundle, name in zip(bundles, names, strict=True):
+def check_fits(bundles: Sequence[dict[str, float]], names: Sequence[str], available: dict[str, float],
+               keys: Sequence[tuple[str, str]] | None = None) -> None:
+    """A TransportError naming the resource and its config key if one actor, or all of them
+    together, ask for more than the cluster has in total (``available``: ``ray.cluster_resources()``;
+    ``keys``: per actor, the config keys of its CPU and GPU amounts, default ``transport.*_per_actor``)."""
+    keys = list(keys) if keys is not None else [DEFAULT_KEYS] * len(bundles)
+    index = {"CPU": 0, "GPU": 1}
+    for bundle, name, key in zip(bundles, names, keys, strict=True):
         for res, amount in bundle.items():
             if amount > available.get(res, 0.0):
-                raise TransportError(f"actor {name} needs {res}={amount:g} ({key[res]}) but the Ray cluster has "
-                                     f"{res}={available.get(res, 0.0):g} in total")
+                raise TransportError(f"actor {name} needs {res}={amount:g} ({key[index[res]]}) but the Ray cluster "
+                                     f"has {res}={available.get(res, 0.0):g} in total")
     for res in ("CPU", "GPU"):
         total = sum(b.get(res, 0.0) for b in bundles)
         if total > available.get(res, 0.0) + 1e-9:
-            raise TransportError(f"{len(bundles)} actors need {res}={total:g} together ({key[res]} each) but the Ray "
-                                 f"cluster has {res}={available.get(res, 0.0):g}; lower {key[res]} or "
+            named = " or ".join(dict.fromkeys(k[index[res]] for b, k in zip(bundles, keys, strict=True) if res in b))
+            each = "each" if len(set(k[index[res]] for k in keys)) == 1 else "per actor"
+            raise TransportError(f"{len(bundles)} actors need {res}={total:g} together ({named} {each}) but the "
+                                 f"Ray cluster has {res}={available.get(res, 0.0):g}; lower {named} or "
                                  f"transport.max_actors")
 
 
@@ -53,7 +59,7 @@ def admit(ray: Any, groups: Sequence[HostGroup], *, timeout_s: float) -> None:
     from ray.util.placement_group import placement_group, remove_placement_group
 
     bundles = [bundle_of(g) for g in groups]
-    check_fits(bundles, [g.name for g in groups], ray.cluster_resources())
+    check_fits(bundles, [g.name for g in groups], ray.cluster_resources(), [g.keys for g in groups])
     group = placement_group(bundles, strategy="PACK")
     try:
         ray.get(group.ready(), timeout=timeout_s)

@@ -1,0 +1,51 @@
+"""``dataset: "module:factory"``: a user's dataset factory, resolved like the models by import string."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vfl.api
+from simulations.data.registry import load_dataset
+from vfl.errors import ConfigError
+
+
+def test_a_mapping_factory_gets_the_seed_and_load_opts():
+    ds = load_dataset("tests.byo_data:blobs", seed=3, n=40, features=5)
+    assert (ds.num_train, ds.num_test, ds.num_classes, ds.modality) == (30, 10, 2, "tabular")
+    assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int64 and ds.x_train.shape[1] == 5
+    assert np.array_equal(load_dataset("tests.byo_data:blobs", seed=3, n=40, features=5).x_train, ds.x_train)
+    assert not np.array_equal(load_dataset("tests.byo_data:blobs", seed=4, n=40, features=5).x_train, ds.x_train)
+
+
+def test_a_dataset_factory_without_seed_is_called_without_it():
+    ds = load_dataset("tests.byo_data:as_dataset", seed=1)
+    assert ds.name == "stairs" and ds.num_classes == 3
+
+
+@pytest.mark.parametrize("target, key, match", [
+    ("tests.no_such_module:f", "dataset", "cannot import 'tests.no_such_module:f'.*ModuleNotFoundError"),
+    ("tests.byo_data:nope", "dataset", "module 'tests.byo_data' has no attribute 'nope'"),
+    ("tests.byo_data:a_list", "dataset", "returned a list; expected a vfl.data.Dataset or a mapping"),
+    ("tests.byo_data:missing_test", "dataset", "mapping without x_test, y_test"),
+    ("tests.byo_data:bad_labels", "dataset", r"y_train outside \[0, num_classes=2\)"),
+    ("tests.byo_data:mismatched", "dataset", "inconsistent arrays: .*4 train inputs but 3 labels"),
+    ("tests.byo_data:raises", "dataset", "failed: RuntimeError: the bucket is empty"),
+])
+def test_a_bad_factory_is_one_config_error(target, key, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        load_dataset(target, seed=0)
+    assert err.value.key == key
+
+
+def test_unknown_load_opts_are_named():
+    with pytest.raises(ConfigError, match=r"takes no option\(s\) \['size'\]; allowed: \['features', 'n'\]") as err:
+        load_dataset("tests.byo_data:blobs", size=3)
+    assert err.value.key == "data.load_opts"
+
+
+def test_a_run_trains_on_a_factory_dataset_split_among_the_parties():
+    res = vfl.api.run({"dataset": "tests.byo_data:blobs", "num_parties": 2, "seed": 0,
+                       "data": {"load_opts": {"n": 160, "features": 6}},
+                       "train": {"epochs": 3, "batch_size": 40, "lr": 0.1, "optimizer": "adam"}})
+    assert res.summary["epochs"] == 3 and res.summary["final_test_acc"] >= 0.8  # separable blobs
