@@ -122,3 +122,21 @@ def test_config_and_records_equal_flwr_and_keep_its_checks() -> None:
     assert list(wire.records(**named)) == ["c", "a"]
     with pytest.raises(TypeError):
         wire.records(bad=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_encode_gives_flwr_bytes(index: int) -> None:
+    msg = _messages()[index]
+    assert wire.encode(msg) == serde.message_to_proto(msg).SerializeToString()
+    assert fastrecords.message_to_proto(msg) == serde.message_to_proto(msg)
+
+
+def test_encode_of_odd_values_gives_flwr_bytes() -> None:
+    """Big unsigned ints, numpy scalars, empty records and a decoded signed message: flwr's bytes."""
+    odd = wire.records(c=ConfigRecord({"u": 2**63 + 5, "n": np.float64(0.25), "neg": -3}), e=wire.config(),
+                       a=ArrayRecord())
+    msg = wire.make("train.x", src=2, dst=0, round="train:0:1", content=odd)
+    assert wire.encode(msg) == serde.message_to_proto(msg).SerializeToString()
+    signed = HostAuth({1: "p1"}, host="h").sign(1, wire.Wire.of(_messages()[0]))
+    decoded = wire.decode(signed.data)
+    assert wire.encode(decoded) == serde.message_to_proto(decoded).SerializeToString()
