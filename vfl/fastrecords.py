@@ -96,17 +96,18 @@ def message_to_proto(message: Message) -> Any:
     items = []
     for key, rec in message.content.items():
         kind = type(rec)
-        if kind is ArrayRecord:
+        if isinstance(rec, ArrayRecord) and kind is ArrayRecord:
             arrays = [ProtoArrayRecord.Item(key=k, value=ProtoArray(dtype=a.dtype, shape=a.shape, stype=a.stype,
                                                                     data=a.data)) for k, a in rec.items()]
             items.append(ProtoRecordDict.Item(key=key, array_record=ProtoArrayRecord(items=arrays)))
-        elif kind is ConfigRecord:
+        elif isinstance(rec, ConfigRecord) and kind is ConfigRecord:
             values = []
             for k, v in rec.items():
                 field = _FIELD.get(type(v))
-                if field is None or (field == "sint64" and v > INT64_MAX_VALUE):  # lists, uint64, subclasses
+                if field is None or (isinstance(v, int) and v > INT64_MAX_VALUE):  # lists, uint64, subclasses
                     return serde.message_to_proto(message)
-                values.append(ProtoConfigRecord.Item(key=k, value=ProtoConfigValue(**{field: v})))
+                value = ProtoConfigValue(**{field: v})  # type: ignore[arg-type]
+                values.append(ProtoConfigRecord.Item(key=k, value=value))
             items.append(ProtoRecordDict.Item(key=key, config_record=ProtoConfigRecord(items=values)))
         else:  # metric records (control plane)
             return serde.message_to_proto(message)
