@@ -18,6 +18,7 @@ from torch import nn
 
 from parties import vertical_wire as vw
 from parties.local_updates import party_local_steps, server_local_steps
+from parties.party_batch import train_together
 from parties.vertical_wire import DROP, EMB, GRAD, STEP
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
@@ -90,6 +91,11 @@ class PassiveParty(Node):
         self._pending = None
         party_local_steps(bottom=self.bottom, optimizer=self.optimizer, grad=g, extra=self.local_steps - 1,
                           inputs=lambda: self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
+
+    @classmethod
+    def handle_together(cls, deliveries: Sequence[tuple[Node, list[Message]]]) -> list[list[Message]] | None:
+        """The parties of one host take a gradient with one fused backward (parties/party_batch.py)."""
+        return train_together(PassiveParty, deliveries)
 
     @handles(vw.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:

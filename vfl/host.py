@@ -105,14 +105,21 @@ class NodeHost:
                 if self.views is not None:
                     self.views.record(nid, message)
         out: list[Wire] = []
-        for nid, messages in per_node.items():
-            node = self.nodes[nid]
-            t0 = profile.start()
-            replies = node.handle(messages)
-            profile.stop("handle", t0)
+        for node, replies in self._handle(per_node):
             faults.check(node.spec.name, replies, in_driver=self.in_driver)  # testing hook; no-op otherwise
-            out.extend(self._wire(nid, r) for r in replies)
+            out.extend(self._wire(node.node_id, r) for r in replies)
         return out
+
+    def _handle(self, per_node: dict[int, list[Message]]) -> list[tuple[Node, list[Message]]]:
+        """Each node's replies, in order; nodes of one class get one ``handle_together`` call."""
+        t0 = profile.start()
+        nodes = [self.nodes[nid] for nid in per_node]
+        together = None
+        if len(nodes) > 1 and len({type(n) for n in nodes}) == 1:
+            together = type(nodes[0]).handle_together([(n, per_node[n.node_id]) for n in nodes])
+        replies = together if together is not None else [n.handle(per_node[n.node_id]) for n in nodes]
+        profile.stop("handle", t0)
+        return list(zip(nodes, replies, strict=True))
 
     def _wire(self, node_id: int, message: Message) -> Wire:
         if self.auth is None:

@@ -26,7 +26,7 @@ from flwr.common import (
     serde,
 )
 
-from vfl import profile
+from vfl import fastrecords, profile
 from vfl.errors import ProtocolError
 
 R = TypeVar("R", ArrayRecord, ConfigRecord, MetricRecord)
@@ -35,6 +35,8 @@ RAW_STYPE = "raw"
 _RUN_ID = 1
 _TTL = 3600.0
 _seq = itertools.count()
+_SCALARS = frozenset({bool, int, float, str, bytes})  # ConfigRecord values stored without re-checking
+_RECORDS = frozenset({ArrayRecord, ConfigRecord, MetricRecord})
 
 # control-plane vocabulary shared by every protocol: the driver's read of a node's running metrics
 METRICS = "query.metrics"  # driver -> node (src == dst: counted as control)
@@ -129,7 +131,7 @@ def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: 
 def encode(message: Message) -> bytes:
     """Serialize with flwr's protobuf serde."""
     t0 = profile.start()
-    data: bytes = serde.message_to_proto(message).SerializeToString()
+    data: bytes = fastrecords.message_to_proto(message).SerializeToString()  # = flwr's bytes, built directly
     profile.stop("serialize", t0)
     return data
 
@@ -138,7 +140,7 @@ def decode(data: bytes) -> Message:
     """Deserialize bytes produced by ``encode``."""
     t0 = profile.start()
     try:
-        message: Message = serde.message_from_proto(serde.ProtoMessage.FromString(data))
+        message = fastrecords.message_from_proto(serde.ProtoMessage.FromString(data))  # = flwr's, built directly
     except Exception as exc:  # protobuf raises DecodeError / ValueError variants
         raise ProtocolError(f"cannot decode message ({len(data)} bytes): {exc}") from exc
     profile.stop("deserialize", t0)
@@ -151,8 +153,7 @@ def to_array(x: np.ndarray) -> Array:
     x = np.ascontiguousarray(x)
     if x.dtype.byteorder == ">":
         x = x.astype(x.dtype.newbyteorder("<"))
-    out = Array(dtype=x.dtype.str.lstrip("<|="), shape=tuple(int(s) for s in x.shape), stype=RAW_STYPE,
-                data=x.tobytes())
+    out = fastrecords.new_array(x.dtype.str.lstrip("<|="), tuple(int(s) for s in x.shape), RAW_STYPE, x.tobytes())
     profile.stop("build", t0)
     return out
 
@@ -165,8 +166,8 @@ def from_array(a: Array) -> np.ndarray:
 
 
 def arrays(**named: np.ndarray) -> ArrayRecord:
-    """An ``ArrayRecord`` of raw arrays."""
-    return ArrayRecord({k: to_array(v) for k, v in named.items()})
+    """An ``ArrayRecord`` of raw arrays (holding them as they are: flwr's constructor would copy each)."""
+    return fastrecords.array_record({str(k): to_array(v) for k, v in named.items()})
 
 
 def record_of(message: Message, name: str, kind: type[R]) -> R | None:
@@ -200,7 +201,12 @@ def get_array(message: Message, record: str, name: str) -> np.ndarray:
 
 
 def config(**values: int | float | str | bool | bytes | list[int] | list[float] | list[str]) -> ConfigRecord:
-    """A ``ConfigRecord`` of scalars, bytes and lists (keys: the protocol's vocabulary module)."""
+    """A ``ConfigRecord`` of scalars, bytes and lists (keys: the protocol's vocabulary module).
+
+    Plain scalars are stored directly; anything else (lists, numpy scalars, a bad type) goes
+    through flwr's validating constructor."""
+    if all(type(v) in _SCALARS for v in values.values()):
+        return fastrecords.config_record(values)
     return ConfigRecord(dict(values))
 
 
@@ -261,7 +267,10 @@ class Wire:
 
 
 def records(**named: ArrayRecord | ConfigRecord | MetricRecord) -> RecordDict:
-    """A ``RecordDict`` from named records."""
+    """A ``RecordDict`` from named records (flwr's validating constructor unless every value is
+    exactly one of flwr's record classes)."""
+    if all(type(r) in _RECORDS for r in named.values()):
+        return fastrecords.record_dict(named)
     return RecordDict(dict(named))
 
 

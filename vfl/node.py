@@ -8,7 +8,7 @@ embeddings of a step at once) and returns the replies. Nodes never see bytes or 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -119,6 +119,13 @@ class Node:
                 raise ProtocolError(f"node {self.spec.name} has no handler for message kind {kind!r}")
             out.extend(handler(self, group))
         return out
+
+    @classmethod
+    def handle_together(cls, deliveries: Sequence[tuple[Node, list[Message]]]) -> list[list[Message]] | None:
+        """One delivery to several nodes of this class on one host, handled in one call (e.g. one
+        fused backward pass for parties sharing a host); returns each node's replies in order, or
+        None: the host calls ``handle`` node by node (the default)."""
+        return None
 
     def note_derived(self, round: str, name: str, value: Any) -> None:
         """Record what this node computed from what it received (only when views are recorded)."""

@@ -1,0 +1,78 @@
+"""One backward pass for the passive parties that share a host.
+
+A host running several parties receives the server's gradient for all of them in one delivery.
+Handled one party at a time, each party runs its own autograd backward; the engine's fixed cost
+per call then dominates a small bottom's step. Here the host's parties take the gradient together:
+ONE ``torch.autograd.backward`` over their (disjoint) graphs, then each party, in host order, takes
+its own optimizer step, its local steps and its next forward pass exactly as ``PassiveParty.on_train``
+does. The graphs share no tensor, so every gradient is computed by the same kernels on the same
+inputs as in separate calls: parameters stay bit-identical (``tests/integration/test_party_batch.py``).
+Nothing about the protocol changes: each party still builds and sends its own message.
+
+Anything else (no gradient in the delivery, several messages for one party, DP-SGD optimizers, a
+class that overrides how a gradient is applied) returns None: the host handles the parties one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
+
+import torch
+from flwr.common import Message
+
+from parties import vertical_wire as vw
+from parties.local_updates import party_local_steps
+from vfl import message as wire
+from vfl.node import Node
+
+if TYPE_CHECKING:
+    from parties.vertical import PassiveParty
+
+_SAME = ("on_train", "apply_gradient", "select_gradient", "handle", "_inputs")  # what the batch path replays
+
+
+def train_together(base: type[PassiveParty], deliveries: Sequence[tuple[Node, list[Message]]]) -> list[list[Message]] | None:
+    """The replies of each party (host order) to one gradient delivery, with one fused backward;
+    None when the delivery is not exactly one gradient message per plain party (see module doc)."""
+    parties: list[PassiveParty] = []
+    for node, messages in deliveries:
+        if (len(messages) != 1 or not isinstance(node, base)
+                or any(getattr(type(node), name) is not getattr(base, name) for name in _SAME)
+                or node._handlers.get(vw.TRAIN_FORWARD) is not base.__dict__["on_train"]
+                or messages[0].metadata.message_type != vw.TRAIN_FORWARD or not wire.has_array(messages[0], vw.GRAD)
+                or getattr(node.optimizer, "begin_step", None) is not None):
+            return None
+        parties.append(node)
+    steps = []  # per party: (epoch, step of this message, gradient step, output, gradient)
+    for node, (_, (m,)) in zip(parties, deliveries, strict=True):
+        cfg = wire.config_of(m, vw.STEP)
+        epoch, step, grad_step = (int(cast(int, cfg[k])) for k in (vw.EPOCH, vw.STEP_KEY, vw.GRAD_STEP))
+        grad = node.select_gradient(m)
+        if node._pending is None or node._pending[:2] != (epoch, grad_step):
+            return None  # let the one-by-one path raise its ProtocolError
+        out = node._pending[2]
+        steps.append((epoch, step, grad_step, out, torch.tensor(grad, dtype=torch.float32,
+                                                                 device=node.device).reshape(out.shape)))
+    for node in parties:
+        node.optimizer.zero_grad(set_to_none=True)
+    torch.autograd.backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
+    replies: list[list[Message]] = []
+    for node, (_, (m,)), (epoch, step, grad_step, _, g) in zip(parties, deliveries, steps, strict=True):
+        node.optimizer.step()
+        node._pending = None
+        party_local_steps(bottom=node.bottom, optimizer=node.optimizer, grad=g, extra=node.local_steps - 1,
+                          inputs=_batch(node, epoch, grad_step))
+        mine = []
+        if bool(wire.config_of(m, vw.STEP)[vw.FORWARD]):
+            node.bottom.train()
+            out = node.bottom(node._inputs(node.shard.x_train, node.schedule.train_ids(epoch, step)))
+            node._pending = (epoch, step, out)
+            mine.append(node._send(m, out, "train", epoch, step))
+        replies.append(mine)
+    return replies
+
+
+def _batch(node: PassiveParty, epoch: int, step: int) -> Callable[[], torch.Tensor]:
+    """The inputs of the batch a gradient belongs to (for the local steps)."""
+    return lambda: node._inputs(node.shard.x_train, node.schedule.train_ids(epoch, step))

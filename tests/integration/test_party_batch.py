@@ -1,0 +1,94 @@
+"""Parties sharing a host take the server's gradient with one fused backward (parties/party_batch.py):
+the run is bit-identical to one party per host (parameters, optimizer state, metrics, bytes), and
+the fused path really ran (it can fail: a wrong order or a missed step changes the parameters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import strategies  # noqa: F401
+from parties import vertical
+from tests.helpers import BlobSource
+from vfl.engine import Engine
+from vfl.schema import load_run_config
+from vfl.transport.inprocess import InProcessTransport
+
+M, N, B = 3, 200, 50
+
+
+def _cfg(strategy: str, params: dict[str, Any], *, per_host: int, q: int = 1, optimizer: str = "sgd"):
+    return load_run_config({
+        "strategy": strategy, "num_parties": M, "seed": 5, "params": params,
+        "model": {"embed_dim": 6, "bottom_hidden": [8], "head_hidden": [8]},
+        "train": {"epochs": 2, "batch_size": B, "lr": 0.05, "optimizer": optimizer, "local_steps": q},
+        "privacy": {"noise_rng": "seeded"}, "transport": {"parties_per_actor": per_host}})
+
+
+def _run(cfg) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    transport = InProcessTransport()
+    engine = Engine(cfg, transport, BlobSource(num_parties=M, num_train=N), progress=False)
+    try:
+        res = engine.run()
+        assert engine.grid is not None
+        states = {nid: transport.call(group, nid, "state") for nid, group in engine.grid.group_of.items()}
+        return res.summary, res.history, states
+    finally:
+        transport.shutdown()
+
+
+def _flat(state: Any) -> list[Any]:
+    if isinstance(state, dict):
+        return [x for k in sorted(state, key=str) for x in [k, *_flat(state[k])]]
+    if isinstance(state, list | tuple):
+        return [x for v in state for x in _flat(v)]
+    return [state]
+
+
+def _assert_identical(a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]]) -> None:
+    assert sorted(a) == sorted(b)
+    for nid in a:
+        fa, fb = _flat(a[nid]), _flat(b[nid])
+        assert len(fa) == len(fb)
+        for x, y in zip(fa, fb, strict=True):
+            if isinstance(x, torch.Tensor):
+                assert torch.equal(x, y), f"node {nid}"
+            else:
+                assert x == y, f"node {nid}"
+
+
+@pytest.mark.parametrize(("strategy", "params", "q", "optimizer"), [
+    ("npq", {}, 1, "sgd"), ("npq", {}, 2, "adam"), ("ldp", {"sigma": 1.0}, 1, "sgd"), ("npq+secagg", {}, 1, "sgd")])
+def test_fused_host_is_bit_identical_to_one_party_per_host(monkeypatch, strategy, params, q, optimizer):
+    fused_calls: list[int] = []
+
+    def spy(base, deliveries):
+        out = vertical_train_together(base, deliveries)
+        if out is not None:
+            fused_calls.append(len(deliveries))
+        return out
+
+    vertical_train_together = vertical.train_together
+    monkeypatch.setattr(vertical, "train_together", spy)
+    sep_summary, sep_hist, sep_states = _run(_cfg(strategy, params, per_host=1, q=q, optimizer=optimizer))
+    assert fused_calls == []  # one party per host: nothing to fuse
+    fused_summary, fused_hist, fused_states = _run(_cfg(strategy, params, per_host=M, q=q, optimizer=optimizer))
+    steps = -(-N // B)
+    assert fused_calls == [M] * (2 * steps)  # every gradient delivery (2 epochs x steps)
+    _assert_identical(fused_states, sep_states)
+    assert [r["train_loss"] for r in fused_hist] == [r["train_loss"] for r in sep_hist]
+    for key in ("total_bytes_up", "total_bytes_down", "payload_bytes_up", "payload_bytes_down", "setup_bytes",
+                "eval_bytes", "bytes_per_party"):
+        assert fused_summary[key] == sep_summary[key], key
+
+
+def test_a_delivery_the_batch_path_does_not_cover_falls_back():
+    """Several messages for one party (or none with a gradient): None, the host goes one by one."""
+    from flwr.common import Message
+
+    class Stub:
+        pass
+
+    assert vertical.train_together(vertical.PassiveParty, [(Stub(), [Message.__new__(Message)])]) is None  # type: ignore[list-item]

@@ -1,0 +1,142 @@
+"""``vfl.fastrecords``: the hot-path decoder and record builders give the very objects flwr's own
+constructors and ``message_from_proto`` give (same classes, same attributes, same re-encoding)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flwr.common import Array, ArrayRecord, ConfigRecord, Error, Message, RecordDict, serde
+
+from vfl import fastrecords
+from vfl import message as wire
+from vfl.auth import HostAuth
+
+
+def _state(obj: object) -> dict[str, object]:
+    """An object's attributes, records and arrays compared by value (the check functions by identity)."""
+    return {k: _state(v) if isinstance(v, Array) else v for k, v in vars(obj).items() if k != "_data"}
+
+
+def assert_same_message(fast: Message, ref: Message) -> None:
+    assert type(fast) is type(ref)
+    assert fast.metadata == ref.metadata
+    assert fast.has_content() == ref.has_content()
+    if not ref.has_content():
+        return
+    assert list(fast.content) == list(ref.content)
+    for key, ref_rec in ref.content.items():
+        rec = fast.content[key]
+        assert type(rec) is type(ref_rec)
+        assert _state(rec) == _state(ref_rec)
+        assert list(rec) == list(ref_rec)
+        for name, value in ref_rec.items():
+            got = rec[name]
+            assert type(got) is type(value)
+            if isinstance(value, Array):
+                assert _state(got) == _state(value)
+            else:
+                assert got == value
+    assert _state(fast.content) == _state(ref.content)
+    assert serde.message_to_proto(fast).SerializeToString() == serde.message_to_proto(ref).SerializeToString()
+
+
+def _messages() -> list[Message]:
+    rng = np.random.default_rng(0)
+    cfg = wire.config(epoch=1, step=2, forward=True, lr=0.5, name="x", blob=b"\x00\x01", ints=[1, 2, 3],
+                      floats=[0.5, 1.5], strs=["a", "b"], flags=[True, False], blobs=[b"a", b"bc"])
+    return [
+        wire.make("train.x", src=1, dst=0, round="train:1:2", reply_to="0000000000000003",
+                  content=wire.records(emb=wire.arrays(float=rng.random((4, 3), dtype=np.float32),
+                                                       counts=rng.integers(0, 9, (4, 3)).astype(np.uint8)),
+                                       step=cfg)),
+        wire.make("train.x", src=0, dst=wire.BROADCAST, round="train:1:2",
+                  content=wire.records(grad=wire.arrays(all=rng.random((2, 5)).astype(np.float64)), step=cfg)),
+        wire.make("train.x", src=0, dst=0, round="control:0:0"),  # no content
+        wire.metrics_reply(wire.make("query.metrics", src=0, dst=0, round="control:0:0"), loss=0.25, n=3),
+        wire.make("train.x", src=1, dst=0, round="train:0:0",
+                  content=wire.records(mixed=ArrayRecord({"np": Array(np.arange(6, dtype=np.int64).reshape(2, 3))}),
+                                       empty=wire.config())),  # flwr's own numpy serialization
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_decode_equals_flwr_message_from_proto(index: int) -> None:
+    data = wire.encode(_messages()[index])
+    proto = serde.ProtoMessage.FromString(data)
+    assert_same_message(fastrecords.message_from_proto(proto), serde.message_from_proto(proto))
+    assert_same_message(wire.decode(data), serde.message_from_proto(proto))
+
+
+def test_decode_of_a_signed_wire_equals_flwr() -> None:
+    """The auth record (a bytes value appended as a protobuf fragment) decodes the same way."""
+    host = HostAuth({1: "p1"}, host="h")
+    signed = host.sign(1, wire.Wire.of(_messages()[0]))
+    proto = serde.ProtoMessage.FromString(signed.data)
+    assert_same_message(fastrecords.message_from_proto(proto), serde.message_from_proto(proto))
+
+
+def test_error_message_goes_to_flwr() -> None:
+    msg = Message(Error(code=3, reason="boom"), reply_to=_messages()[0])
+    proto = serde.message_to_proto(msg)
+    assert fastrecords.message_from_proto(proto).error == serde.message_from_proto(proto).error
+
+
+def test_builders_equal_flwr_constructors() -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ref = Array(dtype="f4", shape=(3, 4), stype="raw", data=x.tobytes())
+    fast = fastrecords.new_array("f4", (3, 4), "raw", x.tobytes())
+    assert fast == ref and _state(fast) == _state(ref)
+    assert _state(wire.arrays(a=x)) == _state(ArrayRecord({"a": ref}))
+    assert wire.arrays(a=x)["a"] == ref
+    rec = fastrecords.config_record({"k": 1, "l": [1, 2]})
+    assert _state(rec) == _state(ConfigRecord({"k": 1, "l": [1, 2]})) and dict(rec) == {"k": 1, "l": [1, 2]}
+    rd = fastrecords.record_dict({"c": rec})
+    assert _state(rd) == _state(RecordDict({"c": rec})) and rd["c"] is rec
+
+
+def test_built_records_still_validate_later_writes() -> None:
+    """Records built directly keep flwr's checks for what is set on them afterwards."""
+    rec = fastrecords.config_record({"k": 1})
+    with pytest.raises(TypeError):
+        rec["bad"] = object()  # type: ignore[assignment]
+    rd = fastrecords.record_dict({})
+    with pytest.raises(TypeError):
+        rd["bad"] = 3  # type: ignore[assignment]
+    arr = wire.arrays(a=np.zeros(2, np.float32))
+    with pytest.raises(TypeError):
+        arr["b"] = np.zeros(2)  # type: ignore[assignment]
+
+
+def test_config_and_records_equal_flwr_and_keep_its_checks() -> None:
+    values = {"e": 1, "f": True, "x": 0.5, "s": "a", "b": b"z"}
+    assert _state(wire.config(**values)) == _state(ConfigRecord(dict(values)))
+    assert dict(wire.config(**values)) == values
+    odd = {"n": np.float64(0.5), "l": [1, 2]}  # numpy scalars and lists: flwr's own constructor
+    assert dict(wire.config(**odd)) == dict(ConfigRecord(dict(odd)))
+    with pytest.raises(TypeError):
+        wire.config(bad=object())  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        wire.config(bad=np.zeros(2))  # type: ignore[arg-type]
+    named = {"c": wire.config(k=1), "a": wire.arrays(x=np.zeros(2, np.float32))}
+    assert _state(wire.records(**named)) == _state(RecordDict(dict(named)))
+    assert list(wire.records(**named)) == ["c", "a"]
+    with pytest.raises(TypeError):
+        wire.records(bad=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_encode_gives_flwr_bytes(index: int) -> None:
+    msg = _messages()[index]
+    assert wire.encode(msg) == serde.message_to_proto(msg).SerializeToString()
+    assert fastrecords.message_to_proto(msg) == serde.message_to_proto(msg)
+
+
+def test_encode_of_odd_values_gives_flwr_bytes() -> None:
+    """Big unsigned ints, numpy scalars, empty records and a decoded signed message: flwr's bytes."""
+    odd = wire.records(c=ConfigRecord({"u": 2**63 + 5, "n": np.float64(0.25), "neg": -3}), e=wire.config(),
+                       a=ArrayRecord())
+    msg = wire.make("train.x", src=2, dst=0, round="train:0:1", content=odd)
+    assert wire.encode(msg) == serde.message_to_proto(msg).SerializeToString()
+    signed = HostAuth({1: "p1"}, host="h").sign(1, wire.Wire.of(_messages()[0]))
+    decoded = wire.decode(signed.data)
+    assert wire.encode(decoded) == serde.message_to_proto(decoded).SerializeToString()

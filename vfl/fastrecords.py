@@ -1,0 +1,114 @@
+"""The flwr record objects of the hot path, built without flwr's per-item re-validation.
+
+flwr's ``Array`` / ``ArrayRecord`` / ``ConfigRecord`` / ``RecordDict`` constructors type-check every
+key and value in Python, and ``ArrayRecord(array_dict)`` copies every ``Array`` it is given; on a
+small-model step that is most of the serde cost. Here the values are already typed (they come from
+a parsed protobuf whose schema fixes the types, or from ``vfl.message.to_array``), so the same
+objects are built directly: the same classes with the same attributes as flwr's constructors leave
+(``tests/unit/test_fastrecords.py`` compares them with flwr's own ``message_from_proto`` on every
+kind of wire). ``message_to_proto`` likewise builds flwr's protobuf for the hot path's records
+directly; its bytes equal flwr's ``message_to_proto`` bytes (tested), so the wire is unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flwr.app.message import arrayrecord as _ar
+from flwr.app.message import configrecord as _cr
+from flwr.app.message import recorddict as _rd
+from flwr.app.message.message import make_message
+from flwr.app.message.typeddict import TypedDict
+from flwr.common import Array, ArrayRecord, ConfigRecord, Message, RecordDict, serde
+from flwr.common.constant import INT64_MAX_VALUE
+from flwr.common.serde_utils import (
+    metadata_from_proto,
+    metadata_to_proto,
+    record_value_dict_from_proto,
+)
+from flwr.proto.message_pb2 import Message as ProtoMessage
+from flwr.proto.recorddict_pb2 import Array as ProtoArray
+from flwr.proto.recorddict_pb2 import ArrayRecord as ProtoArrayRecord
+from flwr.proto.recorddict_pb2 import ConfigRecord as ProtoConfigRecord
+from flwr.proto.recorddict_pb2 import ConfigRecordValue as ProtoConfigValue
+from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
+
+_FIELD = {bool: "bool", int: "sint64", float: "double", str: "string", bytes: "bytes"}  # flwr's scalar fields
+
+
+def new_array(dtype: str, shape: tuple[int, ...], stype: str, data: bytes) -> Array:
+    """An ``Array`` as ``Array(dtype=..., shape=..., stype=..., data=...)`` leaves it (typed inputs)."""
+    a = object.__new__(Array)
+    a.__dict__.update(_is_dirty=True, dtype=dtype, shape=shape, stype=stype, data=data)
+    return a
+
+
+def array_record(items: dict[str, Array]) -> ArrayRecord:
+    """An ``ArrayRecord`` holding ``items`` themselves (flwr's constructor would copy each Array)."""
+    rec = object.__new__(ArrayRecord)
+    TypedDict.__init__(rec, _ar._check_key, _ar._check_value)
+    rec.__dict__["_data"].update(items)
+    rec.__dict__["_is_dirty"] = True
+    return rec
+
+
+def config_record(items: dict[str, Any]) -> ConfigRecord:
+    """A ``ConfigRecord`` of values already of the allowed types (decoded from protobuf)."""
+    rec = object.__new__(ConfigRecord)
+    TypedDict.__init__(rec, _cr._check_key, _cr._check_value)
+    rec.__dict__["_data"].update(items)
+    return rec
+
+
+def record_dict(items: dict[str, Any]) -> RecordDict:
+    """A ``RecordDict`` of records already of the allowed types."""
+    rd = object.__new__(RecordDict)
+    TypedDict.__init__(rd, _rd._check_key, _rd._check_value)
+    rd.__dict__["_data"].update(items)
+    return rd
+
+
+def message_from_proto(proto: Any) -> Message:
+    """``flwr.common.serde.message_from_proto`` for messages with content: the same Message, built
+    directly (a message with an error, or a record kind not on the hot path, goes to flwr's)."""
+    if proto.HasField("error") or not proto.HasField("content"):
+        return serde.message_from_proto(proto)
+    records: dict[str, Any] = {}
+    for item in proto.content.items:
+        field = item.WhichOneof("value")
+        if field == "array_record":
+            records[item.key] = array_record({
+                a.key: new_array(a.value.dtype, tuple(a.value.shape), a.value.stype, a.value.data)
+                for a in item.array_record.items})
+        elif field == "config_record":
+            records[item.key] = config_record(record_value_dict_from_proto(
+                {c.key: c.value for c in item.config_record.items}))
+        else:  # metric records (control plane) and anything else: flwr's decoder
+            return serde.message_from_proto(proto)
+    return make_message(metadata=metadata_from_proto(proto.metadata), content=record_dict(records))
+
+
+def message_to_proto(message: Message) -> Any:
+    """``flwr.common.serde.message_to_proto`` for messages of array records and scalar config records:
+    the same protobuf, built directly (anything else goes to flwr's encoder)."""
+    if message.has_error() or not message.has_content():
+        return serde.message_to_proto(message)
+    items = []
+    for key, rec in message.content.items():
+        kind = type(rec)
+        if isinstance(rec, ArrayRecord) and kind is ArrayRecord:
+            arrays = [ProtoArrayRecord.Item(key=k, value=ProtoArray(dtype=a.dtype, shape=a.shape, stype=a.stype,
+                                                                    data=a.data)) for k, a in rec.items()]
+            items.append(ProtoRecordDict.Item(key=key, array_record=ProtoArrayRecord(items=arrays)))
+        elif isinstance(rec, ConfigRecord) and kind is ConfigRecord:
+            values = []
+            for k, v in rec.items():
+                field = _FIELD.get(type(v))
+                if field is None or (isinstance(v, int) and v > INT64_MAX_VALUE):  # lists, uint64, subclasses
+                    return serde.message_to_proto(message)
+                value = ProtoConfigValue(**{field: v})  # type: ignore[arg-type]
+                values.append(ProtoConfigRecord.Item(key=k, value=value))
+            items.append(ProtoRecordDict.Item(key=key, config_record=ProtoConfigRecord(items=values)))
+        else:  # metric records (control plane)
+            return serde.message_to_proto(message)
+    return ProtoMessage(metadata=metadata_to_proto(message.metadata), content=ProtoRecordDict(items=items))
