@@ -184,7 +184,8 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
         temp = str(run_dir.path / "ray-tmp") if run_dir is not None else None
         transport = make_transport(cfg.transport.kind, address=cfg.transport.address, temp_dir=temp,
                                    connect_timeout_s=cfg.transport.connect_timeout_s,
-                                   schedule_timeout_s=cfg.transport.schedule_timeout_s)
+                                   schedule_timeout_s=cfg.transport.schedule_timeout_s,
+                                   timeout_s=cfg.transport.timeout_s)
         signals.after_ray_init()
     tracker = track_epochs(cfg, run_dir, on_epoch_end)
     log.info("%s %s: strategy %s, %d parties, %s transport, run directory %s", "resuming" if resume else "starting",

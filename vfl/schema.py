@@ -82,6 +82,9 @@ class TransportConfig:
     connect_timeout_s: float = param(30.0, gt=0, le=3600, help="give up joining transport.address after this")
     schedule_timeout_s: float = param(60.0, gt=0, le=86400, help="give up reserving every actor's CPUs/GPUs "
                                       "(one placement group per run) after this many seconds")
+    timeout_s: float = param(1800.0, gt=0, le=86400, help="a Ray call outside the guarded training/eval hops "
+                             "(set-up, PSI, SecAgg keys, LLM conversations) unanswered after this many seconds "
+                             "fails the run naming the host (a hang detector: keep it above the slowest step)")
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig, metadata={
         "help": "per-role {cpus, gpus} of server, party, model_server actors (vfl/resources.py)"})
 

@@ -121,7 +121,8 @@ class Transport(ABC):
 
 
 def make_transport(kind: str, *, address: str | None = None, temp_dir: str | None = None,
-                   connect_timeout_s: float = 30.0, schedule_timeout_s: float = 60.0) -> Transport:
+                   connect_timeout_s: float = 30.0, schedule_timeout_s: float = 60.0,
+                   timeout_s: float = 1800.0) -> Transport:
     """Factory by name: ``inprocess`` or ``ray``."""
     if kind == "inprocess":
         from vfl.transport.inprocess import InProcessTransport
@@ -131,5 +132,5 @@ def make_transport(kind: str, *, address: str | None = None, temp_dir: str | Non
         from vfl.transport.ray_transport import RayTransport
 
         return RayTransport(address=address, temp_dir=temp_dir, connect_timeout_s=connect_timeout_s,
-                            schedule_timeout_s=schedule_timeout_s)
+                            schedule_timeout_s=schedule_timeout_s, timeout_s=timeout_s)
     raise ConfigError("transport.kind", f"got {kind!r}; allowed: 'inprocess', 'ray'")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,7 +46,7 @@ class RayTransport(Transport):
 
     def __init__(self, *, address: str | None = None, temp_dir: str | None = None,
                  num_cpus: int | None = None, connect_timeout_s: float = 30.0,
-                 schedule_timeout_s: float = 60.0) -> None:
+                 schedule_timeout_s: float = 60.0, timeout_s: float = 1800.0) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         import ray
@@ -61,6 +62,7 @@ class RayTransport(Transport):
         self._threads = 1
         self._remote_host: Any = None
         self.schedule_timeout_s = schedule_timeout_s
+        self.timeout_s = timeout_s  # transport.timeout_s: every unguarded ray.get gives up after this
         if ray.is_initialized():
             return
         if address:
@@ -139,9 +141,14 @@ class RayTransport(Transport):
     def _get(self, futures: dict[str, Any], *, round: str) -> dict[str, Any]:
         ray = self._ray
         out: dict[str, Any] = {}
+        deadline = time.monotonic() + self.timeout_s
         for name, fut in futures.items():
             try:
-                out[name] = ray.get(fut)
+                out[name] = ray.get(fut, timeout=max(0.0, deadline - time.monotonic()))
+            except ray.exceptions.GetTimeoutError:  # name every host still busy: one may wait on another
+                pending = [n for n, f in futures.items() if n not in out and not self._ray.wait([f], timeout=0)[0]]
+                raise PartyFailure(", ".join(self._names(n) for n in pending or [name]), round,
+                                   f"no answer within transport.timeout_s={self.timeout_s:g}") from None
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if hasattr(exc, "cause") else None
                 if isinstance(cause, VFLError):
