@@ -44,7 +44,7 @@ def _has_rows(out: Path) -> bool:
 
 def test_second_writer_is_refused_and_sigint_names_the_run_directory(tmp_path):
     out = tmp_path / "run"
-    first = _vfl("run", "demo", "--transport", "inprocess", "--out", str(out), "--set", "train.epochs=1000", *SMALL)
+    first = _vfl("run", "demo", "--transport", "inprocess", "--out", str(out), "--set", "train.epochs=100000", *SMALL)  # never finishes first
     try:
         _wait_for(lambda: _has_rows(out), first, "the first epoch")
         second = _vfl("run", "demo", "--transport", "inprocess", "--out", str(out), *SMALL)
@@ -91,7 +91,7 @@ def _descendants(pid: int) -> list[psutil.Process]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_signals_over_ray_leave_nothing_behind(tmp_path, sig):
     out = tmp_path / "run"
-    proc = _vfl("run", "demo", "--out", str(out), "--set", "train.epochs=1000", *SMALL)
+    proc = _vfl("run", "demo", "--out", str(out), "--set", "train.epochs=100000", *SMALL)  # never finishes first
     try:
         _wait_for(lambda: _has_rows(out), proc, "the first epoch over Ray")
         tree = _descendants(proc.pid)
