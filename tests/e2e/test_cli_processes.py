@@ -21,9 +21,16 @@ SMALL = ["--no-progress", "--set", "params.b=8", "--set", "data.train_subsample=
          "data.test_subsample=64"]
 
 
+def _default_sigint() -> None:
+    """A shell starting the tests in the background (``pytest &``, nohup, CI runners) makes SIGINT
+    ignored, and a child inherits that: Python then installs no KeyboardInterrupt handler. These
+    tests send SIGINT as a terminal would, so the child starts with the default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _vfl(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "simulations.cli", *args], cwd=cwd, env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
 
 
 def _wait_for(cond, proc: subprocess.Popen[str], what: str, timeout: float = 300.0) -> None:
