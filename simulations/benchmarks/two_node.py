@@ -32,7 +32,7 @@ from vfl.transport.ray_transport import RayTransport
 RAY = str(Path(sys.executable).parent / "ray")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -43,7 +43,7 @@ class LocalCluster:
 
     def __init__(self, *, nodes: int, cpus: int) -> None:
         self.nodes, self.cpus = nodes, cpus
-        self.port = _free_port()
+        self.port = free_port()
         self.temp = tempfile.mkdtemp(prefix="vflb-")  # short: Ray's socket paths must stay < 108 chars
         self.env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
 
