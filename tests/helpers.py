@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,3 +35,20 @@ class BlobSource:
         cols = np.array_split(np.arange(self.features), self.num_parties)
         shards = [PartyShard(i, d.x_train[:, c], d.x_test[:, c]) for i, c in enumerate(cols)]
         return shards, LabelShard(d.y_train, d.y_test, self.classes)
+
+
+def run_with_states(cfg: Any, *, num_train: int, transport: Any = None
+                    ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """Run ``cfg`` on blobs; summary, history and every node's ``state()`` (models + optimizer state)."""
+    from vfl.engine import Engine
+    from vfl.transport.inprocess import InProcessTransport
+
+    transport = transport or InProcessTransport()
+    engine = Engine(cfg, transport, BlobSource(num_parties=cfg.num_parties, num_train=num_train), progress=False)
+    try:
+        res = engine.run()
+        assert engine.grid is not None
+        states = {nid: transport.call(group, nid, "state") for nid, group in engine.grid.group_of.items()}
+        return res.summary, res.history, states
+    finally:
+        transport.shutdown()

@@ -27,6 +27,7 @@ import psutil
 
 from vfl.host import NodeBuilder
 from vfl.transport.base import HostGroup
+from vfl.transport.ray_reaper import end_processes
 from vfl.transport.ray_transport import RayTransport
 
 RAY = str(Path(sys.executable).parent / "ray")
@@ -83,18 +84,7 @@ class LocalCluster:
         return list(procs.values())
 
     def __exit__(self, *exc: object) -> None:
-        procs = self._ours()
-        for p in procs:
-            try:
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(procs, timeout=15)
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
+        end_processes(self._ours(), timeout=15)
         shutil.rmtree(self.temp, ignore_errors=True)
 
 

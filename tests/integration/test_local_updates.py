@@ -13,7 +13,7 @@ import torch
 import strategies  # noqa: F401
 from simulations.datasource import ConfigDataSource
 from simulations.runner import read_config_file
-from tests.helpers import BlobSource
+from tests.helpers import run_with_states
 from vfl.engine import Engine
 from vfl.errors import ConfigError
 from vfl.schema import load_run_config
@@ -33,16 +33,7 @@ def _cfg(strategy: str, params: dict[str, Any], *, q: int | None, optimizer: str
 
 
 def _run(cfg, transport=None) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
-    """Summary, history, and every node's state() after the run (models + optimizer state)."""
-    transport = transport or InProcessTransport()
-    engine = Engine(cfg, transport, BlobSource(num_parties=M, num_train=N), progress=False)
-    try:
-        res = engine.run()
-        assert engine.grid is not None
-        states = {nid: transport.call(group, nid, "state") for nid, group in engine.grid.group_of.items()}
-        return res.summary, res.history, states
-    finally:
-        transport.shutdown()
+    return run_with_states(cfg, num_train=N, transport=transport)
 
 
 def _params(states: dict[int, dict[str, Any]]) -> list[torch.Tensor]:

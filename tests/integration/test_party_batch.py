@@ -11,10 +11,8 @@ import torch
 
 import strategies  # noqa: F401
 from parties import vertical
-from tests.helpers import BlobSource
-from vfl.engine import Engine
+from tests.helpers import run_with_states
 from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
 
 M, N, B = 3, 200, 50
 
@@ -27,16 +25,8 @@ def _cfg(strategy: str, params: dict[str, Any], *, per_host: int, q: int = 1, op
         "privacy": {"noise_rng": "seeded"}, "transport": {"parties_per_actor": per_host}})
 
 
-def _run(cfg) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
-    transport = InProcessTransport()
-    engine = Engine(cfg, transport, BlobSource(num_parties=M, num_train=N), progress=False)
-    try:
-        res = engine.run()
-        assert engine.grid is not None
-        states = {nid: transport.call(group, nid, "state") for nid, group in engine.grid.group_of.items()}
-        return res.summary, res.history, states
-    finally:
-        transport.shutdown()
+def _run(cfg, transport=None) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    return run_with_states(cfg, num_train=N, transport=transport)
 
 
 def _flat(state: Any) -> list[Any]:

@@ -77,12 +77,17 @@ def _reap(procs: dict[int, float]) -> None:
                 victims.append(p)
         except psutil.Error:
             pass
-    for p in victims:
+    end_processes(victims, timeout=3)
+
+
+def end_processes(procs: list[psutil.Process], *, timeout: float) -> None:
+    """SIGTERM each process, then SIGKILL those still alive after ``timeout`` seconds."""
+    for p in procs:
         try:
             p.terminate()
         except psutil.Error:
             pass
-    _, alive = psutil.wait_procs(victims, timeout=3)
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
     for p in alive:
         try:
             p.kill()
