@@ -25,6 +25,7 @@ from parties.vertical import (
     step_config,
     sum_aggregator,
 )
+from strategies.compiled_epoch import compiled_chain, train_epoch_compiled
 from strategies.dropout import Dropouts
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
@@ -184,6 +185,11 @@ class VerticalStrategy(Strategy):
                                     content=wire.records(**{STEP: step_config(epoch=epoch, step=0, forward=True)})))
         server, guard = [grid.group_of[SERVER_ID]], self.dropouts
         guard.start_epoch(grid, epoch)
+        chain = compiled_chain(grid, self.cfg, server=server[0], unmask_hops=self.unmask_hops, steps=steps)
+        if chain is not None:  # Ray Compiled Graph: one channel write/read per step (same wires)
+            train_epoch_compiled(grid, chain, start=start, epoch=epoch, steps=steps, sync_every=self.SYNC,
+                                 timeout_s=guard.timeout, progress=progress)
+            return guard.finish_epoch()
         ups = guard.hop(0, grid.submit([[start]], to=grid.party_groups))
         done, step = 0, 0
         while step < steps:

@@ -104,6 +104,11 @@ class Transport(ABC):
         """Control plane: the recorded views of every node (``privacy.record_views``), drained."""
         return {}
 
+    def chain(self, hops: tuple[tuple[str, ...], ...]) -> Any:
+        """A compiled chain of pipelined hops (``run(wires, round=, timeout_s=)``), or None where the
+        transport has none (then the caller submits hop by hop)."""
+        return None
+
     @abstractmethod
     def host_call(self, group: str, method: str, *args: Any) -> Any:
         """Control-plane call on one host itself (authentication set-up, signing the driver's

@@ -22,6 +22,7 @@ from vfl.faults import FORWARD_ENV
 from vfl.host import NodeBuilder, NodeHost
 from vfl.message import Wire
 from vfl.transport.base import HostGroup, Outcome, Transport
+from vfl.transport.ray_chain import CompiledChain, Hops
 from vfl.transport.ray_connect import probe
 from vfl.transport.ray_placement import admit
 from vfl.transport.ray_reaper import Reaper
@@ -63,6 +64,7 @@ class RayTransport(Transport):
         self._remote_host: Any = None
         self.schedule_timeout_s = schedule_timeout_s
         self.timeout_s = timeout_s  # transport.timeout_s: every unguarded ray.get gives up after this
+        self._chains: dict[Hops, CompiledChain] = {}  # compiled hop chains, dropped when an actor changes
         if ray.is_initialized():
             return
         if address:
@@ -112,6 +114,7 @@ class RayTransport(Transport):
 
     def restart(self, states: dict[int, bytes]) -> list[tuple[int, int, str, str, int, int]]:
         ray = self._ray
+        self.close_chains()  # a compiled graph holds channels to the actors about to be reset or replaced
         rows: list[tuple[int, int, str, str, int, int]] = []
         dead: list[str] = []
         futures = {n: a.reset.remote(self._subset(n, states)) for n, a in self.actors.items()}
@@ -213,6 +216,7 @@ class RayTransport(Transport):
             return False
 
     def remove(self, group: str) -> None:
+        self.close_chains()
         actor = self.actors.pop(group, None)
         if actor is not None:
             try:
@@ -249,8 +253,26 @@ class RayTransport(Transport):
         """Kill one host actor (fault injection in tests and demos)."""
         self._ray.kill(self.actors[group], no_restart=True)
 
+    def chain(self, hops: Hops) -> CompiledChain:
+        """The compiled graph for ``hops`` (built on first use, kept until an actor changes)."""
+        chain = self._chains.get(hops)
+        if chain is None:
+            unknown = sorted({h for hop in hops for h in hop} - set(self.actors))
+            if unknown:
+                raise PartyFailure(", ".join(unknown), "compile", "no such host actor")
+            chain = CompiledChain(self._ray, self.actors, hops, names=self._names, dead=self._dead_names)
+            self._chains[hops] = chain
+        return chain
+
+    def close_chains(self) -> None:
+        """Tear down every compiled graph (before actors are reset, replaced, removed or killed)."""
+        chains, self._chains = list(self._chains.values()), {}
+        for chain in chains:
+            chain.close()
+
     def _release(self) -> None:
         """Kill every host actor (their resources go back to the cluster)."""
+        self.close_chains()
         for actor in self.actors.values():
             try:
                 self._ray.kill(actor, no_restart=True)

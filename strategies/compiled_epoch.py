@@ -1,0 +1,52 @@
+"""The vertical training loop over a Ray Compiled Graph (``transport.compiled_graph``).
+
+Every step of a vertical round is the same hop chain: parties -> server (-> parties -> server per
+secure-aggregation unmask hop) -> parties. Compiled once (``vfl.transport.ray_chain``), a step is
+one write and one read of shared-memory channels instead of a task per hop; the hosts run the
+same ``deliver_piped`` and log the same outbox rows, so messages, bytes and results equal the
+task path's (``tests/integration/test_compiled_graph.py``). The driver waits for every step (the
+next step's input is this step's output), and a failure is a PartyFailure for the engine:
+``train.on_dropout: skip-party`` needs the task path's per-hop handles, so it never compiles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vfl.errors import ProtocolError
+from vfl.grid import Grid
+from vfl.message import Wire, round_tag
+from vfl.schema import RunConfig
+from vfl.strategy import Progress
+
+MIN_AUTO_STEPS = 2000  # compiled_graph: auto compiles runs with at least this many training steps
+
+
+def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, unmask_hops: int, steps: int) -> Any:
+    """The chain for one training step, or None where the task path is used: ``off``, the
+    in-process transport, ``on_dropout: skip-party``, or ``auto`` on a run shorter than
+    ``MIN_AUTO_STEPS`` steps (compiling costs a few seconds once: a proxy actor is started)."""
+    mode = cfg.transport.compiled_graph
+    if mode == "off" or cfg.train.on_dropout != "fail":
+        return None
+    if mode == "auto" and steps * cfg.train.epochs < MIN_AUTO_STEPS:
+        return None
+    parties = tuple(grid.party_groups)
+    hops = [(server,)] + [parties, (server,)] * unmask_hops + [parties]
+    return grid.chain(hops)
+
+
+def train_epoch_compiled(grid: Grid, chain: Any, *, start: Wire, epoch: int, steps: int, sync_every: int,
+                         timeout_s: float, progress: Progress) -> None:
+    """One epoch: the start broadcast by the task path, then ``steps`` runs of the chain, each
+    fed the parties' replies of the step before. Every wire is counted by ``grid.drain``."""
+    ups = grid.collect(grid.submit([[start]], to=grid.party_groups), round=round_tag(epoch, 0))
+    done = 0
+    for step in range(steps):
+        ups = chain.run(ups, round=round_tag(epoch, step), timeout_s=timeout_s)
+        if (step + 1) % sync_every == 0 or step == steps - 1:
+            progress(step + 1 - done)
+            done = step + 1
+    grid.drain()
+    if ups:
+        raise ProtocolError(f"parties sent {len(ups)} messages after the last step of epoch {epoch}")

@@ -1,0 +1,144 @@
+"""Vertical training over a Ray Compiled Graph (``transport.compiled_graph: on``) is the task path
+bit for bit: same losses, parameters, optimizer state and every byte count; a host that fails
+inside the compiled chain is a PartyFailure naming it; the chain is really used (and rebuilt after
+a restart). ``auto`` compiles only long runs; in-process and skip-party never compile."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import torch
+
+import strategies  # noqa: F401
+from strategies.compiled_epoch import MIN_AUTO_STEPS, compiled_chain
+from tests.helpers import run_with_states
+from vfl.errors import ConfigError
+from vfl.schema import load_run_config
+
+M, N, B = 3, 240, 50
+LEDGER_KEYS = ("total_bytes_up", "total_bytes_down", "payload_bytes_up", "payload_bytes_down",
+               "messages_up", "messages_down", "bytes_by_kind", "epsilon")
+
+
+def _cfg(strategy: str, params: dict[str, Any], *, compiled: str, **transport: Any):
+    return load_run_config({"strategy": strategy, "num_parties": M, "seed": 3, "params": params,
+                            "model": {"embed_dim": 6, "bottom_hidden": [8], "head_hidden": [8]},
+                            "train": {"epochs": 2, "batch_size": B, "lr": 0.05, "optimizer": "adam"},
+                            "privacy": {"noise_rng": "seeded"},
+                            "transport": {"kind": "ray", "compiled_graph": compiled, **transport}})
+
+
+def _params(states: dict[int, dict[str, Any]]) -> list[torch.Tensor]:
+    return [t for nid in sorted(states) for st in states[nid].values() if isinstance(st, dict)
+            for t in st.values() if isinstance(t, torch.Tensor)]
+
+
+class _Spy:
+    """Counts compiled-chain runs by wrapping the transport's ``chain``."""
+
+    def __init__(self, transport: Any) -> None:
+        self.runs = 0
+        inner = transport.chain
+
+        def chain(hops):
+            c = inner(hops)  # the transport keeps one chain per hop plan: wrap its run once
+            if getattr(c, "_spied", False):
+                return c
+            c._spied, run = True, c.run
+
+            def counted(*a, **k):
+                self.runs += 1
+                return run(*a, **k)
+            c.run = counted
+            return c
+        transport.chain = chain
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize(("strategy", "params"), [("npq", {}), ("npq+secagg", {}), ("pbm", {"b": 16})])
+def test_compiled_graph_equals_the_task_path(ray_local, strategy, params):
+    from vfl.transport.ray_transport import RayTransport
+
+    ref_s, ref_h, ref_states = run_with_states(_cfg(strategy, params, compiled="off", max_actors=2),
+                                               num_train=N, transport=RayTransport())
+    transport = RayTransport()
+    spy = _Spy(transport)
+    s, h, states = run_with_states(_cfg(strategy, params, compiled="on", max_actors=2), num_train=N,
+                                   transport=transport)
+    assert spy.runs == 2 * -(-N // B)  # every training step went through the compiled graph
+    assert [r["train_loss"] for r in h] == [r["train_loss"] for r in ref_h]
+    assert [r["test_acc"] for r in h] == [r["test_acc"] for r in ref_h]
+    for key in LEDGER_KEYS:
+        assert s.get(key) == ref_s.get(key), key
+    for a, b in zip(_params(states), _params(ref_states), strict=True):
+        assert torch.equal(a, b)
+
+
+def _killed_run(kill: str | None, **train: Any):
+    """pbm+secagg over Ray, compiled; ``kill`` a host actor a moment after step 16 of epoch 1 (a
+    step is then in flight inside the compiled graph). Returns the result and the chain runs."""
+    import threading
+
+    from tests.helpers import BlobSource
+    from vfl.engine import Engine
+    from vfl.transport.ray_transport import RayTransport
+
+    cfg = load_run_config({"num_parties": 3, "seed": 2, "strategy": "pbm", "params": {"b": 8, "secagg": True},
+                           "train": {"epochs": 2, "batch_size": 8, "lr": 0.05, **train},
+                           "transport": {"kind": "ray", "parties_per_actor": 1, "compiled_graph": "on"},
+                           "privacy": {"noise_rng": "seeded"}})
+    transport = RayTransport()
+    spy = _Spy(transport)
+    timers: list[threading.Timer] = []
+
+    def on_step(epoch, done, engine):
+        if kill and (epoch, done) == (1, 16) and not timers:
+            timers.append(threading.Timer(0.02, transport.kill, args=(kill,)))
+            timers[0].start()
+
+    try:
+        return Engine(cfg, transport, BlobSource(num_parties=3, num_train=240, num_test=60), progress=False,
+                      on_step=on_step).run(), spy.runs
+    finally:
+        for t in timers:
+            t.join()
+        transport.shutdown()
+
+
+@pytest.mark.ray
+def test_a_host_killed_inside_the_compiled_chain_restarts_or_fails_naming_it(ray_local):
+    from vfl.errors import PartyFailure
+
+    reference, runs = _killed_run(None)
+    assert runs == 2 * 30
+    result, _ = _killed_run("parties-1")  # restart (the Ray default): a new chain over the new actor
+    (restart,) = result.summary["restarts"]
+    assert restart["party"] == "party1" and restart["epoch"] == 1
+    for a, b in zip(reference.history, result.history, strict=True):
+        assert (a["train_loss"], a["test_acc"], a["epsilon"]) == (b["train_loss"], b["test_acc"], b["epsilon"])
+    assert result.summary["total_bytes_up"] == reference.summary["total_bytes_up"]
+    with pytest.raises(PartyFailure) as exc:
+        _killed_run("parties-2", on_failure="fail")
+    assert exc.value.party == "party2"
+
+
+def test_auto_compiles_only_long_ray_runs_and_never_skip_party_or_inprocess():
+    class G:
+        party_groups = ["p0", "p1"]
+
+        def chain(self, hops):
+            return tuple(tuple(h) for h in hops)
+
+    cfg = _cfg("npq", {}, compiled="auto")
+    assert compiled_chain(G(), cfg, server="s", unmask_hops=0, steps=5) is None  # 10 steps: too short
+    long = replace(cfg, train=replace(cfg.train, epochs=MIN_AUTO_STEPS))
+    assert compiled_chain(G(), long, server="s", unmask_hops=1, steps=1) == (
+        ("s",), ("p0", "p1"), ("s",), ("p0", "p1"))
+    on = _cfg("npq", {}, compiled="on")
+    assert compiled_chain(G(), on, server="s", unmask_hops=0, steps=1) == (("s",), ("p0", "p1"))
+    skip = replace(on, train=replace(on.train, on_dropout="skip-party"))
+    assert compiled_chain(G(), skip, server="s", unmask_hops=0, steps=1) is None
+    with pytest.raises(ConfigError, match="transport.compiled_graph"):
+        _cfg("npq", {}, compiled="sometimes")

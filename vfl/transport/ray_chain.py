@@ -1,0 +1,80 @@
+"""A fixed chain of pipelined hops compiled once into a Ray Compiled Graph (``ray.dag``).
+
+A vertical training step is always the same actor chain: the parties' outputs go to the server
+host, the server's replies to every party host (with secure aggregation, a fixed number of
+unmask hops in between). Submitted as ordinary actor tasks, each hop costs a task submission
+and a trip of its result through the driver; compiled, the chain's actors read and write
+shared-memory channels set up once (``experimental_compile``), and the driver only writes the
+step's input and reads its output. Each hop runs the same ``NodeHost.deliver_piped`` as the
+task path, so the wires, their bytes and the hosts' outboxes (what the ledger counts) are the
+same. Used only where the hop plan is fixed (``transport.compiled_graph``); multi-hop
+conversations and dropout recovery keep the task path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from vfl.errors import PartyFailure, VFLError
+from vfl.message import Wire
+
+Hops = tuple[tuple[str, ...], ...]
+
+
+class CompiledChain:
+    """``run(wires)`` sends ``wires`` through ``hops`` (each a tuple of host names) and returns
+    the last hop's replies; one Ray Compiled Graph for the whole chain."""
+
+    def __init__(self, ray: Any, actors: dict[str, Any], hops: Hops, *,
+                 names: Callable[[str], str], dead: Callable[[], str]) -> None:
+        from ray.dag import InputNode, MultiOutputNode
+
+        if not hops or any(not hop for hop in hops):
+            raise ValueError("a compiled chain needs at least one hop, each with at least one host")
+        self._ray, self.hops, self._names, self._dead = ray, hops, names, dead
+        with InputNode() as inp:
+            prev: list[Any] = [inp]
+            for hop in hops:  # every host of a hop reads every output of the previous hop
+                prev = [actors[name].deliver_piped.bind(*prev) for name in hop]
+            graph = MultiOutputNode(prev)
+        t0 = time.perf_counter()
+        self._dag: Any = graph.experimental_compile()
+        self.compile_s = time.perf_counter() - t0
+        self.runs = 0
+
+    def run(self, wires: Sequence[Wire], *, round: str, timeout_s: float) -> list[Wire]:
+        """The last hop's replies, host order; a host that fails, dies or does not answer within
+        ``timeout_s`` is a PartyFailure (the chain is then unusable: ``close`` it)."""
+        ray = self._ray
+        try:
+            out = ray.get(self._dag.execute(list(wires)), timeout=timeout_s)
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, VFLError):
+                raise cause from None
+            raise PartyFailure(self._dead() or self._everyone(), round,
+                               f"{type(cause).__name__ if cause else 'error'}: {cause if cause else exc}") from exc
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError, ray.exceptions.RayChannelError) as exc:
+            if isinstance(exc, TimeoutError):  # RayChannelTimeoutError: nobody died, somebody is late
+                raise PartyFailure(self._everyone(), round, f"no answer within transport.round_timeout_s="
+                                   f"{timeout_s:g} (compiled graph)") from None
+            raise PartyFailure(self._dead() or self._everyone(), round, "its Ray actor died") from exc
+        except ray.exceptions.GetTimeoutError:
+            raise PartyFailure(self._everyone(), round, f"no answer within transport.round_timeout_s="
+                               f"{timeout_s:g} (compiled graph)") from None
+        self.runs += 1
+        return [w for part in out for w in part]
+
+    def _everyone(self) -> str:
+        return ", ".join(self._names(name) for name in dict.fromkeys(h for hop in self.hops for h in hop))
+
+    def close(self) -> None:
+        """Tear the graph down (the actors go back to ordinary tasks); safe to call twice."""
+        dag, self._dag = self._dag, None
+        if dag is not None:
+            try:
+                dag.teardown()
+            except Exception:  # an actor of the chain died: nothing left to tear down there
+                pass
