@@ -91,12 +91,12 @@ class Grid:
                            nbytes=nbytes, payload=payload, kind=kind)
 
     def authenticate(self) -> None:
-        """Every host generates its nodes' Ed25519 keys; the roster of public keys is then fixed on
-        every host before the first protocol message (the driver only relays public keys)."""
-        roster: dict[int, tuple[str, bytes]] = {}
+        """Every host generates its nodes' Ed25519 and X25519 keys; the roster of public keys is then
+        fixed on every host before the first protocol message (the driver only relays public keys)."""
+        roster: dict[int, tuple[str, bytes, bytes]] = {}
         for g in self.groups:
-            for nid, key in self.transport.host_call(g.name, "auth_begin").items():
-                roster[int(nid)] = (self.name(int(nid)), bytes(key))
+            for nid, (sig, dh) in self.transport.host_call(g.name, "auth_begin").items():
+                roster[int(nid)] = (self.name(int(nid)), bytes(sig), bytes(dh))
         for g in self.groups:
             self.transport.host_call(g.name, "auth_roster", roster)
         self.authenticated = True

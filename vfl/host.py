@@ -3,8 +3,8 @@
 Many parties share one host so that M=100 parties do not cost 100 actors. The host turns
 incoming wire bytes into flwr messages, hands each node its messages (a broadcast goes to every
 party node it hosts), and serializes the replies — the bytes the ledger counts. With
-authentication on (``auth_begin``/``auth_roster``) it signs what its nodes send and verifies what
-they receive before they see it (``vfl.auth``).
+authentication on (``auth_begin``/``auth_roster``) it authenticates what its nodes send (a MAC per
+unicast, a signature per broadcast) and verifies what they receive before they see it (``vfl.auth``).
 """
 
 from __future__ import annotations
@@ -127,20 +127,21 @@ class NodeHost:
         check_unreserved(message)
         wire = Wire.of(message)
         t0 = profile.start()
-        signed = self.auth.sign(node_id, wire)  # one signature, by the node that produced it
+        signed = self.auth.sign(node_id, wire)  # one MAC or signature, by the node that produced it
         profile.stop("auth", t0)
         return signed
 
     # ---- authentication (control plane, called by the driver at setup) ------------------------
-    def auth_begin(self) -> dict[int, bytes]:
-        """Generate an Ed25519 key for each of my nodes (kept here); return the public keys."""
+    def auth_begin(self) -> dict[int, tuple[bytes, bytes]]:
+        """Generate an Ed25519 and an X25519 key for each of my nodes (kept here); return the
+        public keys (node id -> (Ed25519, X25519))."""
         names = {nid: n.spec.name for nid, n in self.nodes.items()}
         label = ", ".join(names[n] for n in sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
         self.auth = HostAuth(names, host=f"the host of {label}")
         return self.auth.public_keys()
 
-    def auth_roster(self, roster: dict[int, tuple[str, bytes]]) -> None:
-        """Fix the roster of every node's public key (before the first protocol message)."""
+    def auth_roster(self, roster: dict[int, tuple[str, bytes, bytes]]) -> None:
+        """Fix the roster of every node's public keys (before the first protocol message)."""
         if self.auth is None:
             raise ProtocolError("auth_roster before auth_begin")
         self.auth.install(roster)

@@ -7,7 +7,7 @@ global read. On, each category sums ``time.perf_counter`` seconds and a call cou
 - ``build``: making flwr messages and raw arrays (``vfl.message.make``/``to_array``), inside nodes;
 - ``mods``: the privacy mods applied to an outgoing embedding (PBM, LDP, SecAgg masks);
 - ``serialize`` / ``deserialize``: flwr protobuf serde of a wire;
-- ``auth``: Ed25519 signing and verification of wires;
+- ``auth``: authenticating and verifying wires (HMAC per unicast, Ed25519 per broadcast);
 - ``handle``: a node's handler, end to end (compute = handle - build - mods).
 """
 

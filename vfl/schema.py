@@ -149,7 +149,7 @@ class RunConfig:
     privacy: PrivacyConfig = dataclasses.field(default_factory=PrivacyConfig)
     attack: AttackConfig = dataclasses.field(default_factory=AttackConfig)
     params: Any = param({}, help="strategy options (validated by the strategy)")
-    auth: bool = param(True, help="Ed25519 identity key per node; every message signed and verified")
+    auth: bool = param(True, help="Ed25519+X25519 keys per node; every message authenticated (HMAC per unicast, Ed25519 per broadcast)")
     tracking: str = param("none", choices=("none", "csv", "tensorboard", "mlflow"),
                           help="also send each metrics row to: csv (metrics.csv), tensorboard or mlflow (extras)")
 

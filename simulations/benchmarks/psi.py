@@ -9,7 +9,9 @@ ECDH-PSI with a GCS setup, openmined-psi) — time of each step on one core and 
 the flwr messages — beside the naive exchange it replaces (the party sends SHA-256 of every ID in
 one message, the label holder intersects: fast, small, and open to a dictionary attack).
 
-Authentication: Ed25519 sign and verify time per message by size, and the cost per training step
+Authentication: sign and verify time per message by size — a unicast (HMAC-SHA512 under the pair
+key; ``sign_us``/``verify_us``) and a broadcast (Ed25519; ``broadcast_sign_us``/``broadcast_verify_us``)
+— and the cost per training step
 of the demo (PBM, 4 parties), measured inside the hosts during a real in-process run (time spent
 in signing and verification / steps), beside the step time with ``auth: false``.
 Writes ``DIR/psi.json``.
@@ -97,25 +99,35 @@ def psi_row(n: int, overlap: float) -> dict[str, Any]:
     }
 
 
+def _sign_verify_us(host: HostAuth, peer: HostAuth, w: wire.Wire, repeats: int) -> tuple[float, float]:
+    """Median microseconds of ``host`` authenticating ``w`` (from its node 1) and ``peer`` checking it."""
+    signs, verifies = [], []
+    for _ in range(repeats):
+        signed, t_s = _timed(lambda: host.sign(1, w))
+        decoded = wire.decode(signed.data)
+        _, t_v = _timed(lambda: peer.verify(signed.data, decoded))  # noqa: B023 - called at once
+        signs.append(t_s)
+        verifies.append(t_v)
+    return 1e6 * statistics.median(signs), 1e6 * statistics.median(verifies)
+
+
 def auth_rows(repeats: int) -> dict[str, dict[str, float]]:
-    """Median sign / verify microseconds per message of each size."""
+    """Median sign / verify microseconds per message of each size: unicast (MAC) and broadcast (Ed25519)."""
     host = HostAuth({1: "a"}, "bench")
     peer = HostAuth({0: "b"}, "bench peer")
-    roster = {n: (str(n), k) for h in (host, peer) for n, k in h.public_keys().items()}
+    roster = {n: (str(n), *k) for h in (host, peer) for n, k in h.public_keys().items()}
+    host.install(roster)
     peer.install(roster)
     out: dict[str, dict[str, float]] = {}
     for size in AUTH_SIZES:
-        m = wire.make(vw.TRAIN_FORWARD, src=1, dst=0, round=wire.round_tag(0, 0),
-                      content=wire.records(**{vw.EMB: wire.arrays(**{vw.FLOAT: np.zeros(size // 4, np.float32)})}))
-        w = wire.Wire.of(m)
-        signs, verifies = [], []
-        for _ in range(repeats):
-            signed, t_s = _timed(lambda w=w: host.sign(1, w))
-            decoded = wire.decode(signed.data)
-            _, t_v = _timed(lambda s=signed, d=decoded: peer.verify(s.data, d))
-            signs.append(t_s)
-            verifies.append(t_v)
-        out[str(size)] = {"sign_us": 1e6 * statistics.median(signs), "verify_us": 1e6 * statistics.median(verifies)}
+        content = wire.records(**{vw.EMB: wire.arrays(**{vw.FLOAT: np.zeros(size // 4, np.float32)})})
+        uni = wire.Wire.of(wire.make(vw.TRAIN_FORWARD, src=1, dst=0, round=wire.round_tag(0, 0), content=content))
+        bcast = wire.Wire.of(wire.make(vw.TRAIN_FORWARD, src=1, dst=wire.BROADCAST, round=wire.round_tag(0, 0),
+                                       content=content))
+        sign_us, verify_us = _sign_verify_us(host, peer, uni, repeats)
+        b_sign_us, b_verify_us = _sign_verify_us(host, peer, bcast, repeats)
+        out[str(size)] = {"sign_us": sign_us, "verify_us": verify_us,
+                          "broadcast_sign_us": b_sign_us, "broadcast_verify_us": b_verify_us}
     return out
 
 
@@ -180,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['bytes_ratio']:>8.2f}", flush=True)
     per_msg = auth_rows(args.repeats)
     for size, v in per_msg.items():
-        print(f"auth {int(size):>9} B message: sign {v['sign_us']:8.1f} us, verify {v['verify_us']:8.1f} us")
+        print(f"auth {int(size):>9} B message: unicast (MAC) sign {v['sign_us']:8.1f} us, verify "
+              f"{v['verify_us']:8.1f} us; broadcast (Ed25519) sign {v['broadcast_sign_us']:8.1f} us, verify "
+              f"{v['broadcast_verify_us']:8.1f} us")
     step = demo_step_cost(args.demo_epochs)
     print(f"auth per demo step: {step['sign_verify_us_per_step']:.0f} us sign+verify "
           f"({step['signatures_per_step']:.1f} signatures, {step['verifications_per_step']:.1f} verifications); "

@@ -27,7 +27,7 @@ NAMES = {0: "server", 1: "party0", 2: "party1"}
 
 def _hosts() -> tuple[HostAuth, HostAuth]:
     server, parties = HostAuth({0: "server"}, "server host"), HostAuth({1: "party0", 2: "party1"}, "party host")
-    roster = {n: (NAMES[n], k) for h in (server, parties) for n, k in h.public_keys().items()}
+    roster = {n: (NAMES[n], *k) for h in (server, parties) for n, k in h.public_keys().items()}
     server.install(roster)
     parties.install(roster)
     return server, parties
@@ -95,7 +95,9 @@ def test_unsigned_and_unknown_signer_are_rejected():
     server, _ = _hosts()
     with pytest.raises(AuthenticationError, match="unsigned"):
         _accept(server, _emb(1, 0))
-    outsider = HostAuth({7: "mallory"}, "outsider")
+    outsider = HostAuth({7: "mallory"}, "outsider")  # knows the public roster, is not in the server's
+    outsider.install({**{n: (NAMES[n], *k) for n, k in server.public_keys().items()},
+                      **{n: ("mallory", *k) for n, k in outsider.public_keys().items()}})
     with pytest.raises(AuthenticationError, match="not in the roster"):
         _accept(server, outsider.sign(7, _emb(7, 0)))
 
@@ -106,7 +108,7 @@ def test_roster_is_fixed_once_and_must_hold_my_keys():
         server.install({})
     fresh = HostAuth({0: "server"}, "h")
     with pytest.raises(ProtocolError, match="does not hold the key of my node 0"):
-        fresh.install({n: ("x", k) for n, k in parties.public_keys().items()})
+        fresh.install({n: ("x", *k) for n, k in parties.public_keys().items()})
 
 
 def test_signature_overhead_is_constant_and_the_reserved_name_is_refused():

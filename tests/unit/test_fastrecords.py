@@ -67,10 +67,16 @@ def test_decode_equals_flwr_message_from_proto(index: int) -> None:
     assert_same_message(wire.decode(data), serde.message_from_proto(proto))
 
 
+def _signed(message: Message) -> wire.Wire:
+    """``message`` (from node 1 to node 0) authenticated by a host running both nodes."""
+    host = HostAuth({0: "p0", 1: "p1"}, host="h")
+    host.install({n: (f"p{n}", *k) for n, k in host.public_keys().items()})
+    return host.sign(1, wire.Wire.of(message))
+
+
 def test_decode_of_a_signed_wire_equals_flwr() -> None:
     """The auth record (a bytes value appended as a protobuf fragment) decodes the same way."""
-    host = HostAuth({1: "p1"}, host="h")
-    signed = host.sign(1, wire.Wire.of(_messages()[0]))
+    signed = _signed(_messages()[0])
     proto = serde.ProtoMessage.FromString(signed.data)
     assert_same_message(fastrecords.message_from_proto(proto), serde.message_from_proto(proto))
 
@@ -137,6 +143,6 @@ def test_encode_of_odd_values_gives_flwr_bytes() -> None:
                        a=ArrayRecord())
     msg = wire.make("train.x", src=2, dst=0, round="train:0:1", content=odd)
     assert wire.encode(msg) == serde.message_to_proto(msg).SerializeToString()
-    signed = HostAuth({1: "p1"}, host="h").sign(1, wire.Wire.of(_messages()[0]))
+    signed = _signed(_messages()[0])
     decoded = wire.decode(signed.data)
     assert wire.encode(decoded) == serde.message_to_proto(decoded).SerializeToString()

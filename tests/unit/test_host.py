@@ -113,7 +113,7 @@ def test_authenticated_hosts_sign_and_verify_and_reject_a_forged_sender():
     roster = {}
     for h in (parties, hub):
         for nid, key in h.auth_begin().items():
-            roster[nid] = ({0: "server", 1: "party1"}[nid], key)
+            roster[nid] = ({0: "server", 1: "party1"}[nid], *key)
     for h in (parties, hub):
         h.auth_roster(roster)
     (signed,) = hub.emit([ping(1)])  # the driver's message, signed by the hub's host for node 0

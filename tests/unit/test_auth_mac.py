@@ -1,0 +1,193 @@
+"""Session MACs on unicast wires, Ed25519 signatures on broadcasts: the attacks a MAC invites.
+
+Three hosts: the server host runs nodes 0 and 4, host C runs node 3 (c), and the attacker's
+host runs nodes 1 and 2 (a, b) with everything they hold — their Ed25519 and X25519 private keys
+and every pair key they can derive. Each attack is paired with a control that shows the same
+bytes are accepted when built with the key the attacker lacks, so the test can fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import itertools
+
+import numpy as np
+import pytest
+from cryptography.exceptions import InvalidSignature
+
+from vfl import auth
+from vfl import message as wire
+from vfl.auth import AUTH_RECORD, SIGNATURE_BYTES, HostAuth
+from vfl.errors import AuthenticationError, ProtocolError
+
+NAMES = {0: "server", 1: "a", 2: "b", 3: "c", 4: "d2"}
+SERVER, A, B, C, D2 = 0, 1, 2, 3, 4
+
+
+def _hosts() -> tuple[HostAuth, HostAuth, HostAuth]:
+    server = HostAuth({SERVER: "server", D2: "d2"}, "server host")
+    host_c = HostAuth({C: "c"}, "host of c")
+    attacker = HostAuth({A: "a", B: "b"}, "attacker host")
+    roster = {n: (NAMES[n], *k) for h in (server, host_c, attacker) for n, k in h.public_keys().items()}
+    for h in (server, host_c, attacker):
+        h.install(roster)
+    return server, host_c, attacker
+
+
+def _msg(src: int, dst: int, step: int = 0, value: float = 1.0) -> wire.Wire:
+    m = wire.make("train.forward", src=src, dst=dst, round=wire.round_tag(0, step),
+                  content=wire.records(emb=wire.arrays(e=np.full((4, 3), value, np.float32))))
+    return wire.Wire.of(m)
+
+
+def _accept(host: HostAuth, w: wire.Wire):
+    return host.verify(w.data, wire.decode(w.data))
+
+
+def _body(w: wire.Wire) -> bytes:
+    return w.data[:-SIGNATURE_BYTES]
+
+
+def _blob(w: wire.Wire) -> tuple[int, int, bytes]:
+    blob = w.data[-auth.BLOB_BYTES:]
+    seq, signer = auth._HEAD.unpack(blob[:auth._HEAD.size])
+    return seq, signer, blob[auth._HEAD.size:]
+
+
+def _with_tag(body: bytes, seq: int, signer: int, tag: bytes) -> wire.Wire:
+    """A wire with an authenticator the attacker computed itself."""
+    data = body + auth._PREFIX + auth._HEAD.pack(seq, signer) + tag
+    md = wire.decode(data).metadata
+    return wire.Wire(src=md.src_node_id, dst=md.dst_node_id, kind=md.message_type, round=md.group_id,
+                     data=data, payload=48)
+
+
+def _retarget(w: wire.Wire, dst: int) -> wire.Wire:
+    """``w`` with its metadata ``dst`` rewritten and its original authenticator kept."""
+    m = wire.decode(w.data)
+    del m.content[AUTH_RECORD]
+    m.metadata.dst_node_id = dst
+    return dataclasses.replace(w, dst=dst, data=wire.encode(m) + w.data[-SIGNATURE_BYTES:])
+
+
+def test_unicast_wires_carry_a_mac_and_broadcasts_a_signature():
+    server, host_c, _ = _hosts()
+    uni = host_c.sign(C, _msg(C, SERVER))
+    bcast = server.sign(SERVER, _msg(SERVER, wire.BROADCAST))
+    assert uni.nbytes - _msg(C, SERVER).nbytes == SIGNATURE_BYTES == bcast.nbytes - _msg(SERVER, wire.BROADCAST).nbytes
+    seq, signer, tag = _blob(uni)
+    c_sig = host_c._keys[C].public_key()
+    for domain in (auth._SIG_DOMAIN, auth._MAC_DOMAIN):  # not an Ed25519 signature under either digest
+        with pytest.raises(InvalidSignature):
+            c_sig.verify(tag, auth._digest(domain, _body(uni), seq, signer))
+    assert hmac.compare_digest(tag, auth._mac(host_c._pair_key(C, SERVER), _body(uni), seq, signer))
+    seq, signer, tag = _blob(bcast)
+    server._keys[SERVER].public_key().verify(tag, auth._digest(auth._SIG_DOMAIN, _body(bcast), seq, signer))
+    assert np.all(wire.get_array(_accept(server, uni), "emb", "e") == 1.0)
+    assert AUTH_RECORD not in _accept(host_c, bcast).content
+
+
+def test_a_third_host_cannot_forge_a_unicast_from_c_to_the_server_with_any_key_it_holds():
+    server, host_c, attacker = _hosts()
+    body = _body(host_c.sign(C, _msg(C, SERVER, value=-7.0)))  # the message the attacker wants accepted
+    mine, everyone = (A, B), tuple(NAMES)
+    keys = {(s, d): attacker._pair_key(s, d) for s, d in itertools.product(everyone, repeat=2)
+            if s in mine or d in mine}
+    assert len(keys) == 16  # every pair key of a and b, both directions
+    for x in attacker._dh.values():  # its DH secrets with every roster key, under the target pair's label
+        keys.update({("dh", n): auth.mac_key(x.exchange(p.dh), src=C, dst=SERVER) for n, p in attacker._roster.items()})
+    impostor = HostAuth({C: "c"}, "impostor")  # a key of its own for c (the roster is authentic: not c's)
+    impostor._roster = attacker._roster
+    keys["impostor"] = impostor._pair_key(C, SERVER)
+    for key in keys.values():
+        with pytest.raises(AuthenticationError, match=r"c \(id 3\).*bad signature \(MAC"):
+            _accept(server, _with_tag(body, 5, C, auth._mac(key, body, 5, C)))
+    for key in (attacker._pair_key(A, SERVER), attacker._pair_key(B, SERVER)):  # its own valid MAC, another src
+        signer = A if key == attacker._pair_key(A, SERVER) else B
+        with pytest.raises(AuthenticationError, match="src does not match the signing key"):
+            _accept(server, _with_tag(body, 5, signer, auth._mac(key, body, 5, signer)))
+    ed = attacker._keys[A].sign(auth._digest(auth._SIG_DOMAIN, body, 5, C))  # a signature where a MAC belongs
+    with pytest.raises(AuthenticationError, match="bad signature"):
+        _accept(server, _with_tag(body, 5, C, ed))
+    # control: the very same bytes with the key only c's and the server's hosts hold are accepted
+    genuine = _with_tag(body, 5, C, auth._mac(host_c._pair_key(C, SERVER), body, 5, C))
+    assert np.all(wire.get_array(_accept(server, genuine), "emb", "e") == -7.0)
+
+
+def test_a_macd_wire_cannot_be_readdressed_or_turned_into_a_broadcast():
+    server, host_c, attacker = _hosts()
+    w = host_c.sign(C, _msg(C, SERVER))
+    assert _retarget(w, SERVER).data == w.data  # control: re-encoding reproduces the wire byte for byte
+    with pytest.raises(AuthenticationError, match=r"bad signature \(MAC: .* not from c \(id 3\) to d2 \(id 4\)"):
+        _accept(server, _retarget(w, D2))  # another node of the same host
+    for host in (server, host_c, attacker):  # as a broadcast: checked as an Ed25519 signature, and fails
+        with pytest.raises(AuthenticationError, match=r"bad signature \(content or metadata modified"):
+            _accept(host, _retarget(w, wire.BROADCAST))
+    _accept(server, w)  # the untouched wire is still accepted (the rejections consumed no sequence number)
+
+
+def test_a_broadcast_signature_cannot_be_passed_off_as_a_unicast():
+    server, host_c, _ = _hosts()
+    w = server.sign(SERVER, _msg(SERVER, wire.BROADCAST))
+    with pytest.raises(AuthenticationError, match=r"bad signature \(MAC"):
+        _accept(host_c, _retarget(w, C))
+    _accept(host_c, w)
+
+
+def test_a_macd_wire_presented_to_a_host_without_its_dst_is_rejected():
+    server, host_c, attacker = _hosts()
+    w = host_c.sign(C, _msg(C, SERVER))
+    for host in (attacker, host_c):
+        with pytest.raises(AuthenticationError, match="addressed to node 0, which this host does not run"):
+            _accept(host, w)
+    _accept(server, w)
+
+
+def test_pair_keys_are_directional_a_mac_does_not_reflect():
+    server, host_c, _ = _hosts()
+    k_c_s, k_s_c = server._pair_key(C, SERVER), server._pair_key(SERVER, C)
+    assert k_c_s != k_s_c and k_c_s == host_c._pair_key(C, SERVER) and k_s_c == host_c._pair_key(SERVER, C)
+    body = _body(server.sign(SERVER, _msg(SERVER, C)))
+    with pytest.raises(AuthenticationError, match=r"bad signature \(MAC"):  # made with the reverse key
+        _accept(host_c, _with_tag(body, 9, SERVER, auth._mac(k_c_s, body, 9, SERVER)))
+    _accept(host_c, _with_tag(body, 9, SERVER, auth._mac(k_s_c, body, 9, SERVER)))  # control: the right key
+
+
+def test_the_receiver_can_forge_only_messages_to_itself():
+    """The documented limit of MACs (no non-repudiation): the server's host can make a valid MAC
+    for "c -> server" — accepted by itself only; it cannot make one for "c -> anyone else"."""
+    server, host_c, attacker = _hosts()
+    body = _body(host_c.sign(C, _msg(C, SERVER, value=3.0)))
+    forged = _with_tag(body, 1, C, auth._mac(server._pair_key(C, SERVER), body, 1, C))
+    assert np.all(wire.get_array(_accept(server, forged), "emb", "e") == 3.0)
+    with pytest.raises(ProtocolError, match="no MAC key for 3 -> 1"):
+        server._pair_key(C, A)  # a pair with no node of its own: not derivable
+
+
+def test_broadcast_tampering_and_replay_are_rejected():
+    server, host_c, _ = _hosts()
+    first, second = server.sign(SERVER, _msg(SERVER, wire.BROADCAST, 0)), server.sign(SERVER, _msg(SERVER, wire.BROADCAST, 1))
+    data = bytearray(second.data)
+    data[data.index(np.float32(1.0).tobytes())] ^= 0x01
+    with pytest.raises(AuthenticationError, match="bad signature"):
+        _accept(host_c, dataclasses.replace(second, data=bytes(data)))
+    _accept(host_c, second)
+    with pytest.raises(AuthenticationError, match="out-of-order sequence number 1 .last accepted 2"):
+        _accept(host_c, first)
+
+
+def test_the_roster_must_hold_both_of_my_keys_and_well_formed_entries():
+    server, host_c, _ = _hosts()
+    fresh = HostAuth({C: "c"}, "h")
+    (ed, dh), = fresh.public_keys().values()
+    other_dh = host_c.public_keys()[C][1]
+    with pytest.raises(ProtocolError, match="does not hold the key of my node 3"):
+        fresh.install({C: ("c", ed, other_dh)})  # my Ed25519 key, someone else's X25519 key
+    with pytest.raises(ProtocolError, match="does not hold the key of my node 3"):
+        fresh.install({C: ("c", ed)})  # the old two-field entry
+    with pytest.raises(ProtocolError, match="roster entry of node 0 is not"):
+        fresh.install({C: ("c", ed, dh), SERVER: ("server", b"short", dh)})
+    unrostered = HostAuth({C: "c"}, "h")
+    with pytest.raises(ProtocolError, match="no roster installed"):
+        unrostered.sign(C, _msg(C, SERVER))  # a MAC needs the receiver's key
