@@ -1,10 +1,12 @@
 """Runtime overhead: the same NPQ model and data trained (a) centrally in one process, (b) over the
-``inprocess`` transport, (c) over Ray actors. Prints seconds/epoch and the ratios to (a).
+``inprocess`` transport, (c) over Ray actors with one task per hop (``transport.compiled_graph: off``)
+and (d) with the step compiled into a Ray Compiled Graph (``on``). Prints seconds/epoch and the
+ratios to (a).
 
     python -m simulations.benchmarks.overhead --out bench-out [--config CONFIG] [--set k=v ...]
 
-Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``inprocess_ratio``, ``ray_ratio``
-and ``breakdown_ms_per_step`` (per transport: build, mods, serialize, deserialize, auth, compute and
+Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``inprocess_ratio``, ``ray_ratio``,
+``ray_compiled_ratio`` (and ``ray_compiled_first_epoch_s``: the warm-up epoch, with the compile) and ``breakdown_ms_per_step`` (per transport: build, mods, serialize, deserialize, auth, compute and
 the remainder ``transport`` = wall - the rest; from ``vfl.profile`` accumulators summed over the
 driver and every actor, epochs after the warm-up). Timings are medians over epochs after a warm-up
 epoch; ratios are taken within one run.
@@ -21,6 +23,7 @@ import json
 import os
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -151,14 +154,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     epochs = cfg.train.epochs
     central = centralized_epochs(cfg, data, epochs)
     inproc, inproc_prof = transport_epochs(cfg, data, InProcessTransport())
-    ray_t, ray_prof = transport_epochs(cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
-    rows = {"centralized": central, "inprocess": inproc, "ray": ray_t}
+    ray_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="off"))
+    ray_t, ray_prof = transport_epochs(ray_cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
+    cg_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="on"))
+    cg_t, cg_prof = transport_epochs(cg_cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
+    rows = {"centralized": central, "inprocess": inproc, "ray": ray_t, "ray_compiled": cg_t}
     med = {k: statistics.median(v[1:] if len(v) > 1 else v) for k, v in rows.items()}  # skip warm-up epoch
     base = med["centralized"]
     steps = -(-len(data.partition()[1].y_train) // cfg.train.batch_size)
     timed = steps * max(epochs - 1, 1)  # the counters start after the warm-up epoch
     parts = {"inprocess": breakdown(inproc_prof, wall_s=sum(inproc[1:]) or inproc[0], steps=timed),
-             "ray": breakdown(ray_prof, wall_s=sum(ray_t[1:]) or ray_t[0], steps=timed)}
+             "ray": breakdown(ray_prof, wall_s=sum(ray_t[1:]) or ray_t[0], steps=timed),
+             "ray_compiled": breakdown(cg_prof, wall_s=sum(cg_t[1:]) or cg_t[0], steps=timed)}
     result = {
         "config": {"dataset": cfg.dataset, "num_parties": cfg.num_parties, "batch_size": cfg.train.batch_size,
                    "epochs": epochs, "bottom_hidden": list(cfg.model.bottom_hidden), "cpus": os.cpu_count()},
@@ -167,16 +174,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ray_s_per_epoch": med["ray"],
         "inprocess_ratio": med["inprocess"] / base,
         "ray_ratio": med["ray"] / base,
+        "ray_compiled_s_per_epoch": med["ray_compiled"],
+        "ray_compiled_ratio": med["ray_compiled"] / base,
+        "ray_compiled_first_epoch_s": cg_t[0],  # includes compiling the graph (and its driver proxy actor)
         "target_ray_ratio": 1.25,
         "steps_per_epoch": steps,
         "inprocess_overhead_ms_per_step": (med["inprocess"] - base) / steps * 1e3,
         "ray_overhead_ms_per_step": (med["ray"] - base) / steps * 1e3,
+        "ray_compiled_overhead_ms_per_step": (med["ray_compiled"] - base) / steps * 1e3,
         "per_epoch_s": rows,
         "centralized_ms_per_step": base / steps * 1e3,
         "breakdown_ms_per_step": parts,
     }
     print(f"{'mode':<12} {'s/epoch':>10} {'ratio':>8}")
-    for k in ("centralized", "inprocess", "ray"):
+    for k in ("centralized", "inprocess", "ray", "ray_compiled"):
         print(f"{k:<12} {med[k]:>10.4f} {med[k] / base:>8.2f}")
     print(f"fixed overhead per step: inprocess {result['inprocess_overhead_ms_per_step']:.2f} ms, "
           f"ray {result['ray_overhead_ms_per_step']:.2f} ms ({steps} steps/epoch)")
