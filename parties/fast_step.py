@@ -60,26 +60,26 @@ def fused_step(optimizers: Optimizers) -> bool:
 
 
 def _shared_group(optimizers: Optimizers) -> dict[str, Any] | None:
-    """The one hyperparameter set every optimizer uses, if the fused step reproduces their steps."""
-    if not optimizers or type(optimizers[0]) not in _STEPS or _global_optimizer_pre_hooks or _global_optimizer_post_hooks:
+    """The one parameter group every optimizer has, if the fused step reproduces their steps."""
+    kind = type(optimizers[0]) if optimizers else None
+    if kind not in _STEPS or _global_optimizer_pre_hooks or _global_optimizer_post_hooks:
         return None
-    hyper = {k: v for k, v in optimizers[0].param_groups[0].items() if k != "params"}
-    if hyper.get("fused") or hyper.get("capturable") or hyper.get("differentiable"):
+    first = optimizers[0].param_groups[0]
+    if first.get("fused") or first.get("capturable") or first.get("differentiable"):
         return None
     for opt in optimizers:
-        if (type(opt) is not type(optimizers[0]) or len(opt.param_groups) != 1 or "step" in vars(opt)
+        if (type(opt) is not kind or len(opt.param_groups) != 1 or "step" in vars(opt)
                 or opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
                 or getattr(opt, "grad_scale", None) is not None or getattr(opt, "found_inf", None) is not None):
             return None
-        mine = {k: v for k, v in opt.param_groups[0].items() if k != "params"}
-        if (mine.keys() != hyper.keys() or any(isinstance(v, torch.Tensor) for v in _leaves(mine))
-                or any(mine[k] != v for k, v in hyper.items())):
+        group = opt.param_groups[0]
+        if group.keys() != first.keys():
             return None
-    return hyper
-
-
-def _leaves(hyper: dict[str, Any]) -> list[Any]:
-    return [x for v in hyper.values() for x in (v if isinstance(v, tuple | list) else (v,))]
+        for k, v in group.items():  # same plain-number hyperparameters (a tensor lr == a float lr: refuse)
+            if k != "params" and (isinstance(v, torch.Tensor) or v != first[k]
+                                  or (type(v) is tuple and any(isinstance(x, torch.Tensor) for x in v))):
+                return None
+    return first
 
 
 def _sgd(optimizers: Optimizers, g: dict[str, Any]) -> None:
