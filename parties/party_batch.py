@@ -46,7 +46,7 @@ def train_together(base: type[PassiveParty], deliveries: Sequence[tuple[Node, li
                 or getattr(node.optimizer, "begin_step", None) is not None):
             return None
         parties.append(node)
-    steps = []  # per party: (epoch, step of this message, gradient step, output, gradient)
+    steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
     for node, (_, (m,)) in zip(parties, deliveries, strict=True):
         cfg = wire.config_of(m, vw.STEP)
         epoch, step, grad_step = (int(cast(int, cfg[k])) for k in (vw.EPOCH, vw.STEP_KEY, vw.GRAD_STEP))
@@ -55,20 +55,21 @@ def train_together(base: type[PassiveParty], deliveries: Sequence[tuple[Node, li
             return None  # let the one-by-one path raise its ProtocolError
         out = node._pending[2]
         steps.append((epoch, step, grad_step, out, torch.tensor(grad, dtype=torch.float32,
-                                                                 device=node.device).reshape(out.shape)))
+                                                                 device=node.device).reshape(out.shape),
+                      bool(cfg[vw.FORWARD])))
     optimizers = [node.optimizer for node in parties]
     zero_grads(optimizers)
     torch.autograd.backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
     stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (parties/fast_step.py)
     replies: list[list[Message]] = []
-    for node, (_, (m,)), (epoch, step, grad_step, _, g) in zip(parties, deliveries, steps, strict=True):
+    for node, (_, (m,)), (epoch, step, grad_step, _, g, forward) in zip(parties, deliveries, steps, strict=True):
         if not stepped:
             node.optimizer.step()
         node._pending = None
         party_local_steps(bottom=node.bottom, optimizer=node.optimizer, grad=g, extra=node.local_steps - 1,
                           inputs=_batch(node, epoch, grad_step))
         mine = []
-        if bool(wire.config_of(m, vw.STEP)[vw.FORWARD]):
+        if forward:
             set_mode(node.bottom, training=True)
             out = node.bottom(node._inputs(node.shard.x_train, node.schedule.train_ids(epoch, step)))
             node._pending = (epoch, step, out)

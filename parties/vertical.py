@@ -17,7 +17,7 @@ from flwr.common import ArrayRecord, Message
 from torch import nn
 
 from parties import vertical_wire as vw
-from parties.fast_step import set_mode, step_all
+from parties.fast_step import set_mode, step_all, zero_grads
 from parties.local_updates import party_local_steps, server_local_steps
 from parties.party_batch import train_together
 from parties.vertical_wire import DROP, EMB, GRAD, STEP
@@ -84,7 +84,7 @@ class PassiveParty(Node):
                                 f"{self._pending[:2] if self._pending else None}")
         out = self._pending[2]
         g = torch.tensor(grad, dtype=torch.float32, device=self.device).reshape(out.shape)
-        self.optimizer.zero_grad(set_to_none=True)
+        zero_grads([self.optimizer])
         out.backward(g)
         if (begin_step := getattr(self.optimizer, "begin_step", None)) is not None:  # DP-SGD: parties/dp_bottom.py
             begin_step(epoch=epoch, step=step, batch_size=int(out.shape[0]))
@@ -210,7 +210,7 @@ class ActiveServer(Node):
         set_mode(self.head, training=True)
         logits = self.head(fused)
         loss = self.loss_fn(logits, y)
-        self.optimizer.zero_grad(set_to_none=True)
+        zero_grads([self.optimizer])
         loss.backward()
         step_all([self.optimizer])
         self.train_stats["loss"] += float(loss.detach()) * len(y)

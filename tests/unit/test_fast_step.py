@@ -117,12 +117,17 @@ def test_zero_grads_and_set_mode():
     _grads(nets, 0)
     zero_grads(opts)
     assert all(p.grad is None for n in nets for p in n.parameters())
+    own = _MySGD(nets[0].parameters(), lr=0.1)  # not a plain torch optimizer: its own zero_grad runs
+    own.zero_grad = lambda set_to_none=True: calls.append(set_to_none)  # type: ignore[method-assign]
+    calls: list[bool] = []
+    zero_grads([own])
+    assert calls == [True]
     net = nets[0]
     set_mode(net, training=False)
     assert not any(m.training for m in net.modules())
     set_mode(net, training=True)
     assert all(m.training for m in net.modules())
-    calls: list[bool] = []
+    calls.clear()
     net.train = lambda mode=True: calls.append(mode) or net  # type: ignore[method-assign]
     set_mode(net, training=True)  # already training: no recursive walk
     assert calls == []
