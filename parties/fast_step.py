@@ -11,7 +11,8 @@
   wrapper (hooks, profiler records, grad-mode switches) and the Python loop over parameters.
   Anything it cannot prove equal (another optimizer class or subclass, different hyperparameters,
   several parameter groups, hooks, tensor learning rates, fused/capturable/differentiable modes)
-  returns False and the caller steps each optimizer itself.
+  returns False and the caller steps each optimizer itself. A group that asks for
+  ``foreach=False`` gets the per-tensor loop (the same code path as its own step, just once).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def _sgd(optimizers: Optimizers, g: dict[str, Any]) -> None:
     sparse = False
     for opt in optimizers:
         sparse |= opt._init_group(opt.param_groups[0], params, grads, bufs)  # type: ignore[attr-defined]
-    sgd(params, grads, bufs, has_sparse_grad=sparse, foreach=True, fused=False, weight_decay=g["weight_decay"],
+    sgd(params, grads, bufs, has_sparse_grad=sparse, foreach=g["foreach"] is not False, fused=False, weight_decay=g["weight_decay"],
         momentum=g["momentum"], lr=g["lr"], dampening=g["dampening"], nesterov=g["nesterov"], maximize=g["maximize"])
     if g["momentum"] != 0:  # SGD.step writes the (possibly new) buffers back into the state
         it = iter(bufs)
@@ -114,7 +115,7 @@ def _adam(optimizers: Optimizers, g: dict[str, Any]) -> None:
     for opt in optimizers:
         complex_ |= opt._init_group(opt.param_groups[0], params, grads, m, v, v_max, steps)  # type: ignore[attr-defined]
     beta1, beta2 = g["betas"]
-    adam(params, grads, m, v, v_max, steps, foreach=True, fused=False, capturable=False, differentiable=False,
+    adam(params, grads, m, v, v_max, steps, foreach=g["foreach"] is not False, fused=False, capturable=False, differentiable=False,
          has_complex=complex_, decoupled_weight_decay=g.get("decoupled_weight_decay", False), amsgrad=g["amsgrad"],
          beta1=beta1, beta2=beta2, lr=g["lr"], weight_decay=g["weight_decay"], eps=g["eps"], maximize=g["maximize"])
 

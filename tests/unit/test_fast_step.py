@@ -52,6 +52,8 @@ MAKERS: dict[str, Make] = {
     "adam": lambda p: torch.optim.Adam(p, lr=0.01),
     "adam-wd-amsgrad": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=1e-2, amsgrad=True, betas=(0.8, 0.99)),
     "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+    "sgd-foreach-false": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, foreach=False),
+    "adam-foreach-true": lambda p: torch.optim.Adam(p, lr=0.01, foreach=True),
 }
 
 
