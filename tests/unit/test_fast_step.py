@@ -83,6 +83,12 @@ def _hooked(p: Any) -> torch.optim.Optimizer:
     return opt
 
 
+def _scheduled(p: Any) -> torch.optim.Optimizer:
+    opt = torch.optim.SGD(p, lr=0.05)
+    opt.scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1)  # type: ignore[attr-defined]
+    return opt  # the scheduler wraps this instance's step() to see it called
+
+
 def _two_groups(p: Any) -> torch.optim.Optimizer:
     params = list(p)
     return torch.optim.SGD([{"params": params[:2]}, {"params": params[2:], "lr": 0.1}], lr=0.05)
@@ -94,9 +100,10 @@ def _two_groups(p: Any) -> torch.optim.Optimizer:
     lambda p: torch.optim.Adam(p, lr=0.05),  # another class
     lambda p: _MySGD(p, lr=0.05),  # a subclass may change how a step is taken
     _hooked,  # step hooks must run
+    _scheduled,  # an instance-level step() wrapper must run
     _two_groups,  # several parameter groups
     lambda p: torch.optim.SGD(p, lr=torch.tensor(0.05)),  # tensor learning rate
-], ids=["lr", "momentum", "class", "subclass", "hook", "groups", "tensor-lr"])
+], ids=["lr", "momentum", "class", "subclass", "hook", "scheduler", "groups", "tensor-lr"])
 def test_fused_step_steps_aside_when_it_cannot_prove_equality(second):
     nets = _nets(2)
     opts = [torch.optim.SGD(nets[0].parameters(), lr=0.05), second(nets[1].parameters())]
