@@ -21,6 +21,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from parties.fast_step import set_mode, step_all
+
 
 def party_local_steps(*, bottom: nn.Module, optimizer: torch.optim.Optimizer, inputs: Callable[[], torch.Tensor],
                       grad: torch.Tensor, extra: int) -> int:
@@ -30,12 +32,12 @@ def party_local_steps(*, bottom: nn.Module, optimizer: torch.optim.Optimizer, in
     if extra <= 0:
         return 0
     x = inputs()
-    bottom.train()
+    set_mode(bottom, training=True)
     for _ in range(extra):
         out = bottom(x)
         optimizer.zero_grad(set_to_none=True)
         out.backward(grad.reshape(out.shape))
-        optimizer.step()
+        step_all([optimizer])
     return extra
 
 
@@ -47,10 +49,10 @@ def server_local_steps(*, head: nn.Module, optimizer: torch.optim.Optimizer, los
     if extra <= 0:
         return 0
     stale = fused.detach()
-    head.train()
+    set_mode(head, training=True)
     for _ in range(extra):
         loss = loss_fn(head(stale), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
+        step_all([optimizer])
     return extra

@@ -3,8 +3,9 @@
 A host running several parties receives the server's gradient for all of them in one delivery.
 Handled one party at a time, each party runs its own autograd backward; the engine's fixed cost
 per call then dominates a small bottom's step. Here the host's parties take the gradient together:
-ONE ``torch.autograd.backward`` over their (disjoint) graphs, then each party, in host order, takes
-its own optimizer step, its local steps and its next forward pass exactly as ``PassiveParty.on_train``
+ONE ``torch.autograd.backward`` over their (disjoint) graphs and, when their optimizers allow it, ONE
+multi-tensor optimizer step (``parties/fast_step.py``; otherwise each party steps its own), then each
+party, in host order, takes its local steps and its next forward pass exactly as ``PassiveParty.on_train``
 does. The graphs share no tensor, so every gradient is computed by the same kernels on the same
 inputs as in separate calls: parameters stay bit-identical (``tests/integration/test_party_batch.py``).
 Nothing about the protocol changes: each party still builds and sends its own message.
@@ -22,6 +23,7 @@ import torch
 from flwr.common import Message
 
 from parties import vertical_wire as vw
+from parties.fast_step import fused_step, set_mode, zero_grads
 from parties.local_updates import party_local_steps
 from vfl import message as wire
 from vfl.node import Node
@@ -44,7 +46,7 @@ def train_together(base: type[PassiveParty], deliveries: Sequence[tuple[Node, li
                 or getattr(node.optimizer, "begin_step", None) is not None):
             return None
         parties.append(node)
-    steps = []  # per party: (epoch, step of this message, gradient step, output, gradient)
+    steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
     for node, (_, (m,)) in zip(parties, deliveries, strict=True):
         cfg = wire.config_of(m, vw.STEP)
         epoch, step, grad_step = (int(cast(int, cfg[k])) for k in (vw.EPOCH, vw.STEP_KEY, vw.GRAD_STEP))
@@ -53,19 +55,22 @@ def train_together(base: type[PassiveParty], deliveries: Sequence[tuple[Node, li
             return None  # let the one-by-one path raise its ProtocolError
         out = node._pending[2]
         steps.append((epoch, step, grad_step, out, torch.tensor(grad, dtype=torch.float32,
-                                                                 device=node.device).reshape(out.shape)))
-    for node in parties:
-        node.optimizer.zero_grad(set_to_none=True)
+                                                                 device=node.device).reshape(out.shape),
+                      bool(cfg[vw.FORWARD])))
+    optimizers = [node.optimizer for node in parties]
+    zero_grads(optimizers)
     torch.autograd.backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
+    stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (parties/fast_step.py)
     replies: list[list[Message]] = []
-    for node, (_, (m,)), (epoch, step, grad_step, _, g) in zip(parties, deliveries, steps, strict=True):
-        node.optimizer.step()
+    for node, (_, (m,)), (epoch, step, grad_step, _, g, forward) in zip(parties, deliveries, steps, strict=True):
+        if not stepped:
+            node.optimizer.step()
         node._pending = None
         party_local_steps(bottom=node.bottom, optimizer=node.optimizer, grad=g, extra=node.local_steps - 1,
                           inputs=_batch(node, epoch, grad_step))
         mine = []
-        if bool(wire.config_of(m, vw.STEP)[vw.FORWARD]):
-            node.bottom.train()
+        if forward:
+            set_mode(node.bottom, training=True)
             out = node.bottom(node._inputs(node.shard.x_train, node.schedule.train_ids(epoch, step)))
             node._pending = (epoch, step, out)
             mine.append(node._send(m, out, "train", epoch, step))

@@ -17,6 +17,7 @@ from flwr.common import ArrayRecord, Message
 from torch import nn
 
 from parties import vertical_wire as vw
+from parties.fast_step import set_mode, step_all, zero_grads
 from parties.local_updates import party_local_steps, server_local_steps
 from parties.party_batch import train_together
 from parties.vertical_wire import DROP, EMB, GRAD, STEP
@@ -83,11 +84,11 @@ class PassiveParty(Node):
                                 f"{self._pending[:2] if self._pending else None}")
         out = self._pending[2]
         g = torch.tensor(grad, dtype=torch.float32, device=self.device).reshape(out.shape)
-        self.optimizer.zero_grad(set_to_none=True)
+        zero_grads([self.optimizer])
         out.backward(g)
         if (begin_step := getattr(self.optimizer, "begin_step", None)) is not None:  # DP-SGD: parties/dp_bottom.py
             begin_step(epoch=epoch, step=step, batch_size=int(out.shape[0]))
-        self.optimizer.step()
+        step_all([self.optimizer])  # plain torch optimizers: without the per-call wrapper (fast_step.py)
         self._pending = None
         party_local_steps(bottom=self.bottom, optimizer=self.optimizer, grad=g, extra=self.local_steps - 1,
                           inputs=lambda: self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
@@ -106,7 +107,7 @@ class PassiveParty(Node):
             if wire.has_array(m, GRAD):
                 self.apply_gradient(self.select_gradient(m), epoch, int(cfg[vw.GRAD_STEP]))
             if bool(cfg[vw.FORWARD]):
-                self.bottom.train()
+                set_mode(self.bottom, training=True)
                 out = self.bottom(self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
                 self._pending = (epoch, step, out)
                 replies.append(self._send(m, out, "train", epoch, step))
@@ -123,7 +124,7 @@ class PassiveParty(Node):
     @handles(vw.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
         replies = []
-        self.bottom.eval()
+        set_mode(self.bottom, training=False)
         for m in messages:
             epoch, step = step_of(m)
             with torch.no_grad():
@@ -206,12 +207,12 @@ class ActiveServer(Node):
         """Fuse the embeddings, step the head, and send back the gradient (+ forward step+1)."""
         y = torch.as_tensor(self.labels.y_train[self.schedule.train_ids(epoch, step)], device=self.device)
         fused = self.fuse(messages).detach().requires_grad_(True)
-        self.head.train()
+        set_mode(self.head, training=True)
         logits = self.head(fused)
         loss = self.loss_fn(logits, y)
-        self.optimizer.zero_grad(set_to_none=True)
+        zero_grads([self.optimizer])
         loss.backward()
-        self.optimizer.step()
+        step_all([self.optimizer])
         self.train_stats["loss"] += float(loss.detach()) * len(y)
         self.train_stats["correct"] += int((logits.argmax(1) == y).sum())
         self.train_stats["count"] += int(len(y))
@@ -236,7 +237,7 @@ class ActiveServer(Node):
         return self.eval_step(messages, step)
 
     def eval_step(self, messages: list[Message], step: int) -> list[Message]:
-        self.head.eval()
+        set_mode(self.head, training=False)
         with torch.no_grad():
             logits = self.head(self.fuse(messages))
         self.eval_scores.append(torch.softmax(logits, 1).cpu().numpy())
