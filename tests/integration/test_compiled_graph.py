@@ -57,7 +57,7 @@ class _Spy:
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize(("strategy", "params"), [("npq+secagg", {})])  # npq and pbm: the same chain, fewer hops
+@pytest.mark.parametrize(("strategy", "params"), [("npq+secagg", {}), ("pbm", {"b": 16})])  # npq: a subset of npq+secagg
 def test_compiled_graph_equals_the_task_path(ray_local, strategy, params):
     from vfl.transport.ray_transport import RayTransport
 
