@@ -162,6 +162,14 @@ def _finite_float(key: str, value: Any) -> float:
     return float(value)
 
 
+def _yaml_switch(value: Any, choices: Sequence[Any] | None) -> Any:
+    """YAML 1.1 reads ``on``/``off`` as booleans: for a field whose choices are the strings "on"
+    and "off", a boolean means that string (``--set transport.compiled_graph=on``)."""
+    if isinstance(value, bool) and choices and {"on", "off"} <= set(choices):
+        return "on" if value else "off"
+    return value
+
+
 def build(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "") -> C:
     """Build the frozen config ``cls`` from ``data``, validating every key (dotted names in errors)."""
     data = dict(data or {})
@@ -178,7 +186,8 @@ def build(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "") -> 
             if f.default is _MISSING and f.default_factory is _MISSING:
                 raise ConfigError(key, "is required")
             continue
-        value = _coerce(key, data[name], hints[name])
+        value = _yaml_switch(data[name], f.metadata.get("choices"))
+        value = _coerce(key, value, hints[name])
         _check_range(key, value, f.metadata)
         kwargs[name] = value
     try:

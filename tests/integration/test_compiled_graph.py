@@ -138,3 +138,8 @@ def test_auto_compiles_only_long_ray_runs_and_never_skip_party_or_inprocess():
     assert compiled_chain(G(), skip, server="s", unmask_hops=0, steps=1) is None
     with pytest.raises(ConfigError, match="transport.compiled_graph"):
         _cfg("npq", {}, compiled="sometimes")
+    # YAML 1.1 reads on/off as booleans (--set transport.compiled_graph=on): they mean "on"/"off"
+    assert _cfg("npq", {}, compiled=True).transport.compiled_graph == "on"
+    assert _cfg("npq", {}, compiled=False).transport.compiled_graph == "off"
+    from simulations.runner import resolve_config
+    assert resolve_config(None, ["transport.compiled_graph=on"]).transport.compiled_graph == "on"
