@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vfl.errors import PartyFailure, VFLError
+from vfl.errors import PartyFailure
 from vfl.message import Wire
+from vfl.transport.ray_errors import raise_ray_failure
 
 Hops = tuple[tuple[str, ...], ...]
 
@@ -50,20 +51,13 @@ class CompiledChain:
         ray = self._ray
         try:
             out = ray.get(self._dag.execute(list(wires)), timeout=timeout_s)
-        except ray.exceptions.RayTaskError as exc:
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, VFLError):
-                raise cause from None
-            raise PartyFailure(self._dead() or self._everyone(), round,
-                               f"{type(cause).__name__ if cause else 'error'}: {cause if cause else exc}") from exc
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError, ray.exceptions.RayChannelError) as exc:
-            if isinstance(exc, TimeoutError):  # RayChannelTimeoutError: nobody died, somebody is late
-                raise PartyFailure(self._everyone(), round, f"no answer within transport.round_timeout_s="
-                                   f"{timeout_s:g} (compiled graph)") from None
-            raise PartyFailure(self._dead() or self._everyone(), round, "its Ray actor died") from exc
-        except ray.exceptions.GetTimeoutError:
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError):  # nobody died, somebody is late
             raise PartyFailure(self._everyone(), round, f"no answer within transport.round_timeout_s="
                                f"{timeout_s:g} (compiled graph)") from None
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
+            raise_ray_failure(ray, exc, round=round, culprit=self._everyone(), dead=self._dead)
+        except ray.exceptions.RayChannelError as exc:  # a channel closed under us: an actor of the chain died
+            raise PartyFailure(self._dead() or self._everyone(), round, "its Ray actor died") from exc
         self.runs += 1
         return [w for part in out for w in part]
 

@@ -24,6 +24,7 @@ from vfl.message import Wire
 from vfl.transport.base import HostGroup, Outcome, Transport
 from vfl.transport.ray_chain import CompiledChain, Hops
 from vfl.transport.ray_connect import probe
+from vfl.transport.ray_errors import raise_ray_failure
 from vfl.transport.ray_placement import admit
 from vfl.transport.ray_reaper import Reaper
 
@@ -152,17 +153,8 @@ class RayTransport(Transport):
                 pending = [n for n, f in futures.items() if n not in out and not self._ray.wait([f], timeout=0)[0]]
                 raise PartyFailure(", ".join(self._names(n) for n in pending or [name]), round,
                                    f"no answer within transport.timeout_s={self.timeout_s:g}") from None
-            except ray.exceptions.RayTaskError as exc:
-                cause = exc.cause if hasattr(exc, "cause") else None
-                if isinstance(cause, VFLError):
-                    raise cause from None
-                dead = self._dead_names()  # a chained task also fails when an upstream actor died
-                if dead:
-                    raise PartyFailure(dead, round, "its Ray actor died") from exc
-                raise PartyFailure(self._names(name), round, f"{type(cause).__name__ if cause else 'error'}: "
-                                   f"{cause if cause else exc}") from exc
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
-                raise PartyFailure(self._dead_names() or self._names(name), round, "its Ray actor died") from exc
+            except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
+                raise_ray_failure(ray, exc, round=round, culprit=self._names(name), dead=self._dead_names)
         return out
 
     def _dead_names(self) -> str:
