@@ -13,7 +13,6 @@ conversations and dropout recovery keep the task path.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,10 +39,7 @@ class CompiledChain:
             for hop in hops:  # every host of a hop reads every output of the previous hop
                 prev = [actors[name].deliver_piped.bind(*prev) for name in hop]
             graph = MultiOutputNode(prev)
-        t0 = time.perf_counter()
         self._dag: Any = graph.experimental_compile()
-        self.compile_s = time.perf_counter() - t0
-        self.runs = 0
 
     def run(self, wires: Sequence[Wire], *, round: str, timeout_s: float) -> list[Wire]:
         """The last hop's replies, host order; a host that fails, dies or does not answer within
@@ -58,7 +54,6 @@ class CompiledChain:
             raise_ray_failure(ray, exc, round=round, culprit=self._everyone(), dead=self._dead)
         except ray.exceptions.RayChannelError as exc:  # a channel closed under us: an actor of the chain died
             raise PartyFailure(self._dead() or self._everyone(), round, "its Ray actor died") from exc
-        self.runs += 1
         return [w for part in out for w in part]
 
     def _everyone(self) -> str:
