@@ -12,14 +12,16 @@ directly; its bytes equal flwr's ``message_to_proto`` bytes (tested), so the wir
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
+from flwr.app import metadata as _md
 from flwr.app.message import arrayrecord as _ar
 from flwr.app.message import configrecord as _cr
 from flwr.app.message import recorddict as _rd
 from flwr.app.message.message import make_message
 from flwr.app.message.typeddict import TypedDict
-from flwr.common import Array, ArrayRecord, ConfigRecord, Message, RecordDict, serde
+from flwr.common import Array, ArrayRecord, ConfigRecord, Message, Metadata, RecordDict, serde
 from flwr.common.constant import INT64_MAX_VALUE
 from flwr.common.serde_utils import (
     metadata_from_proto,
@@ -36,6 +38,33 @@ from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 _FIELD = {bool: "bool", int: "sint64", float: "double", str: "string", bytes: "bytes"}  # flwr's scalar fields
 
 
+@lru_cache(maxsize=256)
+def _valid_kind(kind: str) -> bool:
+    """flwr's check of a message type (``Metadata.message_type``'s setter), cached per kind."""
+    return _md.validate_legacy_message_type(kind) or _md.validate_message_type(kind)
+
+
+def new_metadata(*, run_id: int, message_id: str, src_node_id: int, dst_node_id: int, reply_to_message_id: str,
+                 group_id: str, created_at: float, ttl: float, message_type: str) -> Metadata:
+    """``Metadata(...)`` as flwr's constructor leaves it (no task ids), its message-type check cached."""
+    if not _valid_kind(message_type):
+        Metadata(run_id, message_id, src_node_id, dst_node_id, reply_to_message_id, group_id, created_at, ttl,
+                 message_type)  # raises flwr's ValueError naming the type
+    md = object.__new__(Metadata)
+    md.__dict__.update(_run_id=run_id, _message_id=message_id, _src_node_id=src_node_id, _dst_node_id=dst_node_id,
+                       _src_task_id=None, _dst_task_id=None, _reply_to_message_id=reply_to_message_id,
+                       _group_id=group_id, _created_at=created_at, _ttl=ttl, _message_type=message_type)
+    return md
+
+
+def new_message(metadata: Metadata, content: RecordDict) -> Message:
+    """``make_message(metadata, content)`` without flwr's argument checks (typed inputs)."""
+    metadata.__dict__["_delivered_at"] = ""  # what Message.__init__ sets (backward compatibility)
+    msg = object.__new__(Message)
+    msg.__dict__.update(_metadata=metadata, _content=content, _error=None)
+    return msg
+
+
 def new_array(dtype: str, shape: tuple[int, ...], stype: str, data: bytes) -> Array:
     """An ``Array`` as ``Array(dtype=..., shape=..., stype=..., data=...)`` leaves it (typed inputs)."""
     a = object.__new__(Array)
@@ -48,7 +77,8 @@ def array_record(items: dict[str, Array]) -> ArrayRecord:
     rec = object.__new__(ArrayRecord)
     TypedDict.__init__(rec, _ar._check_key, _ar._check_value)
     rec.__dict__["_data"].update(items)
-    rec.__dict__["_is_dirty"] = True
+    if items:  # flwr's __setitem__ sets the flag; an empty record leaves it unset (read as True)
+        rec.__dict__["_is_dirty"] = True
     return rec
 
 
@@ -68,6 +98,21 @@ def record_dict(items: dict[str, Any]) -> RecordDict:
     return rd
 
 
+_SCALAR_FIELDS = frozenset(_FIELD.values()) | {"uint64"}
+
+
+def _config_values(items: Any) -> dict[str, Any]:
+    """The values of a ConfigRecord protobuf, as flwr's ``record_value_dict_from_proto`` reads them
+    (scalars straight from their oneof field; lists through flwr's reader)."""
+    out: dict[str, Any] = {}
+    for c in items:
+        value = c.value
+        field = value.WhichOneof("value")
+        out[c.key] = getattr(value, field) if field in _SCALAR_FIELDS else \
+            record_value_dict_from_proto({c.key: value})[c.key]
+    return out
+
+
 def message_from_proto(proto: Any) -> Message:
     """``flwr.common.serde.message_from_proto`` for messages with content: the same Message, built
     directly (a message with an error, or a record kind not on the hot path, goes to flwr's)."""
@@ -81,11 +126,16 @@ def message_from_proto(proto: Any) -> Message:
                 a.key: new_array(a.value.dtype, tuple(a.value.shape), a.value.stype, a.value.data)
                 for a in item.array_record.items})
         elif field == "config_record":
-            records[item.key] = config_record(record_value_dict_from_proto(
-                {c.key: c.value for c in item.config_record.items}))
+            records[item.key] = config_record(_config_values(item.config_record.items))
         else:  # metric records (control plane) and anything else: flwr's decoder
             return serde.message_from_proto(proto)
-    return make_message(metadata=metadata_from_proto(proto.metadata), content=record_dict(records))
+    md = proto.metadata
+    if md.HasField("src_task_id") or md.HasField("dst_task_id"):
+        return make_message(metadata=metadata_from_proto(md), content=record_dict(records))
+    return new_message(new_metadata(run_id=md.run_id, message_id=md.message_id, src_node_id=md.src_node_id,
+                                    dst_node_id=md.dst_node_id, reply_to_message_id=md.reply_to_message_id,
+                                    group_id=md.group_id, created_at=md.created_at, ttl=md.ttl,
+                                    message_type=md.message_type), record_dict(records))
 
 
 def message_to_proto(message: Message) -> Any:

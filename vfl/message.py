@@ -14,19 +14,17 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
-from flwr.app.message.message import make_message
 from flwr.common import (
     Array,
     ArrayRecord,
     ConfigRecord,
     Message,
-    Metadata,
     MetricRecord,
     RecordDict,
     serde,
 )
 
-from vfl import fastrecords, profile
+from vfl import fastrecords, pbwire, profile
 from vfl.errors import ProtocolError
 
 R = TypeVar("R", ArrayRecord, ConfigRecord, MetricRecord)
@@ -88,7 +86,11 @@ def make(
         The message; a fixed-width message id keeps byte counts independent of the counter.
     """
     t0 = profile.start()
-    metadata = Metadata(
+    if content is None:
+        content = RecordDict()
+    elif not isinstance(content, RecordDict):
+        raise TypeError(f"message content must be a RecordDict, not {type(content).__name__}")
+    metadata = fastrecords.new_metadata(  # = flwr's Metadata(...), its checks kept (vfl/fastrecords.py)
         run_id=_RUN_ID,
         message_id=f"{next(_seq):016x}",  # fixed width: byte counts do not drift with the counter
         src_node_id=src,
@@ -99,7 +101,7 @@ def make(
         ttl=_TTL,
         message_type=kind,
     )
-    out = make_message(metadata, content if content is not None else RecordDict())
+    out = fastrecords.new_message(metadata, content)
     profile.stop("build", t0)
     return out
 
@@ -131,7 +133,9 @@ def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: 
 def encode(message: Message) -> bytes:
     """Serialize with flwr's protobuf serde."""
     t0 = profile.start()
-    data: bytes = fastrecords.message_to_proto(message).SerializeToString()  # = flwr's bytes, built directly
+    data = pbwire.encode(message)  # = flwr's bytes, written directly (vfl/pbwire.py)
+    if data is None:  # errors, metric records, lists...: flwr's protobuf objects
+        data = fastrecords.message_to_proto(message).SerializeToString()
     profile.stop("serialize", t0)
     return data
 
@@ -232,13 +236,11 @@ def read_metrics(message: Message) -> dict[str, float]:
 
 def payload_nbytes(message: Message) -> int:
     """Bytes of array data in the message (the payload); the rest of the wire size is envelope."""
-    total = 0
-    if message.has_content():
-        for record in message.content.values():
-            if isinstance(record, ArrayRecord):
-                for arr in record.values():
-                    total += len(arr.data)
-    return total
+    content = message.__dict__["_content"]  # flwr's views (.values()) wrap every access
+    if content is None:
+        return 0
+    return sum(len(arr.data) for record in content.__dict__["_data"].values() if isinstance(record, ArrayRecord)
+               for arr in record.__dict__["_data"].values())
 
 
 @dataclass(frozen=True)
