@@ -99,7 +99,7 @@ def _metadata(md: Any) -> bytes:
 @lru_cache(maxsize=1024)
 def _array_head(dtype: str, shape: tuple[int, ...], stype: str) -> bytes:
     """An Array's fields before its data (dtype, packed shape, stype)."""
-    if any(type(s) is not int or not 0 <= s <= _I32_MAX for s in shape):
+    if not all(0 <= s <= _I32_MAX for s in shape):
         raise _Unsupported
     packed = b"".join(_varint(s) for s in shape)
     return _str(_A_DTYPE, dtype) + (_len_field(_A_SHAPE, packed) if packed else b"") + _str(_A_STYPE, stype)
@@ -111,7 +111,10 @@ def _array_item(key: str, a: Any) -> list[bytes]:
     data = d["data"]
     if type(data) is not bytes:
         raise _Unsupported
-    head = _array_head(d["dtype"], tuple(d["shape"]), d["stype"])
+    shape = tuple(d["shape"])
+    if not all(type(s) is int for s in shape):  # checked outside the cache: np.int64(2) == 2 hashes alike
+        raise _Unsupported
+    head = _array_head(d["dtype"], shape, d["stype"])
     array_len = len(head) + (len(_A_DATA) + len(_varint(len(data))) + len(data) if data else 0)
     item = _str(_AR_KEY, key) + _AR_VALUE + _varint(array_len) + head + (_A_DATA + _varint(len(data)) if data else b"")
     return [_ITEMS, _varint(len(item) + len(data)), item, data]
