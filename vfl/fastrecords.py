@@ -6,8 +6,7 @@ small-model step that is most of the serde cost. Here the values are already typ
 a parsed protobuf whose schema fixes the types, or from ``vfl.message.to_array``), so the same
 objects are built directly: the same classes with the same attributes as flwr's constructors leave
 (``tests/unit/test_fastrecords.py`` compares them with flwr's own ``message_from_proto`` on every
-kind of wire). ``message_to_proto`` likewise builds flwr's protobuf for the hot path's records
-directly; its bytes equal flwr's ``message_to_proto`` bytes (tested), so the wire is unchanged.
+kind of wire). Encoding writes the protobuf bytes directly: ``vfl/pbwire.py``.
 """
 
 from __future__ import annotations
@@ -22,20 +21,10 @@ from flwr.app.message import recorddict as _rd
 from flwr.app.message.message import make_message
 from flwr.app.message.typeddict import TypedDict
 from flwr.common import Array, ArrayRecord, ConfigRecord, Message, Metadata, RecordDict, serde
-from flwr.common.constant import INT64_MAX_VALUE
 from flwr.common.serde_utils import (
     metadata_from_proto,
-    metadata_to_proto,
     record_value_dict_from_proto,
 )
-from flwr.proto.message_pb2 import Message as ProtoMessage
-from flwr.proto.recorddict_pb2 import Array as ProtoArray
-from flwr.proto.recorddict_pb2 import ArrayRecord as ProtoArrayRecord
-from flwr.proto.recorddict_pb2 import ConfigRecord as ProtoConfigRecord
-from flwr.proto.recorddict_pb2 import ConfigRecordValue as ProtoConfigValue
-from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
-
-_FIELD = {bool: "bool", int: "sint64", float: "double", str: "string", bytes: "bytes"}  # flwr's scalar fields
 
 
 @lru_cache(maxsize=256)
@@ -98,7 +87,7 @@ def record_dict(items: dict[str, Any]) -> RecordDict:
     return rd
 
 
-_SCALAR_FIELDS = frozenset(_FIELD.values()) | {"uint64"}
+_SCALAR_FIELDS = frozenset({"bool", "sint64", "uint64", "double", "string", "bytes"})  # ConfigRecordValue's scalars
 
 
 def _config_values(items: Any) -> dict[str, Any]:
@@ -136,29 +125,3 @@ def message_from_proto(proto: Any) -> Message:
                                     dst_node_id=md.dst_node_id, reply_to_message_id=md.reply_to_message_id,
                                     group_id=md.group_id, created_at=md.created_at, ttl=md.ttl,
                                     message_type=md.message_type), record_dict(records))
-
-
-def message_to_proto(message: Message) -> Any:
-    """``flwr.common.serde.message_to_proto`` for messages of array records and scalar config records:
-    the same protobuf, built directly (anything else goes to flwr's encoder)."""
-    if message.has_error() or not message.has_content():
-        return serde.message_to_proto(message)
-    items = []
-    for key, rec in message.content.items():
-        kind = type(rec)
-        if isinstance(rec, ArrayRecord) and kind is ArrayRecord:
-            arrays = [ProtoArrayRecord.Item(key=k, value=ProtoArray(dtype=a.dtype, shape=a.shape, stype=a.stype,
-                                                                    data=a.data)) for k, a in rec.items()]
-            items.append(ProtoRecordDict.Item(key=key, array_record=ProtoArrayRecord(items=arrays)))
-        elif isinstance(rec, ConfigRecord) and kind is ConfigRecord:
-            values = []
-            for k, v in rec.items():
-                field = _FIELD.get(type(v))
-                if field is None or (isinstance(v, int) and v > INT64_MAX_VALUE):  # lists, uint64, subclasses
-                    return serde.message_to_proto(message)
-                value = ProtoConfigValue(**{field: v})  # type: ignore[arg-type]
-                values.append(ProtoConfigRecord.Item(key=k, value=value))
-            items.append(ProtoRecordDict.Item(key=key, config_record=ProtoConfigRecord(items=values)))
-        else:  # metric records (control plane)
-            return serde.message_to_proto(message)
-    return ProtoMessage(metadata=metadata_to_proto(message.metadata), content=ProtoRecordDict(items=items))

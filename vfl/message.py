@@ -134,8 +134,8 @@ def encode(message: Message) -> bytes:
     """Serialize with flwr's protobuf serde."""
     t0 = profile.start()
     data = pbwire.encode(message)  # = flwr's bytes, written directly (vfl/pbwire.py)
-    if data is None:  # errors, metric records, lists...: flwr's protobuf objects
-        data = fastrecords.message_to_proto(message).SerializeToString()
+    if data is None:  # errors, metric records, lists...: flwr's own encoder
+        data = serde.message_to_proto(message).SerializeToString()
     profile.stop("serialize", t0)
     return data
 
