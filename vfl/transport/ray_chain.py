@@ -18,6 +18,7 @@ from typing import Any
 
 from vfl.errors import PartyFailure
 from vfl.message import Wire
+from vfl.transport.deferred_signals import deferred_signals
 from vfl.transport.ray_errors import raise_ray_failure
 
 Hops = tuple[tuple[str, ...], ...]
@@ -43,10 +44,13 @@ class CompiledChain:
 
     def run(self, wires: Sequence[Wire], *, round: str, timeout_s: float) -> list[Wire]:
         """The last hop's replies, host order; a host that fails, dies or does not answer within
-        ``timeout_s`` is a PartyFailure (the chain is then unusable: ``close`` it)."""
+        ``timeout_s`` is a PartyFailure (the chain is then unusable: ``close`` it). SIGINT/SIGTERM
+        arriving meanwhile are handled once the step returned (``deferred_signals``: raised inside
+        Ray's channel read, the interrupt would keep a channel buffer alive past ``ray.shutdown``)."""
         ray = self._ray
         try:
-            out = ray.get(self._dag.execute(list(wires)), timeout=timeout_s)
+            with deferred_signals():
+                out = ray.get(self._dag.execute(list(wires)), timeout=timeout_s)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError):  # nobody died, somebody is late
             raise PartyFailure(self._everyone(), round, f"no answer within transport.round_timeout_s="
                                f"{timeout_s:g} (compiled graph)") from None
