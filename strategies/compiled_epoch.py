@@ -19,7 +19,7 @@ from vfl.message import Wire, round_tag
 from vfl.schema import RunConfig
 from vfl.strategy import Progress
 
-MIN_AUTO_STEPS = 2000  # compiled_graph: auto compiles runs with at least this many training steps (off is the default)
+MIN_AUTO_STEPS = 2000  # compiled_graph: auto (the default) compiles runs with at least this many training steps
 
 
 def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, unmask_hops: int, steps: int) -> Any:

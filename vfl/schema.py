@@ -85,8 +85,8 @@ class TransportConfig:
     timeout_s: float = param(1800.0, gt=0, le=86400, help="a Ray call outside the guarded training/eval hops "
                              "(set-up, PSI, SecAgg keys, LLM conversations) unanswered after this many seconds "
                              "fails the run naming the host (a hang detector: keep it above the slowest step)")
-    compiled_graph: str = param("off", choices=("auto", "on", "off"), help="vertical training steps over Ray "
-                                "as one Ray Compiled Graph (shared-memory channels, no task per hop; opt-in); "
+    compiled_graph: str = param("auto", choices=("auto", "on", "off"), help="vertical training steps over Ray "
+                                "as one Ray Compiled Graph (shared-memory channels, no task per hop); "
                                 "auto: runs of >= 2000 steps; never with on_dropout=skip-party or in-process")
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig, metadata={
         "help": "per-role {cpus, gpus} of server, party, model_server actors (vfl/resources.py)"})
