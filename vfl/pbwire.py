@@ -66,10 +66,12 @@ class _Unsupported(Exception):
     """A value this writer does not cover: flwr's encoder takes the message."""
 
 
-@lru_cache(maxsize=4096)
-def _str(tag: bytes, value: str) -> bytes:
-    """A proto3 string field (omitted when empty); cached: keys, kinds and round tags repeat."""
+def _text(tag: bytes, value: str) -> bytes:
+    """A proto3 string field (omitted when empty)."""
     return _len_field(tag, value.encode()) if value else b""
+
+
+_str = lru_cache(maxsize=4096)(_text)  # for strings that repeat: keys, kinds, round tags (not message ids)
 
 
 def _uint(tag: bytes, value: int) -> bytes:
@@ -90,8 +92,8 @@ def _metadata(md: Any) -> bytes:
     if d["_src_task_id"] is not None or d["_dst_task_id"] is not None:
         raise _Unsupported
     return b"".join((
-        _uint(_MD[0], d["_run_id"]), _str(_MD[1], d["_message_id"]), _uint(_MD[2], d["_src_node_id"]),
-        _uint(_MD[3], d["_dst_node_id"]), _str(_MD[4], d["_reply_to_message_id"]), _str(_MD[5], d["_group_id"]),
+        _uint(_MD[0], d["_run_id"]), _text(_MD[1], d["_message_id"]), _uint(_MD[2], d["_src_node_id"]),
+        _uint(_MD[3], d["_dst_node_id"]), _text(_MD[4], d["_reply_to_message_id"]), _str(_MD[5], d["_group_id"]),
         _double(_MD[6], d["_ttl"]), _str(_MD[7], d["_message_type"]), _double(_MD[8], d["_created_at"]),
     ))
 
