@@ -51,13 +51,17 @@ class CompiledChain:
         try:
             with deferred_signals():
                 out = ray.get(self._dag.execute(list(wires)), timeout=timeout_s)
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError):  # nobody died, somebody is late
-            raise PartyFailure(self._everyone(), round, f"no answer within transport.round_timeout_s="
-                               f"{timeout_s:g} (compiled graph)") from None
-        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
-            raise_ray_failure(ray, exc, round=round, culprit=self._everyone(), dead=self._dead)
-        except ray.exceptions.RayChannelError as exc:  # a channel closed under us: an actor of the chain died
-            raise PartyFailure(self._dead() or self._everyone(), round, "its Ray actor died") from exc
+        except ray.exceptions.RayError as exc:
+            forget_frames(exc)  # Ray's read frames in its traceback could hold a channel buffer (see below)
+            if isinstance(exc, (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError)):
+                raise PartyFailure(self._everyone(), round, f"no answer within transport.round_timeout_s="
+                                   f"{timeout_s:g} (compiled graph)") from None  # nobody died, somebody is late
+            if isinstance(exc, (ray.exceptions.RayTaskError, ray.exceptions.RayActorError,
+                                ray.exceptions.ActorDiedError)):
+                raise_ray_failure(ray, exc, round=round, culprit=self._everyone(), dead=self._dead)
+            if isinstance(exc, ray.exceptions.RayChannelError):  # a channel closed under us: an actor died
+                raise PartyFailure(self._dead() or self._everyone(), round, "its Ray actor died") from exc
+            raise
         return [w for part in out for w in part]
 
     def _everyone(self) -> str:
@@ -71,3 +75,20 @@ class CompiledChain:
                 dag.teardown()
             except Exception:  # an actor of the chain died: nothing left to tear down there
                 pass
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and the exceptions chained to it. An error raised inside a
+    compiled graph's channel read keeps that read's frames, which may hold a ``Buffer`` over the
+    channel's shared memory; kept alive past ``ray.shutdown`` (an error that ends the run is only
+    freed at exit), freeing that buffer crashes the process (SIGSEGV, see ``deferred_signals``).
+    The error's type and message, and a remote error's own traceback text, are kept."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        e.__traceback__ = None
+        todo += [e.__cause__, e.__context__]
