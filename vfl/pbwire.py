@@ -21,7 +21,8 @@ from flwr.common import ArrayRecord, ConfigRecord, Message
 
 _DOUBLE = struct.Struct("<d")
 _ZERO8 = bytes(8)
-_CACHED = frozenset({bool, int, str})  # config values whose item bytes are cached (floats: 0.0 == -0.0)
+_CACHED = frozenset({bool, int})  # config values whose item bytes are cached (not floats: 0.0 == -0.0; not
+# strings or bytes, which may be large)
 _I64_MIN, _I64_MAX, _U64_MAX, _I32_MAX = -(2**63), 2**63 - 1, 2**64 - 1, 2**31 - 1
 
 
@@ -123,7 +124,7 @@ def _array_item(key: str, a: Any) -> list[bytes]:
 
 
 @lru_cache(maxsize=4096, typed=True)
-def _cached_config_item(key: str, v: bool | int | str) -> bytes:
+def _cached_config_item(key: str, v: bool | int) -> bytes:
     return _config_item(key, v)
 
 
