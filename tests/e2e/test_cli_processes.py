@@ -21,16 +21,19 @@ SMALL = ["--no-progress", "--set", "params.b=8", "--set", "data.train_subsample=
          "data.test_subsample=64"]
 
 
-def _default_sigint() -> None:
-    """A shell starting the tests in the background (``pytest &``, nohup, CI runners) makes SIGINT
-    ignored, and a child inherits that: Python then installs no KeyboardInterrupt handler. These
-    tests send SIGINT as a terminal would, so the child starts with the default disposition."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# A shell starting the tests in the background (``pytest &``, nohup, CI runners) makes SIGINT
+# ignored, and a child inherits that: Python then installs no KeyboardInterrupt handler. These tests
+# send SIGINT as a terminal would, so the child puts Python's default handler back first thing. Not
+# a ``preexec_fn``: that forces a plain fork() of this multi-threaded pytest process, and the
+# inherited gRPC event engine (flwr imports grpc) then aborted a child before exec (seen once:
+# "epoll_wait error: Bad file descriptor", SIGABRT).
+_CLI = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('simulations.cli', run_name='__main__', alter_sys=True)")
 
 
 def _vfl(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "simulations.cli", *args], cwd=cwd, env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
+    return subprocess.Popen([sys.executable, "-c", _CLI, *args], cwd=cwd, env=ENV, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _wait_for(cond, proc: subprocess.Popen[str], what: str, timeout: float = 300.0) -> None:
