@@ -1,13 +1,16 @@
 """Runtime overhead: the same NPQ model and data trained (a) centrally in one process, (a') as the
 vertical split's math alone (``split_floor``: bottoms and head as separate autograd graphs, outputs
-and gradient handed over as numpy, no messages: the floor of any VFL runtime), (b) over the
+and gradient handed over as numpy, no messages: the floor of any VFL runtime), (a'') as the same math
+with every step's flwr messages built, serialized, authenticated, verified and decoded (``wire_floor``;
+``wire_floor_noauth`` without the MACs and signature; ``simulations/benchmarks/floors.py``), (b) over the
 ``inprocess`` transport, (c) over Ray actors with one task per hop (``transport.compiled_graph: off``)
 and (d) with the step compiled into a Ray Compiled Graph (``on``). Prints seconds/epoch and the
 ratios to (a).
 
     python -m simulations.benchmarks.overhead --out bench-out [--config CONFIG] [--set k=v ...]
 
-Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``split_floor_ratio``, ``inprocess_ratio``, ``ray_ratio``,
+Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``split_floor_ratio``, ``wire_floor_ratio``,
+``wire_floor_noauth_ratio`` (with ``auth: true``), ``inprocess_ratio``, ``ray_ratio``,
 ``ray_compiled_ratio`` (and ``ray_compiled_first_epoch_s``: the warm-up epoch, with the compile) and ``breakdown_ms_per_step`` (per transport: build, mods, serialize, deserialize, auth, compute and
 the remainder ``transport`` = wall - the rest; from ``vfl.profile`` accumulators summed over the
 driver and every actor, epochs after the warm-up). Timings are medians over epochs after a warm-up
@@ -20,23 +23,20 @@ epoch; ratios are taken within one run.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import statistics
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
+from simulations.benchmarks.floors import centralized_epochs, split_epochs
 from simulations.datasource import ConfigDataSource
 from simulations.runner import resolve_config
 from vfl import profile
 from vfl.engine import Engine
-from vfl.sampling import batch_indices
 from vfl.schema import RunConfig
 from vfl.transport.inprocess import InProcessTransport
 from vfl.transport.ray_transport import RayTransport
@@ -57,71 +57,6 @@ def synthetic_har(root: Path) -> Path:
 
         write_har(root, np.random.default_rng(0), sizes=(7352, 2947))
     return root
-
-
-def initial_models(cfg: RunConfig, data: ConfigDataSource) -> tuple[list[torch.nn.Module], torch.nn.Module]:
-    """Copies of the bottoms and the head as the engine initializes them (same seeds)."""
-    engine = Engine(cfg, InProcessTransport(), data, progress=False)
-    engine.start()
-    try:
-        nodes = {nid: n for h in engine.transport.hosts.values() for nid, n in h.nodes.items()}  # type: ignore[attr-defined]
-        return [copy.deepcopy(nodes[i].bottom) for i in sorted(nodes) if i != 0], copy.deepcopy(nodes[0].head)
-    finally:
-        engine.transport.shutdown()
-
-
-def centralized_epochs(cfg: RunConfig, data: ConfigDataSource, epochs: int) -> list[float]:
-    """Train one torch model made of the same bottoms + head, same batches, no messages."""
-    bottoms, head = initial_models(cfg, data)
-    params = [p for b in bottoms for p in b.parameters()] + list(head.parameters())
-    opt = torch.optim.SGD(params, lr=cfg.train.lr)
-    shards, labels = data.partition()
-    xs = [torch.as_tensor(s.x_train, dtype=torch.float32) for s in shards]
-    y = torch.as_tensor(labels.y_train)
-    times = []
-    for epoch in range(epochs):
-        t0 = time.perf_counter()
-        for ids in batch_indices(num_samples=len(y), batch_size=cfg.train.batch_size, seed=cfg.seed, epoch=epoch):
-            idx = torch.as_tensor(np.asarray(ids, dtype=np.int64))
-            fused = sum(b(x[idx]) for b, x in zip(bottoms, xs, strict=True))
-            loss = torch.nn.functional.cross_entropy(head(fused), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-def split_epochs(cfg: RunConfig, data: ConfigDataSource, epochs: int) -> list[float]:
-    """The vertical split's own math with no messages (the floor of any VFL runtime): each bottom's
-    output detached and handed over as numpy, the head's step on their sum, the gradient handed
-    back and one fused backward + optimizer step for the bottoms, as the nodes compute it."""
-    from parties.fast_step import fused_step, zero_grads
-
-    bottoms, head = initial_models(cfg, data)
-    party_opts = [torch.optim.SGD(b.parameters(), lr=cfg.train.lr) for b in bottoms]
-    head_opt = torch.optim.SGD(head.parameters(), lr=cfg.train.lr)
-    shards, labels = data.partition()
-    xs = [s.x_train for s in shards]
-    times = []
-    for epoch in range(epochs):
-        t0 = time.perf_counter()
-        for ids in batch_indices(num_samples=len(labels.y_train), batch_size=cfg.train.batch_size, seed=cfg.seed,
-                                 epoch=epoch):
-            ids = np.asarray(ids, dtype=np.int64)
-            outs = [b(torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32)) for b, x in zip(bottoms, xs, strict=True)]
-            embs = [o.detach().numpy() for o in outs]
-            fused = torch.from_numpy(sum(embs[1:], embs[0].copy())).requires_grad_(True)
-            loss = torch.nn.functional.cross_entropy(head(fused), torch.as_tensor(labels.y_train[ids]))
-            zero_grads([head_opt])
-            loss.backward()
-            fused_step([head_opt])
-            grad = fused.grad.numpy()  # type: ignore[union-attr]
-            zero_grads(party_opts)
-            torch.autograd.backward(outs, [torch.tensor(grad).reshape(o.shape) for o in outs])
-            fused_step(party_opts)
-        times.append(time.perf_counter() - t0)
-    return times
 
 
 def transport_epochs(cfg: RunConfig, data: ConfigDataSource, transport: Any) -> tuple[list[float], dict[str, float]]:
@@ -195,12 +130,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     epochs = cfg.train.epochs
     central = centralized_epochs(cfg, data, epochs)
     split = split_epochs(cfg, data, epochs)
+    floors = {"wire_floor": split_epochs(cfg, data, epochs, wire_floor=True)}
+    if cfg.auth:  # what the MACs and the broadcast's signature add, side by side
+        floors["wire_floor_noauth"] = split_epochs(replace(cfg, auth=False), data, epochs, wire_floor=True)
     inproc, inproc_prof = transport_epochs(cfg, data, InProcessTransport())
     ray_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="off"))
     ray_t, ray_prof = transport_epochs(ray_cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
     cg_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="on"))
     cg_t, cg_prof = transport_epochs(cg_cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
-    rows = {"centralized": central, "split_floor": split, "inprocess": inproc, "ray": ray_t, "ray_compiled": cg_t}
+    rows = {"centralized": central, "split_floor": split, **floors, "inprocess": inproc, "ray": ray_t, "ray_compiled": cg_t}
     med = {k: statistics.median(v[1:] if len(v) > 1 else v) for k, v in rows.items()}  # skip warm-up epoch
     base = med["centralized"]
     steps = -(-len(data.partition()[1].y_train) // cfg.train.batch_size)
@@ -214,6 +152,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "centralized_s_per_epoch": base,
         "split_floor_s_per_epoch": med["split_floor"],
         "split_floor_ratio": med["split_floor"] / base,  # the split's math alone: what no runtime can remove
+        **{f"{k}_ratio": med[k] / base for k in floors},  # + the protocol's wire (flwr messages, auth), no runtime
+        **{f"{k}_s_per_epoch": med[k] for k in floors},
         "inprocess_s_per_epoch": med["inprocess"],
         "ray_s_per_epoch": med["ray"],
         "inprocess_ratio": med["inprocess"] / base,
@@ -230,9 +170,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "centralized_ms_per_step": base / steps * 1e3,
         "breakdown_ms_per_step": parts,
     }
-    print(f"{'mode':<12} {'s/epoch':>10} {'ratio':>8}")
-    for k in ("centralized", "split_floor", "inprocess", "ray", "ray_compiled"):
-        print(f"{k:<12} {med[k]:>10.4f} {med[k] / base:>8.2f}")
+    print(f"{'mode':<17} {'s/epoch':>10} {'ratio':>8}")
+    for k in rows:
+        print(f"{k:<17} {med[k]:>10.4f} {med[k] / base:>8.2f}")
     print(f"fixed overhead per step: inprocess {result['inprocess_overhead_ms_per_step']:.2f} ms, "
           f"ray {result['ray_overhead_ms_per_step']:.2f} ms ({steps} steps/epoch)")
     cols = ("build", "mods", "serialize", "deserialize", "auth", "compute", "transport", "wall")

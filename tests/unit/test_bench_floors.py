@@ -1,0 +1,67 @@
+"""The overhead benchmark's floors: the wire floor really sends every step's messages, and the
+numbers the math continues with are the ones that crossed the wire (bit-identical to the split floor)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from simulations.benchmarks import floors
+from simulations.data.fixtures import write_har
+from simulations.datasource import ConfigDataSource
+from simulations.runner import resolve_config
+from vfl import message as wire
+from vfl.errors import AuthenticationError
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("har")
+    write_har(root, np.random.default_rng(0), sizes=(120, 40))
+    cfg = resolve_config(None, ["name=floors", "strategy=npq", "dataset=har", "num_parties=3", "train.batch_size=50",
+                                "model.embed_dim=4", "model.bottom_hidden=[8]", "model.head_hidden=[8]",
+                                f"data.data_dir={root}"])
+    return cfg, ConfigDataSource.from_config(cfg)
+
+
+def _params(bottoms, head):
+    return [p.detach().clone() for m in [*bottoms, head] for p in m.parameters()]
+
+
+@pytest.mark.parametrize("auth", [True, False])
+def test_wire_floor_trains_the_same_parameters_as_the_split_floor(setup, auth, monkeypatch):
+    cfg, data = setup
+    cfg = replace(cfg, auth=auth)
+    sent = []
+    encode = wire.encode
+    monkeypatch.setattr(wire, "encode", lambda m: sent.append(m.metadata.dst_node_id) or encode(m))
+    times, *trained = floors.split_run(cfg, data, 2, wire_floor=True)
+    assert len(times) == 2 and all(t > 0 for t in times)
+    assert len(sent) == 2 * 3 * (3 + 1)  # 2 epochs x 3 steps x (3 embeddings + 1 broadcast)
+    assert sent.count(wire.BROADCAST) == 6 and sent.count(floors.SERVER) == 18
+    sent.clear()
+    _, *plain = floors.split_run(cfg, data, 2)
+    assert not sent  # the split floor sends nothing
+    initial = _params(*floors.initial_models(cfg, data))
+    after, reference = _params(*trained), _params(*plain)
+    assert any(not torch.equal(a, b) for a, b in zip(after, initial, strict=True))  # it trained
+    assert all(torch.equal(a, b) for a, b in zip(after, reference, strict=True))
+
+
+def test_wire_floor_verifies_what_it_receives(setup, monkeypatch):
+    cfg, data = setup
+    real = floors._Wires.send
+
+    def tamper(self, message, *, by, to):
+        w = by.sign(int(message.metadata.src_node_id), wire.Wire.of(message))
+        data = bytearray(w.data)
+        data[len(data) // 2] ^= 1  # one bit of the content, after signing
+        return to.verify(bytes(data), wire.decode(bytes(data)))
+
+    monkeypatch.setattr(floors._Wires, "send", tamper)
+    with pytest.raises(AuthenticationError):
+        floors.split_run(cfg, data, 1, wire_floor=True)
+    monkeypatch.setattr(floors._Wires, "send", real)
