@@ -61,7 +61,7 @@ def centralized_epochs(cfg: RunConfig, data: ConfigDataSource, epochs: int) -> l
     for epoch in range(epochs):
         t0 = time.perf_counter()
         for ids in batch_indices(num_samples=len(y), batch_size=cfg.train.batch_size, seed=cfg.seed, epoch=epoch):
-            idx = torch.as_tensor(np.asarray(ids, dtype=np.int64))
+            idx = torch.as_tensor(np.array(ids, dtype=np.int64))  # a writable copy (the permutation is read-only)
             fused = sum(b(x[idx]) for b, x in zip(bottoms, xs, strict=True))
             loss = torch.nn.functional.cross_entropy(head(fused), y[idx])
             opt.zero_grad(set_to_none=True)
