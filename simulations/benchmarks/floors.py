@@ -27,6 +27,7 @@ from parties import vertical_wire as vw
 from parties.fast_step import fused_step, zero_grads
 from parties.vertical import step_config
 from simulations.datasource import ConfigDataSource
+from strategies.vertical import SERVER_ID
 from vfl import message as wire
 from vfl.auth import HostAuth
 from vfl.engine import Engine
@@ -35,7 +36,7 @@ from vfl.sampling import batch_indices
 from vfl.schema import RunConfig
 from vfl.transport.inprocess import InProcessTransport
 
-SERVER = 0  # the engine's node ids: server 0, parties 1..M
+SERVER = SERVER_ID  # the engine's node ids: server 0, parties 1..M
 
 
 def initial_models(cfg: RunConfig, data: ConfigDataSource) -> tuple[list[torch.nn.Module], torch.nn.Module]:
