@@ -103,3 +103,16 @@ def test_other_errors_keep_their_traceback() -> None:
     with pytest.raises(ZeroDivisionError) as info:
         _chain(ZeroDivisionError("bug"), held).run([], round="train:0:1", timeout_s=1.0)
     assert info.value.__traceback__ is not None
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, type("Interrupted", (KeyboardInterrupt,), {})],
+                         ids=["sigint", "sigterm-as-interrupt"])
+def test_an_interrupt_inside_the_read_leaves_without_its_frames(interrupt: type[BaseException]) -> None:
+    """A second SIGINT/SIGTERM within a step (``deferred_signals`` hands it over at once) raises
+    inside Ray's read: it still reaches the caller as itself, but frees what the read held."""
+    held: list[weakref.ref[_Buffer]] = []
+    with pytest.raises(interrupt) as info:
+        _chain(interrupt(), held).run([], round="train:0:2", timeout_s=1.0)
+    gc.collect()
+    assert held and held[0]() is None
+    del info

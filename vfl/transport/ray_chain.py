@@ -46,7 +46,8 @@ class CompiledChain:
         """The last hop's replies, host order; a host that fails, dies or does not answer within
         ``timeout_s`` is a PartyFailure (the chain is then unusable: ``close`` it). SIGINT/SIGTERM
         arriving meanwhile are handled once the step returned (``deferred_signals``: raised inside
-        Ray's channel read, the interrupt would keep a channel buffer alive past ``ray.shutdown``)."""
+        Ray's channel read, the interrupt would keep a channel buffer alive past ``ray.shutdown``); a
+        second one within the step is raised at once, without the read's frames (``forget_frames``)."""
         ray = self._ray
         try:
             with deferred_signals():
@@ -61,6 +62,9 @@ class CompiledChain:
                 raise_ray_failure(ray, exc, round=round, culprit=self._everyone(), dead=self._dead)
             if isinstance(exc, ray.exceptions.RayChannelError):  # a channel closed under us: an actor died
                 raise PartyFailure(self._dead() or self._everyone(), round, "its Ray actor died") from exc
+            raise
+        except KeyboardInterrupt as exc:  # a second SIGINT/SIGTERM within the step, raised inside Ray's read
+            forget_frames(exc)
             raise
         return [w for part in out for w in part]
 
