@@ -120,6 +120,44 @@ def test_a_host_killed_inside_the_compiled_chain_restarts_over_a_new_chain(ray_l
     assert "died" in restart["cause"]  # the chain's PartyFailure (on_failure: fail would raise it)
 
 
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(400, method="thread")  # before the fix the restart waited forever (in C: no signal gets through)
+def test_a_party_that_hangs_inside_the_compiled_chain_is_replaced_and_the_run_never_hangs(ray_local, monkeypatch):
+    """A straggler inside a compiled step (its host never answers): a PartyFailure after
+    round_timeout_s, the chain's stuck actor is killed and replaced (the server's is kept), and a
+    second hang ends the run with the restart budget spent, instead of Ray's teardown waiting forever."""
+    from tests.helpers import BlobSource
+    from vfl.engine import Engine
+    from vfl.errors import PartyFailure
+    from vfl.faults import FAULT_ENV
+    from vfl.transport.ray_transport import RayTransport
+
+    monkeypatch.setenv(FAULT_ENV, "party1@1:2!hang")  # fires again in the replaced actor: two failures
+    cfg = load_run_config({"num_parties": 3, "seed": 2, "strategy": "npq",
+                           "train": {"epochs": 2, "batch_size": 8, "on_failure": "restart", "max_restarts": 1},
+                           "transport": {"kind": "ray", "max_actors": 1, "compiled_graph": "on",
+                                         "round_timeout_s": 3}})
+    transport = RayTransport()
+    first: dict[str, Any] = {}
+    restarts: list[dict[str, Any]] = []
+
+    def on_epoch_end(epoch: int, record: dict[str, Any], engine: Engine) -> None:
+        first.update(transport.actors)
+
+    try:
+        engine = Engine(cfg, transport, BlobSource(num_parties=3, num_train=240, num_test=60), progress=False,
+                        on_epoch_end=on_epoch_end)
+        with pytest.raises(PartyFailure, match=r"round_timeout_s=3 \(compiled graph\); gave up after 1 restart"):
+            engine.run()
+        restarts = engine.recovery.restarts
+        assert transport.actors["server"] is first["server"]  # reset in place: only the stuck host was killed
+        assert transport.actors["parties-0"] is not first["parties-0"]
+    finally:
+        transport.shutdown()
+    assert len(restarts) == 1 and restarts[0]["epoch"] == 1 and "no answer" in restarts[0]["cause"]
+
 def test_auto_compiles_only_long_ray_runs_and_never_skip_party_or_inprocess():
     class G:
         party_groups = ["p0", "p1"]

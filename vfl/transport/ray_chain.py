@@ -13,6 +13,7 @@ conversations and dropout recovery keep the task path.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from vfl.transport.deferred_signals import deferred_signals
 from vfl.transport.ray_errors import raise_ray_failure
 
 Hops = tuple[tuple[str, ...], ...]
+STUCK_AFTER_S = 5.0  # after a failed step, an actor whose compiled loop has not ended by then is killed
 
 
 class CompiledChain:
@@ -41,6 +43,8 @@ class CompiledChain:
                 prev = [actors[name].deliver_piped.bind(*prev) for name in hop]
             graph = MultiOutputNode(prev)
         self._dag: Any = graph.experimental_compile()
+        self._actors = [actors[name] for name in dict.fromkeys(h for hop in hops for h in hop)]
+        self.broken = False  # a step did not complete: an actor may still be stuck in it (see close)
 
     def run(self, wires: Sequence[Wire], *, round: str, timeout_s: float) -> list[Wire]:
         """The last hop's replies, host order; a host that fails, dies or does not answer within
@@ -48,6 +52,13 @@ class CompiledChain:
         arriving meanwhile are handled once the step returned (``deferred_signals``: raised inside
         Ray's channel read, the interrupt would keep a channel buffer alive past ``ray.shutdown``); a
         second one within the step is raised at once, without the read's frames (``forget_frames``)."""
+        try:
+            return self._run(wires, round=round, timeout_s=timeout_s)
+        except BaseException:
+            self.broken = True  # the graph is left mid-step: close() must not wait for its actors
+            raise
+
+    def _run(self, wires: Sequence[Wire], *, round: str, timeout_s: float) -> list[Wire]:
         ray = self._ray
         try:
             with deferred_signals():
@@ -72,13 +83,36 @@ class CompiledChain:
         return ", ".join(self._names(name) for name in dict.fromkeys(h for hop in self.hops for h in hop))
 
     def close(self) -> None:
-        """Tear the graph down (the actors go back to ordinary tasks); safe to call twice."""
+        """Tear the graph down (the actors go back to ordinary tasks); safe to call twice. After a
+        failed step an actor may still be stuck in it (a party that hangs): Ray's teardown would wait
+        for its loop forever, so an actor whose loop has not ended after ``STUCK_AFTER_S`` is killed
+        (the transport then replaces it, as it does a hung actor on the task path)."""
         dag, self._dag = self._dag, None
-        if dag is not None:
-            try:
-                dag.teardown()
-            except Exception:  # an actor of the chain died: nothing left to tear down there
-                pass
+        if dag is None:
+            return
+        if not self.broken:
+            _teardown(dag)
+            return
+        worker = threading.Thread(target=_teardown, args=(dag,), daemon=True, name="vfl-chain-teardown")
+        worker.start()
+        worker.join(STUCK_AFTER_S)
+        if worker.is_alive():
+            loops = getattr(dag, "worker_task_refs", None)  # actor -> its compiled loop (Ray's own table)
+            stuck = ([a for a, ref in loops.items() if not self._ray.wait([ref], timeout=0)[0]]
+                     if isinstance(loops, dict) else self._actors)
+            for actor in stuck:
+                try:
+                    self._ray.kill(actor, no_restart=True)
+                except Exception:  # already gone
+                    pass
+            worker.join(STUCK_AFTER_S + 30.0)  # a killed loop ends at once; Ray's own cancel waits <= 30 s
+
+
+def _teardown(dag: Any) -> None:
+    try:
+        dag.teardown()
+    except Exception:  # an actor of the chain died: nothing left to tear down there
+        pass
 
 
 def forget_frames(exc: BaseException) -> None:
