@@ -36,8 +36,6 @@ from vfl.sampling import batch_indices
 from vfl.schema import RunConfig
 from vfl.transport.inprocess import InProcessTransport
 
-SERVER = SERVER_ID  # the engine's node ids: server 0, parties 1..M
-
 
 def initial_models(cfg: RunConfig, data: ConfigDataSource) -> tuple[list[torch.nn.Module], torch.nn.Module]:
     """Copies of the bottoms and the head as the engine initializes them (same seeds)."""
@@ -45,7 +43,7 @@ def initial_models(cfg: RunConfig, data: ConfigDataSource) -> tuple[list[torch.n
     engine.start()
     try:
         nodes = {nid: n for h in engine.transport.hosts.values() for nid, n in h.nodes.items()}  # type: ignore[attr-defined]
-        return [copy.deepcopy(nodes[i].bottom) for i in sorted(nodes) if i != SERVER], copy.deepcopy(nodes[SERVER].head)
+        return [copy.deepcopy(nodes[i].bottom) for i in sorted(nodes) if i != SERVER_ID], copy.deepcopy(nodes[SERVER_ID].head)
     finally:
         engine.transport.shutdown()
 
@@ -78,7 +76,7 @@ class _Wires:
     def __init__(self, num_parties: int, *, auth: bool) -> None:
         self.auth = auth
         self.parties = HostAuth({i: f"party{i}" for i in range(1, num_parties + 1)}, host="parties")
-        self.server = HostAuth({SERVER: "server"}, host="server")
+        self.server = HostAuth({SERVER_ID: "server"}, host="server")
         keys = {**self.parties.public_keys(), **self.server.public_keys()}
         roster = {nid: (f"node{nid}", sig, dh) for nid, (sig, dh) in keys.items()}
         self.parties.install(roster)
@@ -138,7 +136,7 @@ def _embeddings_on_wire(wires: _Wires, embs: Sequence[np.ndarray], *, epoch: int
     tag = wire.round_tag(epoch, step)
     out = []
     for i, e in enumerate(embs, start=1):
-        m = wire.make(vw.TRAIN_FORWARD, src=i, dst=SERVER, round=tag, reply_to=f"{step:016x}",
+        m = wire.make(vw.TRAIN_FORWARD, src=i, dst=SERVER_ID, round=tag, reply_to=f"{step:016x}",
                       content=wire.records(**{vw.EMB: wire.arrays(**{vw.FLOAT: e}),
                                               vw.STEP: step_config(epoch=epoch, step=step, forward=True)}))
         out.append(wire.get_array(wires.send(m, by=wires.parties, to=wires.server), vw.EMB, vw.FLOAT))
@@ -148,7 +146,7 @@ def _embeddings_on_wire(wires: _Wires, embs: Sequence[np.ndarray], *, epoch: int
 def _gradient_on_wire(wires: _Wires, grad: np.ndarray, *, epoch: int, step: int, steps: int) -> np.ndarray:
     """The server's broadcast gradient (+ forward step+1), as the parties' host receives it."""
     nxt = step + 1 < steps
-    m = wire.make(vw.TRAIN_FORWARD, src=SERVER, dst=BROADCAST, round=wire.round_tag(epoch, step),
+    m = wire.make(vw.TRAIN_FORWARD, src=SERVER_ID, dst=BROADCAST, round=wire.round_tag(epoch, step),
                   content=wire.records(**{vw.GRAD: wire.arrays(**{vw.GRAD_ALL: grad}),
                                           vw.STEP: step_config(epoch=epoch, step=step + 1 if nxt else step,
                                                                forward=nxt, grad_step=step)}))

@@ -41,7 +41,7 @@ def test_wire_floor_trains_the_same_parameters_as_the_split_floor(setup, auth, m
     times, *trained = floors.split_run(cfg, data, 2, wire_floor=True)
     assert len(times) == 2 and all(t > 0 for t in times)
     assert len(sent) == 2 * 3 * (3 + 1)  # 2 epochs x 3 steps x (3 embeddings + 1 broadcast)
-    assert sent.count(wire.BROADCAST) == 6 and sent.count(floors.SERVER) == 18
+    assert sent.count(wire.BROADCAST) == 6 and sent.count(floors.SERVER_ID) == 18
     sent.clear()
     _, *plain = floors.split_run(cfg, data, 2)
     assert not sent  # the split floor sends nothing

@@ -43,7 +43,7 @@ class CompiledChain:
                 prev = [actors[name].deliver_piped.bind(*prev) for name in hop]
             graph = MultiOutputNode(prev)
         self._dag: Any = graph.experimental_compile()
-        self._actors = [actors[name] for name in dict.fromkeys(h for hop in hops for h in hop)]
+        self._actors = actors
         self.broken = False  # a step did not complete: an actor may still be stuck in it (see close)
 
     def run(self, wires: Sequence[Wire], *, round: str, timeout_s: float) -> list[Wire]:
@@ -79,8 +79,12 @@ class CompiledChain:
             raise
         return [w for part in out for w in part]
 
+    def _hosts(self) -> list[str]:
+        """The chain's host names, each once, in hop order."""
+        return list(dict.fromkeys(h for hop in self.hops for h in hop))
+
     def _everyone(self) -> str:
-        return ", ".join(self._names(name) for name in dict.fromkeys(h for hop in self.hops for h in hop))
+        return ", ".join(self._names(name) for name in self._hosts())
 
     def close(self) -> None:
         """Tear the graph down (the actors go back to ordinary tasks); safe to call twice. After a
@@ -99,7 +103,7 @@ class CompiledChain:
         if worker.is_alive():
             loops = getattr(dag, "worker_task_refs", None)  # actor -> its compiled loop (Ray's own table)
             stuck = ([a for a, ref in loops.items() if not self._ray.wait([ref], timeout=0)[0]]
-                     if isinstance(loops, dict) else self._actors)
+                     if isinstance(loops, dict) else [self._actors[name] for name in self._hosts()])
             for actor in stuck:
                 try:
                     self._ray.kill(actor, no_restart=True)
