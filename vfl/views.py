@@ -15,6 +15,7 @@ config records (scalars only) and whether the entry is derived.
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,9 +133,9 @@ def write_views(directory: str | Path, exports: Mapping[int, Mapping[str, Any]],
         node: dict[str, Any] = index["nodes"].get(name) or {"node_id": nid, "role": roles[nid], "file": f"{name}.npz",
                                             "entries": [], "dropped": 0}
         arrays: dict[str, np.ndarray] = {}
+        node["file"] = f"{name}.npz"  # never a path read back from the index (it may be crafted)
         if node["entries"]:
-            with np.load(root / node["file"], allow_pickle=False) as old:
-                arrays = {k: old[k] for k in old.files}
+            arrays = _read_arrays(root / node["file"])
         for meta, arr in zip(exp["entries"], exp["arrays"], strict=True):
             key = f"a{len(node['entries']):06d}"
             arrays[key] = np.ascontiguousarray(arr)
@@ -150,15 +151,39 @@ def write_views(directory: str | Path, exports: Mapping[int, Mapping[str, Any]],
     return root
 
 
+def _read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of a views ``.npz``; ``DataError`` naming the file when it is damaged."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise DataError(f"{path}: cannot read recorded views ({type(exc).__name__}: {exc})") from None
+
+
+def _confined(root: Path, name: Any) -> Path:
+    """``root / name`` for a plain file name of the index; ``DataError`` for anything else
+    (``../x``, an absolute path, a sub-folder): a crafted index never reaches outside ``root``."""
+    if not isinstance(name, str) or not name or Path(name).name != name or name in {".", ".."}:
+        raise DataError(f"{root / INDEX}: view file {name!r} is not a plain file name inside {root}")
+    return root / name
+
+
 def _read_index(root: Path) -> dict[str, Any]:
     try:
         with open(root / INDEX) as f:
             index = json.load(f)
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"{root / INDEX}: cannot read the view index ({exc})") from None
-    if index.get("format") != FORMAT:
-        raise DataError(f"{root / INDEX}: view format {index.get('format')!r}, expected {FORMAT}")
-    return index  # type: ignore[no-any-return]
+    if not isinstance(index, dict) or index.get("format") != FORMAT:
+        got = index.get("format") if isinstance(index, dict) else type(index).__name__
+        raise DataError(f"{root / INDEX}: view format {got!r}, expected {FORMAT}")
+    nodes = index.get("nodes")
+    if not isinstance(nodes, dict) or not all(
+            isinstance(n, dict) and isinstance(n.get("entries"), list) for n in nodes.values()):
+        raise DataError(f"{root / INDEX}: damaged view index (expected nodes -> {{file, entries, ...}})")
+    for n in nodes.values():
+        _confined(root, n.get("file"))
+    return index
 
 
 @dataclass
@@ -175,8 +200,9 @@ class NodeView:
 
     def array(self, key: str) -> np.ndarray:
         if self._arrays is None:
-            with np.load(self.path, allow_pickle=False) as z:
-                self._arrays = {k: z[k] for k in z.files}
+            self._arrays = _read_arrays(self.path)
+        if key not in self._arrays:
+            raise DataError(f"{self.path}: recorded view {key!r} listed in the index is missing")
         return self._arrays[key]
 
     def select(self, *, kind: str | None = None, record: str | None = None, name: str | None = None,
@@ -196,7 +222,7 @@ def load_views(run_dir: str | Path) -> dict[str, NodeView]:
         raise DataError(f"{run_dir}: no recorded views ({root / INDEX} missing); "
                         "rerun with --set privacy.record_views=true")
     index = _read_index(root)
-    return {name: NodeView(name, int(n["node_id"]), str(n["role"]), list(n["entries"]), root / n["file"],
+    return {name: NodeView(name, int(n["node_id"]), str(n["role"]), list(n["entries"]), _confined(root, n["file"]),
                            bool(n.get("truncated", False)))
             for name, n in index["nodes"].items()}
 
