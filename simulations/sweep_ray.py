@@ -11,6 +11,7 @@ notebook's, is used and left running).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,14 +54,17 @@ def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, paralle
     import ray
 
     owns = not ray.is_initialized()
+    temp = tempfile.mkdtemp(prefix="vflsw-") if owns and not address else None
     if owns:
         try:
             if address:
                 ray.init(address=address, configure_logging=False, log_to_driver=True)
             else:
-                ray.init(num_cpus=os.cpu_count() or 2, _temp_dir=tempfile.mkdtemp(prefix="vflsw-"),
+                ray.init(num_cpus=os.cpu_count() or 2, _temp_dir=temp,
                          include_dashboard=False, configure_logging=False, log_to_driver=True)
         except Exception as exc:  # one line, not Ray's traceback
+            if temp is not None:
+                shutil.rmtree(temp, ignore_errors=True)
             raise TransportError(f"cannot start Ray for the sweep: {str(exc).splitlines()[0]}") from None
     try:
         have = ray.cluster_resources()
@@ -72,6 +76,8 @@ def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, paralle
     finally:
         if owns:
             ray.shutdown()
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)  # Ray's session files of the sweep: none left behind
 
 
 def _schedule(ray: Any, task: Any, jobs: Sequence[tuple[dict[str, Any], Path, str]], *, parallel: int,

@@ -12,6 +12,7 @@ within ``transport.schedule_timeout_s``, not a hang. A dead actor becomes a ``Pa
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -31,16 +32,18 @@ from vfl.transport.ray_reaper import Reaper
 _MAX_SOCKET_DIR = 40  # Ray adds ~65 chars (session_<date>_<pid>/sockets/plasma_store); unix sockets < 108
 
 
-def _short_temp_dir(temp_dir: str | None) -> str:
+def _short_temp_dir(temp_dir: str | None) -> tuple[str, bool]:
+    """(Ray's temp dir, whether it was made here): ``temp_dir`` itself when its socket paths fit,
+    else a fresh ``vflray-*`` folder (with a ``<temp_dir>.path`` pointer to it)."""
     if temp_dir and len(os.path.abspath(temp_dir)) <= _MAX_SOCKET_DIR:
         os.makedirs(temp_dir, exist_ok=True)
-        return os.path.abspath(temp_dir)
+        return os.path.abspath(temp_dir), False
     path = tempfile.mkdtemp(prefix="vflray-")
     if temp_dir:  # leave a pointer where the user expects the temp dir
         os.makedirs(os.path.dirname(os.path.abspath(temp_dir)) or ".", exist_ok=True)
         with open(os.path.abspath(temp_dir) + ".path", "w") as f:
             f.write(path + "\n")
-    return path
+    return path, True
 
 
 class RayTransport(Transport):
@@ -66,6 +69,7 @@ class RayTransport(Transport):
         self.schedule_timeout_s = schedule_timeout_s
         self.timeout_s = timeout_s  # transport.timeout_s: every unguarded ray.get gives up after this
         self._chains: dict[Hops, CompiledChain] = {}  # compiled hop chains, dropped when an actor changes
+        self._made_temp: str | None = None  # a vflray-* folder this transport made: removed at shutdown
         if ray.is_initialized():
             return
         if address:
@@ -76,9 +80,11 @@ class RayTransport(Transport):
                 raise TransportError(f"cannot join Ray at {address}: {str(exc).splitlines()[0]}") from None
         else:
             self.reaper = Reaper()  # ends Ray's agents if this driver is SIGKILLed
+            ray_temp, made = _short_temp_dir(temp_dir)
+            self._made_temp = ray_temp if made else None
             ray.init(
                 num_cpus=num_cpus or os.cpu_count() or 2,
-                _temp_dir=_short_temp_dir(temp_dir),
+                _temp_dir=ray_temp,
                 include_dashboard=False,
                 log_to_driver=True,
                 configure_logging=False,
@@ -280,3 +286,6 @@ class RayTransport(Transport):
         if self.reaper is not None:
             self.reaper.stand_down()
             self.reaper = None
+        if self._made_temp is not None and not self._ray.is_initialized():
+            shutil.rmtree(self._made_temp, ignore_errors=True)  # Ray's session files: none left in /tmp
+            self._made_temp = None
