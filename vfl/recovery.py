@@ -79,7 +79,8 @@ class Recovery:
         grid = engine.grid
         if grid is None:
             raise RuntimeError("Recovery.restore before Engine.start")
-        grid.count_rows(engine.transport.restart(snapshot.nodes))  # what live hosts sent before dying
+        timeout = float(engine.cfg.transport.round_timeout_s)  # a hung host: dead after this, not a fixed 120 s
+        grid.count_rows(engine.transport.restart(snapshot.nodes, timeout_s=timeout))  # what live hosts sent before dying
         engine.protocol_setup(grid)  # fresh signing keys, alignment and SecAgg keys for the rebuilt nodes
         now, then = _traffic(engine.ledger.state()), _traffic(snapshot.ledger)
         for k in self.replay:

@@ -182,3 +182,35 @@ def test_auto_compiles_only_long_ray_runs_and_never_skip_party_or_inprocess():
     from simulations.runner import resolve_config
     assert resolve_config(None, ["transport.compiled_graph=on"]).transport.compiled_graph == "on"
     assert resolve_config(None, []).transport.compiled_graph == "auto"  # the default
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(400, method="thread")
+def test_a_restart_after_a_hung_party_on_the_task_path_honours_round_timeout_s(ray_local, monkeypatch):
+    """The reset of a host still stuck in its hang waits transport.round_timeout_s, not a fixed 120 s:
+    two hangs and one restart with round_timeout_s=3 end in well under one old wait."""
+    import time
+
+    from tests.helpers import BlobSource
+    from vfl.engine import Engine
+    from vfl.errors import PartyFailure
+    from vfl.faults import FAULT_ENV
+    from vfl.transport.ray_transport import RayTransport
+
+    monkeypatch.setenv(FAULT_ENV, "party1@1:2!hang")
+    cfg = load_run_config({"num_parties": 3, "seed": 2, "strategy": "npq",
+                           "train": {"epochs": 2, "batch_size": 8, "on_failure": "restart", "max_restarts": 1},
+                           "transport": {"kind": "ray", "max_actors": 1, "compiled_graph": "off",
+                                         "round_timeout_s": 3}})
+    transport = RayTransport()
+    try:
+        engine = Engine(cfg, transport, BlobSource(num_parties=3, num_train=240, num_test=60), progress=False)
+        start = time.monotonic()
+        with pytest.raises(PartyFailure, match="gave up after 1 restart"):
+            engine.run()
+        elapsed = time.monotonic() - start
+    finally:
+        transport.shutdown()
+    assert len(engine.recovery.restarts) == 1
+    assert elapsed < 100, f"{elapsed:.0f} s: the restart waited a fixed 120 s for the hung host"

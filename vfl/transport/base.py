@@ -91,10 +91,11 @@ class Transport(ABC):
         """Restore node states (resume)."""
 
     @abstractmethod
-    def restart(self, states: dict[int, bytes]) -> list[tuple[int, int, str, str, int, int]]:
+    def restart(self, states: dict[int, bytes], *, timeout_s: float = 120.0) -> list[tuple[int, int, str, str, int, int]]:
         """Bring every host back to ``states`` after a failure: recreate dead hosts with the same
-        builder, rebuild the nodes of live ones, load the states. Returns the ledger rows live
-        hosts had logged since the last ``drain`` (the failed attempt's traffic)."""
+        builder, rebuild the nodes of live ones, load the states. A host that has not answered the
+        reset within ``timeout_s`` (``transport.round_timeout_s``; a hung one) is treated as dead.
+        Returns the ledger rows live hosts had logged since the last ``drain`` (the failed attempt's traffic)."""
 
     @abstractmethod
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -110,7 +110,7 @@ class InProcessTransport(Transport):
         for host in self.hosts.values():
             host.set_state(states)
 
-    def restart(self, states: dict[int, bytes]) -> list[tuple[int, int, str, str, int, int]]:
+    def restart(self, states: dict[int, bytes], *, timeout_s: float = 120.0) -> list[tuple[int, int, str, str, int, int]]:
         rows = []
         for host in self.hosts.values():
             rows.extend(host.reset(states))

@@ -62,7 +62,6 @@ class RayTransport(Transport):
         self.reaper: Reaper | None = None
         self.actors: dict[str, Any] = {}
         self.groups: dict[str, HostGroup] = {}
-        self.restart_timeout_s = 120.0  # a live actor that does not answer a reset is treated as dead
         self._build: NodeBuilder | None = None
         self._threads = 1
         self._remote_host: Any = None
@@ -119,15 +118,16 @@ class RayTransport(Transport):
         ids = set(self.groups[group].node_ids)
         return {k: v for k, v in states.items() if k in ids}
 
-    def restart(self, states: dict[int, bytes]) -> list[tuple[int, int, str, str, int, int]]:
+    def restart(self, states: dict[int, bytes], *, timeout_s: float = 120.0) -> list[tuple[int, int, str, str, int, int]]:
         ray = self._ray
         self.close_chains()  # a compiled graph holds channels to the actors about to be reset or replaced
         rows: list[tuple[int, int, str, str, int, int]] = []
         dead: list[str] = []
         futures = {n: a.reset.remote(self._subset(n, states)) for n, a in self.actors.items()}
+        deadline = time.monotonic() + timeout_s  # one budget for all hosts: a hung one is dead after it
         for name, fut in futures.items():
             try:
-                rows.extend(ray.get(fut, timeout=self.restart_timeout_s))
+                rows.extend(ray.get(fut, timeout=max(0.0, deadline - time.monotonic())))
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 dead.append(name)
             except ray.exceptions.RayTaskError as exc:
