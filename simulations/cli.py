@@ -281,8 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
             return EXIT_FAILED
         except KeyboardInterrupt as exc:
-            code = exc.exit_code if isinstance(exc, signals.Interrupted) else 130
-            name = str(exc) if isinstance(exc, signals.Interrupted) else "SIGINT"
+            sig = signals.as_interrupted(exc)
+            code, name = sig.exit_code, str(sig)
             print(f"vfl: interrupted by {name}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
             return code
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 _ACTIVE = False
+_received: int | None = None  # the last termination signal turned into Interrupted in this command
 
 
 class Interrupted(KeyboardInterrupt):
@@ -30,7 +31,18 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:
+    global _received
+    _received = signum
     raise Interrupted(signum)
+
+
+def as_interrupted(exc: KeyboardInterrupt) -> Interrupted:
+    """The termination signal behind ``exc``. Ray's blocking calls (``ray.get`` while a restart
+    waits) replace the handler's ``Interrupted`` by a plain ``KeyboardInterrupt``: it is still the
+    SIGTERM received during this command (exit 143), and SIGINT (130) only when none was."""
+    if isinstance(exc, Interrupted):
+        return exc
+    return Interrupted(_received if _received is not None else signal.SIGINT)
 
 
 def _install() -> None:
@@ -41,12 +53,12 @@ def _install() -> None:
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """While active, SIGTERM raises ``Interrupted`` in the main thread."""
-    global _ACTIVE
+    global _ACTIVE, _received
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.getsignal(signal.SIGTERM)
-    _ACTIVE = True
+    _ACTIVE, _received = True, None
     _install()
     try:
         yield
