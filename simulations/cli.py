@@ -30,6 +30,7 @@ from vfl.errors import (
     VFLError,
 )
 from vfl.logs import LEVELS, get_logger, level_from_flags, setup_logging
+from vfl.trust import trusting
 
 log = get_logger(__name__)
 EXIT_BAD_INPUT = 2
@@ -67,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.add_argument("--dry-run", action="store_true", help="validate, print the resolved config, write nothing")
+    r.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.trust)")
     add_sweep_parser(sub)
 
     sub.add_parser("strategies", help="list registered strategies")
@@ -91,11 +93,13 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--c0", type=float, help="constant C_0 of the paper's Theorem 6.1/6.2 formulas")
     rep = sub.add_parser("report", help="one-page privacy report of a run: report.md, report.json, PNGs")
     rep.add_argument("run_dir", metavar="RUN_DIR")
+    rep.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.trust)")
     rep.add_argument("--attacks", help="comma-separated attacks to run (default: every one that applies)")
     at = sub.add_parser("attack", help="run one attack post hoc on a run directory (prints JSON)")
     at.add_argument("name", metavar="NAME", help="label_inference, feature_reconstruction, gradient_inversion, "
                     "membership, extraction, backdoor, audit, llm_leak")
     at.add_argument("run_dir", metavar="RUN_DIR")
+    at.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.trust)")
     return p
 
 
@@ -252,7 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(level_from_flags(log_level=args.log_level, verbose=args.verbose, quiet=args.quiet))
     with signals.terminate_as_interrupt():
         try:
-            return _dispatch(parser, args)
+            with trusting(bool(getattr(args, "trust_code", False))):
+                return _dispatch(parser, args)
         except (ConfigError, DataError) as exc:
             print(f"vfl: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT

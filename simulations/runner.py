@@ -31,11 +31,12 @@ from vfl.errors import ConfigError
 from vfl.logs import get_logger
 from vfl.preflight import check_device
 from vfl.resume import check_resume_changes
-from vfl.rundir import RunDir, safe_name
+from vfl.rundir import CONFIG, RunDir, safe_name
 from vfl.schema import RunConfig, load_run_config
 from vfl.strategy import STRATEGIES
 from vfl.tracking import check_tracking
 from vfl.transport import Transport, make_transport
+from vfl.trust import check_code
 from vfl.versions import versions
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -71,6 +72,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError("CONFIG", f"{p} is empty; it must hold a mapping of config keys (see `vfl config-help`)")
     if not isinstance(data, dict):
         raise ConfigError("CONFIG", f"{p} must hold a mapping of config keys")
+    if p.name == CONFIG:  # a run directory's own config (e.g. --dry-run on it): someone else's is untrusted
+        check_code(p.parent, data, key="CONFIG")
     return data
 
 

@@ -22,6 +22,7 @@ from vfl.checkpoint import Checkpoint, CheckpointStore, Warn, stderr_warning, wr
 from vfl.config import load_yaml
 from vfl.errors import ConfigError, RunDirError
 from vfl.runlock import LOCK_FILE, RunLock
+from vfl.trust import ORIGIN, check_code, mark_created
 
 CONFIG = "config.resolved.yaml"
 METRICS = "metrics.jsonl"
@@ -86,6 +87,7 @@ class RunDir:
                 raise ConfigError(key, f"cannot create run directory {p}: {exc.strerror or exc}") from None
             run.lock(key)
             run._refuse_foreign_content(key)  # again, under the lock (another run may have started)
+            mark_created(p)  # this user made it: resuming it may import the code its config names
         except BaseException:
             run.close()
             raise
@@ -140,7 +142,7 @@ class RunDir:
                 child.unlink(missing_ok=True)
 
     def _refuse_foreign_content(self, key: str) -> None:
-        names = sorted(p.name for p in self.path.iterdir() if p.name != LOCK_FILE)
+        names = sorted(p.name for p in self.path.iterdir() if p.name not in (LOCK_FILE, ORIGIN))
         if {CONFIG, METRICS, CKPT} & set(names):
             raise ConfigError(key, f"{self.path} already holds a run; continue it with "
                               f"`vfl run --resume {self.path}` or choose another directory")
@@ -179,7 +181,9 @@ class RunDir:
             raise RunDirError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         write_atomic(self.path / CONFIG, ("\n".join(head) + "\n" + body).encode())
 
-    def read_config(self) -> dict[str, Any]:
+    def read_config(self, *, key: str = "--resume") -> dict[str, Any]:
+        """The resolved config; refused when it names code to import and the directory was not
+        created by this user here (``vfl.trust``: someone else's run directory is untrusted input)."""
         p = self.path / CONFIG
         if not p.exists():
             raise ConfigError("--resume", f"{self.path} has no {CONFIG}; is it a run directory?")
@@ -189,6 +193,7 @@ class RunDir:
             raise ConfigError("--resume", f"{p} is unreadable: {str(exc).splitlines()[0]}") from None
         if not isinstance(data, dict):
             raise ConfigError("--resume", f"{p} does not hold a mapping of config keys")
+        check_code(self.path, data, key=key)
         return data
 
     # ---- metrics -----------------------------------------------------------------------------

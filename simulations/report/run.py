@@ -164,7 +164,7 @@ def load_run(path: str | Path) -> RunArtifacts:
     rd = RunDir(p)
     if not (p / "config.resolved.yaml").exists():
         raise ConfigError("RUN_DIR", f"{p} is not a run directory (no config.resolved.yaml)")
-    cfg = load_run_config(rd.read_config())
+    cfg = load_run_config(rd.read_config(key="RUN_DIR"))
     summary: dict[str, Any] = {}
     if (p / "summary.json").exists():
         with open(p / "summary.json") as f:
