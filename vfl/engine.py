@@ -3,7 +3,9 @@
 It knows no algorithm: it asks the strategy for the layout and the per-epoch logic, counts bytes
 through the grid, turns privacy events into (epsilon, delta) with the accountant, and leaves a
 checkpoint and a metrics line after every epoch. A dead host is restarted from the last
-checkpoint when ``train.on_failure`` is ``restart`` (``vfl/recovery.py``).
+checkpoint when ``train.on_failure`` is ``restart`` (``vfl/recovery.py``). Before an epoch's first
+message leaves, its privacy events are made durable in the write-ahead ledger
+(``vfl/privacy/wal.py``), so a restart or resume charges the releases of a failed attempt.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from vfl.data import DataSource
 from vfl.errors import PartyFailure
 from vfl.grid import Grid
 from vfl.ledger import CommLedger, setup_breakdown
+from vfl.privacy.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
 from vfl.recovery import Recovery, Snapshot
 from vfl.rundir import RunDir
 from vfl.schema import RunConfig
@@ -62,6 +65,8 @@ class Engine:
         self.recovery = Recovery(cfg)
         self.snapshot: Snapshot | None = None  # what a restart returns to
         self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
+        # write-ahead privacy ledger: durable in the run directory, in memory without one
+        self.releases = ReleaseLedger(run_dir.path / LEDGER_FILE if run_dir is not None else None)
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> Grid:
@@ -95,18 +100,26 @@ class Engine:
             return 0, [], 0.0
         ckpt = self.run_dir.load_checkpoint()
         history = self.run_dir.reconcile_metrics(ckpt)
+        state = ckpt.engine if ckpt is not None else {}
+        if ckpt is not None:
+            self.transport.set_state(ckpt.nodes)
+            self.ledger.load_state(state["ledger"])
+            self.recovery.load_state(state.get("recovery"))
+        # the checkpoint's accountant plus every release made after it (the failed attempt's)
+        self.accountant, charged = restore_accountant(
+            saved=state.get("accountant"), covered=int(state.get("privacy_ledger_seq", 0)), ledger=self.releases,
+            warn=self.run_dir.checkpoints.warn)
+        epoch = ckpt.epoch if ckpt is not None else None
+        note = self.releases.note_restore(reason="resume", checkpoint_epoch=epoch, charged=charged)
+        self.recovery.note_resume(checkpoint_epoch=epoch, charged=charged, time=note["time"])
         if ckpt is None:
             return 0, history, 0.0
-        state = ckpt.engine
-        self.transport.set_state(ckpt.nodes)
-        self.ledger.load_state(state["ledger"])
-        if state.get("accountant") is not None:
-            from vfl.privacy import Accountant
-
-            self.accountant = Accountant.from_json(state["accountant"])
-        self.recovery.load_state(state.get("recovery"))
-        self.snapshot = Snapshot(ckpt.epoch, ckpt.nodes, state["ledger"], state.get("accountant"))
+        self.snapshot = Snapshot(ckpt.epoch, ckpt.nodes, state["ledger"], self._accountant_json(),
+                                 covered=self.releases.last_seq)
         return ckpt.epoch + 1, history, float(state.get("wall_s", 0.0))
+
+    def _accountant_json(self) -> str | None:
+        return self.accountant.to_json() if self.accountant is not None else None
 
     def run(self, *, resume: bool = False) -> EngineResult:
         """Start the hosts, set the protocol up and train epoch by epoch.
@@ -125,7 +138,8 @@ class Engine:
         grid = self.start()
         epoch, history, wall_offset = self._restore(resume)
         if self.snapshot is None and self.recovery.enabled:  # a failure in epoch 0 restarts from here
-            self.snapshot = Snapshot(-1, self.transport.get_state(), _copy(self.ledger.state()), None)
+            self.snapshot = Snapshot(-1, self.transport.get_state(), _copy(self.ledger.state()),
+                                     self._accountant_json(), covered=self.releases.last_seq)
         if self.on_started is not None:
             self.on_started(self)
         t_run = time.perf_counter() - wall_offset
@@ -176,14 +190,15 @@ class Engine:
             return
         nodes = self.transport.get_state()
         ledger = _copy(self.ledger.state())
-        accountant = self.accountant.to_json() if self.accountant is not None else None
+        accountant = self._accountant_json()
+        covered = self.releases.last_seq  # every release so far is committed (this epoch) or charged
         if self.run_dir is not None:
             self.run_dir.save_checkpoint(epoch, nodes, {
                 "epoch": epoch, "ledger": ledger, "wall_s": record["wall_s"], "accountant": accountant,
-                "recovery": self.recovery.state(), "record": record})
+                "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record})
             self.run_dir.append_metrics(record)
         if self.recovery.enabled:
-            self.snapshot = Snapshot(epoch, nodes, ledger, accountant)
+            self.snapshot = Snapshot(epoch, nodes, ledger, accountant, covered=covered)
 
     def _no_bar(self) -> bool | None:
         return None if self.progress is None else not self.progress  # None: auto (only on a terminal)
@@ -195,11 +210,14 @@ class Engine:
         with tqdm(total=steps or None, desc=f"epoch {epoch}", unit="batch", leave=False,
                   disable=self._no_bar()) as bar:
             done = 0
+            seq = self._write_ahead(epoch)
 
             def progress(n: int = 1) -> None:
                 nonlocal done
                 bar.update(n)
                 done += n
+                if seq:  # a dropout may have lowered the parties summed: the cost of what left grew
+                    self.releases.amend(seq, self.strategy.privacy_events(epoch=epoch))
                 if self.on_step is not None:
                     self.on_step(epoch, done, self)
 
@@ -234,6 +252,13 @@ class Engine:
         record["wall_s"] = time.perf_counter() - t_run
         return record
 
+    def _write_ahead(self, epoch: int) -> int:
+        """Make this attempt's privacy events durable before its first message leaves (0: none)."""
+        events = self.strategy.privacy_events(epoch=epoch)
+        if not events:
+            return 0
+        return self.releases.begin(epoch=epoch, events=events, fresh=self.cfg.privacy.noise_rng != "seeded")
+
     def summary(self, history: list[dict[str, Any]]) -> dict[str, Any]:
         cfg = self.cfg
         last = history[-1] if history else {}
@@ -263,7 +288,8 @@ class Engine:
         if "test_auprc" in last:
             summary["final_test_auprc"] = last["test_auprc"]
         if self.accountant is not None:
-            summary.update({"epsilon": last.get("epsilon"), "delta": cfg.privacy.delta,
+            # from the accountant, not the last row: a resume may have charged releases since
+            summary.update({"epsilon": self.accountant.epsilon(cfg.privacy.delta)[0], "delta": cfg.privacy.delta,
                             "epsilon_scope": self.accountant.scope()})
         from vfl.privacy.noise_report import noise_fields
 

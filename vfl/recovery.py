@@ -7,11 +7,15 @@ redoes the epoch from its start - at most ``train.max_restarts`` times per run. 
 privacy noise the finished run equals an uninterrupted one. Bytes of the failed attempt and of
 the repeated set-up are counted as replay, not in the run's totals. ``fail`` (the default
 in-process, where a failure is a bug, not a flaky worker) stops at the first failure.
+
+The releases of the failed attempt stay charged: the accountant after a restore is the
+snapshot's plus every release the write-ahead ledger (``vfl/privacy/wal.py``) holds after it;
+each restart, and each resume (``note_resume``), says how many it charged (``releases_charged``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from vfl.errors import PartyFailure
@@ -34,6 +38,7 @@ class Snapshot:
     nodes: dict[int, bytes]
     ledger: dict[str, Any]
     accountant: str | None
+    covered: int = 0  # the newest write-ahead release ``accountant`` already charges
 
 
 def _traffic(ledger_state: dict[str, Any]) -> dict[str, int]:
@@ -47,6 +52,11 @@ def _traffic(ledger_state: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def _epoch_or_none(epoch: int) -> int | None:
+    """A snapshot's epoch for records: None for the state after set-up (no epoch committed)."""
+    return epoch if epoch >= 0 else None
+
+
 class Recovery:
     """The restart policy of one run and its record (``restarts``, replayed bytes)."""
 
@@ -54,6 +64,7 @@ class Recovery:
         self.mode = on_failure_mode(cfg)
         self.max_restarts = cfg.train.max_restarts
         self.restarts: list[dict[str, Any]] = []  # every restart of the run (kept across resumes)
+        self.resumes: list[dict[str, Any]] = []  # every `vfl run --resume` (kept in checkpoints)
         self.session = 0  # restarts in this process: the budget (a resume by hand starts afresh)
         self.replay = {"bytes_up": 0, "bytes_down": 0, "messages": 0}
 
@@ -70,11 +81,12 @@ class Recovery:
                                f"restart(s) (train.max_restarts={self.max_restarts})") from exc
         self.session += 1
         self.restarts.append({"party": exc.party, "round": exc.round, "cause": exc.cause, "epoch": epoch,
-                              "attempt": len(self.restarts) + 1})
+                              "attempt": len(self.restarts) + 1, "releases_charged": 0})
 
     def restore(self, engine: Engine, snapshot: Snapshot) -> None:
-        """Every host back to ``snapshot``: restart dead actors, load states, redo the set-up."""
-        from vfl.privacy import Accountant
+        """Every host back to ``snapshot``: restart dead actors, load states, redo the set-up; the
+        accountant is the snapshot's plus the releases made since (the failed attempt's included)."""
+        from vfl.privacy.wal import restore_accountant
 
         grid = engine.grid
         if grid is None:
@@ -86,19 +98,37 @@ class Recovery:
         for k in self.replay:
             self.replay[k] += now[k] - then[k]
         engine.ledger.load_state(snapshot.ledger)
-        engine.accountant = Accountant.from_json(snapshot.accountant) if snapshot.accountant else None
+        engine.accountant, charged = restore_accountant(saved=snapshot.accountant, covered=snapshot.covered,
+                                                        ledger=engine.releases)
+        engine.releases.note_restore(reason="restart", checkpoint_epoch=_epoch_or_none(snapshot.epoch),
+                                            charged=charged)
+        if self.restarts:
+            self.restarts[-1]["releases_charged"] += len(charged)
+            self.restarts[-1]["charged_epochs"] = self.restarts[-1].get("charged_epochs", []) + [
+                r.epoch for r in charged]
+        # a later restore to the same snapshot starts from what is charged now (nothing twice)
+        engine.snapshot = replace(snapshot, accountant=engine.accountant.to_json() if engine.accountant else None,
+                                  covered=engine.releases.last_seq)
+
+    def note_resume(self, *, checkpoint_epoch: int | None, charged: list[Any], time: str) -> dict[str, Any]:
+        """Record a resume (``resumes``): when, from which checkpoint, the releases it charged."""
+        entry = {"time": time, "checkpoint_epoch": checkpoint_epoch, "releases_charged": len(charged),
+                 "charged_epochs": [r.epoch for r in charged]}
+        self.resumes.append(entry)
+        return entry
 
     # ---- persistence and reporting ------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"restarts": list(self.restarts), "replay": dict(self.replay)}
+        return {"restarts": list(self.restarts), "resumes": list(self.resumes), "replay": dict(self.replay)}
 
     def load_state(self, state: dict[str, Any] | None) -> None:
         if state:
             self.restarts = list(state.get("restarts", []))
+            self.resumes = list(state.get("resumes", []))
             self.replay = {k: int(state.get("replay", {}).get(k, 0)) for k in self.replay}
 
     def summary(self) -> dict[str, Any]:
-        return {"on_failure": self.mode, "restarts": list(self.restarts),
+        return {"on_failure": self.mode, "restarts": list(self.restarts), "resumes": list(self.resumes),
                 "replay_bytes": self.replay["bytes_up"] + self.replay["bytes_down"],
                 "replay_bytes_up": self.replay["bytes_up"], "replay_bytes_down": self.replay["bytes_down"],
                 "replay_messages": self.replay["messages"]}
