@@ -34,6 +34,20 @@ __all__ = ["ALIGN", "KIND_PREFIX", "PSI", "QUERY", "REQUEST", "RESPONSE", "START
            "ServerAlignment"]  # the kinds and PSI record are re-exported from vfl.psi_wire (their home)
 
 
+SHRINK_WARN = 0.5  # warn when a party shares fewer than this share of the IDs it could share
+
+
+def shrink_warning(name: str, *, before: int, own: int, after: int) -> str | None:
+    """One line when party ``name`` shares far fewer IDs than it could (``min(before, own)``): the
+    usual cause is an ID written differently in two files; sizes only, never an ID."""
+    could = min(before, own)
+    if could == 0 or after >= SHRINK_WARN * could:
+        return None
+    return (f"PSI: {name} shares {after} of the {before} IDs common so far ({own} in its file; at most {could} "
+            f"could match, below {SHRINK_WARN:.0%}): check that every file writes its IDs the same way (vfl "
+            "ignores surrounding spaces and an all-digit ID's leading zeros; case and prefixes count)")
+
+
 def _bytes(message: Message, name: str) -> bytes:
     return wire.get_array(message, PSI, name).tobytes()
 
@@ -96,12 +110,15 @@ class ServerAlignment:
         self._common: list[str] = []
         self._client: PsiClient | None = None
         self._sizes: dict[str, int] = {}
+        self._chain: dict[str, int] = {}  # |I_k| after each party
+        self._warnings: list[str] = []
 
     @handles(START)
     def on_start(self, messages: list[Message]) -> list[Message]:
         """Driver's control message: start the chain with the first party."""
         self._common = sorted(str(i) for i in self.labels.ids)
         self._sizes = {"label_holder": len(self._common)}
+        self._chain, self._warnings = {}, []
         self._queue = list(self.parties)
         return [self._request(wire.round_of(messages[0]))]
 
@@ -120,6 +137,10 @@ class ServerAlignment:
         self._common = self._client.intersect(_bytes(m, pw.SETUP_BLOB), _bytes(m, pw.RESPONSE_BLOB))
         name = self.parties[pid]
         self._sizes[name] = int(str(wire.config_value(m, pw.SIZE_RECORD, pw.SET_SIZE)))
+        self._chain[name] = len(self._common)
+        warning = shrink_warning(name, before=before, own=self._sizes[name], after=len(self._common))
+        if warning and self._common:  # the driver logs it and puts it in summary.json (psi_warnings)
+            self._warnings.append(warning)
         done = list(self.parties)[: len(self.parties) - len(self._queue)]
         if not self._common:
             if not done:
@@ -142,6 +163,11 @@ class ServerAlignment:
         if is_test.all() or not is_test.any():
             which = "training" if is_test.all() else "test"
             raise DataError(f"PSI: the {len(ids)} common samples hold no {which} row (split of {lab.source})")
+        only_test = sorted(set(y[is_test].tolist()) - set(y[~is_test].tolist()))
+        if only_test and lab.is_test is not None:  # the file's split: its train rows of it all unmatched
+            names = lab.class_names or tuple(map(str, range(lab.num_classes)))
+            raise DataError(f"PSI: class {names[only_test[0]]!r} of {lab.source} appears only in test rows "
+                            f"of the {len(ids)} common samples; allowed: every class in common training rows")
         node: Any = self.node
         node.labels = LabelShard(y[~is_test], y[is_test], lab.num_classes, lab.metric)
         node.schedule = dataclasses.replace(node.schedule, num_train=int((~is_test).sum()),
@@ -163,4 +189,6 @@ class ServerAlignment:
         names: Sequence[str] = list(r["set_sizes"])
         return [wire.reply(messages[0], content=wire.records(**{PSI: wire.config(**{
             pw.INTERSECTION: r["intersection"], pw.NUM_TRAIN: r["num_train"], pw.NUM_TEST: r["num_test"],
-            pw.NAMES: list(names), pw.SIZES_KEY: [int(r["set_sizes"][n]) for n in names]})}))]
+            pw.NAMES: list(names), pw.SIZES_KEY: [int(r["set_sizes"][n]) for n in names],
+            pw.CHAIN_KEY: [int(self._chain.get(n, r["set_sizes"][n])) for n in names],
+            pw.WARNINGS: list(self._warnings) or [""]})}))]

@@ -62,4 +62,19 @@ def run_alignment(grid: Grid, *, server_id: int, num_parties: int) -> dict[str, 
         "psi_intersection_size": int(str(c[pw.INTERSECTION])),
         "psi_num_train": int(str(c[pw.NUM_TRAIN])), "psi_num_test": int(str(c[pw.NUM_TEST])),
         "psi_set_sizes": {str(n): int(k) for n, k in zip(c[pw.NAMES], c[pw.SIZES_KEY], strict=True)},  # type: ignore[call-overload]
+        **_shrink(c),
     }
+
+
+def _shrink(c: Any) -> dict[str, Any]:
+    """``psi_intersection_sizes`` (the common IDs after each party's PSI, beside its set size) and
+    ``psi_warnings`` (a party sharing far fewer IDs than it could; logged here)."""
+    from vfl.logs import get_logger
+
+    if pw.CHAIN_KEY not in c:
+        return {}
+    warnings = [str(w) for w in c[pw.WARNINGS] if w]
+    for w in warnings:
+        get_logger(__name__).warning("%s", w)
+    return {"psi_intersection_sizes": {str(n): int(k) for n, k in zip(c[pw.NAMES], c[pw.CHAIN_KEY], strict=True)},
+            "psi_warnings": warnings}

@@ -35,3 +35,4 @@ TRAIN_IDS, TRAIN_LEN, TEST_IDS, TEST_LEN = "train", "train_len", "test", "test_l
 # config keys
 SET_SIZE = "n"
 INTERSECTION, NUM_TRAIN, NUM_TEST, NAMES, SIZES_KEY = "intersection", "num_train", "num_test", "names", "sizes"
+CHAIN_KEY, WARNINGS = "chain", "warnings"  # |I_k| after each party (aligned with NAMES[1:]); shrink warnings

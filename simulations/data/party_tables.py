@@ -4,8 +4,11 @@
 it runs and ``label_table()`` for the server, so it opens only its own parties' files (the driver
 opens none: it learns the aligned sizes from the PSI messages). Every file goes through
 ``read_table`` and is validated with one ``DataError`` naming the file, the column and the key:
-missing file, missing id/label/feature column, empty or duplicate IDs, non-numeric or missing
-feature values, split values other than train/test.
+missing file, missing id/label/feature column, a column named twice in the header, empty or
+duplicate IDs (after ``canonical_id``, the form PSI matches), non-numeric, missing or non-finite
+feature values, labels that are not integers or names or lie outside ``classes``, a class present
+only in test rows, split values other than train/test. No message holds a sample ID or a feature
+value: they name the file, the column, the row (0-based data row) and what is allowed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 from simulations.data.common import labels_to_ids, resolve_data_dir
 from vfl.data import Dataset, KeyedLabels, KeyedTable, LabelShard, PartyShard
 from vfl.errors import DataError
-from vfl.party_files import LabelFile, PartyFile
+from vfl.party_files import LabelFile, PartyFile, canonical_id
 
 SPLIT_VALUES = ("train", "test")
 
@@ -50,7 +53,25 @@ def read_table(path: str, *, key: str, id_column: str) -> Any:
         raise DataError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from None
     if len(frame) == 0:
         raise DataError(f"{path}: the table has no rows")
+    _check_header(p, suffix, path)
     return frame
+
+
+def _check_header(p: Path, suffix: str, path: str) -> None:
+    """A column named twice (pandas would silently rename the second ``x.1``)."""
+    if suffix == ".csv":
+        import csv
+
+        with p.open(newline="") as fh:
+            names = [n.strip() for n in next(csv.reader(fh), [])]
+    else:
+        import pyarrow.parquet as pq
+
+        names = list(pq.read_schema(p).names)
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            raise DataError(f"{path}: column {n!r} appears twice in the header (columns {names.index(n)} and "
+                            f"{i}); allowed: each column once")
 
 
 def _ids(frame: Any, path: str, column: str, key: str) -> np.ndarray:
@@ -59,11 +80,22 @@ def _ids(frame: Any, path: str, column: str, key: str) -> np.ndarray:
     col = frame[column]
     if col.isna().any():
         raise DataError(f"{path}: id column {column!r} is empty in row {int(np.flatnonzero(col.isna())[0])}")
-    ids = col.astype(str).to_numpy(dtype=object)
-    dup = frame.index[col.astype(str).duplicated(keep=False)]
+    ids = np.asarray([canonical_id(v) for v in col], dtype=object)  # what PSI matches
+    if any(not i for i in ids):
+        raise DataError(f"{path}: id column {column!r} is blank in row {[bool(i) for i in ids].index(False)}")
+    dup = np.flatnonzero(pd_duplicated(ids))
     if len(dup):  # rows, not the IDs themselves: an error message may travel to the operator
-        raise DataError(f"{path}: duplicate IDs in column {column!r} (rows {', '.join(map(str, list(dup)[:4]))})")
+        raise DataError(f"{path}: duplicate IDs in column {column!r} (rows {', '.join(map(str, dup[:4]))}); "
+                        "allowed: each ID once, where surrounding spaces and an all-digit ID's leading zeros "
+                        "do not count ('007' and '7' are one ID)")
     return ids
+
+
+def pd_duplicated(ids: np.ndarray) -> np.ndarray:
+    """Mask of the rows whose (canonical) ID occurs more than once."""
+    import pandas as pd
+
+    return pd.Series(ids).duplicated(keep=False).to_numpy()
 
 
 def read_party_table(spec: PartyFile, *, key: str) -> KeyedTable:
@@ -84,8 +116,15 @@ def read_party_table(spec: PartyFile, *, key: str) -> KeyedTable:
             raise DataError(f"{spec.path}: column {c!r} is not numeric (dtype {values.dtype}); encode it or "
                             f"leave it out of {key}.columns")
         if values.isna().any():
-            raise DataError(f"{spec.path}: column {c!r} has missing values (row {int(np.flatnonzero(values.isna())[0])})")
-    x = frame[cols].to_numpy(dtype=np.float32)
+            raise DataError(f"{spec.path}: column {c!r} has missing values (row {int(np.flatnonzero(values.isna())[0])}, "
+                            "empty or NaN); allowed: finite numbers")
+    with np.errstate(over="ignore"):
+        x = frame[cols].to_numpy(dtype=np.float32)
+    bad = ~np.isfinite(x)
+    if bad.any():  # inf/-inf in the file, or a value beyond float32's range
+        row, col = (int(v[0]) for v in np.nonzero(bad))
+        raise DataError(f"{spec.path}: column {cols[col]!r} holds a non-finite value in row {row} (inf, or beyond "
+                        f"float32's +-3.4e38); allowed: finite numbers")
     return KeyedTable(source=spec.path, ids=ids, x=x, columns=tuple(cols), standardize=spec.standardize)
 
 
@@ -98,7 +137,7 @@ def read_label_table(spec: LabelFile, *, key: str = "data.labels") -> KeyedLabel
     raw = frame[spec.label]
     if raw.isna().any():
         raise DataError(f"{spec.path}: label column {spec.label!r} is empty in row {int(np.flatnonzero(raw.isna())[0])}")
-    y, names = labels_to_ids(raw.to_numpy())
+    y, names = _class_ids(raw.to_numpy(), spec, key)
     if len(names) < 2:
         raise DataError(f"{spec.path}: label column {spec.label!r} holds a single class")
     is_test = None
@@ -110,8 +149,38 @@ def read_label_table(spec: LabelFile, *, key: str = "data.labels") -> KeyedLabel
         if bad:
             raise DataError(f"{spec.path}: split column {spec.split!r} holds {bad[:3]}; allowed: train, test")
         is_test = (split == "test").to_numpy()
+        only_test = sorted(set(y[is_test].tolist()) - set(y[~is_test].tolist()))
+        if only_test:  # the head could never learn it: every test row of it is an error by construction
+            raise DataError(f"{spec.path}: class {names[only_test[0]]!r} of label column {spec.label!r} appears "
+                            f"only in test rows (split column {spec.split!r}); allowed: every class in train rows")
     return KeyedLabels(source=spec.path, ids=ids, y=y, num_classes=len(names), is_test=is_test,
                        test_fraction=spec.test_fraction, class_names=names)
+
+
+def _class_ids(raw: np.ndarray, spec: LabelFile, key: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Class ids of a label column: integers or names (a float column only with integral values),
+    and, when ``classes`` is given, only those values (in that order)."""
+    import pandas as pd
+
+    values = pd.Series(raw)
+    if pd.api.types.is_float_dtype(values):
+        with np.errstate(invalid="ignore"):
+            frac = ~np.isfinite(raw.astype(np.float64)) | (np.mod(raw.astype(np.float64), 1) != 0)
+        if frac.any():
+            raise DataError(f"{spec.path}: label column {spec.label!r} holds a non-integer number in row "
+                            f"{int(np.flatnonzero(frac)[0])}; allowed: integer class ids or class names")
+        raw = raw.astype(np.int64)
+    if not spec.classes:
+        return labels_to_ids(raw)
+    names = tuple(str(c) for c in spec.classes)
+    index = {n: i for i, n in enumerate(names)}
+    text = [str(v).strip() for v in raw]
+    outside = [i for i, t in enumerate(text) if t not in index]
+    if outside:
+        allowed = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+        raise DataError(f"{spec.path}: label column {spec.label!r} holds a value outside {key}.classes in row "
+                        f"{outside[0]}; allowed: {allowed}")
+    return np.asarray([index[t] for t in text], dtype=np.int64), names
 
 
 @dataclass(frozen=True)

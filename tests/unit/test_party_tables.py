@@ -29,7 +29,7 @@ def _party(tmp_path, frame, name="p.csv", **kw):
 
 def test_reads_ids_as_strings_and_the_numeric_columns(tmp_path):
     t = _party(tmp_path, pd.DataFrame({"cid": ["007", "8"], "a": [1.5, 2.0], "b": [3, 4]}))
-    assert list(t.ids) == ["007", "8"] and t.columns == ("a", "b") and t.x.dtype == np.float32
+    assert list(t.ids) == ["7", "8"] and t.columns  # canonical_id: "007" and "7" are one ID == ("a", "b") and t.x.dtype == np.float32
     np.testing.assert_array_equal(t.x, [[1.5, 3], [2, 4]])
     only = _party(tmp_path, pd.DataFrame({"cid": [1, 2], "a": [1, 2], "b": [3, 4]}), columns=("b",))
     assert only.columns == ("b",) and list(only.ids) == ["1", "2"]
@@ -39,7 +39,7 @@ def test_reads_ids_as_strings_and_the_numeric_columns(tmp_path):
     (pd.DataFrame({"id": ["a"], "x": [1]}), {}, r"p\.csv: no id column 'cid' \(data\.parties\[0\]\.id\)"),
     (pd.DataFrame({"cid": ["a", "b", "a"], "x": [1, 2, 3]}), {}, r"duplicate IDs in column 'cid' \(rows 0, 2\)"),
     (pd.DataFrame({"cid": ["a", "b"], "x": ["red", "blue"]}), {}, r"column 'x' is not numeric"),
-    (pd.DataFrame({"cid": ["a", "b"], "x": [1.0, None]}), {}, r"column 'x' has missing values \(row 1\)"),
+    (pd.DataFrame({"cid": ["a", "b"], "x": [1.0, None]}), {}, r"column 'x' has missing values \(row 1, empty or NaN\)"),
     (pd.DataFrame({"cid": ["a", "b"], "x": [1, 2]}), {"columns": ("y",)}, r"no column 'y' \(data\.parties\[0\]\.columns\)"),
     (pd.DataFrame({"cid": ["a", "b"]}), {}, r"no feature column besides the id column 'cid'"),
     (pd.DataFrame({"cid": ["a", None], "x": [1, 2]}), {}, r"id column 'cid' is empty in row 1"),
@@ -65,9 +65,10 @@ def test_label_file_checks_and_split(tmp_path):
         frame.to_csv(path, index=False)
         return read_label_table(LabelFile(path=str(path), id="cid", **kw))
 
-    lab = read(pd.DataFrame({"cid": ["a", "b", "c"], "y": ["cat", "dog", "cat"], "s": ["train", "TEST", "train"]}),
-               label="y", split="s")
-    assert list(lab.y) == [0, 1, 0] and lab.class_names == ("cat", "dog") and list(lab.is_test) == [False, True, False]
+    lab = read(pd.DataFrame({"cid": ["a", "b", "c", "d"], "y": ["cat", "dog", "cat", "dog"],
+                             "s": ["train", "TEST", "train", "train"]}), label="y", split="s")
+    assert list(lab.y) == [0, 1, 0, 1] and lab.class_names == ("cat", "dog")
+    assert list(lab.is_test) == [False, True, False, False]
     with pytest.raises(DataError, match=r"no label column 'label' \(data\.labels\.label\)"):
         read(pd.DataFrame({"cid": ["a"], "y": [1]}), label="label")
     with pytest.raises(DataError, match=r"split column 's' holds \['valid'\]; allowed: train, test"):
