@@ -17,12 +17,15 @@ from flwr.common import ArrayRecord, Message
 from torch import nn
 
 from parties import vertical_wire as vw
+from parties.data_guard import STATE_KEY as DATA_KEY
+from parties.data_guard import DataGuard
 from parties.fast_step import set_mode, step_all, zero_grads
 from parties.local_updates import party_local_steps, server_local_steps
 from parties.party_batch import train_together
 from parties.vertical_wire import DROP, EMB, GRAD, STEP
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
+from vfl.defenses import Defense
 from vfl.errors import ProtocolError
 from vfl.message import BROADCAST
 from vfl.mods import Mod, ModContext, apply_mods
@@ -63,12 +66,15 @@ class PassiveParty(Node):
         self.node_noise = NodeNoise(noise_rng, seed=schedule.seed, node=spec.node_id)  # built here, never sent
         self.mod_state: dict[str, Any] = {}
         self._pending: tuple[int, int, torch.Tensor] | None = None  # (epoch, step, output with graph)
+        self.data_guard = DataGuard(spec.name)  # a resumed party refuses data other than its checkpoint's
 
     def ctx(self, phase: str, epoch: int, step: int) -> ModContext:
         return ModContext(party=self.index, num_parties=self.num_parties, phase=phase, epoch=epoch, step=step,
                           seed=self.schedule.seed, node_noise=self.node_noise, state=self.mod_state)
 
     def _inputs(self, x: np.ndarray, ids: np.ndarray) -> torch.Tensor:
+        if self.data_guard.expected is not None:  # first step after a restore: same data as the checkpoint?
+            self.data_guard.check((self.shard.x_train, self.shard.x_test))
         return torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32, device=self.device)
 
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
@@ -133,11 +139,13 @@ class PassiveParty(Node):
         return replies
 
     def state(self) -> dict[str, Any]:
-        return {"bottom": self.bottom.state_dict(), "optimizer": self.optimizer.state_dict()}
+        return {"bottom": self.bottom.state_dict(), "optimizer": self.optimizer.state_dict(),
+                DATA_KEY: self.data_guard.current((self.shard.x_train, self.shard.x_test))}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.bottom.load_state_dict(state["bottom"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.data_guard.expect(state.get(DATA_KEY))
 
 
 Aggregator = Callable[[list[Message]], torch.Tensor]
@@ -150,9 +158,15 @@ class ActiveServer(Node):
 
     def __init__(self, spec: NodeSpec, *, labels: LabelShard, head: nn.Module, optimizer: torch.optim.Optimizer,
                  schedule: Schedule, party_ids: Sequence[int], aggregate: Aggregator, fusion: str = "sum",
-                 device: str = "cpu", local_steps: int = 1) -> None:
+                 device: str = "cpu", local_steps: int = 1, defenses: Sequence[Defense] = (),
+                 noise_rng: str = "crypto") -> None:
         super().__init__(spec)
         self.labels = labels
+        self.defenses = list(defenses)  # vfl/defenses.py: relabel once (site labels), mods on GRAD (site gradient)
+        self.mods = [m for d in self.defenses if d.site == "gradient" and (m := d.mod()) is not None]
+        self.node_noise = NodeNoise(noise_rng, seed=schedule.seed, node=spec.node_id)  # built here, never sent
+        self.data_guard = DataGuard(spec.name)  # a resumed server refuses labels other than its checkpoint's
+        self._y_used: np.ndarray | None = None  # the randomized training labels, drawn once per run
         self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.head = head.to(device)
         self.optimizer = optimizer
@@ -203,9 +217,26 @@ class ActiveServer(Node):
         epoch, step = self._check_round(messages, "train")
         return self.train_step(messages, epoch, step)
 
+    def train_labels(self) -> np.ndarray:
+        """The labels the head trains on: the true ones, or their one-time randomization by the label
+        defenses (drawn at first use, after PSI alignment, and kept in ``state()`` so a restart or a
+        resume never draws them again: a second draw would be a second release)."""
+        relabel = [d for d in self.defenses if d.site == "labels"]
+        if not relabel:
+            return self.labels.y_train
+        if self._y_used is None:
+            y = np.asarray(self.labels.y_train, dtype=np.int64)
+            for d in relabel:
+                y = d.relabel(y, num_classes=self.labels.num_classes,
+                              noise=self.node_noise.round(type(d).__name__, phase="setup", epoch=0, step=0))
+            self._y_used = y
+        return self._y_used
+
     def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
         """Fuse the embeddings, step the head, and send back the gradient (+ forward step+1)."""
-        y = torch.as_tensor(self.labels.y_train[self.schedule.train_ids(epoch, step)], device=self.device)
+        if self.data_guard.expected is not None:
+            self.data_guard.check((self.labels.y_train, self.labels.y_test))
+        y = torch.as_tensor(self.train_labels()[self.schedule.train_ids(epoch, step)], device=self.device)
         fused = self.fuse(messages).detach().requires_grad_(True)
         set_mode(self.head, training=True)
         logits = self.head(fused)
@@ -223,13 +254,22 @@ class ActiveServer(Node):
         cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
         src = messages[0]
         if self.fusion == "sum":  # one tensor for everyone: the gradient of the sum is the same for all
-            return [wire.make(vw.TRAIN_FORWARD, src=self.node_id, dst=BROADCAST, round=wire.round_of(src),
-                              content=wire.records(**{GRAD: wire.arrays(**{vw.GRAD_ALL: grad}), STEP: cfg}))]
+            out = [wire.make(vw.TRAIN_FORWARD, src=self.node_id, dst=BROADCAST, round=wire.round_of(src),
+                             content=wire.records(**{GRAD: wire.arrays(**{vw.GRAD_ALL: grad}), STEP: cfg}))]
+            return self._defend(out, epoch, step)
         dim = grad.shape[1] // len(self.party_ids)
-        return [wire.make(vw.TRAIN_FORWARD, src=self.node_id, dst=pid, round=wire.round_of(src),
+        return self._defend([wire.make(vw.TRAIN_FORWARD, src=self.node_id, dst=pid, round=wire.round_of(src),
                           content=wire.records(**{GRAD: wire.arrays(**{f"{vw.GRAD_PART}{i}": grad[:, i * dim:(i + 1) * dim]}),
                                                   STEP: cfg}))
-                for i, pid in enumerate(self.party_ids)]
+                for i, pid in enumerate(self.party_ids)], epoch, step)
+
+    def _defend(self, out: list[Message], epoch: int, step: int) -> list[Message]:
+        """The gradient defenses' mods on every gradient message before it leaves the server."""
+        if not self.mods:
+            return out
+        ctx = ModContext(party=-1, num_parties=len(self.party_ids), phase="train", epoch=epoch, step=step,
+                         seed=self.schedule.seed, node_noise=self.node_noise)
+        return [apply_mods(self.mods, m, ctx) for m in out]
 
     @handles(vw.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
@@ -237,6 +277,8 @@ class ActiveServer(Node):
         return self.eval_step(messages, step)
 
     def eval_step(self, messages: list[Message], step: int) -> list[Message]:
+        if self.data_guard.expected is not None:
+            self.data_guard.check((self.labels.y_train, self.labels.y_test))
         set_mode(self.head, training=False)
         with torch.no_grad():
             logits = self.head(self.fuse(messages))
@@ -263,11 +305,18 @@ class ActiveServer(Node):
         return [wire.metrics_reply(messages[0], **out)]
 
     def state(self) -> dict[str, Any]:
-        return {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict()}
+        out = {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
+               DATA_KEY: self.data_guard.current((self.labels.y_train, self.labels.y_test))}
+        if self._y_used is not None:
+            out["y_used"] = self._y_used.copy()
+        return out
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.head.load_state_dict(state["head"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.data_guard.expect(state.get(DATA_KEY))
+        if state.get("y_used") is not None:
+            self._y_used = np.asarray(state["y_used"], dtype=np.int64)
 
 
 def sum_aggregator(messages: list[Message]) -> torch.Tensor:

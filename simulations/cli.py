@@ -72,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     add_sweep_parser(sub)
 
     sub.add_parser("strategies", help="list registered strategies")
+    sub.add_parser("defenses", help="list registered defenses (the `defenses:` config list)")
     sub.add_parser("datasets", help="list registered datasets")
     c = sub.add_parser("config-help", help="every config key with its default and allowed values")
     c.add_argument("--strategy", help="also list this strategy's params")
@@ -184,6 +185,18 @@ def _cmd_strategies() -> int:
     return 0
 
 
+def _cmd_defenses() -> int:
+    import strategies  # noqa: F401  (registers the built-in defenses)
+    from vfl.defenses import DEFENSES
+    from vfl.plugins import load_plugins
+
+    load_plugins()  # third-party defenses register from their vfl.plugins entry point
+    width = max(len(n) for n in DEFENSES.names())
+    for name in DEFENSES.names():
+        print(f"{name:<{width}}  {DEFENSES.help(name)}")
+    return 0
+
+
 def _cmd_datasets() -> int:
     from simulations.data.registry import DATASETS
 
@@ -199,7 +212,9 @@ def _cmd_config_help(args: argparse.Namespace) -> int:
     from vfl.schema import RunConfig
     from vfl.strategy import STRATEGIES
 
-    rows = [r for r in help_table(RunConfig) if r[0] != "params"]
+    from vfl.defenses import help_rows
+
+    rows = [r for r in help_table(RunConfig) if r[0] != "params"] + help_rows()
     if args.strategy:
         rows += help_table(STRATEGIES.get(args.strategy, "--strategy").Params, "params")
     for key, default, allowed, help_ in rows:
@@ -236,6 +251,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _cmd_strategies()
     if args.command == "datasets":
         return _cmd_datasets()
+    if args.command == "defenses":
+        return _cmd_defenses()
     if args.command == "config-help":
         return _cmd_config_help(args)
     if args.command == "account":

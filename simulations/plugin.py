@@ -6,6 +6,7 @@ from __future__ import annotations
 
 def register() -> None:
     """Import what registers itself and hand ``vfl`` the runner (idempotent)."""
+    import parties.defenses  # noqa: F401  (registers the built-in defenses)
     import strategies  # noqa: F401  (registers the built-in strategies)
     from simulations import runner
     from simulations.data import registry  # noqa: F401  (registers the built-in datasets)

@@ -203,6 +203,9 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
         if own:
             transport.shutdown()
     result.summary["versions"] = versions()
+    if "defenses" in result.summary:  # feature and label privacy side by side (vfl/defenses.py)
+        result.summary["epsilon_by_scope"] = {"feature": result.summary.get("epsilon"),
+                                              "label": result.summary.get("epsilon_label")}
     log.info("finished %s after %s epochs%s", cfg.name, result.summary.get("epochs"),
              f" (stopped: {result.summary['stopped']['message']})" if result.summary.get("stopped") else "")
     if run_dir is not None:

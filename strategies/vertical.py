@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+import parties.defenses  # noqa: F401  (registers the built-in defenses)
 from parties import vertical_wire as vw
 from parties.malicious import arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
@@ -30,6 +31,7 @@ from strategies.dropout import Dropouts
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
 from vfl.data import DataSource, KeyedDataSource, LabelShard, PartyShard
+from vfl.defenses import label_privacy, make_defenses
 from vfl.errors import ConfigError, ProtocolError
 from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
@@ -55,6 +57,7 @@ class VerticalStrategy(Strategy):
                          "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
     unmask_hops = 0  # extra server -> parties -> server hops per round (secure aggregation: 1)
     supports_local_steps = True  # train.local_steps (FedBCD): see parties/local_updates.py
+    defense_sites = ("labels", "gradient")  # `defenses:` entries the server applies (vfl/defenses.py)
 
     @cached_property
     def dropouts(self) -> Dropouts:
@@ -105,7 +108,8 @@ class VerticalStrategy(Strategy):
                              weight_decay=t.weight_decay)
         return self.make_server(spec, labels=labels, head=head, optimizer=opt, schedule=sched,
                                 party_ids=[party_node_id(i) for i in range(cfg.num_parties)],
-                                fusion=m.fusion, device=t.device, local_steps=t.local_steps)
+                                fusion=m.fusion, device=t.device, local_steps=t.local_steps,
+                                defenses=make_defenses(cfg.defenses), noise_rng=cfg.privacy.noise_rng)
 
     def party_node(self, spec: NodeSpec, shard: PartyShard, sched: Schedule, *,
                    labels: LabelShard | None = None) -> Node:
@@ -243,6 +247,7 @@ class VerticalStrategy(Strategy):
             "information_bound_bytes_up": bound["up"],
             "information_bound_bytes_down": bound["down"],
             **getattr(self, "_psi", {}),
+            **label_privacy(cfg.defenses),
         }
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:

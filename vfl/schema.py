@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfl.config import build, param, to_dict
+from vfl.defenses import check_defenses
 from vfl.devices import check_placement
 from vfl.errors import ConfigError
 from vfl.optim import OPTIMIZERS
@@ -149,6 +150,8 @@ class RunConfig:
     privacy: PrivacyConfig = dataclasses.field(default_factory=PrivacyConfig)
     attack: AttackConfig = dataclasses.field(default_factory=AttackConfig)
     params: Any = param({}, help="strategy options (validated by the strategy)")
+    defenses: tuple[dict[str, Any], ...] = param((), help="defenses [{kind: NAME, ...options}] applied by the "
+                                                 "label holder (see `vfl defenses`; options in config-help)")
     auth: bool = param(True, help="Ed25519+X25519 keys per node; every message authenticated (HMAC per unicast, Ed25519 per broadcast)")
     tracking: str = param("none", choices=("none", "csv", "tensorboard", "mlflow"),
                           help="also send each metrics row to: csv (metrics.csv), tensorboard or mlflow (extras)")
@@ -182,6 +185,7 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
         raise
     cfg = dataclasses.replace(cfg, params=params)
     strategy_cls.validate_config(cfg)
+    cfg = dataclasses.replace(cfg, defenses=check_defenses(cfg, strategy_cls))
     if cfg.privacy.bottom_dp is not None and strategy_cls.bottom_dp_refusal:
         raise ConfigError("privacy.bottom_dp", f"not available with strategy {cfg.strategy!r}: "
                           f"{strategy_cls.bottom_dp_refusal}")

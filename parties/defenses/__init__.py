@@ -1,0 +1,8 @@
+"""Built-in defenses (registered in ``vfl.defenses.DEFENSES`` on import): label DP by randomized
+response, noise and top-k sparsification of the gradient the label holder sends down."""
+
+from parties.defenses import gradient, label  # noqa: F401  (importing registers them)
+from parties.defenses.gradient import GradNoise, GradTopK, gradient_mod
+from parties.defenses.label import LabelRR
+
+__all__ = ["GradNoise", "GradTopK", "LabelRR", "gradient_mod"]

@@ -1,0 +1,167 @@
+"""Defense plugins: named, validated transforms a node applies to protect what it sends (``defenses:``).
+
+A defense is a class registered by name in ``DEFENSES`` (duplicates refused), like a strategy. It
+declares its options (``Params``, a frozen ``vfl.config`` dataclass), the ``site`` it acts on and,
+when it has one, the ε it guarantees. The run config lists defenses as
+``defenses: [{kind: label_rr, epsilon: 1.0}, ...]``; ``check_defenses`` validates every entry
+(``defenses[0].epsilon: got ...; allowed: ...``) and refuses a defense the strategy has no place
+for. A third-party package registers its own from its ``vfl.plugins`` entry point::
+
+    from vfl.defenses import Defense, register
+
+    @register("my_defense")
+    class MyDefense(Defense):
+        '''One line for `vfl defenses`.'''
+        site = "gradient"
+        def mod(self): ...
+
+Sites: ``labels`` (the label holder trains on transformed labels) and ``gradient`` (a mod on the
+gradient message the label holder sends down). A strategy lists the sites it offers in
+``defense_sites`` (vertical strategies: both; the LLM strategies: none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from vfl.config import build, help_table, to_dict
+from vfl.errors import ConfigError
+from vfl.registry import Registry
+
+if TYPE_CHECKING:
+    from vfl.mods import Mod
+    from vfl.rng import NoiseSource
+
+SITES = ("labels", "gradient")
+KEY = "defenses"
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """Defenses without options."""
+
+
+class Defense:
+    """Base class of every defense: options, where it acts, and the label ε it guarantees (if any)."""
+
+    Params: ClassVar[type] = NoParams
+    site: ClassVar[str] = "gradient"
+    protects: ClassVar[str] = "labels"  # what a curious node learns less of: labels | features
+
+    def __init__(self, params: Any) -> None:
+        self.params = params
+
+    @classmethod
+    def refusal(cls, cfg: Any, params: Any) -> str | None:
+        """Why this defense cannot run with ``cfg`` (None: it can); checked at config time."""
+        return None
+
+    def relabel(self, y: np.ndarray, *, num_classes: int, noise: NoiseSource) -> np.ndarray:
+        """Site ``labels``: the labels the label holder trains on, drawn once per run."""
+        return y
+
+    def mod(self) -> Mod | None:
+        """Site ``gradient``: the mod applied to each gradient message the label holder sends."""
+        return None
+
+    def label_epsilon(self) -> float | None:
+        """Pure label-DP ε of this defense for the whole run (None: no formal guarantee)."""
+        return None
+
+
+DEFENSES: Registry[type[Defense]] = Registry("defense")
+
+
+def register(name: str, help: str = "") -> Any:
+    """Class decorator: register a ``Defense`` subclass under ``name`` (refuses duplicates)."""
+
+    def deco(cls: type[Defense]) -> type[Defense]:
+        if not (isinstance(cls, type) and issubclass(cls, Defense)):
+            raise TypeError(f"defense {name!r} must be a Defense subclass, got {cls!r}")
+        if cls.site not in SITES:
+            raise ValueError(f"defense {name!r}: site must be one of {SITES}, got {cls.site!r}")
+        doc = help or (cls.__doc__ or "").strip().split("\n")[0]
+        return DEFENSES.add(name, cls, doc)
+
+    return deco
+
+
+def _entry(i: int, entry: Any) -> tuple[str, type[Defense], Any]:
+    """(kind, class, validated params) of the entry ``defenses[i]``."""
+    key = f"{KEY}[{i}]"
+    if not isinstance(entry, Mapping):
+        raise ConfigError(key, f"got {entry!r}; expected a mapping {{kind: NAME, ...options}}")
+    if "kind" not in entry:
+        raise ConfigError(f"{key}.kind", f"is required; allowed: {', '.join(DEFENSES.names()) or '(none)'}")
+    kind = entry["kind"]
+    if not isinstance(kind, str):
+        raise ConfigError(f"{key}.kind", f"got {kind!r}; expected a defense name (see `vfl defenses`)")
+    if kind not in DEFENSES:  # a third-party defense: registered by its package's vfl.plugins entry point
+        from vfl.plugins import load_plugins
+
+        load_plugins()
+    cls = DEFENSES.get(kind, key=f"{key}.kind")
+    params: Any = build(cls.Params, {k: v for k, v in entry.items() if k != "kind"}, prefix=key)
+    return kind, cls, params
+
+
+def check_defenses(cfg: Any, strategy_cls: Any) -> tuple[dict[str, Any], ...]:
+    """Validate ``cfg.defenses``; returns the entries with every option filled in (for the resolved config)."""
+    entries = cfg.defenses
+    sites = frozenset(getattr(strategy_cls, "defense_sites", ()))
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        kind, cls, params = _entry(i, entry)
+        key = f"{KEY}[{i}]"
+        if kind in seen:
+            raise ConfigError(f"{key}.kind", f"{kind!r} is already {KEY}[{seen[kind]}]; list each defense once")
+        seen[kind] = i
+        if cls.site not in sites:
+            offered = ", ".join(sorted(sites)) or "none"
+            raise ConfigError(f"{key}.kind", f"{kind} acts on the label holder's {cls.site}, which strategy "
+                              f"{cfg.strategy!r} does not expose (its defense sites: {offered}); "
+                              "label/gradient defenses: npq, pbm, ldp, npq+secagg")
+        if (why := cls.refusal(cfg, params)) is not None:
+            raise ConfigError(f"{key}.kind", f"{kind} is not available here: {why}")
+        out.append({"kind": kind, **to_dict(params)})
+    return tuple(out)
+
+
+def make_defenses(entries: Sequence[Mapping[str, Any]]) -> list[Defense]:
+    """The defense objects of validated ``defenses`` entries, in order."""
+    return [cls(params) for _, cls, params in (_entry(i, e) for i, e in enumerate(entries))]
+
+
+def label_epsilon(entries: Sequence[Mapping[str, Any]]) -> float | None:
+    """The run's label-DP ε: the sum of the defenses' pure ε (basic composition); None when none has one."""
+    eps = [e for d in make_defenses(entries) if (e := d.label_epsilon()) is not None]
+    return float(sum(eps)) if eps else None
+
+
+SCOPE_LABEL = "label privacy (label DP of every training label against every node but the label holder)"
+
+
+def label_privacy(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The summary's defense fields: ``defenses`` (kinds), and with a label-DP defense ``epsilon_label``
+    (pure, δ = 0) and its scope; {} without defenses."""
+    if not entries:
+        return {}
+    out: dict[str, Any] = {"defenses": [str(e["kind"]) for e in entries]}
+    eps = label_epsilon(entries)
+    if eps is not None:
+        out.update({"epsilon_label": eps, "delta_label": 0.0, "epsilon_label_scope": SCOPE_LABEL})
+    return out
+
+
+def help_rows() -> list[tuple[str, str, str, str]]:
+    """(key, default, allowed, help) rows of every registered defense's options (``vfl config-help``)."""
+    rows = [(f"{KEY}[].kind", "()", "one of " + ", ".join(repr(n) for n in DEFENSES.names()),
+             "a defense (see `vfl defenses`); its options follow")]
+    for name in DEFENSES.names():
+        rows += help_table(DEFENSES.get(name).Params, f"{KEY}[kind={name}]")
+    return rows
