@@ -103,6 +103,13 @@ class Strategy(ABC):
         """Strategy-specific keys for summary.json (formula bytes, leak metrics...)."""
         return {}
 
+    def epsilon_caveats(self) -> list[str]:
+        """Why the ε this run prints is not exact in floating point (empty: it is); summary.json's
+        ``epsilon_not_exact``, and ``epsilon_is_guarantee`` is false when any is given."""
+        from vfl.privacy.noise_report import DPSGD_CAVEAT
+
+        return [DPSGD_CAVEAT] if self.cfg.privacy.bottom_dp is not None else []
+
 
 STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
 

@@ -22,6 +22,8 @@ from tests.noise_capture import Capture, run_and_capture, vertical_config
 from tests.unit.test_sap_nodes import ToySentiment
 from vfl import message as wire
 from vfl.engine import Engine
+from vfl.privacy.discrete_gaussian import discrete_gaussian
+from vfl.privacy.mechanisms import ldp_grid
 from vfl.rng import NoiseSource
 from vfl.schema import load_run_config
 from vfl.strategy import STRATEGIES
@@ -39,10 +41,15 @@ def _recipe(cap: Capture, purpose: str, key: tuple[int, str, int, int]) -> Noise
 def ldp_attack(cap: Capture) -> tuple[float, float, float]:
     """(max |error|, rms error, rms of the noise actually added) of the server's recovered embeddings."""
     sigma = STRATEGIES.get("ldp")(cap.cfg).sigma  # the server knows the config
+    levels, sigma2 = ldp_grid(sigma=sigma, c=cap.cfg.model.tanh_c)
     errs, added = [], []
     for key, m in cap.received.items():
         seen = torch.from_numpy(np.array(wire.get_array(m, "emb", "e")))
-        guess = seen - sigma * _recipe(cap, "ldp", key).normal(tuple(seen.shape), dtype=seen.dtype)
+        if cap.cfg.params.noise == "float":
+            guess = seen - sigma * _recipe(cap, "ldp", key).normal(tuple(seen.shape), dtype=seen.dtype)
+        else:  # the discrete Gaussian on the grid: the same integers, regenerated from the recipe
+            z = discrete_gaussian(_recipe(cap, "ldp", key), sigma2=sigma2, size=seen.numel())
+            guess = seen - torch.from_numpy(z.reshape(seen.shape) * (cap.cfg.model.tanh_c / levels)).float()
         errs.append((guess.numpy() - cap.truth[key]).ravel())
         added.append((seen.numpy() - cap.truth[key]).ravel())
     err, noise = np.concatenate(errs).astype(np.float64), np.concatenate(added).astype(np.float64)
@@ -53,7 +60,8 @@ def test_server_strips_seeded_ldp_noise_but_not_crypto_noise():
     seeded = run_and_capture(vertical_config("ldp", "seeded"))
     assert seeded.server.schedule.seed == seeded.cfg.seed  # the server node holds the run seed
     worst, _, _ = ldp_attack(seeded)
-    assert worst < 1e-5  # the embedding is recovered: seeded noise protects nothing from the server
+    levels, _ = ldp_grid(sigma=STRATEGIES.get("ldp")(seeded.cfg).sigma, c=seeded.cfg.model.tanh_c)
+    assert worst < seeded.cfg.model.tanh_c / levels  # recovered to the grid step: seeded noise protects nothing
     crypto = run_and_capture(vertical_config("ldp", "crypto"))
     sigma = STRATEGIES.get("ldp")(crypto.cfg).sigma
     _, rms, noise_in_sigmas = ldp_attack(crypto)

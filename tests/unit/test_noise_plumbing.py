@@ -64,8 +64,14 @@ def test_randomized_response_draws_its_coins_from_the_source():
 
 def test_noise_fields_and_the_warning_line():
     assert noise_fields("crypto", accounted=False) == {"noise_rng": "crypto"}
-    assert noise_fields("crypto", accounted=True) == {"noise_rng": "crypto", "epsilon_is_guarantee": True}
-    assert noise_fields("seeded", accounted=True) == {"noise_rng": "seeded", "epsilon_is_guarantee": False}
+    alone = "server alone (no party colludes)"
+    assert noise_fields("crypto", accounted=True) == {"noise_rng": "crypto", "epsilon_is_guarantee": True,
+                                                      "epsilon_assumption": alone}
+    assert noise_fields("seeded", accounted=True) == {"noise_rng": "seeded", "epsilon_is_guarantee": False,
+                                                      "epsilon_assumption": alone}
+    caveat = noise_fields("crypto", accounted=True, caveats=["float noise"], colluders=2)
+    assert caveat["epsilon_is_guarantee"] is False and caveat["epsilon_not_exact"] == ["float noise"]
+    assert caveat["epsilon_assumption"] == "server + up to 2 colluding parties"
     assert seeded_noise_warning({"noise_rng": "seeded", "epsilon": 3.0}) == SEEDED_WARNING
     assert seeded_noise_warning({"noise_rng": "seeded"}) is None  # nothing accounted: nothing to warn about
     assert seeded_noise_warning({"noise_rng": "crypto", "epsilon": 3.0}) is None

@@ -5,12 +5,16 @@ will report): PBM's β at fixed b (ε grows with β; β ∈ (0, 1/4]) and the LD
 falls with σ). The result is the most utility the target allows: the largest β, or the smallest
 σ, whose ε after ``epochs`` releases is at most the target. Unreachable targets raise a
 ``ConfigError`` naming the key and the reachable range.
+
+``extra`` events (the bottom model's DP-SGD with ``privacy.bottom_dp``) are composed with the
+releases at every step of the search, so the target bounds the ε the run will report, not the
+releases' share of it; a target the extra events alone exceed is refused naming both keys.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from vfl.errors import ConfigError
 from vfl.privacy.accountant import Accountant
@@ -21,20 +25,37 @@ BETA_MIN = 1e-6
 _STEPS = 60
 
 
-def _epsilon(event: PrivacyEvent, delta: float) -> float:
+def _epsilon(event: PrivacyEvent, delta: float, extra: Sequence[PrivacyEvent] = ()) -> float:
     acc = Accountant()
-    acc.record(event)
+    for e in (event, *extra):
+        acc.record(e)
     return acc.epsilon(delta)[0]
 
 
-def pbm_epsilon(*, b: int, beta: float, num_parties: int, dim: int, epochs: int, delta: float) -> float:
-    """ε after ``epochs`` releases of one sample's ``dim`` PBM coordinates (sum over ``num_parties``)."""
-    return _epsilon(PBMEvent(b=b, beta=beta, num_parties=num_parties, dim=dim, count=epochs), delta)
+def pbm_epsilon(*, b: int, beta: float, num_parties: int, dim: int, epochs: int, delta: float,
+                extra: Sequence[PrivacyEvent] = ()) -> float:
+    """ε after ``epochs`` releases of one sample's ``dim`` PBM coordinates (sum over ``num_parties``),
+    composed with the ``extra`` events."""
+    return _epsilon(PBMEvent(b=b, beta=beta, num_parties=num_parties, dim=dim, count=epochs), delta, extra)
 
 
-def ldp_epsilon(*, sigma: float, sensitivity: float, epochs: int, delta: float) -> float:
-    """ε after ``epochs`` Gaussian releases with L2 ``sensitivity``."""
-    return _epsilon(GaussianEvent(sigma=sigma, sensitivity=sensitivity, count=epochs), delta)
+def ldp_epsilon(*, sigma: float, sensitivity: float, epochs: int, delta: float,
+                extra: Sequence[PrivacyEvent] = ()) -> float:
+    """ε after ``epochs`` Gaussian releases with L2 ``sensitivity``, composed with the ``extra`` events."""
+    return _epsilon(GaussianEvent(sigma=sigma, sensitivity=sensitivity, count=epochs), delta, extra)
+
+
+def _check_extra(key: str, target: float, extra: Sequence[PrivacyEvent], delta: float) -> None:
+    """Refuse a target that the extra events (bottom-model DP-SGD) alone already reach."""
+    if not extra:
+        return
+    acc = Accountant()
+    for e in extra:
+        acc.record(e)
+    floor = acc.epsilon(delta)[0]
+    if target <= floor:
+        raise ConfigError(key, f"got {target:g}; privacy.bottom_dp alone already spends epsilon {floor:.4g} "
+                          "over the run: raise the target or privacy.bottom_dp.noise_multiplier")
 
 
 def _check(key: str, target: float, epochs: int) -> None:
@@ -45,12 +66,15 @@ def _check(key: str, target: float, epochs: int) -> None:
 
 
 def calibrate_pbm_beta(*, target_epsilon: float, delta: float, b: int, num_parties: int, dim: int, epochs: int,
-                       key: str = "privacy.target_epsilon") -> tuple[float, float]:
-    """(β, ε): the largest β in (0, 1/4] whose ε is at most ``target_epsilon`` at fixed b."""
+                       key: str = "privacy.target_epsilon",
+                       extra: Sequence[PrivacyEvent] = ()) -> tuple[float, float]:
+    """(β, ε): the largest β in (0, 1/4] whose ε (composed with ``extra``) is at most ``target_epsilon``."""
     _check(key, target_epsilon, epochs)
+    _check_extra(key, target_epsilon, extra, delta)
 
     def eps(beta: float) -> float:
-        return pbm_epsilon(b=b, beta=beta, num_parties=num_parties, dim=dim, epochs=epochs, delta=delta)
+        return pbm_epsilon(b=b, beta=beta, num_parties=num_parties, dim=dim, epochs=epochs, delta=delta,
+                           extra=extra)
 
     top, bottom = eps(BETA_MAX), eps(BETA_MIN)
     if target_epsilon >= top:
@@ -69,12 +93,14 @@ def calibrate_pbm_beta(*, target_epsilon: float, delta: float, b: int, num_parti
 
 
 def calibrate_ldp_sigma(*, target_epsilon: float, delta: float, sensitivity: float, epochs: int,
-                        key: str = "privacy.target_epsilon") -> tuple[float, float]:
-    """(σ, ε): the smallest σ whose ε is at most ``target_epsilon``."""
+                        key: str = "privacy.target_epsilon",
+                        extra: Sequence[PrivacyEvent] = ()) -> tuple[float, float]:
+    """(σ, ε): the smallest σ whose ε (composed with ``extra``) is at most ``target_epsilon``."""
     _check(key, target_epsilon, epochs)
+    _check_extra(key, target_epsilon, extra, delta)
 
     def eps(sigma: float) -> float:
-        return ldp_epsilon(sigma=sigma, sensitivity=sensitivity, epochs=epochs, delta=delta)
+        return ldp_epsilon(sigma=sigma, sensitivity=sensitivity, epochs=epochs, delta=delta, extra=extra)
 
     lo, hi = math.log(sensitivity * 1e-3), math.log(sensitivity)  # want eps(exp(lo)) > target >= eps(exp(hi))
     while eps(math.exp(hi)) > target_epsilon:

@@ -7,18 +7,32 @@ run seed (the server included) can regenerate the noise, so ε is then NOT a gua
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SEEDED_WARNING = ("vfl: warning: privacy.noise_rng=seeded: the noise is reproducible from the run seed, "
                   "so the reported epsilon is not a privacy guarantee")
 
 
-def noise_fields(noise_rng: str, *, accounted: bool) -> dict[str, Any]:
-    """``noise_rng`` always; ``epsilon_is_guarantee`` too when an ε is reported."""
+DPSGD_CAVEAT = ("privacy.bottom_dp: the DP-SGD noise is a float Gaussian (Box-Muller in float64, cast to "
+                "float32), not exact in floating point (Mironov, CCS 2012)")
+
+
+def epsilon_assumption(colluders: int) -> str:
+    """Who the printed ε is against: the server alone, or the server with up to c colluding parties."""
+    return "server alone (no party colludes)" if colluders == 0 else f"server + up to {colluders} colluding parties"
+
+
+def noise_fields(noise_rng: str, *, accounted: bool, caveats: Sequence[str] = (),
+                 colluders: int = 0) -> dict[str, Any]:
+    """``noise_rng`` always; with an ε also ``epsilon_is_guarantee`` (crypto noise and no caveat),
+    ``epsilon_assumption`` and, when some noise is not exact in floating point, ``epsilon_not_exact``."""
     out: dict[str, Any] = {"noise_rng": noise_rng}
     if accounted:
-        out["epsilon_is_guarantee"] = noise_rng == "crypto"
+        out["epsilon_is_guarantee"] = noise_rng == "crypto" and not caveats
+        out["epsilon_assumption"] = epsilon_assumption(colluders)
+        if caveats:
+            out["epsilon_not_exact"] = list(caveats)
     return out
 
 

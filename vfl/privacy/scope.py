@@ -12,6 +12,7 @@ Neighbours (feature privacy, PBM-VFL paper §4): ONE party's features of ONE sam
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -55,3 +56,22 @@ def bottom_dp_events(bottom_dp: Any) -> list[DPSGDEvent]:
         return []
     return [DPSGDEvent(noise_multiplier=float(bottom_dp.noise_multiplier),
                        max_grad_norm=float(bottom_dp.max_grad_norm), count=1)]
+
+
+def honest_binomials(*, summed: int, colluders: int, threshold: int | None) -> int:
+    """How many parties' noise protects a PBM sum against the server and ``colluders`` parties.
+
+    The colluders hand the server their inputs and their binomial draws, so it subtracts them from
+    the unmasked sum: only the other ``summed − colluders`` parties' binomials remain (at least 1,
+    the party whose features changed, which is honest by assumption). ``threshold`` is the SecAgg
+    Shamir threshold t (None: no SecAgg, each party's counts are seen alone): t colluders hold t
+    shares of every honest party's pairwise and self-mask keys and unmask its counts alone.
+    """
+    if threshold is None or colluders >= threshold:
+        return 1
+    return max(1, summed - colluders)
+
+
+def bottom_dp_run_events(bottom_dp: Any, *, epochs: int) -> list[DPSGDEvent]:
+    """The DP-SGD events of a whole run of ``epochs`` epochs (what calibration composes with)."""
+    return [dataclasses.replace(e, count=epochs) for e in bottom_dp_events(bottom_dp)]
