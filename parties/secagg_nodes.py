@@ -4,7 +4,10 @@ Set-up (once per run, again on resume = a new session): the server relays public
 sealed shares of every party's self-mask seed. Each round: the parties send double-masked
 vectors; the server opens the round with the vectors that arrived and asks the survivors for
 their round keys (``query.secagg_unmask``), and for seed shares only if a survivor vanished before
-answering; then it has exactly the survivors' sum, fuses it and steps its head.
+answering; then it has exactly the survivors' sum, fuses it and steps its head. In SecAgg mode
+``malicious`` the parties sign their SecAgg keys with their identity keys (verified against the
+authentication roster) and each round opens with the survivors signing the survivor set
+(``query.secagg_consistency``), whose signatures ride on the unmask request.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from vfl.errors import ProtocolError
 from vfl.message import BROADCAST, parse_round, round_of, round_tag
 from vfl.mods import ModContext
 from vfl.node import handles
-from vfl.secagg import Reveal, SecAggClient, SecAggServer, ShareRequest, UnmaskRequest
+from vfl.secagg import (
+    ConsistencyRequest,
+    Identity,
+    Reveal,
+    SecAggClient,
+    SecAggServer,
+    ShareRequest,
+    UnmaskRequest,
+)
 
 
 def cfg_of(message: Message) -> Any:
@@ -75,17 +86,23 @@ class SecAggParty(PassiveParty):
     def on_setup(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        session, threshold = bytes(c[sw.SESSION]), int(c[sw.THRESHOLD])
-        client = SecAggClient(self.node_id, [int(p) for p in c[sw.PARTIES]], threshold, session)
+        session, threshold, mode = bytes(c[sw.SESSION]), int(c[sw.THRESHOLD]), str(c.get(sw.MODE, "semi-honest"))
+        ident = Identity(*self.identity) if mode == "malicious" and self.identity is not None else None
+        client = SecAggClient(self.node_id, [int(p) for p in c[sw.PARTIES]], threshold, session, mode=mode,
+                              identity=ident)
         self._secagg = client
+        signed = {sw.KEY_SIG: client.key_signature()} if ident is not None else {}
         return [wire.reply(m, src=self.node_id, content=_records(**{
-            sw.PUBLIC_KEY: client.public_key(), sw.SESSION: session, sw.THRESHOLD: threshold}))]
+            sw.PUBLIC_KEY: client.public_key(), sw.SESSION: session, sw.THRESHOLD: threshold, sw.MODE: mode,
+            **signed}))]
 
     @handles(sw.ROSTER)
     def on_roster(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        self.client.receive_public_keys({int(i): bytes(k) for i, k in zip(c[sw.IDS], c[sw.KEYS], strict=True)})
+        ids = [int(i) for i in c[sw.IDS]]
+        sigs = {i: bytes(s) for i, s in zip(ids, c.get(sw.KEY_SIGS, []), strict=False)}
+        self.client.receive_public_keys({i: bytes(k) for i, k in zip(ids, c[sw.KEYS], strict=True)}, sigs)
         shares = self.client.make_shares()
         to = sorted(shares)
         return [wire.reply(m, sw.SHARES, src=self.node_id, content=_records(**{
@@ -103,13 +120,21 @@ class SecAggParty(PassiveParty):
         (m,) = messages
         c = cfg_of(m)
         dropped = [int(p) for p in c.get(sw.DROPPED, [])]
-        survivors = [int(p) for p in c[sw.SURVIVORS]] if dropped else sorted(self.client.active)
-        rv = self.client.unmask(round_id=str(c[sw.ROUND]), survivors=survivors, dropped=dropped)
+        survivors = [int(p) for p in c[sw.SURVIVORS]] if sw.SURVIVORS in c else sorted(self.client.active)
+        sigs = {int(p): bytes(s) for p, s in zip(c.get(sw.SIG_PARTIES, []), c.get(sw.SIGS, []), strict=True)}
+        rv = self.client.unmask(round_id=str(c[sw.ROUND]), survivors=survivors, dropped=dropped, signatures=sigs)
         names = sorted(rv.self_keys)
         gone = sorted(rv.pair_keys)
         pairs = {sw.PAIR_PARTIES: gone, sw.PAIR_KEYS: [rv.pair_keys[d][n] for d in gone for n in names]} if gone else {}
         return [wire.reply(m, src=self.node_id, content=_records(**{
             sw.ROUND: rv.round_id, sw.NAMES: names, sw.SELF_KEYS: [rv.self_keys[n] for n in names], **pairs}))]
+
+    @handles(sw.CONSISTENCY)
+    def on_consistency(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        c = cfg_of(m)
+        sig = self.client.sign_survivors(round_id=str(c[sw.ROUND]), survivors=[int(p) for p in c[sw.SURVIVORS]])
+        return [wire.reply(m, src=self.node_id, content=_records(**{sw.ROUND: str(c[sw.ROUND]), sw.SIG: sig}))]
 
     @handles(sw.REVEAL_SHARES)
     def on_reveal_shares(self, messages: list[Message]) -> list[Message]:
@@ -145,12 +170,16 @@ class SecAggActiveServer(ActiveServer):
             raise ProtocolError("secure-aggregation set-up needs a public key from every party")
         cfgs = [cfg_of(m) for m in messages]
         session, threshold = bytes(cfgs[0][sw.SESSION]), int(cfgs[0][sw.THRESHOLD])
+        mode = str(cfgs[0].get(sw.MODE, "semi-honest"))
         self.public_keys = {int(m.metadata.src_node_id): bytes(c[sw.PUBLIC_KEY])
                             for m, c in zip(messages, cfgs, strict=True)}
-        self.secagg = SecAggServer(self.party_ids, threshold, self.k, session)
+        sigs = {int(m.metadata.src_node_id): bytes(c[sw.KEY_SIG]) for m, c in zip(messages, cfgs, strict=True)
+                if sw.KEY_SIG in c}
+        self.secagg = SecAggServer(self.party_ids, threshold, self.k, session, mode=mode)
         ids = sorted(self.public_keys)
+        signed = {sw.KEY_SIGS: [sigs[i] for i in ids]} if mode == "malicious" else {}
         return [wire.make(sw.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),
-                          content=_records(**{sw.IDS: ids, sw.KEYS: [self.public_keys[i] for i in ids]}))]
+                          content=_records(**{sw.IDS: ids, sw.KEYS: [self.public_keys[i] for i in ids], **signed}))]
 
     @handles(sw.SHARES)
     def on_shares(self, messages: list[Message]) -> list[Message]:
@@ -181,6 +210,12 @@ class SecAggActiveServer(ActiveServer):
         rnd = str(cfg_of(messages[0])[sw.ROUND])
         return self._next(self._server().add_unmask(rnd, reveals))
 
+    @handles(sw.CONSISTENCY)
+    def on_consistency(self, messages: list[Message]) -> list[Message]:
+        rnd = str(cfg_of(messages[0])[sw.ROUND])
+        return self._next(self._server().add_signatures(rnd, {int(m.metadata.src_node_id): bytes(cfg_of(m)[sw.SIG])
+                                                              for m in messages}))
+
     @handles(sw.REVEAL_SHARES)
     def on_reveal_shares(self, messages: list[Message]) -> list[Message]:
         rnd = str(cfg_of(messages[0])[sw.ROUND])
@@ -205,16 +240,21 @@ class SecAggActiveServer(ActiveServer):
         self._open = ({int(m.metadata.src_node_id): m for m in messages}, then)
         return self._next(request)
 
-    def _next(self, request: UnmaskRequest | ShareRequest | None) -> list[Message]:
+    def _next(self, request: UnmaskRequest | ShareRequest | ConsistencyRequest | None) -> list[Message]:
         """The next request to the parties, or (round complete) the continuation of the round."""
         if self._open is None:
             raise ProtocolError("no secure-aggregation round is open")
+        if isinstance(request, ConsistencyRequest):
+            return [self._request(sw.CONSISTENCY, request.round_id, bool(request.dropped), **{
+                sw.ROUND: request.round_id, sw.SURVIVORS: list(request.survivors)})]
         if isinstance(request, UnmaskRequest):
+            signed = {sw.SURVIVORS: list(request.survivors), sw.SIG_PARTIES: [p for p, _ in request.signatures],
+                      sw.SIGS: [s for _, s in request.signatures]} if request.signatures else {}
             if not request.dropped:  # everyone arrived: "all of you" needs no list
-                return [self._request(sw.UNMASK, request.round_id, False, **{sw.ROUND: request.round_id})]
+                return [self._request(sw.UNMASK, request.round_id, False, **{sw.ROUND: request.round_id, **signed})]
             return [self._request(sw.UNMASK, request.round_id, True, **{
                 sw.ROUND: request.round_id, sw.SURVIVORS: list(request.survivors),
-                sw.DROPPED: list(request.dropped)})]
+                sw.DROPPED: list(request.dropped), **signed})]
         if isinstance(request, ShareRequest):
             return [self._request(sw.REVEAL_SHARES, request.round_id, True, **{
                 sw.ROUND: request.round_id, sw.OWNERS: list(request.owners)})]

@@ -5,14 +5,18 @@ keys reach ``secagg_mod`` as ``ModContext.secagg`` (set by ``SecAggParty`` after
 through a shared state key. Sequences side by side: ``docs/protocols.md``.
 
 Set-up, ledger phase ``setup`` (once per session):
-  SETUP    driver -> parties   session, parties, threshold
-  SETUP    party -> server     pk (its X25519 public key)
-  ROSTER   server -> parties   ids, keys (every public key)
+  SETUP    driver -> parties   session, parties, threshold, mode (semi-honest | malicious)
+  SETUP    party -> server     pk (its X25519 public key); malicious: ks (its identity signature on
+                               (session, id, pk))
+  ROSTER   server -> parties   ids, keys (every public key); malicious: kss (their signatures)
   SHARES   party -> server     to, env (its seed shares, one AES-GCM envelope per peer)
   DELIVER  server -> party     frm, env (the envelopes addressed to it)
 Every round, ledger phase of the round (``train``/``eval``), or ``recovery`` once a party dropped:
+  CONSISTENCY    server -> parties   malicious only, first: round, survivors
+  CONSISTENCY    party -> server     round, sig (its identity signature on (session, round, survivors))
   UNMASK         server -> parties   round; survivors, dropped only when a party dropped (else:
-                                      every active party survived)
+                                      every active party survived); malicious: always survivors,
+                                      and sp, ss (the survivors' signatures on them)
   UNMASK         party -> server     round, names, self (its round self keys); pd, pk only when a
                                       party dropped (pk[i*len(names) + j]: party pd[i], tensor names[j])
   REVEAL_SHARES  server -> parties   round, owners (survivors that vanished before answering)
@@ -29,9 +33,10 @@ SHARES = "query.secagg_shares"
 DELIVER = "query.secagg_deliver"
 UNMASK = "query.secagg_unmask"
 REVEAL_SHARES = "query.secagg_reveal_shares"
+CONSISTENCY = "query.secagg_consistency"
 
 SETUP_KINDS = (SETUP, ROSTER, SHARES, DELIVER)
-ROUND_KINDS = (UNMASK, REVEAL_SHARES)
+ROUND_KINDS = (UNMASK, REVEAL_SHARES, CONSISTENCY)
 
 RECOVERY_PHASE = "recovery"
 
@@ -40,3 +45,4 @@ SESSION, PARTIES, THRESHOLD, PUBLIC_KEY = "session", "parties", "threshold", "pk
 IDS, KEYS, TO, FROM, ENVELOPES = "ids", "keys", "to", "frm", "env"
 ROUND, SURVIVORS, DROPPED, OWNERS = "round", "survivors", "dropped", "owners"
 NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "names", "self", "pd", "pk", "shares"
+MODE, KEY_SIG, KEY_SIGS, SIG, SIG_PARTIES, SIGS = "mode", "ks", "kss", "sig", "sp", "ss"

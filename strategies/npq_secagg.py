@@ -14,7 +14,7 @@ from strategies.secure import SecureSumStrategy, check_secagg_config
 from vfl.config import param
 from vfl.mods import Mod
 from vfl.schema import RunConfig
-from vfl.secagg import decode_fixed_sum, fixed_point_bits
+from vfl.secagg import MODES, decode_fixed_sum, fixed_point_bits
 from vfl.strategy import register
 
 
@@ -22,6 +22,8 @@ from vfl.strategy import register
 class NPQSecAggParams:
     scale: float = param(65536.0, gt=0, help="fixed-point scale (resolution 1/scale)")
     threshold: int = param(0, ge=0, help="Shamir threshold for dropout recovery (0 = ceil(2(M-1)/3))")
+    secagg_mode: str = param("malicious", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
+                             "(signed keys + survivor consistency check; needs auth)")
 
 
 @register
@@ -32,7 +34,7 @@ class NPQSecAgg(SecureSumStrategy):
 
     @classmethod
     def validate_config(cls, cfg: RunConfig) -> None:
-        check_secagg_config(cfg, threshold=cfg.params.threshold)
+        check_secagg_config(cfg, threshold=cfg.params.threshold, mode=cfg.params.secagg_mode)
 
     @property
     def k(self) -> int:

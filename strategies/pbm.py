@@ -15,16 +15,16 @@ import numpy as np
 import torch
 
 from parties.mods import pack_counts_mod, pbm_mod, secagg_mod
-from strategies.secure import SecureSumStrategy, check_secagg_config
+from strategies.secure import SecureSumStrategy, check_secagg_config, shamir_threshold
 from vfl.config import param
 from vfl.errors import ConfigError
 from vfl.mods import Mod
 from vfl.privacy.events import PBMEvent
 from vfl.privacy.mechanisms import pbm_decode
-from vfl.privacy.scope import bottom_dp_events
+from vfl.privacy.scope import bottom_dp_events, bottom_dp_run_events, honest_binomials
 from vfl.rng import NoiseSource
 from vfl.schema import RunConfig
-from vfl.secagg import smallest_modulus_bits
+from vfl.secagg import MODES, smallest_modulus_bits
 from vfl.strategy import register
 
 
@@ -34,6 +34,8 @@ class PBMParams:
     beta: float = param(0.25, gt=0, le=0.25, help="PBM beta in (0, 1/4]")
     secagg: bool = param(True, help="pairwise-masked secure aggregation (the paper's algorithm)")
     threshold: int = param(0, ge=0, help="Shamir threshold for dropout recovery (0 = ceil(2(M-1)/3))")
+    secagg_mode: str = param("malicious", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
+                             "(signed keys + survivor consistency check; needs auth)")
 
 
 @register
@@ -47,7 +49,7 @@ class PBM(SecureSumStrategy):
     def validate_config(cls, cfg: RunConfig) -> None:
         p: PBMParams = cfg.params
         if p.secagg:
-            check_secagg_config(cfg, threshold=p.threshold)
+            check_secagg_config(cfg, threshold=p.threshold, mode=p.secagg_mode)
         elif cfg.model.fusion != "sum":
             raise ConfigError("model.fusion", "pbm decodes the sum of the parties' counts; fusion must be 'sum'")
 
@@ -58,9 +60,18 @@ class PBM(SecureSumStrategy):
 
         p: PBMParams = cfg.params
         beta, _ = calibrate_pbm_beta(target_epsilon=float(cfg.privacy.target_epsilon or 0), delta=cfg.privacy.delta,
-                                     b=p.b, num_parties=cfg.num_parties if p.secagg else 1,
-                                     dim=cfg.model.embed_dim, epochs=cfg.train.epochs)
+                                     b=p.b, num_parties=cls.honest_parties(cfg, cfg.num_parties),
+                                     dim=cfg.model.embed_dim, epochs=cfg.train.epochs,
+                                     extra=bottom_dp_run_events(cfg.privacy.bottom_dp, epochs=cfg.train.epochs))
         return dataclasses.replace(cfg, params=dataclasses.replace(p, beta=beta))
+
+    @staticmethod
+    def honest_parties(cfg: RunConfig, summed: int) -> int:
+        """Binomials the server cannot subtract from a sum of ``summed`` parties' counts
+        (``privacy.colluders`` hand theirs over; without SecAgg each party's counts are seen alone)."""
+        p: PBMParams = cfg.params
+        threshold = shamir_threshold(cfg.num_parties, p.threshold) if p.secagg else None
+        return honest_binomials(summed=summed, colluders=cfg.privacy.colluders, threshold=threshold)
 
     @property
     def k(self) -> int:
@@ -98,6 +109,7 @@ class PBM(SecureSumStrategy):
         sees the sum, so the other M-1 parties' binomials are noise too (no amplification in VFL)."""
         p: PBMParams = self.params
         # the fewest parties summed in a round of this epoch (fewer after a dropout: epsilon grows)
-        m = self.dropouts.parties_summed(epoch, self.cfg.num_parties) if p.secagg else 1
+        summed = self.dropouts.parties_summed(epoch, self.cfg.num_parties) if p.secagg else 1
+        m = self.honest_parties(self.cfg, summed)  # less the colluders' binomials (privacy.colluders)
         return [PBMEvent(b=p.b, beta=p.beta, num_parties=m, dim=self.cfg.model.embed_dim, count=1),
                 *bottom_dp_events(self.cfg.privacy.bottom_dp)]

@@ -21,12 +21,18 @@ from vfl.message import BROADCAST
 from vfl.node import Node, NodeSpec
 from vfl.schema import RunConfig
 from vfl.secagg import new_session_id
+from vfl.secagg.consistency import check_mode
 
 SETUP_ROUND = wire.round_tag(0, 0, "setup")
 
 
-def check_secagg_config(cfg: RunConfig, *, threshold: int) -> None:
-    """SecAgg needs additive fusion, at least two parties and a threshold in [0, M-1]."""
+def check_secagg_config(cfg: RunConfig, *, threshold: int, mode: str = "semi-honest") -> None:
+    """SecAgg needs additive fusion, at least two parties, a threshold in [0, M-1] and, in mode
+    malicious, authentication (the identity keys that sign the SecAgg keys)."""
+    check_mode(mode)
+    if mode == "malicious" and not cfg.auth:
+        raise ConfigError("params.secagg_mode", "malicious needs auth: true (identity keys sign the SecAgg keys "
+                          "and survivor sets); allowed with auth: false: semi-honest")
     if cfg.model.fusion != "sum":
         raise ConfigError("model.fusion", f"secure aggregation reveals only the SUM of the embeddings; "
                           f"fusion must be 'sum', got {cfg.model.fusion!r}")
@@ -41,13 +47,13 @@ def shamir_threshold(num_parties: int, threshold: int) -> int:
     return threshold or max(1, math.ceil(2 * (num_parties - 1) / 3))
 
 
-def run_key_setup(grid: Grid, *, num_parties: int, threshold: int) -> None:
+def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, mode: str = "semi-honest") -> None:
     """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase."""
     ids = [party_node_id(i) for i in range(num_parties)]
     start = wire.make(sw.SETUP, src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
                       content=wire.records(**{sw.RECORD: wire.config(**{
                           sw.SESSION: new_session_id(), sw.PARTIES: ids,
-                          sw.THRESHOLD: shamir_threshold(num_parties, threshold)})}))
+                          sw.THRESHOLD: shamir_threshold(num_parties, threshold), sw.MODE: mode})}))
     grid.run_until_quiet([start])
 
 
@@ -60,9 +66,17 @@ class SecureSumStrategy(VerticalStrategy):
     uses_secagg: bool = True
 
     @property
+    def secagg_mode(self) -> str:
+        """``semi-honest`` or ``malicious`` (``params.secagg_mode``)."""
+        return str(getattr(self.params, "secagg_mode", "semi-honest"))
+
+    @property
     def unmask_hops(self) -> int:  # type: ignore[override]
-        """Secure aggregation adds one round trip per round: the survivors reveal round keys."""
-        return 1 if self.uses_secagg else 0
+        """Secure aggregation adds one round trip per round (the survivors reveal round keys), the
+        malicious mode a second one before it (the survivors sign the survivor set)."""
+        if not self.uses_secagg:
+            return 0
+        return 2 if self.secagg_mode == "malicious" else 1
 
     def decode_sum(self, total: np.ndarray, num_parties: int) -> torch.Tensor:
         raise NotImplementedError
@@ -81,7 +95,8 @@ class SecureSumStrategy(VerticalStrategy):
 
     def setup(self, grid: Grid) -> None:
         if self.uses_secagg:
-            run_key_setup(grid, num_parties=self.cfg.num_parties, threshold=self.params.threshold)
+            run_key_setup(grid, num_parties=self.cfg.num_parties, threshold=self.params.threshold,
+                          mode=self.secagg_mode)
 
     def bits_per_element(self) -> int:
         return self.k

@@ -45,7 +45,7 @@ import dataclasses
 import hashlib
 import hmac
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from cryptography.exceptions import InvalidSignature
@@ -69,6 +69,7 @@ _VALUE = "sig"
 _SIG_DOMAIN = b"vfl/auth/sig/v1\x00"  # what an Ed25519 signature covers (broadcasts)
 _MAC_DOMAIN = b"vfl/auth/mac/v1\x00"  # what an HMAC covers (unicasts): never equal to the above
 _KDF_INFO = b"vfl/auth/mac/v1"
+_STATEMENT_DOMAIN = b"vfl/auth/statement/v1\x00"  # a node's signed protocol statement (never a 32-byte digest)
 _HEAD = struct.Struct(">QQ")  # seq, signer
 _PAIR = struct.Struct(">QQ")  # sender, receiver of a directional MAC key
 _TAG_BYTES = 64  # Ed25519 signature and HMAC-SHA512 tag alike
@@ -141,6 +142,10 @@ class HostAuth:
         self._pairs: dict[tuple[int, int], bytes] = {}  # (sender, receiver) -> K, derived lazily
         self._roster: dict[int, Peer] | None = None
 
+    @property
+    def has_roster(self) -> bool:
+        return self._roster is not None
+
     def public_keys(self) -> dict[int, tuple[bytes, bytes]]:
         """My nodes' public keys: node id -> (Ed25519, X25519)."""
         return {nid: (public_bytes(k.public_key()), public_bytes(self._dh[nid].public_key()))
@@ -187,6 +192,30 @@ class HostAuth:
         else:
             tag = _mac(pair, wire.data, seq, node_id)
         return dataclasses.replace(wire, data=wire.data + _PREFIX + _HEAD.pack(seq, node_id) + tag)
+
+    def identity(self, node_id: int) -> tuple[Callable[[bytes], bytes], Callable[[int, bytes, bytes], bool]]:
+        """(sign a statement as my node ``node_id``, verify node n's statement against the installed
+        roster): for protocol statements such as a SecAgg key, checked against keys the aggregating
+        server did not hand out."""
+        key = self._keys.get(node_id)
+        if key is None or self._roster is None:
+            raise ProtocolError(f"{self.host}: no identity for node {node_id} (not mine, or no roster)")
+        roster = self._roster
+
+        def sign(statement: bytes) -> bytes:
+            return key.sign(_STATEMENT_DOMAIN + statement)
+
+        def verify(nid: int, statement: bytes, signature: bytes) -> bool:
+            entry = roster.get(int(nid))
+            if entry is None or not isinstance(signature, bytes):
+                return False
+            try:
+                entry.sig.verify(signature, _STATEMENT_DOMAIN + statement)
+            except InvalidSignature:
+                return False
+            return True
+
+        return sign, verify
 
     def sign_for(self, wire: Wire) -> Wire:
         """A message the driver built for one of my nodes: authenticated by that node (its ``src``)."""

@@ -60,7 +60,15 @@ class NodeHost:
         if self.views is not None:
             for node in nodes.values():
                 node.view_sink = self.views.derive
+        self._bind_identities(nodes)
         return nodes
+
+    def _bind_identities(self, nodes: dict[int, Node]) -> None:
+        """With auth and a roster: each node may sign statements as itself and verify its peers'."""
+        auth = getattr(self, "auth", None)
+        if auth is not None and auth.has_roster:
+            for nid, node in nodes.items():
+                node.identity = auth.identity(nid)
 
     def ready(self) -> list[int]:
         if self.init_error is not None:
@@ -145,6 +153,7 @@ class NodeHost:
         if self.auth is None:
             raise ProtocolError("auth_roster before auth_begin")
         self.auth.install(roster)
+        self._bind_identities(self.nodes)
 
     def emit(self, wires: Sequence[Wire]) -> list[Wire]:
         """Sign messages the driver built for my nodes (the driver holds no key); unchanged without auth."""

@@ -71,6 +71,7 @@ class Node:
     spec: NodeSpec
     accepts_broadcast: bool = True
     view_sink: Callable[[int, str, str, Any], None] | None = None  # set by the host when views are recorded
+    identity: Any = None  # (sign, verify) of protocol statements; set by the host with auth (vfl.auth)
 
     def __init__(self, spec: NodeSpec) -> None:
         self.spec = spec

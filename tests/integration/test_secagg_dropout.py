@@ -99,12 +99,13 @@ def test_a_survivor_vanishing_before_its_keys_keeps_its_input_via_seed_shares(mo
     assert shares and all(w.round == "recovery:0:2" for w in shares)
 
 
-def test_a_survivor_vanishing_during_recovery_is_dropped_too(monkeypatch) -> None:
-    res, transport = _run("pbm", "party2@0:2,party1@recovery:0:2/query.secagg_unmask", monkeypatch, epochs=1)
-    assert [(r["party"], r["contributed"]) for r in res.summary["dropouts"]] == [
-        ("party2", ["party0", "party3"]), ("party1", ["party0", "party3"])]
-    _check_recovered_sum(transport, "train:0:2", [1, 4])
-    assert res.history[-1]["parties_active"] == 2
+def test_a_survivor_vanishing_during_recovery_fails_the_round(monkeypatch) -> None:
+    """party1 was listed as a survivor; honest parties never reveal its pair keys (that would open
+    its input, see test_secagg_malicious), and its pair masks with the dropped party2 cannot be
+    rebuilt from seed shares: the round fails, naming it, instead of opening an input."""
+    with pytest.raises(PartyFailure) as info:
+        _run("pbm", "party2@0:2,party1@recovery:0:2/query.secagg_unmask", monkeypatch, epochs=1)
+    assert info.value.round == "train:0:2" and "vanished before unmasking" in str(info.value)
 
 
 def test_without_secagg_skip_party_simply_goes_on(monkeypatch) -> None:

@@ -123,7 +123,7 @@ def test_signature_overhead_is_constant_and_the_reserved_name_is_refused():
 
 
 def _run(auth: bool, strategy: str = "npq"):
-    params = {"b": 8} if strategy == "pbm" else {}
+    params = {"b": 8, "secagg_mode": "semi-honest"} if strategy == "pbm" else {}  # same SecAgg messages either way
     cfg = load_run_config({"strategy": strategy, "num_parties": 3, "seed": 3, "auth": auth, "params": params,
                            "privacy": {"noise_rng": "seeded"},
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},

@@ -21,35 +21,56 @@ pair keys for it) or, when nobody else dropped, keeps its contribution: t holder
 shares of its seed and the server rebuilds its self key. Those are the only secrets that ever
 leave a party: one round's keys and, for a vanished survivor, shares of its seed.
 
-Threat model. The server is honest-but-curious: it follows the protocol and keeps everything it
-received to learn one party's input. Fewer than t parties collude with it; channels are
-authenticated (public keys reach the right parties). Then it learns only the sums:
+Threat model. Two modes (``secagg_mode``). ``semi-honest``: the server follows the protocol
+and keeps everything it received; fewer than t parties collude with it. It learns only the sums:
 (a) earlier rounds of a dropped party d stay masked: only round-r keys were revealed, and HKDF
 makes them useless for any other round; (b) d's late vector of round r is refused, and even kept
 it stays masked by PRG(self_d), whose key d never revealed and whose seed's shares honest
 parties refuse to reveal once they revealed pair keys for d; (c) a single survivor's vector
-keeps its pair masks with the other survivors (a sum of fewer than two is refused). The honest
-client (``SecAggClient``) enforces its rules with ``RevealRefused``: keys only for the round it
-masked last, never a peer's pair keys and seed shares both, nothing about its own seed, no masking
-after leaving the session. Not covered: an actively malicious server that tells different
-parties different survivor sets in one round (d told "you survived" reveals its self key while
-the others, told "d dropped", reveal pair keys for d) -- Bonawitz et al.'s consistency-check
-round with signatures closes that at O(M^2) bytes per round; nor what the sum itself reveals
-(the job of DP noise / PBM).
+keeps its pair masks with the other survivors. The honest client (``SecAggClient``,
+``vfl.secagg.rules``) refuses with ``RevealRefused``: keys for any round but the one it masked
+last, a peer's pair keys and seed shares both, anything about its own seed, masking after
+leaving the session, a survivor set smaller than max(t, 2), and pair keys for a peer listed as
+a survivor earlier in the same round (a survivor is never redeclared dropped). ``malicious``
+(Bonawitz et al.'s active variant, ``vfl.secagg.consistency``): the server may lie. Each party
+signs (session, id, SecAgg key) with its identity key and peers verify against the identity keys
+of the authentication roster (not the server's), so a swapped key raises ``KeySwapDetected``;
+each round the survivors sign the survivor set and reveal nothing before holding >= max(t, 2)
+signatures from distinct survivors on the set they signed (one set per round), so a party can
+never be told "you survived" while its peers are told it dropped (``InconsistentSurvivors``).
+Then an individual input never opens; with 2t <= M a server can still split the parties into two
+signed groups and learn two partial sums of >= t parties each (choose t > M/2 to exclude it).
+Not covered: what the sum itself reveals (the job of DP noise / PBM), a server colluding with t
+or more parties, and denial of service (a lying server can always abort rounds).
 """
 
 from vfl.secagg.client import Reveal, SecAggClient
+from vfl.secagg.consistency import (
+    MODES,
+    Identity,
+    InconsistentSurvivors,
+    KeySwapDetected,
+    MaliciousServer,
+    ed25519_identities,
+)
 from vfl.secagg.fixed_point import decode_fixed_sum, encode_fixed, fixed_point_bits
 from vfl.secagg.keys import PairKeys, derive_pair_keys, new_session_id, round_key
 from vfl.secagg.masking import apply_pairwise_masks, pair_sign, removal_terms
 from vfl.secagg.modular import MAX_BITS, smallest_modulus_bits
 from vfl.secagg.packing import pack_bits, packed_size, unpack_bits
 from vfl.secagg.prg import mask_stream, prg_nonce
-from vfl.secagg.server import SecAggServer, ShareRequest, UnmaskRequest
+from vfl.secagg.server import ConsistencyRequest, SecAggServer, ShareRequest, UnmaskRequest
 from vfl.secagg.shares import SeedShare, combine_secret, split_secret
 
 __all__ = [
     "MAX_BITS",
+    "MODES",
+    "ConsistencyRequest",
+    "Identity",
+    "InconsistentSurvivors",
+    "KeySwapDetected",
+    "MaliciousServer",
+    "ed25519_identities",
     "PairKeys",
     "Reveal",
     "SecAggClient",

@@ -13,12 +13,12 @@ about its own seed; no masking after it was declared dropped or its seed was reb
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ConfigError, ProtocolError, RevealRefused
+from vfl.errors import ProtocolError, RevealRefused
+from vfl.secagg.consistency import Identity, SurvivorCheck, check_mode, key_statement, verify_keys
 from vfl.secagg.keys import (
     PAIR_LABEL,
     SELF_LABEL,
@@ -32,39 +32,26 @@ from vfl.secagg.keys import (
     session_bytes,
 )
 from vfl.secagg.masking import apply_pairwise_masks
+from vfl.secagg.rules import Reveal, check_parties, check_view
 from vfl.secagg.shares import SeedShare, decrypt_share, encrypt_share, share_index, split_secret
 
-
-def check_parties(parties: Iterable[int], threshold: int) -> tuple[int, ...]:
-    """Sorted distinct party ids (at least 2) with 1 <= threshold <= M-1; ConfigError otherwise."""
-    ids = tuple(sorted({int(p) for p in parties}))
-    if len(ids) < 2:
-        raise ConfigError("parties", f"secure aggregation needs at least 2 parties, got {ids}")
-    if isinstance(threshold, bool) or not isinstance(threshold, int):
-        raise ConfigError("threshold", f"must be an integer, got {threshold!r}")
-    if not 1 <= threshold <= len(ids) - 1:
-        raise ConfigError(
-            "threshold", f"must be in [1, {len(ids) - 1}] for {len(ids)} parties, got {threshold}"
-        )
-    return ids
-
-
-@dataclass(frozen=True)
-class Reveal:
-    """A survivor's answer to an unmask request: round-bound keys only, never a long-lived secret."""
-
-    round_id: str
-    self_keys: dict[str, bytes]  # tensor name -> my self key of (round, name)
-    pair_keys: dict[int, dict[str, bytes]]  # dropped party -> tensor name -> our pair key of (round, name)
+__all__ = ["Reveal", "SecAggClient", "check_parties"]
 
 
 class SecAggClient:
-    """Party ``party_id`` among ``peers`` (all party ids; including itself or not)."""
+    """Party ``party_id`` among ``peers`` (all party ids; including itself or not). ``mode``
+    ``malicious`` needs ``identity`` (its identity key, its peers' from a roster the server did
+    not build): signed SecAgg keys and the per-round survivor consistency check."""
 
     def __init__(
-        self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str
+        self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
+        mode: str = "semi-honest", identity: Identity | None = None,
     ) -> None:
         self.party_id = int(party_id)
+        self.mode = check_mode(mode, key="mode")
+        if self.mode == "malicious" and identity is None:
+            raise ProtocolError(f"party {party_id}: secagg mode malicious needs an identity key (auth on)")
+        self.identity = identity
         self.parties = check_parties([*peers, self.party_id], threshold)
         self.threshold = threshold
         self.session = session_bytes(session)
@@ -81,6 +68,8 @@ class SecAggClient:
         self._round: str | None = None  # the round masked last
         self._names: list[str] = []
         self._view: tuple[frozenset[int], frozenset[int]] | None = None  # (survivors, dropped) of it
+        self.check = None if identity is None or self.mode != "malicious" else SurvivorCheck(
+            identity, me=self.party_id, threshold=threshold, session=self.session)
         self._pair_revealed: set[int] = set()
         self._shares_revealed: set[int] = set()
         self._retired = False
@@ -99,8 +88,24 @@ class SecAggClient:
         """My 32-byte X25519 public key for this session."""
         return public_key_bytes(self._key)
 
-    def receive_public_keys(self, keys: Mapping[int, bytes]) -> None:
-        """Agree a mask secret and a share key with every peer from their public keys."""
+    def key_signature(self) -> bytes:
+        """My identity signature on (session, my id, my public key) (malicious mode)."""
+        if self.identity is None:
+            raise ProtocolError(f"party {self.party_id} has no identity key to sign its SecAgg key with")
+        return self.identity.sign(key_statement(session=self.session, party=self.party_id, public_key=self.public_key()))
+
+    def sign_survivors(self, *, round_id: int | str, survivors: Iterable[int]) -> bytes:
+        """My signature on the round's survivor set (malicious mode; one set per round)."""
+        rnd = self._check_round(round_id, "a survivor signature")
+        if self.check is None:
+            raise ProtocolError(f"party {self.party_id}: survivor signatures belong to secagg mode malicious")
+        return self.check.sign(rnd, survivors)
+
+    def receive_public_keys(self, keys: Mapping[int, bytes], signatures: Mapping[int, bytes] | None = None) -> None:
+        """Agree a mask secret and a share key with every peer from their public keys (in malicious
+        mode each key must carry its party's identity signature: KeySwapDetected otherwise)."""
+        if self.check is not None and self.identity is not None:
+            verify_keys(self.identity, me=self.party_id, session=self.session, keys=keys, signatures=signatures or {})
         unknown = sorted(set(keys) - set(self.parties))
         if unknown:
             raise ProtocolError(f"public keys from unknown parties {unknown}")
@@ -208,40 +213,32 @@ class SecAggClient:
         return masked
 
     def unmask(
-        self, *, round_id: int | str, survivors: Iterable[int], dropped: Iterable[int]
+        self, *, round_id: int | str, survivors: Iterable[int], dropped: Iterable[int],
+        signatures: Mapping[int, bytes] | None = None,
     ) -> Reveal:
         """Answer the server's unmask request for the round masked last.
 
         I reveal my own self key of that round (I am a survivor) and, for every party in
-        ``dropped``, our pair key of that round; never keys of another round, and never pair keys
-        for a peer whose seed shares I revealed. A repeat request of the same round may only move
-        survivors to ``dropped``.
+        ``dropped``, our pair key of that round; never keys of another round, never pair keys for
+        a peer whose seed shares I revealed or that was listed a survivor this round, nothing for
+        fewer than max(t, 2) survivors. A repeat request must repeat the view. In malicious mode
+        ``signatures`` must hold >= max(t, 2) survivors' signatures on the set I signed.
         """
         rnd = self._check_round(round_id, "round keys")
         live, gone = frozenset(int(p) for p in survivors), frozenset(int(p) for p in dropped)
         if self.party_id in gone or self.party_id not in live:
             self._retired = True
             raise RevealRefused(f"party {self.party_id} is not a survivor of round {rnd}; it reveals nothing")
-        if live & gone:
-            raise ProtocolError(f"round {rnd}: parties {sorted(live & gone)} both survived and dropped")
-        if live | gone != self._active:
-            raise ProtocolError(
-                f"round {rnd}: survivors + dropped {sorted(live | gone)} != the parties I masked "
-                f"with {sorted(self._active)}"
-            )
-        if self._view is not None:
-            old_live, old_gone = self._view
-            if not (live <= old_live and gone >= old_gone):
-                raise RevealRefused(
-                    f"round {rnd}: the server changed its view from survivors {sorted(old_live)} "
-                    f"to {sorted(live)}; only moves of survivors to dropped are allowed"
-                )
         both = sorted(gone & self._shares_revealed)
         if both:
             raise RevealRefused(
                 f"party {self.party_id} revealed seed shares of parties {both}; it never also "
                 "reveals their pair keys"
             )
+        check_view(me=self.party_id, rnd=rnd, live=live, gone=gone, active=frozenset(self._active),
+                   threshold=self.threshold, previous=self._view)
+        if self.check is not None:
+            self.check.check(rnd, live, signatures or {})
         self._view = (live, gone)
         self._pair_revealed |= gone
         self._leaving |= gone

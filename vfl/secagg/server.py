@@ -4,8 +4,10 @@ One round at a time: ``open_round`` takes the masked vectors that arrived (their
 survivors S, the other active parties are declared dropped for the rest of the session) and
 returns the unmask request. ``add_unmask`` takes the survivors' reveals and returns the next
 request, if any: a survivor that did not answer stays in S and has its seed rebuilt from >= t
-shares when nobody else dropped (``ShareRequest``), otherwise it is moved to the dropped set
-(a repeat ``UnmaskRequest``). ``result`` returns sum_{s in S} x_s mod 2^k. A vector from a
+shares when nobody else dropped (``ShareRequest``); otherwise its pair masks with the dropped
+parties cannot be removed (the round aborts: a survivor is never redeclared dropped, honest clients refuse that).
+In mode ``malicious`` the round opens with a ``ConsistencyRequest``: the survivors sign the
+survivor set and the unmask request carries those signatures. ``result`` returns sum_{s in S} x_s mod 2^k. A vector from a
 party declared dropped is refused for the rest of the session, and each (round, name) is
 aggregated once; a sum over fewer than two parties is refused (it would be one party's input).
 """
@@ -19,10 +21,11 @@ import numpy as np
 import numpy.typing as npt
 
 from vfl.errors import ConfigError, PartyFailure, ProtocolError
-from vfl.secagg.client import Reveal, check_parties
+from vfl.secagg.consistency import check_mode, quorum
 from vfl.secagg.keys import SELF_LABEL, round_key, session_bytes
 from vfl.secagg.masking import removal_terms
 from vfl.secagg.modular import check_bits, low_bits_mask, to_residues
+from vfl.secagg.rules import Reveal, check_parties
 from vfl.secagg.shares import SeedShare, combine_secret, share_index
 
 
@@ -33,6 +36,16 @@ class UnmaskRequest:
     round_id: str
     survivors: tuple[int, ...]
     dropped: tuple[int, ...]
+    signatures: tuple[tuple[int, bytes], ...] = ()  # malicious mode: (survivor, its signature on survivors)
+
+
+@dataclass(frozen=True)
+class ConsistencyRequest:
+    """Malicious mode, sent to every survivor first: sign (round, ``survivors``)."""
+
+    round_id: str
+    survivors: tuple[int, ...]
+    dropped: tuple[int, ...] = ()  # declared dropped in this round (the request is then a recovery)
 
 
 @dataclass(frozen=True)
@@ -55,7 +68,8 @@ class _Round:
     self_keys: dict[int, bytes] = field(default_factory=dict)
     pair_keys: dict[tuple[int, int], bytes] = field(default_factory=dict)
     answered: set[int] = field(default_factory=set)
-    pending: UnmaskRequest | ShareRequest | None = None
+    pending: UnmaskRequest | ShareRequest | ConsistencyRequest | None = None
+    signatures: dict[int, bytes] = field(default_factory=dict)
 
 
 def _names(parties: Iterable[int]) -> str:
@@ -65,8 +79,10 @@ def _names(parties: Iterable[int]) -> str:
 class SecAggServer:
     """Aggregator for ``parties`` with Shamir threshold ``threshold`` over Z_{2^k}."""
 
-    def __init__(self, parties: Iterable[int], threshold: int, k: int, session: bytes | str) -> None:
+    def __init__(self, parties: Iterable[int], threshold: int, k: int, session: bytes | str, *,
+                 mode: str = "semi-honest") -> None:
         self.parties = check_parties(parties, threshold)
+        self.mode = check_mode(mode, key="mode")
         self.threshold = threshold
         self.k = check_bits(k)
         self.session = session_bytes(session)
@@ -99,7 +115,7 @@ class SecAggServer:
 
     def open_round(
         self, masked: Mapping[int, npt.ArrayLike], *, round_id: int | str, name: str
-    ) -> UnmaskRequest:
+    ) -> UnmaskRequest | ConsistencyRequest:
         """Take the vectors that arrived; the active parties without one are dropped from now on."""
         rnd = str(round_id)
         if self._open is not None:
@@ -114,6 +130,20 @@ class SecAggServer:
         r = _Round(rnd, name, shape, {p: v.reshape(-1) for p, v in vectors.items()}, survivors, dropped)
         self._open = r
         self._require_two(r)
+        if self.mode == "malicious":
+            r.pending = ConsistencyRequest(rnd, tuple(sorted(survivors)), tuple(sorted(dropped)))
+            return r.pending
+        return self._unmask_request(r)
+
+    def add_signatures(self, round_id: int | str, signatures: Mapping[int, bytes]) -> UnmaskRequest:
+        """Malicious mode: the survivors' signatures on the survivor set; the unmask request carries them."""
+        r = self._require_pending(round_id, ConsistencyRequest)
+        r.signatures = {int(p): bytes(s) for p, s in signatures.items() if int(p) in r.survivors}
+        if len(r.signatures) < quorum(self.threshold):
+            self._abort(r.round_id)
+            raise PartyFailure(_names(r.survivors - set(r.signatures)), r.round_id,
+                               f"only {len(r.signatures)} survivors signed the survivor set (need "
+                               f"{quorum(self.threshold)})")
         return self._unmask_request(r)
 
     def add_unmask(
@@ -143,15 +173,12 @@ class SecAggServer:
         if not r.dropped and len(r.survivors) - len(vanished) >= self.threshold:
             r.pending = ShareRequest(rnd, tuple(sorted(vanished)), tuple(sorted(r.survivors - vanished)))
             return r.pending
-        # They left before revealing: move them to the dropped set, ask the others again.
-        r.survivors -= vanished
-        r.dropped |= vanished
+        # Honest clients never reveal pair keys for a party listed as a survivor: the round is lost.
         self._dropped |= vanished
-        for party in vanished:
-            r.vectors.pop(party)
-            r.self_keys.pop(party, None)
-        self._require_two(r)
-        return self._unmask_request(r)
+        self._abort(rnd)
+        raise PartyFailure(_names(vanished), rnd, "vanished before unmasking; its self mask cannot be "
+                           f"rebuilt (dropped parties {sorted(r.dropped)} or fewer than {self.threshold} "
+                           "holders answered): the round is aborted")
 
     def add_shares(self, round_id: int | str, shares: Mapping[int, Mapping[int, bytes]]) -> None:
         """Rebuild the seeds of the vanished survivors from >= t shares (holder -> {owner -> share})."""
@@ -214,17 +241,18 @@ class SecAggServer:
     # ---- internals --------------------------------------------------------------------------
     def _unmask_request(self, r: _Round) -> UnmaskRequest:
         r.answered = set()
-        r.pending = UnmaskRequest(r.round_id, tuple(sorted(r.survivors)), tuple(sorted(r.dropped)))
+        r.pending = UnmaskRequest(r.round_id, tuple(sorted(r.survivors)), tuple(sorted(r.dropped)),
+                                  tuple(sorted(r.signatures.items())))
         return r.pending
 
     def _require_two(self, r: _Round) -> None:
-        if len(r.survivors) < 2:
+        if len(r.survivors) < quorum(self.threshold):
             self._abort(r.round_id)
             gone = r.dropped or set(self.parties)
             raise PartyFailure(
                 _names(gone), r.round_id,
-                f"only {sorted(r.survivors) or 'no party'} left; a sum of fewer than two parties "
-                "would reveal an input",
+                f"only {sorted(r.survivors) or 'no party'} left; honest parties reveal nothing for "
+                f"fewer than max(t, 2) = {quorum(self.threshold)} survivors",
             )
 
     def _abort(self, rnd: str) -> None:

@@ -1,0 +1,164 @@
+"""The actively lying server as an attacker, played against real ``SecAggClient`` objects (real
+X25519/AES-GCM keys, real Ed25519 identities). Used by the tests and ``secagg_attacks`` benchmark.
+
+Each attack runs one session of ``num`` parties and one round, keeps everything the parties
+reveal in a :class:`vfl.secagg.curious.ServerView` and reports ``(inputs_opened, detected)``:
+how many parties' exact inputs any candidate of ``unmask_attempts`` recovers, and whether an
+honest party raised a typed refusal (``RevealRefused``, ``MaliciousServer``) instead.
+
+- ``key_swap``: the roster hands every party the server's own X25519 keys in place of its peers';
+  it decrypts every seed share, rebuilds every seed and derives every pair key.
+- ``single_survivor``: each party is told it alone survived (all others dropped).
+- ``redeclared_dropout``: everyone reveals under "all survived"; then all but v are told v dropped.
+- ``late_survivor``: v is told everyone survived; the others are told v dropped (split views).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from vfl.errors import RevealRefused
+from vfl.secagg.client import SecAggClient
+from vfl.secagg.consistency import Identity, ed25519_identities
+from vfl.secagg.curious import ServerView, unmasked
+from vfl.secagg.keys import (
+    PAIR_LABEL,
+    derive_pair_keys,
+    generate_private_key,
+    load_public_key,
+    public_key_bytes,
+    round_key,
+)
+from vfl.secagg.rules import Reveal
+from vfl.secagg.shares import decrypt_share
+
+ATTACKS = ("key_swap", "single_survivor", "redeclared_dropout", "late_survivor")
+SESSION, ROUND, NAME = b"lying-server-session", "r0", "emb"
+Outcome = tuple[int, bool]  # (inputs opened, a party detected the lie)
+
+
+def _clients(num: int, threshold: int, mode: str) -> tuple[dict[int, SecAggClient], dict[int, Identity]]:
+    ids = ed25519_identities(range(num))
+    return {i: SecAggClient(i, range(num), threshold, SESSION, mode=mode, identity=ids[i]) for i in range(num)}, ids
+
+
+def _exchange(clients: Mapping[int, SecAggClient], rosters: Mapping[int, Mapping[int, bytes]],
+              sigs: Mapping[int, bytes]) -> dict[int, dict[int, bytes]]:
+    """Deliver each party its roster; return the share envelopes (sender -> recipient -> envelope)."""
+    for i, c in clients.items():
+        c.receive_public_keys(rosters[i], sigs)
+    return {i: c.make_shares() for i, c in clients.items()}
+
+
+def _honest_setup(clients: Mapping[int, SecAggClient]) -> None:
+    keys = {i: c.public_key() for i, c in clients.items()}
+    sigs = {i: c.key_signature() for i, c in clients.items()} if _malicious(clients) else {}
+    sent = _exchange(clients, dict.fromkeys(clients, keys), sigs)
+    for i, c in clients.items():
+        c.receive_shares({s: env[i] for s, env in sent.items() if s != i})
+
+
+def _malicious(clients: Mapping[int, SecAggClient]) -> bool:
+    return next(iter(clients.values())).mode == "malicious"
+
+
+def _view(clients: Mapping[int, SecAggClient], threshold: int, k: int) -> ServerView:
+    return ServerView(parties=tuple(sorted(clients)), threshold=threshold, k=k, session=SESSION, name=NAME)
+
+
+def _mask(clients: Mapping[int, SecAggClient], view: ServerView, k: int, seed: int) -> dict[int, npt.NDArray[np.int64]]:
+    xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
+    for i, c in clients.items():
+        view.vectors[(ROUND, i)] = c.mask(xs[i], round_id=ROUND, name=NAME, k=k)
+    view.active[ROUND] = tuple(sorted(clients))
+    return xs
+
+
+def _keep(view: ServerView, party: int, rv: Reveal) -> None:
+    view.self_keys[(ROUND, party)] = rv.self_keys[NAME]
+    for d, keys in rv.pair_keys.items():
+        view.pair_keys[(ROUND, party, d)] = keys[NAME]
+
+
+def _ask(clients: Mapping[int, SecAggClient], view: ServerView, views: Mapping[int, tuple[Iterable[int], Iterable[int]]],
+         detected: list[bool]) -> None:
+    """Send each party in ``views`` its (survivors, dropped); in malicious mode the consistency
+    round first, with every signature the server got on that party's set forwarded to it."""
+    told = {p: (frozenset(s), frozenset(d)) for p, (s, d) in views.items()}
+    sigs: dict[frozenset[int], dict[int, bytes]] = {}
+    if _malicious(clients):
+        for p, (live, _) in told.items():
+            try:
+                sigs.setdefault(live, {})[p] = clients[p].sign_survivors(round_id=ROUND, survivors=live)
+            except RevealRefused:
+                detected[0] = True
+    for p, (live, gone) in told.items():
+        try:
+            _keep(view, p, clients[p].unmask(round_id=ROUND, survivors=live, dropped=gone,
+                                             signatures=sigs.get(live, {})))
+        except RevealRefused:
+            detected[0] = True
+
+
+def _opened(view: ServerView, xs: Mapping[int, npt.NDArray[np.int64]]) -> int:
+    return sum(unmasked(view, p, ROUND, x) for p, x in xs.items())
+
+
+def key_swap(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0) -> Outcome:
+    clients, _ = _clients(num, threshold, mode)
+    view = _view(clients, threshold, k)
+    fake = {j: generate_private_key() for j in clients}  # the server's stand-in for party j
+    rosters = {i: {j: (c.public_key() if j == i else public_key_bytes(fake[j])) for j in clients}
+               for i, c in clients.items()}
+    real_sigs = {i: c.key_signature() for i, c in clients.items()} if mode == "malicious" else {}
+    try:
+        sent = _exchange(clients, rosters, real_sigs)  # the only signatures it has are on the real keys
+    except RevealRefused:
+        return 0, True
+    for i, c in clients.items():  # party i's pair secret with "j" is the server's: it derives it too
+        for j in c.peers:
+            pair = derive_pair_keys(own_key=fake[j], peer_public=load_public_key(c.public_key(), party=i),
+                                    own_id=j, peer_id=i, session=SESSION)
+            share = decrypt_share(sent[i][j], key=pair.share_key, sender=i, recipient=j, session=SESSION)
+            view.seed_shares.setdefault(i, {})[j] = share.to_bytes()
+            view.pair_keys[(ROUND, i, j)] = round_key(pair.mask_secret, label=PAIR_LABEL, session=SESSION,
+                                                      round_id=ROUND, name=NAME)
+    xs = _mask(clients, view, k, seed)
+    return _opened(view, xs), False
+
+
+def single_survivor(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0) -> Outcome:
+    clients, _ = _clients(num, threshold, mode)
+    _honest_setup(clients)
+    view, detected = _view(clients, threshold, k), [False]
+    xs = _mask(clients, view, k, seed)
+    _ask(clients, view, {p: ([p], [q for q in clients if q != p]) for p in clients}, detected)
+    return _opened(view, xs), detected[0]
+
+
+def redeclared_dropout(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0) -> Outcome:
+    clients, _ = _clients(num, threshold, mode)
+    _honest_setup(clients)
+    view, detected = _view(clients, threshold, k), [False]
+    xs = _mask(clients, view, k, seed)
+    _ask(clients, view, {p: (clients, []) for p in clients}, detected)
+    rest = [p for p in clients if p != victim]
+    _ask(clients, view, {p: (rest, [victim]) for p in rest}, detected)
+    return _opened(view, xs), detected[0]
+
+
+def late_survivor(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0) -> Outcome:
+    clients, _ = _clients(num, threshold, mode)
+    _honest_setup(clients)
+    view, detected = _view(clients, threshold, k), [False]
+    xs = _mask(clients, view, k, seed)
+    rest = [p for p in clients if p != victim]
+    _ask(clients, view, {victim: (clients, []), **{p: (rest, [victim]) for p in rest}}, detected)
+    return _opened(view, xs), detected[0]
+
+
+RUN: dict[str, Callable[..., Outcome]] = {"key_swap": key_swap, "single_survivor": single_survivor,
+                                          "redeclared_dropout": redeclared_dropout, "late_survivor": late_survivor}

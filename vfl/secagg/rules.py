@@ -1,0 +1,74 @@
+"""The honest client's rules on an unmask request, as pure checks (what Bonawitz et al. refuse).
+
+``check_view`` decides whether a survivor may answer the server's view (survivors S, dropped D)
+of the round it masked last. Besides well-formedness (S and D disjoint, S + D = the parties it
+masked with, itself in S) it refuses:
+
+- a survivor set smaller than max(t, 2): "you alone survived", told to every party, would make
+  each reveal its self key and every pair key: every input opens;
+- pair keys for a peer listed as a survivor earlier in the same round: a survivor moved to
+  "dropped" after its vector (and self key) arrived would open exactly. A survivor that vanishes
+  keeps its place in S; its self mask is rebuilt from seed shares instead (or the round aborts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from vfl.errors import ConfigError, ProtocolError, RevealRefused
+from vfl.secagg.consistency import quorum
+
+
+def check_parties(parties: Iterable[int], threshold: int) -> tuple[int, ...]:
+    """Sorted distinct party ids (at least 2) with 1 <= threshold <= M-1; ConfigError otherwise."""
+    ids = tuple(sorted({int(p) for p in parties}))
+    if len(ids) < 2:
+        raise ConfigError("parties", f"secure aggregation needs at least 2 parties, got {ids}")
+    if isinstance(threshold, bool) or not isinstance(threshold, int):
+        raise ConfigError("threshold", f"must be an integer, got {threshold!r}")
+    if not 1 <= threshold <= len(ids) - 1:
+        raise ConfigError(
+            "threshold", f"must be in [1, {len(ids) - 1}] for {len(ids)} parties, got {threshold}"
+        )
+    return ids
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """A survivor's answer to an unmask request: round-bound keys only, never a long-lived secret."""
+
+    round_id: str
+    self_keys: dict[str, bytes]  # tensor name -> my self key of (round, name)
+    pair_keys: dict[int, dict[str, bytes]]  # dropped party -> tensor name -> our pair key of (round, name)
+
+
+View = tuple[frozenset[int], frozenset[int]]  # (survivors, dropped)
+
+
+def check_view(*, me: int, rnd: str, live: frozenset[int], gone: frozenset[int], active: frozenset[int],
+               threshold: int, previous: View | None) -> None:
+    """Raise unless survivor ``me`` may reveal for the view (live, gone); ``previous`` = the view of
+    an earlier request of this round (None on the first): a repeat must repeat it."""
+    listed = previous[0] if previous is not None else frozenset()
+    if live & gone:
+        raise ProtocolError(f"round {rnd}: parties {sorted(live & gone)} both survived and dropped")
+    if live | gone != active:
+        raise ProtocolError(
+            f"round {rnd}: survivors + dropped {sorted(live | gone)} != the parties I masked "
+            f"with {sorted(active)}"
+        )
+    if len(live) < quorum(threshold):
+        raise RevealRefused(
+            f"round {rnd}: party {me} refuses survivor set {sorted(live)}: fewer than "
+            f"max(t, 2) = {quorum(threshold)} survivors would expose its input"
+        )
+    redeclared = sorted(gone & listed)
+    if redeclared:
+        raise RevealRefused(
+            f"round {rnd}: parties {redeclared} were listed as survivors earlier in this round; "
+            f"party {me} never reveals their pair keys (their self masks come from seed shares)"
+        )
+    if previous is not None and previous != (live, gone):
+        raise RevealRefused(f"round {rnd}: the server changed its view from survivors {sorted(listed)} "
+                            f"to {sorted(live)}; a repeat request must repeat it")
