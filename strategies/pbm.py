@@ -15,13 +15,13 @@ import numpy as np
 import torch
 
 from parties.mods import pack_counts_mod, pbm_mod, secagg_mod
-from strategies.secure import SecureSumStrategy, check_secagg_config
+from strategies.secure import SecureSumStrategy, check_secagg_config, shamir_threshold
 from vfl.config import param
 from vfl.errors import ConfigError
 from vfl.mods import Mod
 from vfl.privacy.events import PBMEvent
 from vfl.privacy.mechanisms import pbm_decode
-from vfl.privacy.scope import bottom_dp_events
+from vfl.privacy.scope import bottom_dp_events, bottom_dp_run_events, honest_binomials
 from vfl.rng import NoiseSource
 from vfl.schema import RunConfig
 from vfl.secagg import MODES, smallest_modulus_bits
@@ -60,9 +60,18 @@ class PBM(SecureSumStrategy):
 
         p: PBMParams = cfg.params
         beta, _ = calibrate_pbm_beta(target_epsilon=float(cfg.privacy.target_epsilon or 0), delta=cfg.privacy.delta,
-                                     b=p.b, num_parties=cfg.num_parties if p.secagg else 1,
-                                     dim=cfg.model.embed_dim, epochs=cfg.train.epochs)
+                                     b=p.b, num_parties=cls.honest_parties(cfg, cfg.num_parties),
+                                     dim=cfg.model.embed_dim, epochs=cfg.train.epochs,
+                                     extra=bottom_dp_run_events(cfg.privacy.bottom_dp, epochs=cfg.train.epochs))
         return dataclasses.replace(cfg, params=dataclasses.replace(p, beta=beta))
+
+    @staticmethod
+    def honest_parties(cfg: RunConfig, summed: int) -> int:
+        """Binomials the server cannot subtract from a sum of ``summed`` parties' counts
+        (``privacy.colluders`` hand theirs over; without SecAgg each party's counts are seen alone)."""
+        p: PBMParams = cfg.params
+        threshold = shamir_threshold(cfg.num_parties, p.threshold) if p.secagg else None
+        return honest_binomials(summed=summed, colluders=cfg.privacy.colluders, threshold=threshold)
 
     @property
     def k(self) -> int:
@@ -100,6 +109,7 @@ class PBM(SecureSumStrategy):
         sees the sum, so the other M-1 parties' binomials are noise too (no amplification in VFL)."""
         p: PBMParams = self.params
         # the fewest parties summed in a round of this epoch (fewer after a dropout: epsilon grows)
-        m = self.dropouts.parties_summed(epoch, self.cfg.num_parties) if p.secagg else 1
+        summed = self.dropouts.parties_summed(epoch, self.cfg.num_parties) if p.secagg else 1
+        m = self.honest_parties(self.cfg, summed)  # less the colluders' binomials (privacy.colluders)
         return [PBMEvent(b=p.b, beta=p.beta, num_parties=m, dim=self.cfg.model.embed_dim, count=1),
                 *bottom_dp_events(self.cfg.privacy.bottom_dp)]

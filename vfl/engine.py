@@ -293,7 +293,8 @@ class Engine:
                             "epsilon_scope": self.accountant.scope()})
         from vfl.privacy.noise_report import noise_fields
 
-        summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None))
+        summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None,
+                                    caveats=self.strategy.epsilon_caveats(), colluders=cfg.privacy.colluders))
         summary.update(self.recovery.summary())
         if self.stopped is not None:
             summary["stopped"] = self.stopped

@@ -113,6 +113,9 @@ class PrivacyConfig:
                                              "bottom by DP-SGD and report an end-to-end epsilon (null = off)")
     target_epsilon: float | None = param(None, gt=0, help="calibrate params.beta (pbm) or params.sigma (ldp) "
                                          "at run start so the accountant's epsilon after train.epochs is this")
+    colluders: int = param(0, ge=0, help="parties assumed to collude with the server (their inputs and noise "
+                           "known to it): the epsilon counts the noise of the M - c honest parties only; "
+                           "allowed 0..M-2")
     record_views: bool = param(False, help="keep, per node, the arrays of the messages it received "
                                "(views/<node>.npz in the run directory; for attacks and audits)")
     record_max_mb: float = param(64.0, gt=0, help="upper bound on the recorded views per host (MiB)")
@@ -189,12 +192,20 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
     if cfg.privacy.bottom_dp is not None and strategy_cls.bottom_dp_refusal:
         raise ConfigError("privacy.bottom_dp", f"not available with strategy {cfg.strategy!r}: "
                           f"{strategy_cls.bottom_dp_refusal}")
+    _check_colluders(cfg)
     _check_local_steps(cfg, strategy_cls)
     _check_attack(cfg)
     check_placement(cfg)
     if cfg.privacy.target_epsilon is not None:  # sets params.beta / params.sigma (recorded in the resolved config)
         cfg = strategy_cls.calibrate_to_target(cfg)
     return cfg
+
+
+def _check_colluders(cfg: RunConfig) -> None:
+    c, m = cfg.privacy.colluders, cfg.num_parties
+    if c > max(0, m - 2):
+        raise ConfigError("privacy.colluders", f"got {c}; allowed: an int in [0, {max(0, m - 2)}] "
+                          f"(0..M-2 with M = {m} parties: at least two honest parties)")
 
 
 def _check_local_steps(cfg: RunConfig, strategy_cls: Any) -> None:

@@ -1,0 +1,37 @@
+"""What summary.json says beside ε (inprocess runs): whether it holds in floating point
+(``epsilon_is_guarantee``, ``epsilon_not_exact``) and against whom (``epsilon_assumption``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import strategies  # noqa: F401
+from simulations.runner import execute, resolve_config
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
+TINY = ["transport.kind=inprocess", "train.epochs=1", "data.train_subsample=300", "data.test_subsample=100"]
+
+
+def _summary(tmp_path, name: str, *overrides: str) -> dict:
+    cfg = resolve_config("digits-5p", [*TINY, *overrides])
+    execute(cfg, out_dir=tmp_path / name, progress=False)
+    return json.loads((tmp_path / name / "summary.json").read_text())
+
+
+def test_discrete_ldp_is_a_guarantee_and_float_ldp_is_not(tmp_path):
+    exact = _summary(tmp_path, "discrete", "strategy=ldp", "params={}")
+    assert exact["epsilon_is_guarantee"] is True and "epsilon_not_exact" not in exact
+    assert exact["epsilon_assumption"] == "server alone (no party colludes)"
+    old = _summary(tmp_path, "float", "strategy=ldp", "params={noise: float}")
+    assert old["epsilon_is_guarantee"] is False and "Mironov" in old["epsilon_not_exact"][0]
+    assert old["epsilon"] == exact["epsilon"]  # same accounting: only the float claim is withdrawn
+
+
+def test_bottom_dp_float_noise_and_colluders_are_stated(tmp_path):
+    s = _summary(tmp_path, "pbm", "strategy=pbm", "params={b: 16, beta: 0.25}", "privacy.colluders=2",
+                 "privacy.bottom_dp={noise_multiplier: 1.0, max_grad_norm: 1.0}")
+    assert s["epsilon_is_guarantee"] is False and any("bottom_dp" in c for c in s["epsilon_not_exact"])
+    assert s["epsilon_assumption"] == "server + up to 2 colluding parties"
