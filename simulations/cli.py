@@ -123,10 +123,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import vfl.api
+    from simulations.epoch_log import EpochLog, wants_epoch_lines
     from simulations.runner import default_out_dir
     from vfl.privacy.noise_report import seeded_noise_warning
 
     progress = False if args.no_progress else None
+    lines = wants_epoch_lines(no_progress=args.no_progress)  # off a terminal: one line per epoch
     if args.resume:
         if args.config:
             raise ConfigError("--resume", "give either CONFIG or --resume DIR, not both")
@@ -134,7 +136,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError("--out", "not with --resume (the run stays in its directory)")
         args.run_dir = args.resume  # named by the failure handlers
         result = vfl.api.resume_run(args.resume, progress=progress, overrides=args.overrides,
-                                    transport=args.transport, address=args.address)
+                                    transport=args.transport, address=args.address,
+                                    on_epoch_end=EpochLog() if lines else None)
         out = Path(args.resume)
     else:
         if not args.config:
@@ -146,7 +149,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else default_out_dir(cfg)
         args.run_dir = str(out)
         result = vfl.api.run(cfg, out_dir=out, transport=None, progress=progress,
-                             note=f"created by: vfl {shlex.join(args.argv)}")
+                             note=f"created by: vfl {shlex.join(args.argv)}",
+                             on_epoch_end=EpochLog() if lines else None)
     s = result.summary
     warning = seeded_noise_warning(s)
     if warning:

@@ -22,7 +22,9 @@ import strategies  # noqa: F401  (registers the built-in strategies)
 from parties.custom_models import check_models
 from simulations import signals
 from simulations.datasource import ConfigDataSource, make_data_source  # noqa: F401  (tests patch runner.ConfigDataSource)
+from simulations.params_carry import carry_params
 from simulations.plots import plot_run
+from simulations.run_facts import finish_summary
 from simulations.tracked import track_epochs
 from vfl.config import apply_overrides, load_yaml
 from vfl.data import DataSource
@@ -89,7 +91,7 @@ def resolve_config(source: str | Path | Mapping[str, Any] | None, overrides: Seq
         extra.append(f"transport.address={address}")
         if not transport:
             extra.append("transport.kind=ray")
-    merged = apply_overrides(data, extra)
+    merged = carry_params(data, apply_overrides(data, extra), extra)  # a new strategy keeps only its options
     d = merged.get("data")
     if isinstance(d, dict) and isinstance(d.get("data_dir"), str) and d["data_dir"]:
         d["data_dir"] = os.path.abspath(os.path.expanduser(d["data_dir"]))
@@ -127,6 +129,7 @@ def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False,
             transport: Transport | None = None, note: str = "created") -> EngineResult:
     """Run ``cfg``; writes config, metrics, checkpoints, summary and plots when ``out_dir`` is set
     (a new or empty directory; ``resume=True`` continues the run there, see ``resume_run``)."""
+    started = time.perf_counter()
     if resume:
         if out_dir is None:
             raise ConfigError("--resume", "needs a run directory")
@@ -135,12 +138,12 @@ def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False,
     _preflight(cfg, data, transport)
     if out_dir is None:
         return _drive(cfg, data, None, resume=False, progress=progress, on_epoch_end=on_epoch_end,
-                      on_step=on_step, transport=transport)
+                      on_step=on_step, transport=transport, started=started)
     run_dir = RunDir.create(out_dir)
     try:
         run_dir.write_config(cfg.to_dict(), note=note)
         return _drive(cfg, data, run_dir, resume=False, progress=progress, on_epoch_end=on_epoch_end,
-                      on_step=on_step, transport=transport)
+                      on_step=on_step, transport=transport, started=started)
     except BaseException:
         run_dir.discard()  # failed before its first epoch was committed: leave no half-made run behind
         raise
@@ -154,6 +157,7 @@ def resume_run(out_dir: str | Path, *, progress: bool | None = None, overrides: 
     """Continue a stopped run from its newest intact checkpoint. Only keys that do not change what
     was computed may be overridden (``vfl.resume``); the resolved config is rewritten, with the
     overrides added to its history, once the resumed run has started."""
+    started = time.perf_counter()
     run_dir = RunDir.open(out_dir)
     try:
         stored = run_dir.read_config()
@@ -163,13 +167,13 @@ def resume_run(out_dir: str | Path, *, progress: bool | None = None, overrides: 
         flat = cfg.to_dict()
         note = "resumed" + (" with " + ", ".join(f"{k}={_get(flat, k)!r}" for k in changed) if changed else "")
 
-        def started(engine: Engine) -> None:
+        def started_engine(engine: Engine) -> None:
             run_dir.write_config(cfg.to_dict(), note=note)
 
         data = make_data_source(cfg)
         _preflight(cfg, data, None)
         return _drive(cfg, data, run_dir, resume=True, progress=progress, on_epoch_end=on_epoch_end,
-                      on_step=on_step, on_started=started)
+                      on_step=on_step, on_started=started_engine, started=started)
     finally:
         run_dir.close()
 
@@ -182,10 +186,14 @@ def _get(data: Mapping[str, Any], dotted: str) -> Any:
 
 def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: bool,
            progress: bool | None, on_epoch_end: EpochCallback | None, on_step: StepCallback | None,
-           on_started: StartCallback | None = None, transport: Transport | None = None) -> EngineResult:
+           on_started: StartCallback | None = None, transport: Transport | None = None,
+           started: float | None = None) -> EngineResult:
+    started = time.perf_counter() if started is None else started
     own = transport is None
     if transport is None:
-        temp = str(run_dir.path / "ray-tmp") if run_dir is not None else None
+        # Ray's session files (logs, sockets) stay out of the run directory: a vflray-* folder under the
+        # system temp dir, removed at shutdown; VFL_RAY_TEMP_DIR=DIR keeps them in DIR instead
+        temp = os.environ.get("VFL_RAY_TEMP_DIR") or None
         transport = make_transport(cfg.transport.kind, address=cfg.transport.address, temp_dir=temp,
                                    connect_timeout_s=cfg.transport.connect_timeout_s,
                                    schedule_timeout_s=cfg.transport.schedule_timeout_s,
@@ -203,6 +211,7 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
         if own:
             transport.shutdown()
     result.summary["versions"] = versions()
+    finish_summary(result.summary, cfg=cfg, started=started)  # wall_s of the whole run, seed, calibration
     if "defenses" in result.summary:  # feature and label privacy side by side (vfl/defenses.py)
         result.summary["epsilon_by_scope"] = {"feature": result.summary.get("epsilon"),
                                               "label": result.summary.get("epsilon_label")}

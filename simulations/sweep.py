@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from simulations.epoch_log import EpochLog, wants_epoch_lines
 from simulations.sweep_ray import check_parallel, run_grid_on_ray
 from vfl.errors import ConfigError
 from vfl.rundir import safe_name
@@ -118,6 +119,24 @@ def print_table(rows: list[dict[str, Any]], keys: Sequence[str], metrics: Sequen
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
 
 
+def _run_one_by_one(args: argparse.Namespace, runs: Sequence[tuple[dict[str, str], int, list[str]]],
+                    dirs: Sequence[Path], notes: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """The grid's runs in order, each announced as ``run k/N`` (and, off a terminal, its epochs)."""
+    import vfl.api
+
+    lines = wants_epoch_lines(no_progress=False)
+    summaries = []
+    for k, ((point, seed, overrides), d, note) in enumerate(zip(runs, dirs, notes, strict=True), start=1):
+        setting = " ".join([*(f"{key}={v}" for key, v in point.items()), f"seed={seed}"])
+        print(f"run {k}/{len(runs)}: {setting} -> {d}", flush=True)
+        summary = vfl.api.run(args.config, out_dir=d, overrides=overrides, transport=args.transport,
+                              progress=False, note=note, on_epoch_end=EpochLog(prefix="  ") if lines else None).summary
+        shown = " ".join(f"{m} {summary[m]:.4g}" for m in metrics if isinstance(summary.get(m), (int, float)))
+        print(f"run {k}/{len(runs)} done: {shown}", flush=True)
+        summaries.append(summary)
+    return summaries
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     import vfl.api
 
@@ -141,12 +160,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     dirs = [out / f"{i:03d}-{name}" for i, name in enumerate(names)]
     notes = [f"created by: vfl sweep ({name})" for name in names]
     if args.parallel > 1:
+        print(f"sweep: {len(runs)} runs as Ray tasks, up to {args.parallel} at once, into {out}", flush=True)
         summaries = run_grid_on_ray([(c.to_dict(), d, n) for c, d, n in zip(resolved, dirs, notes, strict=True)],
                                     parallel=args.parallel, cpus_per_task=args.cpus_per_task,
                                     gpus_per_task=args.gpus_per_task, address=args.address)
     else:
-        summaries = [vfl.api.run(args.config, out_dir=d, overrides=o, transport=args.transport, progress=False,
-                                 note=n).summary for (_, _, o), d, n in zip(runs, dirs, notes, strict=True)]
+        summaries = _run_one_by_one(args, runs, dirs, notes, metrics)
     results = [{"setting": point, "seed": seed, "run_dir": str(d), "summary": summary}
                for (point, seed, _), d, summary in zip(runs, dirs, summaries, strict=True)]
     rows = table_rows(results, keys, metrics)

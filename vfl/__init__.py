@@ -21,6 +21,11 @@ _API = ("run", "resume_run", "resolve", "validate", "account", "RunResult")
 __all__ = ["__version__", *_API]
 
 
+def __dir__() -> list[str]:
+    """The lazily imported API shows in ``dir(vfl)`` and tab completion like any attribute."""
+    return sorted({*globals(), *_API})
+
+
 def __getattr__(name: str) -> Any:
     if name in _API:
         from vfl import api

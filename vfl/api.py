@@ -4,13 +4,19 @@ The ``vfl`` command calls these same functions. ``vfl`` does not import the runn
 or datasets: they register through the ``vfl.plugins`` entry points (``vfl/plugins.py``).
 
     import vfl
-    result = vfl.run("demo", overrides=["train.epochs=2"])   # in-process, nothing written
+    result = vfl.run("demo", overrides={"train.epochs": 2})   # in-process, nothing written
     result.summary["final_test_acc"], result.history[-1]["train_loss"]
+
+Overrides are ``key=value`` strings (as ``--set``) or a mapping of dotted keys to values
+(``{"train.lr": 0.1, "params": {}}``). ``on_epoch_end(epoch, row, engine)`` and
+``on_step(epoch, steps_done, engine)`` are called in the driver after every committed epoch and
+every training step: the escape hatch for custom logging, early stopping (raise) or plots.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,18 @@ from vfl.schema import RunConfig
 __all__ = ["RunResult", "account", "resolve", "resume_run", "run", "validate"]
 
 ConfigSource = str | Path | Mapping[str, Any] | RunConfig
+Overrides = Sequence[str] | Mapping[str, Any]
+EpochHook = Callable[[int, dict[str, Any], Any], None]  # (epoch, metrics row, engine)
+StepHook = Callable[[int, int, Any], None]  # (epoch, steps done in this epoch, engine)
+
+
+def override_list(overrides: Overrides) -> list[str]:
+    """``key=value`` strings from ``--set``-style strings or a mapping of dotted keys to values."""
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping):
+        return [f"{k}={json.dumps(v, default=str)}" for k, v in overrides.items()]
+    return list(overrides)
 
 
 @dataclass(frozen=True)
@@ -40,12 +58,13 @@ class RunResult:
         return self.summary.get("stopped")
 
 
-def resolve(config: ConfigSource, *, overrides: Sequence[str] = (), transport: str | None = None,
+def resolve(config: ConfigSource, *, overrides: Overrides = (), transport: str | None = None,
             address: str | None = None) -> RunConfig:
     """A validated ``RunConfig`` from a YAML path, a bundled config name (``"demo"``), a mapping or
-    a config, plus ``key=value`` overrides; raises ``ConfigError`` naming the key."""
+    a config, plus overrides (``key=value`` strings or a dict); raises ``ConfigError`` naming the key."""
     source = config.to_dict() if isinstance(config, RunConfig) else config
-    return backend().resolve_config(source, overrides, transport=transport, address=address)  # type: ignore[no-any-return]
+    return backend().resolve_config(source, override_list(overrides), transport=transport,  # type: ignore[no-any-return]
+                                    address=address)
 
 
 def validate(config: ConfigSource, **kwargs: Any) -> RunConfig:
@@ -56,24 +75,29 @@ def validate(config: ConfigSource, **kwargs: Any) -> RunConfig:
 
 
 def run(config: ConfigSource, *, out_dir: str | Path | None = None, transport: str | None = "inprocess",
-        overrides: Sequence[str] = (), address: str | None = None, progress: bool | None = False,
-        note: str = "created by: vfl.run") -> RunResult:
+        overrides: Overrides = (), address: str | None = None, progress: bool | None = False,
+        note: str = "created by: vfl.run", on_epoch_end: EpochHook | None = None,
+        on_step: StepHook | None = None) -> RunResult:
     """Run an experiment. ``out_dir=None`` writes nothing (the result is only returned); a directory
     gets config, metrics.jsonl, checkpoints, summary.json and plots, as with ``vfl run --out``.
-    ``transport`` overrides ``transport.kind`` (``None``: as the config says)."""
+    ``transport`` overrides ``transport.kind`` (``None``: as the config says); ``on_epoch_end`` /
+    ``on_step`` are called after every committed epoch / training step (see the module docstring)."""
     if isinstance(config, RunConfig) and not overrides and transport is None and address is None:
         cfg = config
     else:
         cfg = resolve(config, overrides=overrides, transport=transport, address=address)
-    result = backend().execute(cfg, out_dir=out_dir, progress=progress, note=note)
+    result = backend().execute(cfg, out_dir=out_dir, progress=progress, note=note, on_epoch_end=on_epoch_end,
+                               on_step=on_step)
     return RunResult(result.summary, result.history, cfg, Path(out_dir) if out_dir is not None else None)
 
 
-def resume_run(run_dir: str | Path, *, overrides: Sequence[str] = (), transport: str | None = None,
-           address: str | None = None, progress: bool | None = False) -> RunResult:
+def resume_run(run_dir: str | Path, *, overrides: Overrides = (), transport: str | None = None,
+               address: str | None = None, progress: bool | None = False, on_epoch_end: EpochHook | None = None,
+               on_step: StepHook | None = None) -> RunResult:
     """Continue the run in ``run_dir`` from its newest intact checkpoint (``vfl run --resume``)."""
     b = backend()
-    result = b.resume_run(run_dir, progress=progress, overrides=overrides, transport=transport, address=address)
+    result = b.resume_run(run_dir, progress=progress, overrides=override_list(overrides), transport=transport,
+                          address=address, on_epoch_end=on_epoch_end, on_step=on_step)
     cfg = b.resolve_config(_stored_config(run_dir))
     return RunResult(result.summary, result.history, cfg, Path(run_dir))
 

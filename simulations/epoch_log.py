@@ -1,0 +1,72 @@
+"""One plain line per epoch for logs (nohup, SLURM, CI): what the progress bar shows on a terminal.
+
+    epoch 4/20 loss 0.4123 acc 0.9031 ε 1.25 MB 0.412 3.1s
+
+``epoch k/N`` counts from 1 (metrics.jsonl's ``epoch`` is k-1); ``acc`` is the test accuracy of
+that epoch (``-`` when it was not evaluated, see ``train.eval_every``); ``ε`` the accountant's
+epsilon so far (absent without a privacy mechanism); ``MB`` the epoch's training bytes up + down
+(10^6 bytes); the last figure the epoch's seconds. Every line is flushed, so ``tail -f`` sees it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def wants_epoch_lines(*, no_progress: bool, stream: Any = None) -> bool:
+    """Lines instead of bars: when stdout is not a terminal (a log file, a pipe) or bars are off."""
+    return no_progress or not _isatty(sys.stdout if stream is None else stream)
+
+
+def _epsilon_mark(stream: Any) -> str:
+    """``ε`` where the stream can encode it, else ``eps`` (a latin-1 or ASCII log must not fail)."""
+    encoding = getattr(stream, "encoding", None)
+    if encoding is None:  # a text buffer (StringIO): no bytes involved
+        return "ε"
+    try:
+        "ε".encode(encoding)
+        return "ε"
+    except (LookupError, UnicodeEncodeError):
+        return "eps"
+
+
+def _num(value: Any, spec: str) -> str:
+    return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else format(value, spec)
+
+
+def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε") -> str:
+    """The log line of one metrics row (see the module docstring for the fields)."""
+    parts = [f"epoch {int(record['epoch']) + 1}/{total}", f"loss {_num(record.get('train_loss'), '.4f')}",
+             f"acc {_num(record.get('test_acc'), '.4f')}"]
+    if record.get("epsilon") is not None:
+        parts.append(f"{eps_mark} {_num(record['epsilon'], '.4g')}")
+    mb = (record.get("bytes_up") or 0) + (record.get("bytes_down") or 0)
+    parts.append(f"MB {mb / 1e6:.3f}")
+    if isinstance(record.get("epoch_s"), (int, float)):
+        parts.append(f"{record['epoch_s']:.1f}s")
+    return " ".join(parts)
+
+
+@dataclass
+class EpochLog:
+    """An ``on_epoch_end`` callback that prints ``epoch_line`` (with ``prefix``) to ``stream``;
+    ``total`` defaults to the engine's ``train.epochs``."""
+
+    total: int | None = None
+    prefix: str = ""
+    stream: TextIO | None = None
+
+    def __call__(self, epoch: int, record: dict[str, Any], engine: Any = None) -> None:
+        out = self.stream if self.stream is not None else sys.stdout
+        total = self.total if self.total is not None else engine.cfg.train.epochs
+        line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out))
+        print(line, file=out, flush=True)

@@ -1,0 +1,39 @@
+"""The per-epoch log line: its fields, when it is printed, and a log stream that cannot encode ε."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+from simulations.epoch_log import EpochLog, epoch_line, wants_epoch_lines
+
+ROW = {"epoch": 3, "train_loss": 0.41234, "test_acc": 0.90312, "epsilon": 1.2549, "bytes_up": 300_000,
+       "bytes_down": 112_000, "epoch_s": 3.14}
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_line_fields() -> None:
+    assert epoch_line(ROW, total=20) == "epoch 4/20 loss 0.4123 acc 0.9031 ε 1.255 MB 0.412 3.1s"
+    no_eval = {**ROW, "test_acc": None, "epsilon": None}
+    assert epoch_line(no_eval, total=20) == "epoch 4/20 loss 0.4123 acc - MB 0.412 3.1s"
+
+
+def test_lines_off_a_terminal_only_unless_bars_are_off() -> None:
+    assert wants_epoch_lines(no_progress=False, stream=io.StringIO())  # a log file / pipe
+    assert not wants_epoch_lines(no_progress=False, stream=_Tty())  # the bar shows instead
+    assert wants_epoch_lines(no_progress=True, stream=_Tty())
+
+
+def test_epoch_log_prints_with_the_engines_epoch_count_and_an_ascii_fallback() -> None:
+    engine = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(epochs=7)))
+    out = io.StringIO()
+    EpochLog(prefix="  ", stream=out)(3, ROW, engine)
+    assert out.getvalue() == "  epoch 4/7 loss 0.4123 acc 0.9031 ε 1.255 MB 0.412 3.1s\n"
+    ascii_log = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    EpochLog(total=20, stream=ascii_log)(3, ROW, engine)  # must not raise UnicodeEncodeError
+    ascii_log.seek(0)
+    assert ascii_log.read().startswith("epoch 4/20 loss 0.4123 acc 0.9031 eps 1.255")
