@@ -23,6 +23,7 @@ from vfl import __version__
 from vfl.errors import (
     ConfigError,
     DataError,
+    NonFiniteError,
     PartyFailure,
     PrivacyBudgetExceeded,
     RunDirError,
@@ -35,6 +36,7 @@ from vfl.trust import trusting
 log = get_logger(__name__)
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
+EXIT_NONFINITE = 3  # training went NaN/inf: stopped, the last good checkpoint kept (docs/usage.md)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -213,10 +215,9 @@ def _cmd_datasets() -> int:
 def _cmd_config_help(args: argparse.Namespace) -> int:
     import strategies  # noqa: F401
     from vfl.config import help_table
+    from vfl.defenses import help_rows
     from vfl.schema import RunConfig
     from vfl.strategy import STRATEGIES
-
-    from vfl.defenses import help_rows
 
     rows = [r for r in help_table(RunConfig) if r[0] != "params"] + help_rows()
     if args.strategy:
@@ -287,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = f"; {run} keeps every epoch up to here" if run else ""
             print(f"vfl: run stopped: {exc}{where}; the budget is spent, so this run cannot go on", file=sys.stderr)
             return EXIT_FAILED
+        except NonFiniteError as exc:
+            print(f"vfl: run failed: {exc}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
+            return EXIT_NONFINITE
         except (PartyFailure, RunDirError) as exc:
             print(f"vfl: run failed: {exc}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
             return EXIT_FAILED

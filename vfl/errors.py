@@ -73,3 +73,9 @@ class AuthenticationError(ProtocolError):
 
     def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:  # survives Ray's pickling
         return (type(self), (self.node, self.round, self.reason, self.receiver))
+
+
+class NonFiniteError(VFLError):
+    """Training produced NaN or inf; names the epoch, the step and the first non-finite quantity
+    (a party's embedding, the fused input, the head's weights, its logits, the loss). The run stops
+    with the last checkpoint kept (``vfl run`` exits 3)."""
