@@ -17,6 +17,8 @@ from flwr.common import ArrayRecord, Message
 from torch import nn
 
 from parties import vertical_wire as vw
+from parties.data_guard import STATE_KEY as DATA_KEY
+from parties.data_guard import DataGuard
 from parties.fast_step import set_mode, step_all, zero_grads
 from parties.local_updates import party_local_steps, server_local_steps
 from parties.nonfinite import check_embedding, check_loss
@@ -65,12 +67,15 @@ class PassiveParty(Node):
         self.node_noise = NodeNoise(noise_rng, seed=schedule.seed, node=spec.node_id)  # built here, never sent
         self.mod_state: dict[str, Any] = {}
         self._pending: tuple[int, int, torch.Tensor] | None = None  # (epoch, step, output with graph)
+        self.data_guard = DataGuard(spec.name)  # a resumed party refuses data other than its checkpoint's
 
     def ctx(self, phase: str, epoch: int, step: int) -> ModContext:
         return ModContext(party=self.index, num_parties=self.num_parties, phase=phase, epoch=epoch, step=step,
                           seed=self.schedule.seed, node_noise=self.node_noise, state=self.mod_state)
 
     def _inputs(self, x: np.ndarray, ids: np.ndarray) -> torch.Tensor:
+        if self.data_guard.expected is not None:  # first step after a restore: same data as the checkpoint?
+            self.data_guard.check((self.shard.x_train, self.shard.x_test))
         return torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32, device=self.device)
 
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
@@ -137,11 +142,13 @@ class PassiveParty(Node):
         return replies
 
     def state(self) -> dict[str, Any]:
-        return {"bottom": self.bottom.state_dict(), "optimizer": self.optimizer.state_dict()}
+        return {"bottom": self.bottom.state_dict(), "optimizer": self.optimizer.state_dict(),
+                DATA_KEY: self.data_guard.current((self.shard.x_train, self.shard.x_test))}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.bottom.load_state_dict(state["bottom"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.data_guard.expect(state.get(DATA_KEY))
 
 
 Aggregator = Callable[[list[Message]], torch.Tensor]
@@ -161,6 +168,7 @@ class ActiveServer(Node):
         self.defenses = list(defenses)  # vfl/defenses.py: relabel once (site labels), mods on GRAD (site gradient)
         self.mods = [m for d in self.defenses if d.site == "gradient" and (m := d.mod()) is not None]
         self.node_noise = NodeNoise(noise_rng, seed=schedule.seed, node=spec.node_id)  # built here, never sent
+        self.data_guard = DataGuard(spec.name)  # a resumed server refuses labels other than its checkpoint's
         self._y_used: np.ndarray | None = None  # the randomized training labels, drawn once per run
         self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.head = head.to(device)
@@ -229,6 +237,8 @@ class ActiveServer(Node):
 
     def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
         """Fuse the embeddings, step the head, and send back the gradient (+ forward step+1)."""
+        if self.data_guard.expected is not None:
+            self.data_guard.check((self.labels.y_train, self.labels.y_test))
         y = torch.as_tensor(self.train_labels()[self.schedule.train_ids(epoch, step)], device=self.device)
         fused = self.fuse(messages).detach().requires_grad_(True)
         set_mode(self.head, training=True)
@@ -271,6 +281,8 @@ class ActiveServer(Node):
         return self.eval_step(messages, step)
 
     def eval_step(self, messages: list[Message], step: int) -> list[Message]:
+        if self.data_guard.expected is not None:
+            self.data_guard.check((self.labels.y_train, self.labels.y_test))
         set_mode(self.head, training=False)
         with torch.no_grad():
             logits = self.head(self.fuse(messages))
@@ -297,16 +309,18 @@ class ActiveServer(Node):
         return [wire.metrics_reply(messages[0], **out)]
 
     def state(self) -> dict[str, Any]:
-        out = {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict()}
-        if self._y_used is not None:
-            out["y_used"] = self._y_used.copy()
+        out = {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
+               DATA_KEY: self.data_guard.current((self.labels.y_train, self.labels.y_test))}
+        if self._y_used is not None:  # a tensor: checkpoints load with torch.load(weights_only=True)
+            out["y_used"] = torch.from_numpy(self._y_used.copy())
         return out
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.head.load_state_dict(state["head"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.data_guard.expect(state.get(DATA_KEY))
         if state.get("y_used") is not None:
-            self._y_used = np.asarray(state["y_used"], dtype=np.int64)
+            self._y_used = torch.as_tensor(state["y_used"]).numpy().astype(np.int64)
 
 
 def sum_aggregator(messages: list[Message]) -> torch.Tensor:
