@@ -11,7 +11,7 @@ from parties import vertical_wire as vw
 from parties.vertical import step_config
 from simulations.datasource import ConfigDataSource
 from vfl import message as wire
-from vfl.node import NodeSpec
+from vfl.node import NodeSpec, state_from_bytes, state_to_bytes
 from vfl.privacy.label_dp import keep_probability
 from vfl.schema import load_run_config
 from vfl.strategy import STRATEGIES
@@ -56,7 +56,7 @@ def test_label_rr_draws_the_training_labels_once_at_the_formula_rate():
 def test_label_rr_labels_survive_a_restart_and_are_never_redrawn():
     server = _server([{"kind": "label_rr", "epsilon": 1.0}])
     used = server.train_labels().copy()
-    state = server.state()
+    state = state_from_bytes(state_to_bytes(server.state()))  # the checkpoint's own serialization
     fresh = _server([{"kind": "label_rr", "epsilon": 1.0}])
     assert not np.array_equal(fresh.train_labels(), used)  # crypto: another node draws other labels
     restarted = _server([{"kind": "label_rr", "epsilon": 1.0}])
