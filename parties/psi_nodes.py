@@ -6,8 +6,12 @@ over the IDs still common so far: ``I_0`` = its IDs, ``I_k = I_{k-1} ∩ S_k``. 
 ``I_1 ⊇ I_2 ⊇ ... ⊇ I_M`` (never a party's IDs outside them) and each party's set size; party k
 learns ``|I_{k-1}|`` (the request size) and, at the end, ``I_M``, which it already holds. The
 server then broadcasts the ordered common IDs — sorted, split into train and test — and every
-node binds its rows in that order: batch ids index it. Every exchange is a counted message of the
-``setup`` phase with its own kind (``query.psi_request``, ``query.psi_response``, ``query.psi_align``).
+node binds its rows in that order: batch ids index it. Without a split column the split is a
+uniformly random subset of fixed size drawn from the label holder's own randomness, never
+stratified by label: the two ID lists every party receives tell nothing about the labels. Each
+node keeps the lists in its checkpoint state, so a resume or restart trains on the same split.
+Every exchange is a counted message of the ``setup`` phase with its own kind
+(``query.psi_request``, ``query.psi_response``, ``query.psi_align``).
 """
 
 from __future__ import annotations
@@ -21,14 +25,15 @@ from flwr.common import Message
 
 from vfl import message as wire
 from vfl import psi_wire as pw
-from vfl.data import KeyedLabels, KeyedTable, LabelShard, PartyShard, stratified_test_mask
+from vfl.data import KeyedLabels, KeyedTable, LabelShard, PartyShard
 from vfl.errors import DataError, ProtocolError
 from vfl.message import BROADCAST
 from vfl.node import Node, handles
-from vfl.psi import PsiClient, pack_ids, respond, unpack_ids
+from vfl.psi import PsiClient, pack_ids, respond, uniform_test_mask, unpack_ids
 from vfl.psi_wire import ALIGN, KIND_PREFIX, REQUEST, RESPONSE, START
 from vfl.psi_wire import RECORD as PSI
 from vfl.psi_wire import SIZES as QUERY
+from vfl.rng import NoiseSource
 
 __all__ = ["ALIGN", "KIND_PREFIX", "PSI", "QUERY", "REQUEST", "RESPONSE", "START", "PartyAlignment",
            "ServerAlignment"]  # the kinds and PSI record are re-exported from vfl.psi_wire (their home)
@@ -65,6 +70,7 @@ class PartyAlignment:
         self.table = table
         self.index = index
         self.ids = [str(i) for i in table.ids]
+        self.split: tuple[list[str], list[str]] | None = None  # (train IDs, test IDs) as bound
 
     @handles(REQUEST)
     def on_request(self, messages: list[Message]) -> list[Message]:
@@ -77,15 +83,20 @@ class PartyAlignment:
     @handles(ALIGN)
     def on_align(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
+
+        def ids(part: str) -> list[str]:
+            return unpack_ids(wire.get_array(m, PSI, part), wire.get_array(m, PSI, f"{part}_len"))
+
+        self._bind(ids(pw.TRAIN_IDS), ids(pw.TEST_IDS), f"{ALIGN} names IDs it does not hold")
+        return []
+
+    def _bind(self, train_ids: list[str], test_ids: list[str], why: str) -> None:
+        """Bind this party's rows in the broadcast order (``node.shard`` and the schedule sizes)."""
         row = {k: i for i, k in enumerate(self.ids)}
-
-        def rows(part: str) -> np.ndarray:
-            ids = unpack_ids(wire.get_array(m, PSI, part), wire.get_array(m, PSI, f"{part}_len"))
-            if any(k not in row for k in ids):  # only a PSI false positive (probability FPR) or a lying server
-                raise ProtocolError(f"{self.node.spec.name}: {ALIGN} names IDs it does not hold")
-            return np.asarray([row[k] for k in ids], dtype=np.int64)
-
-        tr, te = rows(pw.TRAIN_IDS), rows(pw.TEST_IDS)
+        if any(k not in row for k in (*train_ids, *test_ids)):  # a PSI false positive (FPR), a lying server
+            raise ProtocolError(f"{self.node.spec.name}: {why}")
+        tr = np.asarray([row[k] for k in train_ids], dtype=np.int64)
+        te = np.asarray([row[k] for k in test_ids], dtype=np.int64)
         x_tr, x_te = self.table.x[tr], self.table.x[te]
         if self.table.standardize:
             mu, sd = x_tr.mean(axis=0), x_tr.std(axis=0)
@@ -94,17 +105,29 @@ class PartyAlignment:
         node: Any = self.node
         node.shard = PartyShard(self.index, x_tr, x_te, f"{len(self.table.columns)} columns of {self.table.source}")
         node.schedule = dataclasses.replace(node.schedule, num_train=len(tr), num_test=len(te))
-        return []
+        self.split = (list(train_ids), list(test_ids))
+
+    def state(self) -> dict[str, Any]:
+        """The split this party trains on (the ID lists it received), so a resume binds the same rows."""
+        return {} if self.split is None else {"train_ids": self.split[0], "test_ids": self.split[1]}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state:
+            self._bind(list(state["train_ids"]), list(state["test_ids"]),
+                       "its checkpoint names sample IDs its table no longer holds")
 
 
 class ServerAlignment:
     """The label holder's side: chained PSI with every party, the split, and the broadcast order."""
 
-    def __init__(self, node: Node, labels: KeyedLabels, *, parties: Mapping[int, str], seed: int) -> None:
+    def __init__(self, node: Node, labels: KeyedLabels, *, parties: Mapping[int, str], seed: int,
+                 noise_rng: str = "crypto") -> None:
         self.node = node
         self.labels = labels
         self.parties = dict(sorted(parties.items()))
         self.seed = seed
+        self.noise_rng = noise_rng
+        self.split: tuple[list[str], list[str]] | None = None  # (train IDs, test IDs) as broadcast
         self.result: dict[str, Any] | None = None
         self._queue: list[int] = []
         self._common: list[str] = []
@@ -155,30 +178,63 @@ class ServerAlignment:
     def _align(self, tag: str) -> Message:
         lab = self.labels
         ids = np.asarray(self._common, dtype=object)  # sorted: the shared sample order
-        index = {str(k): i for i, k in enumerate(lab.ids)}
-        rows = np.asarray([index[k] for k in self._common], dtype=np.int64)
-        y = lab.y[rows]
-        is_test = (lab.is_test[rows] if lab.is_test is not None
-                   else stratified_test_mask(y, test_fraction=lab.test_fraction, seed=self.seed))
-        if is_test.all() or not is_test.any():
-            which = "training" if is_test.all() else "test"
-            raise DataError(f"PSI: the {len(ids)} common samples hold no {which} row (split of {lab.source})")
-        only_test = sorted(set(y[is_test].tolist()) - set(y[~is_test].tolist()))
-        if only_test and lab.is_test is not None:  # the file's split: its train rows of it all unmatched
-            names = lab.class_names or tuple(map(str, range(lab.num_classes)))
-            raise DataError(f"PSI: class {names[only_test[0]]!r} of {lab.source} appears only in test rows "
-                            f"of the {len(ids)} common samples; allowed: every class in common training rows")
-        node: Any = self.node
-        node.labels = LabelShard(y[~is_test], y[is_test], lab.num_classes, lab.metric)
-        node.schedule = dataclasses.replace(node.schedule, num_train=int((~is_test).sum()),
-                                            num_test=int(is_test.sum()))
-        self.result = {"intersection": len(ids), "num_train": node.schedule.num_train,
-                       "num_test": node.schedule.num_test, "set_sizes": dict(self._sizes)}
-        tr_blob, tr_len = pack_ids(list(ids[~is_test]))
-        te_blob, te_len = pack_ids(list(ids[is_test]))
+        if lab.is_test is not None:  # the label holder's own split column, broadcast as given
+            index = {str(k): i for i, k in enumerate(lab.ids)}
+            is_test = lab.is_test[np.asarray([index[k] for k in self._common], dtype=np.int64)]
+            if is_test.all() or not is_test.any():
+                which = "training" if is_test.all() else "test"
+                raise DataError(f"PSI: the {len(ids)} common samples hold no {which} row (split of {lab.source})")
+        elif self.split is not None and sorted(self.split[0] + self.split[1]) == self._common:
+            is_test = np.isin(ids, np.asarray(self.split[1], dtype=object))  # a restart keeps its split
+        else:
+            is_test = self._test_mask(len(ids))
+        train_ids, test_ids = [str(k) for k in ids[~is_test]], [str(k) for k in ids[is_test]]
+        self._bind(train_ids, test_ids)
+        tr_blob, tr_len = pack_ids(train_ids)
+        te_blob, te_len = pack_ids(test_ids)
         return wire.make(ALIGN, src=self.node.node_id, dst=BROADCAST, round=tag, content=wire.records(
             **{PSI: wire.arrays(**{pw.TRAIN_IDS: tr_blob, pw.TRAIN_LEN: tr_len, pw.TEST_IDS: te_blob,
                                    pw.TEST_LEN: te_len})}))
+
+    def _test_mask(self, n: int) -> np.ndarray:
+        """A label-blind split of the ``n`` common samples from the label holder's own randomness
+        (``privacy.noise_rng``: OS entropy; ``seeded`` reproduces it from the run seed)."""
+        noise = NoiseSource.for_round(self.noise_rng, seed=self.seed, purpose="psi-split", node=self.node.node_id,
+                                      phase="setup", epoch=0, step=0)
+        return uniform_test_mask(n, test_fraction=self.labels.test_fraction, noise=noise)
+
+    def _bind(self, train_ids: list[str], test_ids: list[str]) -> None:
+        """The label holder's rows in the broadcast order (``node.labels`` and the schedule sizes)."""
+        index = {str(k): i for i, k in enumerate(self.labels.ids)}
+        if any(k not in index for k in (*train_ids, *test_ids)):
+            raise DataError(f"PSI: the checkpoint's split names sample IDs that {self.labels.source} no longer holds")
+        y_tr = self.labels.y[np.asarray([index[k] for k in train_ids], dtype=np.int64)]
+        y_te = self.labels.y[np.asarray([index[k] for k in test_ids], dtype=np.int64)]
+        only_test = sorted(set(y_te.tolist()) - set(y_tr.tolist()))
+        if only_test and self.labels.is_test is not None:  # the file's split: its train rows of it all unmatched
+            names = self.labels.class_names or tuple(map(str, range(self.labels.num_classes)))
+            raise DataError(f"PSI: class {names[only_test[0]]!r} of {self.labels.source} appears only in test rows "
+                            f"of the {len(y_tr) + len(y_te)} common samples; allowed: every class in common "
+                            "training rows")
+        node: Any = self.node
+        node.labels = LabelShard(y_tr, y_te, self.labels.num_classes, self.labels.metric)
+        node.schedule = dataclasses.replace(node.schedule, num_train=len(y_tr), num_test=len(y_te))
+        self.split = (list(train_ids), list(test_ids))
+        self.result = {"intersection": len(y_tr) + len(y_te), "num_train": len(y_tr), "num_test": len(y_te),
+                       "set_sizes": dict(self._sizes)}
+
+    def state(self) -> dict[str, Any]:
+        """The split (train and test ID lists, as broadcast): a resume or restart keeps it."""
+        return {} if self.split is None else {"train_ids": self.split[0], "test_ids": self.split[1]}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        train_ids, test_ids = list(state["train_ids"]), list(state["test_ids"])
+        if self._common and sorted(train_ids + test_ids) != self._common:
+            raise DataError(f"PSI: the common sample IDs ({len(self._common)}) differ from the checkpoint's "
+                            f"({len(train_ids) + len(test_ids)}); were the party files changed since?")
+        self._bind(train_ids, test_ids)
 
     @handles(QUERY)
     def on_query(self, messages: list[Message]) -> list[Message]:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from strategies.vertical import VerticalStrategy
 
 SETUP_ROUND = wire.round_tag(0, 0, "setup")
+STATE_KEY = "psi_split"  # the alignment's part of a node's checkpoint state
 
 
 def build_aligned_node(strategy: VerticalStrategy, spec: NodeSpec, data: KeyedDataSource) -> Node:
@@ -38,14 +39,36 @@ def build_aligned_node(strategy: VerticalStrategy, spec: NodeSpec, data: KeyedDa
         empty = np.zeros(0, dtype=np.int64)
         node = strategy.server_node(spec, LabelShard(empty, empty, lab.num_classes, lab.metric), sched)
         parties = {party_node_id(i): f"party{i}" for i in range(strategy.cfg.num_parties)}
-        node.attach(ServerAlignment(node, lab, parties=parties, seed=strategy.cfg.seed))
-        return node
+        server = ServerAlignment(node, lab, parties=parties, seed=strategy.cfg.seed,
+                                 noise_rng=strategy.cfg.privacy.noise_rng)
+        node.attach(server)
+        return _keeps_state(node, server)
     if spec.node_id == SERVER_ID:
         raise ProtocolError(f"node {spec.name} has the server's id but the party role")
     index = spec.node_id - 1
     table = data.party_table(index)
     node = strategy.party_node(spec, PartyShard(index, table.x[:0], table.x[:0], table.source), sched)
-    node.attach(PartyAlignment(node, table, index))
+    party = PartyAlignment(node, table, index)
+    node.attach(party)
+    return _keeps_state(node, party)
+
+
+def _keeps_state(node: Node, alignment: PartyAlignment | ServerAlignment) -> Node:
+    """``node``'s checkpoint state also holds the alignment's split (under ``STATE_KEY``), so a
+    resumed or restarted node binds the rows it trained on, not a fresh split."""
+    own_state, own_load = node.state, node.load_state
+
+    def state() -> dict[str, Any]:
+        return {**own_state(), STATE_KEY: alignment.state()}
+
+    def load_state(saved: dict[str, Any]) -> None:
+        rest = dict(saved)
+        split = rest.pop(STATE_KEY, None)
+        if split:  # first: the node's own checks see the rows it trained on
+            alignment.load_state(split)
+        own_load(rest)
+
+    node.state, node.load_state = state, load_state  # type: ignore[method-assign]
     return node
 
 

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vfl.errors import ConfigError, ProtocolError
+from vfl.errors import ConfigError, DataError, ProtocolError
+
+if TYPE_CHECKING:
+    from vfl.rng import NoiseSource
 
 FPR = 1e-9  # false-positive probability of one whole intersection query
 
@@ -102,3 +106,26 @@ def unpack_ids(blob: np.ndarray, lengths: np.ndarray) -> list[str]:
         raise ProtocolError(f"ID list: lengths sum to {int(ends[-1])} but {len(data)} bytes came")
     starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
     return [data[a:b].decode() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def num_test_rows(n: int, *, test_fraction: float) -> int:
+    """How many of ``n`` aligned samples go to test: ``round(test_fraction * n)`` kept in [1, n - 1]
+    (a function of ``n`` and the configured fraction only, so the broadcast sizes reveal no label)."""
+    if n < 2:
+        raise DataError(f"PSI: {n} common sample(s) cannot be split into training and test rows")
+    return min(max(int(round(test_fraction * n)), 1), n - 1)
+
+
+def uniform_test_mask(n: int, *, test_fraction: float, noise: NoiseSource) -> np.ndarray:
+    """The label holder's train/test split of the ``n`` aligned samples: a uniformly random subset
+    of ``num_test_rows`` rows, drawn from the label holder's own ``noise`` source and blind to labels.
+
+    Not stratified: per-class test counts would reveal the class sizes to every party that
+    receives the ID lists (and, with a seed they hold, labels). Rows are ranked by 64-bit keystream
+    keys (a tie, probability < n^2 / 2^65, falls back to the row order)."""
+    k = num_test_rows(n, test_fraction=test_fraction)
+    keys = noise.words(2 * n).astype(np.uint64).reshape(n, 2)
+    rank = np.argsort((keys[:, 0] << np.uint64(32)) | keys[:, 1], kind="stable")
+    mask = np.zeros(n, dtype=bool)
+    mask[rank[:k]] = True
+    return mask
