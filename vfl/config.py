@@ -215,6 +215,8 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: merged by SafeLoader, may be overridden
+                continue
             key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
             if key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -222,10 +224,68 @@ class _StrictLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_document(self, node: yaml.Node) -> Any:
+        check_aliases(node)  # before anything is built: a recursive or exploding alias never expands
+        return super().construct_document(node)  # type: ignore[no-untyped-call]
+
+
+MAX_YAML_VALUES = 100_000  # values of a document with every alias expanded (a config has a few hundred)
+MAX_YAML_DEPTH = 200  # nesting of a document (a config has 4)
+
+
+class YAMLBoundError(yaml.YAMLError):
+    """A YAML document refused before it is built: a recursive alias, an alias expansion past
+    ``MAX_YAML_VALUES`` values ("billion laughs"), or nesting past ``MAX_YAML_DEPTH``."""
+
+
+def check_aliases(root: yaml.Node) -> None:
+    """Count the values of ``root`` with every alias expanded (memoised per shared node, so a bomb
+    costs its node count, not its expansion) and refuse a node that contains itself."""
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 0, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        kids = _children(node)
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            if size[key] > MAX_YAML_VALUES:
+                raise YAMLBoundError(f"line {node.start_mark.line + 1}: aliases expand this node to more than "
+                                     f"{MAX_YAML_VALUES} values; allowed: at most {MAX_YAML_VALUES} (a config "
+                                     "needs a few hundred)")
+            continue
+        if key in size:
+            continue
+        if depth > MAX_YAML_DEPTH:
+            raise YAMLBoundError(f"line {node.start_mark.line + 1}: nested deeper than {MAX_YAML_DEPTH} levels; "
+                                 f"allowed: at most {MAX_YAML_DEPTH}")
+        on_path.add(key)
+        stack.append((node, depth, True))
+        for k in kids:
+            if id(k) in on_path:
+                raise YAMLBoundError(f"line {k.start_mark.line + 1}: a recursive alias (the anchored node "
+                                     "contains an alias to itself); allowed: aliases of complete nodes")
+            if id(k) not in size:
+                stack.append((k, depth + 1, False))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
 
 def load_yaml(text: str) -> Any:
-    """Parse YAML safely, refusing duplicate keys (raises ``yaml.YAMLError``)."""
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    """Parse YAML safely, refusing duplicate keys, recursive or exploding aliases and absurd
+    nesting (raises ``yaml.YAMLError``; ``YAMLBoundError`` for the bounds)."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except RecursionError:  # the composer recurses per nesting level, before check_aliases sees the tree
+        raise YAMLBoundError(f"nested too deep to parse; allowed: at most {MAX_YAML_DEPTH} levels") from None
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
@@ -243,6 +303,8 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
         except yaml.YAMLError as exc:
             if "duplicate key" in str(exc):
                 raise ConfigError(dotted.strip(), f"{raw!r} repeats a key") from None
+            if isinstance(exc, YAMLBoundError):
+                raise ConfigError(dotted.strip(), str(exc)) from None
             value = raw
         node = out
         for i, part in enumerate(parts[:-1]):

@@ -74,6 +74,56 @@ def test_bad_config_files_name_the_file(text, needle, tmp_path, capsys):
     assert line.startswith("vfl: error: CONFIG: ") and needle in line and "conf.yaml" in line, line
 
 
+def _laughs(levels: int, width: int = 9) -> str:
+    """A "billion laughs" alias bomb inside the free-form ``data.partition_opts`` mapping."""
+    names = [f"l{i}" for i in range(levels + 1)]
+    rows = [f"    {names[0]}: &{names[0]} [" + ", ".join(["lol"] * width) + "]"]
+    rows += [f"    {names[i]}: &{names[i]} [" + ", ".join([f"*{names[i - 1]}"] * width) + "]"
+             for i in range(1, levels + 1)]
+    return "strategy: npq\ndata:\n  partition_opts:\n" + "\n".join(rows) + "\n"
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("train: &t {lr: *t}\n", "line 1: a recursive alias (the anchored node contains an alias to itself)"),
+    ("data:\n  partition_opts: &o\n    more: [1, *o]\n", "a recursive alias"),
+    ("params: &p [*p]\n", "a recursive alias"),
+    (_laughs(9), "aliases expand this node to more than 100000 values; allowed: at most 100000"),
+    (_laughs(6, width=8), "aliases expand this node to more than 100000 values"),  # 8^7 = 2.1M values
+    ("data:\n  load_opts: " + "[" * 300 + "]" * 300 + "\n", "nested deeper than 200 levels; allowed: at most 200"),
+    ("data:\n  load_opts: " + "[" * 50000 + "]" * 50000 + "\n", "nested too deep to parse; allowed: at most 200"),
+])
+def test_yaml_alias_bombs_and_recursion_are_one_line(text, needle, tmp_path, capsys):
+    import time
+
+    path = _config_file(tmp_path, text)
+    t0 = time.perf_counter()
+    assert main(["run", path, "--out", str(tmp_path / "r"), *FAST]) == 2
+    assert time.perf_counter() - t0 < 20  # refused before expanding (a bomb used to run until killed)
+    line = _one_line(capsys)
+    assert line.startswith("vfl: error: CONFIG: ") and "conf.yaml is not valid YAML: " in line and needle in line, line
+    assert not (tmp_path / "r").exists()
+
+
+def test_yaml_aliases_and_merge_keys_within_bounds_work(tmp_path):
+    """Control: plain aliases (a value used twice) and merge keys stay allowed; the bomb above with
+    two levels expands to 820 values and is accepted too."""
+    from vfl.config import load_yaml
+
+    assert load_yaml("b: &b {lr: 0.2, epochs: 2}\ntrain:\n  <<: *b\n  lr: 0.3\n")["train"] == {"lr": 0.3, "epochs": 2}
+    got = resolve_config(_config_file(tmp_path, "strategy: npq\nmodel:\n  bottom_hidden: &w [8]\n  head_hidden: *w\n"))
+    assert got.model.head_hidden == got.model.bottom_hidden == (8,)
+    opts = resolve_config(_config_file(tmp_path, _laughs(2))).data.partition_opts
+    assert len(opts["l2"]) == 9 and opts["l2"][0][0] == ["lol"] * 9
+
+
+def test_alias_bomb_in_a_set_value(tmp_path, capsys):
+    bomb = "{a: &a [1,1,1,1,1,1,1,1,1,1], b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a], c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b], " \
+           "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c], e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d], f: [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]}"
+    assert main(["run", "demo", *FAST, "--out", str(tmp_path / "r"), "--set", f"data.partition_opts={bomb}"]) == 2
+    line = _one_line(capsys)
+    assert "data.partition_opts: line 1: aliases expand this node to more than 100000 values" in line, line
+
+
 def test_bundled_config_names_accept_the_suffix():
     assert resolve_config("digits-5p.yaml").num_parties == resolve_config("digits-5p").num_parties == 5
 
