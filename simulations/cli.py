@@ -158,7 +158,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if warning:
         log.warning("%s", warning.removeprefix("vfl: warning: "))
     keys = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
-            "total_bytes_down", "epsilon", "epsilon_scope", "psi_intersection_size", "psi_bytes", "signature_bytes")
+            "total_bytes_down", "epsilon", "epsilon_scope", "epsilon_assumption", "epsilon_is_guarantee",
+            "psi_intersection_size", "psi_bytes", "signature_bytes")
     print(json.dumps({k: s[k] for k in keys if k in s}))
     print(f"run directory: {out}")
     if result.stopped:

@@ -18,7 +18,12 @@ from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
 from strategies.vertical import party_node_id
 from vfl.attacks.audit import canary_design, max_auditable_epsilon, one_run_audit
-from vfl.attacks.seeded_noise import regenerate_binomial, regenerate_normal, round_source
+from vfl.attacks.seeded_noise import (
+    regenerate_binomial,
+    regenerate_discrete_gaussian,
+    regenerate_normal,
+    round_source,
+)
 
 PURPOSE = {"gaussian": "ldp", "binomial": "pbm"}  # NoiseSource purposes of the LDP and PBM mods
 
@@ -39,7 +44,10 @@ def _own_message_score(run: RunArtifacts, o: Observed, rows: list[int], seeded: 
     vals = o.rows[rows].astype(np.float64)
     if o.entry["name"] == "e":  # float embedding (NPQ; LDP: + Gaussian noise)
         sigma = getattr(run.strategy, "sigma", None)
-        if seeded and sigma is not None:
+        if seeded and sigma is not None and getattr(run.cfg.params, "noise", "float") == "discrete":
+            vals = vals - regenerate_discrete_gaussian(_source(run, PURPOSE["gaussian"], idx, o), sigma=sigma,
+                                                       c=run.cfg.model.tanh_c, shape=tuple(o.rows.shape))[rows]
+        elif seeded and sigma is not None:
             z = regenerate_normal(_source(run, PURPOSE["gaussian"], idx, o), tuple(o.rows.shape))
             vals = vals - sigma * z.astype(np.float32)[rows]
         return vals.sum(axis=1)  # type: ignore[no-any-return]

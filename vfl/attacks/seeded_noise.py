@@ -26,6 +26,16 @@ def regenerate_normal(source: NoiseSource, shape: tuple[int, ...]) -> np.ndarray
     return source.normal(shape, dtype=torch.float64).numpy()  # type: ignore[no-any-return]
 
 
+def regenerate_discrete_gaussian(source: NoiseSource, *, sigma: float, c: float, shape: tuple[int, ...]) -> np.ndarray:
+    """The grid noise a ``discrete_gaussian_perturb`` draw added, in embedding units (z·c/L, float64)."""
+    from vfl.privacy.discrete_gaussian import discrete_gaussian
+    from vfl.privacy.mechanisms import ldp_grid
+
+    levels, sigma2 = ldp_grid(sigma=sigma, c=c)
+    z = discrete_gaussian(source, sigma2=sigma2, size=int(np.prod(shape)))
+    return z.reshape(shape).astype(np.float64) * (float(c) / levels)  # type: ignore[no-any-return]
+
+
 def regenerate_binomial(source: NoiseSource, *, trials: int, p: np.ndarray | float, shape: tuple[int, ...]) -> np.ndarray:
     """Re-run the mechanism's own sampler on the regenerated stream under a hypothesis ``p``.
 
