@@ -50,13 +50,17 @@ class SapParams:
     lora_alpha: float = param(16.0, gt=0)
     lora_dropout: float = param(0.0, ge=0, lt=1)
     lora_targets: tuple[str, ...] = param((), help="module names in the top blocks that get LoRA; empty = the "
-                                          "model's defaults (encoder: query, value; decoder: c_attn, c_proj)")
+                                          "model's defaults (the attention query/value projections, fused "
+                                          "qkv_proj on Phi-3); [all-linear] = every linear layer in the blocks")
     pooling: str | None = param(None, choices=("mean", "cls", "last"), help="sentence pooling before the head; "
                                 "null = the model's default (encoder: mean, decoder: last real token)")
     max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
-    model_dir: str | None = param(None, help="local Hugging Face model directory, BERT-like encoder or GPT-2 "
-                                  "style decoder (default: packaged MiniLM); a hub id must be in the local cache")
+    model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
+                                  "rotary decoder (Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; default: "
+                                  "packaged MiniLM); a hub id must be in the local cache")
     allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
+    dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
+                       "(LoRA, head and every gradient stay float32; a bf16 checkpoint loads in this dtype)")
     upload_chunk: int = param(256, ge=1, help="samples per message when a frozen bottom uploads a whole split")
     eia_samples: int = param(16, ge=0, help="training samples the vendor tries to invert (0 = no EIA)")
     eia_steps: int = param(100, ge=1, help="Adam steps of the optimization-based inversion (split >= 1)")
@@ -110,7 +114,7 @@ class SAP(LlmDriver):
         p, t, path = self.params, self.cfg.train, self.model_path()
         if spec.is_server:  # the vendor learns the task sizes from the driver at setup, never the data
             arch = self.model_arch()
-            return SapVendor(spec, encoder=load_encoder(path), split=p.split, pooling=arch.check_pooling(p.pooling),
+            return SapVendor(spec, encoder=load_encoder(path, dtype=p.dtype), split=p.split, pooling=arch.check_pooling(p.pooling),
                              lora=lora_spec_for(arch, rank=p.lora_rank, alpha=p.lora_alpha, dropout=p.lora_dropout,
                                                 targets=tuple(p.lora_targets)),
                              make_optimizer=optimizer_factory(t), seed=self.cfg.seed, device=t.device,

@@ -38,9 +38,12 @@ from vfl.strategy import Progress, register
 class LlmParams:
     servers: int = param(1, ge=1, le=8, help="model servers, each hosting the same frozen model")
     max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
-    model_dir: str | None = param(None, help="local Hugging Face model directory, BERT-like encoder or GPT-2 "
-                                  "style decoder (default: packaged MiniLM); a hub id must be in the local cache")
+    model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
+                                  "rotary decoder (Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; default: "
+                                  "packaged MiniLM); a hub id must be in the local cache")
     allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
+    dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
+                       "(LoRA, head and every gradient stay float32; a bf16 checkpoint loads in this dtype)")
     pooling: str | None = param(None, choices=("mean", "cls", "last"), help="h(x, θ): mean of the last hidden "
                                 "states over real tokens, the first ([CLS]) or the last real token's state; "
                                 "null = the model's default (encoder: mean, decoder: last)")
@@ -53,7 +56,8 @@ class LoraParams(LlmParams):
     lora_rank: int = param(8, ge=1, le=1024)
     lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
     lora_targets: tuple[str, ...] = param((), help="module names that get LoRA adapters; empty = the model's "
-                                          "defaults (encoder: query, value; decoder: c_attn, c_proj)")
+                                          "defaults (the attention query/value projections, fused qkv_proj on "
+                                          "Phi-3); [all-linear] = every linear layer in the blocks")
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,8 @@ class SplitLlm(LlmDriver):
         p, t, lora, path = self.params, self.cfg.train, self.lora_spec(), self.model_path()
         if spec.is_server:  # the server gets the model only: never the data or the labels
             pooling = self.model_arch().check_pooling(p.pooling)
-            return ModelServer(spec, model=LoraEncoder(load_encoder(path), lora, pooling=pooling, device=t.device))
+            return ModelServer(spec, model=LoraEncoder(load_encoder(path, dtype=p.dtype), lora, pooling=pooling,
+                                                       device=t.device))
         ds = data.dataset()
         model_cfg = AutoConfig.from_pretrained(path, local_files_only=True)
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)

@@ -10,6 +10,7 @@ the training sentences were.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 SENTENCES = [
     "a gripping, beautifully acted film that rewards patience",
@@ -22,11 +23,10 @@ SENTENCES = [
 EOT = "<|endoftext|>"
 
 
-def tiny_gpt2_dir(root: Path, *, vocab_size: int = 400, n_layer: int = 2) -> str:
-    """Save a random-init ``GPT2Model`` and a byte-level BPE tokenizer under ``root``; returns the path."""
-    import torch
+def _tokenizer(vocab_size: int) -> Any:
+    """The byte-level BPE tokenizer every tiny model here shares."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -34,7 +34,15 @@ def tiny_gpt2_dir(root: Path, *, vocab_size: int = 400, n_layer: int = 2) -> str
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     bpe.train_from_iterator(SENTENCES * 4, trainer=trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOT, bos_token=EOT, unk_token=EOT)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOT, bos_token=EOT, unk_token=EOT)
+
+
+def tiny_gpt2_dir(root: Path, *, vocab_size: int = 400, n_layer: int = 2) -> str:
+    """Save a random-init ``GPT2Model`` and a byte-level BPE tokenizer under ``root``; returns the path."""
+    import torch
+    from transformers import GPT2Config, GPT2Model
+
+    tok = _tokenizer(vocab_size)
     eot = tok.convert_tokens_to_ids(EOT)
     cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=n_layer, n_head=2,
                      bos_token_id=eot, eos_token_id=eot)
@@ -42,5 +50,43 @@ def tiny_gpt2_dir(root: Path, *, vocab_size: int = 400, n_layer: int = 2) -> str
         torch.manual_seed(0)
         model = GPT2Model(cfg)
     model.save_pretrained(root)
+    tok.save_pretrained(root)
+    return str(root)
+
+
+# Tiny configs of the families the split-LLM code supports beyond GPT-2 (hidden 32, 4 heads, 3 blocks;
+# Mistral and Qwen2 with a sliding window shorter than the test texts, so the sliding mask matters).
+_DEC = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=64)
+FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", _DEC),
+    "mistral": ("MistralConfig", {**_DEC, "sliding_window": 4}),
+    "qwen2": ("Qwen2Config", {**_DEC, "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
+    "qwen3": ("Qwen3Config", {**_DEC, "head_dim": 8}),
+    "phi3": ("Phi3Config", {**_DEC, "pad_token_id": 0}),
+    "gemma2": ("Gemma2Config", {**_DEC, "head_dim": 8, "sliding_window": 4}),
+    "gpt_neox": ("GPTNeoXConfig", dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                       num_attention_heads=4, max_position_embeddings=64)),
+}
+
+
+def tiny_lm_dir(root: Path, family: str, *, dtype: str = "float32", vocab_size: int = 400) -> str:
+    """Save a random-init base model of ``family`` (a key of ``FAMILIES``) in ``dtype`` with the shared
+    byte-level tokenizer under ``root``; returns the path."""
+    import torch
+    import transformers
+    from transformers import AutoModel
+
+    tok = _tokenizer(vocab_size)
+    eot = tok.convert_tokens_to_ids(EOT)
+    name, kw = FAMILIES[family]
+    cfg = getattr(transformers, name)(vocab_size=len(tok), bos_token_id=eot, eos_token_id=eot, **kw)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = AutoModel.from_config(cfg)
+        with torch.no_grad():  # random-init norms are all ones and biases zero: perturb so every weight matters
+            for p in model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+    model.to(getattr(torch, dtype)).save_pretrained(root)
     tok.save_pretrained(root)
     return str(root)

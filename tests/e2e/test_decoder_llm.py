@@ -1,5 +1,5 @@
-"""End to end with a GPT-2 style decoder: ``sap`` and the P3EFT family run one epoch through the runner
-(engine, in-process transport, run directory) against a tiny GPT-2 saved in a local directory."""
+"""End to end with decoders: ``sap`` and the P3EFT family run one epoch through the runner (engine,
+in-process transport, run directory) against a tiny GPT-2, and a tiny Llama saved in bfloat16."""
 
 from __future__ import annotations
 
@@ -60,24 +60,39 @@ def test_p3eft_family_runs_with_a_decoder(gpt2_dir, tmp_path, strategy, params):
     assert 0.5 <= s["leak"] <= 1.0
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_bf16_llama_checkpoint_runs_sap_and_p3eft(tmp_path, dtype):
+    """A rotary decoder saved in bfloat16 (what modern checkpoints ship): sap (trainable bottom, the
+    bottom shipped upcast to float32) and p3eft (two servers, private backprop in float32) run a
+    step with the frozen weights in ``params.dtype``."""
+    from tests.tiny_lms import tiny_lm_dir
+
+    path = tiny_lm_dir(tmp_path / "llama", "llama", dtype="bfloat16")
+    s = run("sap", path, tmp_path / "sap", split=1, frozen_bottom=False, eta=100.0, eia_samples=2, eia_steps=5,
+            lora_rank=2, dtype=dtype)
+    assert "train.bottom_grad" in s["bytes_by_kind"] and 0.0 <= s["ep_eia"] <= 1.0
+    s = run("p3eft", path, tmp_path / "p3eft", lora_rank=2, alpha=1.0, leak_window=16, dtype=dtype)
+    assert s["bytes_by_kind"]["train.backprop"]["messages"] == 2 * 2 * 2 and 0.5 <= s["leak"] <= 1.0
+
+
 def test_an_unadapted_family_is_one_config_error(tmp_path):
-    """A decoder layout without an adapter (Llama: rotary positions, ``layers``/``norm``) is refused
-    before anything runs, naming params.model_dir and the supported layouts."""
+    """A layout without an adapter (T5's encoder-decoder) is refused before anything runs, naming
+    params.model_dir and the supported layouts."""
     import torch
-    from transformers import LlamaConfig, LlamaModel
+    from transformers import T5Config, T5Model
 
     from vfl.errors import ConfigError
 
     tiny_gpt2_dir(tmp_path / "tok")  # for its tokenizer files
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        LlamaModel(LlamaConfig(vocab_size=400, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                               num_attention_heads=2, num_key_value_heads=2)).save_pretrained(tmp_path / "llama")
+        T5Model(T5Config(vocab_size=400, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2)
+                ).save_pretrained(tmp_path / "t5")
     for name in ("tokenizer.json", "tokenizer_config.json"):
-        (tmp_path / "llama" / name).write_text((tmp_path / "tok" / name).read_text())
+        (tmp_path / "t5" / name).write_text((tmp_path / "tok" / name).read_text())
     for strategy in ("sap", "p3eft"):
-        with pytest.raises(ConfigError, match=r"params\.model_dir.*GPT-2 style decoder"):
-            run(strategy, str(tmp_path / "llama"), tmp_path / strategy)
+        with pytest.raises(ConfigError, match=r"params\.model_dir.*rotary decoder"):
+            run(strategy, str(tmp_path / "t5"), tmp_path / strategy)
 
 
 def test_cli_runs_a_bundled_config_on_a_decoder_by_setting_model_dir(gpt2_dir, tmp_path, capsys):

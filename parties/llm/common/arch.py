@@ -15,7 +15,7 @@ or causal), the pooling that makes sense, and the LoRA target modules. Two famil
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -82,15 +82,20 @@ class Arch:
         if self.causal:
             pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
             return create_causal_mask(config=config, inputs_embeds=h, attention_mask=attention_mask,
-                                      past_key_values=None, position_ids=pos)
+                                      cache=None, position_ids=pos)
         return create_bidirectional_mask(config=config, inputs_embeds=h, attention_mask=attention_mask)
+
+    def context(self, model: nn.Module) -> nn.Module | None:
+        """Modules outside the blocks that running them needs (rotary tables, relative-position
+        state); both halves of a split carry them. None where the blocks need nothing else."""
+        return None
 
     def run_block(self, block: nn.Module, h: torch.Tensor, mask4: Any) -> torch.Tensor:
         out = block(h, attention_mask=mask4) if self.causal else block(h, mask4)
         return out[0] if isinstance(out, tuple) else out
 
-    def run_blocks(self, blocks: Iterable[nn.Module], config: Any, h: torch.Tensor, attention_mask: torch.Tensor
-                   ) -> torch.Tensor:
+    def run_blocks(self, blocks: Iterable[nn.Module], config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
+                   context: nn.Module | None = None) -> torch.Tensor:
         blocks = list(blocks)
         m4 = self.mask(config, h, attention_mask) if blocks else None
         for block in blocks:
@@ -142,15 +147,49 @@ class _Decoder(Arch):
 ENCODER = _Encoder(kind="encoder", lora_targets=("query", "value"), fan_in_fan_out=False, default_pooling="mean")
 DECODER = _Decoder(kind="decoder", lora_targets=("c_attn", "c_proj"), fan_in_fan_out=True, default_pooling="last")
 
+# Default LoRA targets by the module names a model has (first group wholly present wins): the
+# attention query and value projections, or the fused projection where a family fuses them.
+TARGET_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("q_proj", "v_proj"),  # Llama, Mistral, Qwen2/3, Gemma2, OPT
+    ("qkv_proj",),  # Phi-3 (fused q, k, v)
+    ("query_key_value",),  # GPT-NeoX (fused)
+    ("query_proj", "value_proj"),  # DeBERTa-v2
+    ("query", "value"),  # BERT, RoBERTa, ELECTRA
+    ("q_lin", "v_lin"),  # DistilBERT
+    ("c_attn", "c_proj"),  # GPT-2 (Conv1D)
+)
+ALL_LINEAR = "all-linear"  # params.lora_targets: [all-linear] = every linear layer inside the blocks
 
-def arch_of(model: nn.Module) -> Arch:
-    """The adapter for ``model`` (by structure), or a ConfigError naming ``params.model_dir``."""
+
+def default_targets(model: nn.Module) -> tuple[str, ...] | None:
+    """The first group of ``TARGET_GROUPS`` whose every name is a module of ``model`` (None if none)."""
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    return next((g for g in TARGET_GROUPS if set(g) <= present), None)
+
+
+def _family(model: nn.Module) -> Arch | None:
+    from parties.llm.common.rotary import RotaryDecoder, is_rotary
+
     if hasattr(model, "embeddings") and hasattr(getattr(model, "encoder", None), "layer"):
         return ENCODER
     if all(hasattr(model, a) for a in ("wte", "wpe", "h", "ln_f")):
         return DECODER
-    raise ConfigError("params.model_dir", f"{type(model).__name__} is neither a BERT-like encoder (.embeddings, "
-                      ".encoder.layer) nor a GPT-2 style decoder (.wte, .wpe, .h, .ln_f); those are supported")
+    if is_rotary(model):
+        return RotaryDecoder(kind="decoder", lora_targets=(), fan_in_fan_out=False, default_pooling="last")
+    return None
+
+
+def arch_of(model: nn.Module) -> Arch:
+    """The adapter for ``model`` (by structure) with its family's default LoRA targets, or a
+    ConfigError naming ``params.model_dir``."""
+    arch = _family(model)
+    if arch is None:
+        raise ConfigError("params.model_dir", f"{type(model).__name__} has none of the supported layouts: a "
+                          "BERT-like encoder (.embeddings, .encoder.layer), a GPT-2 style decoder (.wte, .wpe, "
+                          ".h, .ln_f) or a rotary decoder (Llama/Mistral/Qwen/Phi-3/Gemma2/GPT-NeoX: .embed_tokens, "
+                          ".layers, .norm, .rotary_emb)")
+    targets = default_targets(model)
+    return arch if targets is None or targets == arch.lora_targets else replace(arch, lora_targets=targets)
 
 
 def arch_of_config(config: Any) -> Arch:

@@ -86,11 +86,23 @@ def load_tokenizer(model_dir: str | None = None) -> Any:
     return tok
 
 
-def load_encoder(model_dir: str | None = None) -> Any:
-    """A fresh copy of the pretrained encoder (``AutoModel``), in eval mode, all weights frozen."""
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # params.dtype
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``params.dtype`` (fp32, bf16, fp16) as a torch dtype, or a ConfigError naming the key."""
+    if name not in DTYPES:
+        raise ConfigError("params.dtype", f"got {name!r}; allowed: {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def load_encoder(model_dir: str | None = None, *, dtype: str = "fp32") -> Any:
+    """A fresh copy of the pretrained encoder (``AutoModel``) with its weights in ``dtype`` (whatever
+    dtype the checkpoint was saved in: a bf16 checkpoint loads as fp32 by default), eval mode, frozen."""
     from transformers import AutoModel
 
-    model = AutoModel.from_pretrained(str(resolve_model_dir(model_dir)), local_files_only=True)
+    model = AutoModel.from_pretrained(str(resolve_model_dir(model_dir)), local_files_only=True,
+                                      dtype=torch_dtype(dtype))
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)

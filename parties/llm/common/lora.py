@@ -8,12 +8,14 @@ client, to learn the adapter shapes); SAP injects it into the vendor's top model
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Any
 
+import torch
 from torch import nn
 
-from parties.llm.common.arch import Arch
+from parties.llm.common.arch import ALL_LINEAR, Arch
 from vfl.errors import ConfigError
 
 
@@ -37,10 +39,22 @@ class LoraSpec:
 
 def lora_spec_for(arch: Arch, *, rank: int, alpha: float, dropout: float = 0.0, targets: tuple[str, ...] = ()
                   ) -> LoraSpec:
-    """The spec for a model family: ``targets`` empty = the family's defaults (encoder: query, value;
-    decoder: c_attn, c_proj), and the family's weight layout (``fan_in_fan_out``)."""
+    """The spec for a model family: ``targets`` empty = the family's defaults (``arch.TARGET_GROUPS``:
+    the attention query/value projections, fused ``qkv_proj`` for Phi-3, ``query_key_value`` for
+    GPT-NeoX, GPT-2's Conv1D ``c_attn``/``c_proj``), ``[all-linear]`` = every linear layer in the
+    blocks, and the family's weight layout (``fan_in_fan_out``)."""
     return LoraSpec(rank=rank, alpha=alpha, dropout=dropout, targets=tuple(targets) or arch.lora_targets,
                     fan_in_fan_out=arch.fan_in_fan_out)
+
+
+def linear_targets(model: nn.Module) -> tuple[str, ...]:
+    """``all-linear``: the names of every linear layer inside the blocks (a path with a block index),
+    so embeddings, the pooler and a classification head stay without LoRA (as peft's own option)."""
+    from transformers.pytorch_utils import Conv1D
+
+    names = {name.rsplit(".", 1)[-1] for name, mod in model.named_modules()
+             if isinstance(mod, (nn.Linear, Conv1D)) and re.search(r"(^|\.)\d+\.", name)}
+    return tuple(sorted(names))
 
 
 def inject_lora(model: nn.Module, spec: LoraSpec, *, where: str = "the model") -> list[nn.Parameter]:
@@ -50,10 +64,15 @@ def inject_lora(model: nn.Module, spec: LoraSpec, *, where: str = "the model") -
     """
     from peft import inject_adapter_in_model
 
+    if spec.targets == (ALL_LINEAR,):
+        spec = replace(spec, targets=linear_targets(model))
     present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     missing = [t for t in spec.targets if t not in present]
     if missing or not spec.targets:
         examples = sorted(present & {"query", "key", "value", "dense", "c_attn", "c_proj", "c_fc"})
         raise ConfigError("params.lora_targets", f"modules {missing or '[]'} not found in {where} (e.g. {examples})")
     inject_adapter_in_model(spec.peft_config(), model)
-    return [p for n, p in model.named_parameters() if "lora_" in n]
+    params = [p for n, p in model.named_parameters() if "lora_" in n]
+    for p in params:  # float32 whatever the frozen weights' dtype (peft runs the branch in this dtype)
+        p.data = p.data.to(torch.float32)
+    return params

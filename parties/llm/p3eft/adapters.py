@@ -15,7 +15,8 @@ last real token's state (``pooling="last"``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -55,20 +56,33 @@ def attention_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
 
 
 class LoraEncoder:
-    """The model server's frozen encoder with LoRA slots; forward/backprop for given adapter tensors."""
+    """The model server's frozen encoder with LoRA slots; forward/backprop for given adapter tensors.
 
-    def __init__(self, encoder: nn.Module, spec: LoraSpec | None, *, pooling: str = "mean", device: str = "cpu"
-                 ) -> None:
+    The frozen weights may be bf16/fp16 (``params.dtype``); the LoRA slots are always float32 (peft
+    runs the adapter branch in its weights' dtype) and so are the activations returned. ``backprop``
+    runs in float32 whatever the weights' dtype: the frozen weights are upcast for the call (exact)
+    and put back after, so the server's map ĝ -> (∂h/∂θ)^T ĝ is linear to float32 precision. In
+    bf16 it is not: a piece 30× larger than g_h is rounded to 8 bits at every op of the backward, and
+    P3EFT's recombination Σ α_j (∂h/∂θ)^T ĝ^j then cancels those pieces against each other, leaving
+    the rounding of the large pieces as the error of the small result (measured: tests/unit/
+    test_llm_dtype.py). Cost: float32 weights during a backprop call (peak memory of an fp32 model)."""
+
+    def __init__(self, encoder: nn.Module, spec: LoraSpec | None, *, pooling: str = "mean", device: str = "cpu",
+                 vjp_fp32: bool = True) -> None:
         self.encoder = encoder.to(device)
         self.encoder.eval()
         for p in self.encoder.parameters():
             p.requires_grad_(False)
+        self.dtype = next(self.encoder.parameters()).dtype
         if spec is not None:  # None: a server for frozen features only (no LoRA slots)
             inject_lora(self.encoder, spec)
         self.slots = {n: p for n, p in self.encoder.named_parameters() if "lora_" in n}
+        self.frozen = [p for n, p in self.encoder.named_parameters() if "lora_" not in n]
         for p in self.slots.values():
+            p.data = p.data.to(torch.float32)
             p.requires_grad_(True)
         self.pooling, self.device = pooling, device
+        self.vjp_fp32 = vjp_fp32  # False: backprop in the weights' dtype (the inexact old behaviour; tests)
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -90,14 +104,28 @@ class LoraEncoder:
                 t = torch.as_tensor(adapter[n])
                 if tuple(t.shape) != tuple(p.shape):
                     raise ProtocolError(f"adapter tensor {n} has shape {tuple(t.shape)}, expected {tuple(p.shape)}")
-                p.copy_(t)
+                p.copy_(t.to(p.device, p.dtype))
+
+    @contextmanager
+    def _float32(self) -> Iterator[None]:
+        """The frozen weights in float32 for the duration (bf16/fp16 -> fp32 -> back is exact)."""
+        if self.dtype == torch.float32 or not self.vjp_fp32:
+            yield
+            return
+        for p in self.frozen:
+            p.data = p.data.to(torch.float32)
+        try:
+            yield
+        finally:
+            for p in self.frozen:
+                p.data = p.data.to(self.dtype)
 
     def activations(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """h(x, θ) for the loaded adapter; differentiable w.r.t. the LoRA slots when grad is enabled."""
         ids, lengths = ids.to(self.device), lengths.to(self.device)
         mask = attention_mask(lengths, ids.shape[1])
         hidden = self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
-        return pool(hidden, mask, self.pooling)
+        return pool(hidden, mask, self.pooling).to(torch.float32)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any] | None) -> torch.Tensor:
         self.load(adapter)
@@ -111,9 +139,10 @@ class LoraEncoder:
         self.load(adapter)
         rows = torch.nonzero(g.reshape(len(g), -1).abs().sum(1) > 0).squeeze(1)
         if len(rows) == 0:
-            return {n: torch.zeros_like(p) for n, p in self.slots.items()}
+            return {n: torch.zeros(p.shape) for n, p in self.slots.items()}
         width = int(lengths[rows].max())
-        with torch.enable_grad():
+        with torch.enable_grad(), self._float32():
             h = self.activations(ids[rows, :width], lengths[rows])
-            grads = torch.autograd.grad(h, list(self.slots.values()), grad_outputs=g[rows].to(h.dtype))
-        return {n: t.detach() for n, t in zip(self.slots, grads, strict=True)}
+            cotangent = g[rows].to(device=h.device, dtype=h.dtype)  # the server's device, not the wire's CPU
+            grads = torch.autograd.grad(h, list(self.slots.values()), grad_outputs=cotangent)
+        return {n: t.detach().cpu() for n, t in zip(self.slots, grads, strict=True)}

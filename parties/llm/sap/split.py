@@ -38,7 +38,8 @@ class BottomModel(nn.Module):
     """Customer-side bottom: word embeddings (split 0) or embeddings + ``split`` blocks."""
 
     def __init__(self, *, config: Any, split: int, word_embeddings: nn.Embedding, arch: Arch,
-                 embeddings: nn.Module | None = None, layers: Sequence[nn.Module] = ()) -> None:
+                 embeddings: nn.Module | None = None, layers: Sequence[nn.Module] = (),
+                 context: nn.Module | None = None) -> None:
         super().__init__()
         if split > 0 and embeddings is None:
             raise ValueError("split >= 1 needs the full embedding layer")
@@ -46,6 +47,7 @@ class BottomModel(nn.Module):
         self.word_embeddings = word_embeddings if split == 0 else None
         self.embeddings = embeddings if split > 0 else None
         self.layers = nn.ModuleList(layers)
+        self.context = context if split > 0 else None  # state outside the blocks (rotary tables, ...)
 
     @property
     def vocab(self) -> torch.Tensor:
@@ -57,14 +59,14 @@ class BottomModel(nn.Module):
         if self.split == 0:
             return self.word_embeddings(input_ids)  # type: ignore[misc]
         h = self.embeddings(input_ids=input_ids)  # type: ignore[misc]
-        return self.arch.run_blocks(self.layers, self.config, h, attention_mask)
+        return self.arch.run_blocks(self.layers, self.config, h, attention_mask, self.context)
 
     def forward_embeds(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Same map from (possibly relaxed) word vectors instead of ids (for inversion attacks)."""
         if self.split == 0:
             return inputs_embeds
         h = self.embeddings(inputs_embeds=inputs_embeds)  # type: ignore[misc]
-        return self.arch.run_blocks(self.layers, self.config, h, attention_mask)
+        return self.arch.run_blocks(self.layers, self.config, h, attention_mask, self.context)
 
 
 class TopModel(nn.Module):
@@ -72,8 +74,8 @@ class TopModel(nn.Module):
     pooling + head."""
 
     def __init__(self, *, config: Any, split: int, layers: Sequence[nn.Module], num_classes: int, arch: Arch,
-                 embeddings: nn.Module | None = None, norm: nn.Module | None = None, pooling: str | None = None
-                 ) -> None:
+                 embeddings: nn.Module | None = None, norm: nn.Module | None = None, pooling: str | None = None,
+                 context: nn.Module | None = None) -> None:
         super().__init__()
         if split == 0 and embeddings is None:
             raise ValueError("split 0 needs the embedding layer on the top")
@@ -82,16 +84,26 @@ class TopModel(nn.Module):
         self.embeddings = embeddings if split == 0 else None
         self.layers = nn.ModuleList(layers)
         self.norm = norm
-        self.head = nn.Linear(config.hidden_size, num_classes)
+        self.context = context
+        self.head = nn.Linear(config.hidden_size, num_classes)  # float32 whatever the model's dtype
 
     def features(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Pooled sentence representation before the head."""
+        """Pooled sentence representation before the head (float32; the blocks run in the model's dtype)."""
+        h = h.to(self.dtype)
         if self.split == 0:
             h = self.embeddings(inputs_embeds=h)  # type: ignore[misc]
-        h = self.arch.run_blocks(self.layers, self.config, h, attention_mask)
+        h = self.arch.run_blocks(self.layers, self.config, h, attention_mask, self.context)
         if self.norm is not None:
             h = self.norm(h)
-        return pool(h, attention_mask, self.pooling)
+        return pool(h, attention_mask, self.pooling).to(torch.float32)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The frozen model's dtype (float32, bfloat16 or float16)."""
+        first = next((p for p in self.layers.parameters()), None)
+        if first is None and self.embeddings is not None:
+            first = next(self.embeddings.parameters(), None)
+        return first.dtype if first is not None else torch.float32
 
     def forward(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(h, attention_mask))
@@ -104,16 +116,19 @@ def split_encoder(encoder: nn.Module, *, split: int, num_classes: int, pooling: 
     check_split(encoder, split)
     arch = arch_of(encoder)
     cfg, emb, layers = encoder.config, arch.embeddings(encoder), arch.blocks(encoder)
+    ctx = arch.context(encoder)
     bottom = BottomModel(config=cfg, split=split, arch=arch, word_embeddings=emb.word_embeddings,
-                         embeddings=emb if split else None, layers=layers[:split])
+                         embeddings=emb if split else None, layers=layers[:split], context=ctx)
     top = TopModel(config=cfg, split=split, arch=arch, layers=layers[split:], num_classes=num_classes,
-                   embeddings=emb if split == 0 else None, norm=arch.final_norm(encoder), pooling=pooling)
+                   embeddings=emb if split == 0 else None, norm=arch.final_norm(encoder), pooling=pooling,
+                   context=ctx)
     return bottom, top
 
 
 def bottom_state(bottom: BottomModel) -> tuple[str, dict[str, np.ndarray]]:
-    """What the vendor ships: the public config (JSON) and the bottom's weights as float32 arrays."""
-    state = {k: v.detach().cpu().numpy().astype(np.float32, copy=False) for k, v in bottom.state_dict().items()
+    """What the vendor ships: the public config (JSON) and the bottom's weights as float32 arrays
+    (a bfloat16/float16 model is upcast: exact, and numpy has no bfloat16)."""
+    state = {k: v.detach().to("cpu", torch.float32).numpy() for k, v in bottom.state_dict().items()
              if v.is_floating_point()}
     return bottom.config.to_json_string(), state
 
@@ -131,10 +146,10 @@ def build_bottom(*, config_json: str, split: int, state: dict[str, np.ndarray]) 
         emb = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         bottom = BottomModel(config=config, split=0, arch=arch, word_embeddings=emb)
     else:
-        shell = arch.shell(config, split)
+        shell = arch.shell(config, split).to(torch.float32)
         full = arch.embeddings(shell)
         bottom = BottomModel(config=shell.config, split=split, arch=arch, word_embeddings=full.word_embeddings,
-                             embeddings=full, layers=arch.blocks(shell))
+                             embeddings=full, layers=arch.blocks(shell), context=arch.context(shell))
     bottom.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()}, strict=False)
     expected = {k for k, v in bottom.state_dict().items() if v.is_floating_point()}
     if expected != set(state):

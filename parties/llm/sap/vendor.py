@@ -100,7 +100,7 @@ class SapVendor(Node):
             torch.manual_seed(derive_seed("sap-top", self.seed) >> 1)
             bottom, top = split_encoder(self.encoder, split=self.split, num_classes=int(c["num_classes"]),
                                         pooling=self.pooling)
-            self.attack_bottom = copy.deepcopy(bottom).eval().requires_grad_(False).to(self.device)
+            self.attack_bottom = copy.deepcopy(bottom).float().eval().requires_grad_(False).to(self.device)
             top.requires_grad_(False)
             params = inject_lora(top, self.lora, where="the top model")
             top.head.requires_grad_(True)
