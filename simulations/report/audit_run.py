@@ -115,7 +115,7 @@ def audit_attack(run: RunArtifacts) -> list[AttackResult]:
     details: dict[str, Any] = {**{k: v for k, v in res.items() if k != "epsilon_lower"},
                                "accountant_epsilon": eps, "delta": delta, "scored_from": what,
                                "ceiling": max_auditable_epsilon(m=a.canaries, delta=delta),
-                               "epsilon_is_guarantee": not seeded}
+                               "epsilon_is_guarantee": not seeded and run.summary.get("epsilon_is_guarantee") is not False}
     if seeded:
         details["why"] = ("privacy.noise_rng=seeded: the noise is a public function of the run seed, so the server "
                           "regenerates it and removes it; the accountant's epsilon assumes noise nobody else can "
