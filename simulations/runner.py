@@ -27,6 +27,7 @@ from simulations.plots import plot_run
 from simulations.run_facts import finish_summary
 from simulations.tracked import track_epochs
 from vfl.config import apply_overrides, load_yaml
+from vfl.conflicts import check_machine
 from vfl.data import DataSource
 from vfl.engine import Engine, EngineResult, EpochCallback, StartCallback, StepCallback
 from vfl.errors import ConfigError
@@ -115,6 +116,7 @@ def _preflight(cfg: RunConfig, data: DataSource, transport: Transport | None) ->
     """Fail before anything is written: device, data (the strategy's own check), tracker, cluster address."""
     check_tracking(cfg.tracking)
     check_models(cfg.model, local=not cfg.transport.address)
+    check_machine(cfg)  # threads and GPUs this machine cannot give a local run (vfl/conflicts.py)
     if not cfg.transport.address:
         check_device(cfg.train.device)
     STRATEGIES.get(cfg.strategy, "strategy")(cfg).prepare(data)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfl.config import build, param, to_dict
+from vfl.conflicts import check_conflicts, warn_overridden
 from vfl.defenses import check_defenses
 from vfl.devices import check_placement
 from vfl.errors import ConfigError
@@ -57,6 +58,9 @@ class TrainConfig:
     eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")
     eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
     threads_per_actor: int = param(1, ge=1, le=256, help="torch intra-op threads inside each actor")
+    driver_threads: int | None = param(None, ge=1, le=256, help="torch intra-op threads of the driver process, "
+                                       "where every node computes with transport.kind: inprocess "
+                                       "(default: train.threads_per_actor)")
     local_steps: int = param(1, ge=1, le=1000, help="FedBCD Q: local updates of every party and the server "
                              "per exchange, the Q-1 extra ones on the same batch with the stale received "
                              "gradient/embeddings (1 = plain VFL; see docs/performance.md)")
@@ -196,8 +200,10 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
     _check_local_steps(cfg, strategy_cls)
     _check_attack(cfg)
     check_placement(cfg)
+    check_conflicts(cfg)  # vfl/conflicts.py: pairs of keys refused, or a warning naming which wins
     if cfg.privacy.target_epsilon is not None:  # sets params.beta / params.sigma (recorded in the resolved config)
-        cfg = strategy_cls.calibrate_to_target(cfg)
+        before, cfg = cfg, strategy_cls.calibrate_to_target(cfg)
+        warn_overridden(before, cfg, given=params_raw)
     return cfg
 
 

@@ -180,7 +180,7 @@ def test_auto_compiles_only_long_ray_runs_and_never_skip_party_or_inprocess():
     assert _cfg("npq", {}, compiled=True).transport.compiled_graph == "on"
     assert _cfg("npq", {}, compiled=False).transport.compiled_graph == "off"
     from simulations.runner import resolve_config
-    assert resolve_config(None, ["transport.compiled_graph=on"]).transport.compiled_graph == "on"
+    assert resolve_config(None, ["transport.compiled_graph=on"], transport="ray").transport.compiled_graph == "on"
     assert resolve_config(None, []).transport.compiled_graph == "auto"  # the default
 
 
