@@ -11,6 +11,7 @@ before a local run starts. Registered names (``mlp``, ``cnn``...) work as before
 from __future__ import annotations
 
 import importlib
+import inspect
 import socket
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,6 +50,25 @@ def load_factory(target: str, *, key: str) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
+_CALLS = {"model.bottom": ("input_shape", "embed_dim"), "model.head": ("in_dim", "num_classes")}
+
+
+def check_signature(factory: Callable[..., Any], target: str, *, key: str) -> None:
+    """ConfigError naming ``key`` when ``factory`` cannot be called with the keywords the framework
+    passes (``factory(input_shape=..., embed_dim=...)`` for a bottom, ``(in_dim=..., num_classes=...)``
+    for a head): found before the run, not as a traceback from inside an actor."""
+    names = _CALLS[key]
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):  # no introspectable signature (a C callable): found when called
+        return
+    try:
+        sig.bind(**dict.fromkeys(names))
+    except TypeError as exc:
+        raise ConfigError(key, f"{target!r} cannot be called as factory({', '.join(f'{n}=...' for n in names)}): "
+                          f"{exc}; its signature is {target.split(':')[-1]}{sig}") from None
+
+
 class UserBottom(nn.Module):
     """A user's network followed by ``C * tanh``; a wrong output shape is an error naming the key."""
 
@@ -73,6 +93,7 @@ def _module(obj: Any, target: str, key: str) -> nn.Module:
 
 def bottom_from(target: str) -> Builder:
     factory = load_factory(target, key="model.bottom")
+    check_signature(factory, target, key="model.bottom")
 
     def build(*, input_shape: Sequence[int], embed_dim: int, tanh_c: float, **_: object) -> nn.Module:
         net = _module(factory(input_shape=tuple(input_shape), embed_dim=embed_dim), target, "model.bottom")
@@ -83,6 +104,7 @@ def bottom_from(target: str) -> Builder:
 
 def head_from(target: str) -> Builder:
     factory = load_factory(target, key="model.head")
+    check_signature(factory, target, key="model.head")
 
     def build(*, in_dim: int, num_classes: int, **_: object) -> nn.Module:
         return _module(factory(in_dim=in_dim, num_classes=num_classes), target, "model.head")
@@ -111,6 +133,6 @@ def check_models(model: Any, *, local: bool) -> None:
     for key, name, reg in (("model.bottom", model.bottom, BOTTOMS), ("model.head", model.head, HEADS)):
         if is_import_string(name):
             if local:
-                load_factory(name, key=key)
+                check_signature(load_factory(name, key=key), name, key=key)
         else:
             reg.get(name, key)

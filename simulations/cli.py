@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--b", type=int, required=True, help="PBM trials b")
     a.add_argument("--beta", type=float, help="PBM beta in (0, 1/4] (not with --target-epsilon)")
     a.add_argument("--parties", type=int, required=True, help="number of parties M")
-    a.add_argument("--alpha", type=float, help="Renyi order alpha > 1 (not with --target-epsilon)")
+    a.add_argument("--alpha", type=float, help="Renyi order alpha > 1 of the per-release RDP (default: the order "
+                   "minimizing epsilon, with --epochs --dim --delta; not with --target-epsilon)")
     a.add_argument("--target-epsilon", type=float, help="calibrate: print the beta (pbm, at fixed b) or sigma "
                    "(ldp) reaching this epsilon over --epochs (needs --dim, --delta)")
     a.add_argument("--epochs", type=int)
@@ -235,6 +236,8 @@ def _cmd_account(args: argparse.Namespace) -> int:
                              alpha=args.alpha, target_epsilon=args.target_epsilon, epochs=args.epochs,
                              batch=args.batch, dataset_size=args.dataset_size, dim=args.dim, delta=args.delta,
                              c=args.c, c0=args.c0)
+    for warning in report.get("warnings", ()):
+        log.warning("%s", warning)
     print(json.dumps(report, indent=2))
     return 0
 

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from vfl.errors import ConfigError
+from vfl.privacy.accountant import DEFAULT_ORDERS
 from vfl.privacy.calibrate import calibrate_ldp_sigma, calibrate_pbm_beta
 from vfl.privacy.report import account_report
 
@@ -19,15 +20,40 @@ def account(*, mechanism: str, b: int, parties: int, beta: float | None = None, 
             c: float = 1.0, c0: float | None = None) -> dict[str, Any]:
     """Report of ``mechanism`` (``pbm`` or ``ldp``) at (b, beta, parties, alpha), composed over
     ``epochs`` releases of ``dim`` coordinates when given; with ``target_epsilon`` instead, the
-    calibrated beta (pbm, at fixed b) or sigma (ldp). Errors name the CLI flag (``--beta``...)."""
+    calibrated beta (pbm, at fixed b) or sigma (ldp). Without ``alpha`` the accountant picks the
+    Rényi order that minimizes epsilon (needs epochs, dim, delta); ``warnings`` says when that order
+    is at the edge of the grid. Errors name the CLI flag (``--beta``...)."""
     if target_epsilon is not None:
         return _target(mechanism=mechanism, b=b, parties=parties, beta=beta, target_epsilon=target_epsilon,
                        epochs=epochs, dim=dim, delta=delta, c=c)
-    if beta is None or alpha is None:
-        flag = "beta" if beta is None else "alpha"
-        raise ConfigError(f"--{flag}", "required (or give --target-epsilon to calibrate)")
-    return account_report(mechanism=mechanism, b=b, beta=beta, parties=parties, alpha=alpha, epochs=epochs,
-                          batch=batch, dataset_size=dataset_size, dim=dim, delta=delta, c=c, c0=c0)
+    if beta is None:
+        raise ConfigError("--beta", "required (or give --target-epsilon to calibrate)")
+    kw: dict[str, Any] = dict(mechanism=mechanism, b=b, beta=beta, parties=parties, epochs=epochs, batch=batch,
+                              dataset_size=dataset_size, dim=dim, delta=delta, c=c, c0=c0)
+    chosen = alpha is None
+    if alpha is None:
+        if epochs is None or dim is None or delta is None:
+            raise ConfigError("--alpha", "required unless --epochs, --dim and --delta are given (then the "
+                              "accountant picks the order that minimizes epsilon)")
+        alpha = float(account_report(**kw, alpha=2.0)["order"])  # any valid order: the grid search is the same
+    report = account_report(**kw, alpha=alpha)
+    report["params"]["alpha_source"] = "accountant (order minimizing epsilon)" if chosen else "given"
+    warning = edge_warning(report.get("order"))
+    if warning:
+        report["warnings"] = [warning]
+    return report
+
+
+def edge_warning(order: float | None, orders: tuple[float, ...] = DEFAULT_ORDERS) -> str | None:
+    """A note when the best Rényi order is the smallest or largest of the grid: the minimum over
+    the orders may lie outside it, so epsilon may be loose (an upper bound still holds)."""
+    if order is None or min(orders) < order < max(orders):
+        return None
+    side = "smallest" if order <= min(orders) else "largest"
+    hint = ("epsilon is large: the privacy noise is weak for this many releases" if side == "smallest"
+            else "epsilon is tiny: a larger order could tighten it")
+    return (f"the best Renyi order {order:g} is the {side} of the accountant's grid "
+            f"[{min(orders):g}, {max(orders):g}]: the epsilon is an upper bound but may be loose ({hint})")
 
 
 def _target(*, mechanism: str, b: int, parties: int, beta: float | None, target_epsilon: float,

@@ -38,21 +38,21 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     bottom: str = param("mlp", help="registered bottom model (party side)")
-    bottom_hidden: tuple[int, ...] = param((64,), ge=1, help="hidden widths of MLP bottoms")
+    bottom_hidden: tuple[int, ...] = param((32,), ge=1, help="hidden widths of MLP bottoms")
     embed_dim: int = param(16, ge=1, le=65536, help="embedding dimension P")
     tanh_c: float = param(1.0, gt=0, help="embedding range C (bottoms end in C*tanh)")
     fusion: str = param("sum", choices=("sum", "concat"), help="how the server fuses embeddings")
     head: str = param("mlp", help="registered fusion head (server side)")
-    head_hidden: tuple[int, ...] = param((64,), ge=1, help="hidden widths of MLP heads")
+    head_hidden: tuple[int, ...] = param((32,), ge=1, help="hidden widths of MLP heads")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = param(10, ge=1, le=100000)
-    batch_size: int = param(100, ge=1, le=1000000)
+    batch_size: int = param(64, ge=1, le=1000000)  # the defaults are the demo's (digits: ~0.95 test acc)
     optimizer: str = param("sgd", choices=OPTIMIZERS, help="adam: torch Adam; adamw: torch AdamW")
-    lr: float = param(0.01, gt=0, le=10)
-    momentum: float = param(0.0, ge=0, lt=1)
+    lr: float = param(0.05, gt=0, le=10)
+    momentum: float = param(0.9, ge=0, lt=1, help="SGD momentum (ignored by adam/adamw)")
     weight_decay: float = param(0.0, ge=0)
     device: str = param("cpu", help="torch device of every model: auto|cpu|cuda|cuda:N (resolved in each actor)")
     eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")

@@ -44,7 +44,7 @@ from vfl.transport.ray_transport import RayTransport
 TARGETS = {"inprocess": 1.5, "ray": 2.0}  # goal ratios to centralized for the default config (issue #13)
 DEFAULTS = [
     "name=overhead", "strategy=npq", "dataset=har", "num_parties=5", "train.batch_size=100",
-    "train.epochs=4", "train.lr=0.01", "model.embed_dim=16", "model.bottom_hidden=[128]", "model.head_hidden=[64]",
+    "train.epochs=4", "train.lr=0.01", "train.momentum=0", "model.embed_dim=16", "model.bottom_hidden=[128]", "model.head_hidden=[64]",
     "transport.max_actors=1", "train.eval_every=100000",
 ]
 

@@ -21,7 +21,8 @@ def _engine(fusion: str, batch: int) -> tuple[Engine, BlobSource, InProcessTrans
     src = BlobSource(num_parties=3)
     cfg = load_run_config({"num_parties": 3, "seed": 7, "model": {"fusion": fusion, "embed_dim": 5,
                            "bottom_hidden": [8], "head_hidden": [6]},
-                           "train": {"epochs": 1, "batch_size": batch, "lr": 0.05, "optimizer": "sgd"}})
+                           "train": {"epochs": 1, "batch_size": batch, "lr": 0.05, "momentum": 0.0,
+                                     "optimizer": "sgd"}})
     transport = InProcessTransport()
     return Engine(cfg, transport, src, progress=False), src, transport
 
