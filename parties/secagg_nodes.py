@@ -4,9 +4,10 @@ Set-up (once per run, again on resume = a new session): the server relays public
 sealed shares of every party's self-mask seed. Each round: the parties send double-masked
 vectors; the server opens the round with the vectors that arrived and asks the survivors for
 their round keys (``query.secagg_unmask``), and for seed shares only if a survivor vanished before
-answering; then it has exactly the survivors' sum, fuses it and steps its head. In SecAgg mode
-``malicious`` the parties sign their SecAgg keys with their identity keys (verified against the
-authentication roster) and each round opens with the survivors signing the survivor set
+answering; then it has exactly the survivors' sum, fuses it and steps its head. With auth on
+the parties sign their SecAgg keys with their identity keys (verified against the authentication
+roster, not the server's); in SecAgg mode ``malicious`` each round also opens with the survivors
+signing the survivor set
 (``query.secagg_consistency``), whose signatures ride on the unmask request.
 """
 
@@ -87,7 +88,7 @@ class SecAggParty(PassiveParty):
         (m,) = messages
         c = cfg_of(m)
         session, threshold, mode = bytes(c[sw.SESSION]), int(c[sw.THRESHOLD]), str(c.get(sw.MODE, "semi-honest"))
-        ident = Identity(*self.identity) if mode == "malicious" and self.identity is not None else None
+        ident = Identity(*self.identity) if self.identity is not None else None  # auth on: keys are signed
         client = SecAggClient(self.node_id, [int(p) for p in c[sw.PARTIES]], threshold, session, mode=mode,
                               identity=ident)
         self._secagg = client
@@ -177,7 +178,7 @@ class SecAggActiveServer(ActiveServer):
                 if sw.KEY_SIG in c}
         self.secagg = SecAggServer(self.party_ids, threshold, self.k, session, mode=mode)
         ids = sorted(self.public_keys)
-        signed = {sw.KEY_SIGS: [sigs[i] for i in ids]} if mode == "malicious" else {}
+        signed = {sw.KEY_SIGS: [sigs[i] for i in ids]} if set(sigs) == set(ids) else {}
         return [wire.make(sw.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),
                           content=_records(**{sw.IDS: ids, sw.KEYS: [self.public_keys[i] for i in ids], **signed}))]
 

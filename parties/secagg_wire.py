@@ -6,9 +6,9 @@ through a shared state key. Sequences side by side: ``docs/protocols.md``.
 
 Set-up, ledger phase ``setup`` (once per session):
   SETUP    driver -> parties   session, parties, threshold, mode (semi-honest | malicious)
-  SETUP    party -> server     pk (its X25519 public key); malicious: ks (its identity signature on
-                               (session, id, pk))
-  ROSTER   server -> parties   ids, keys (every public key); malicious: kss (their signatures)
+  SETUP    party -> server     pk (its X25519 public key), mode; with auth: ks (its identity
+                               signature on (session, id, pk))
+  ROSTER   server -> parties   ids, keys (every public key); with auth: kss (their signatures)
   SHARES   party -> server     to, env (its seed shares, one AES-GCM envelope per peer)
   DELIVER  server -> party     frm, env (the envelopes addressed to it)
 Every round, ledger phase of the round (``train``/``eval``), or ``recovery`` once a party dropped:

@@ -41,8 +41,9 @@ def test_default_mode_is_malicious_and_every_attack_opens_nothing() -> None:
         assert lying.RUN[attack](num=M, threshold=T, mode="malicious") == (0, True), attack
 
 
-def test_key_swap_opens_every_input_in_semi_honest_mode_and_is_detected_in_malicious() -> None:
-    assert lying.key_swap(num=M, threshold=T, mode="semi-honest") == (M, False)  # control: all M open
+def test_key_swap_opens_every_input_with_unsigned_keys_and_is_detected_with_identity_keys() -> None:
+    assert lying.key_swap(num=M, threshold=T, mode="semi-honest", signed=False) == (M, False)  # control (auth off)
+    assert lying.key_swap(num=M, threshold=T, mode="semi-honest") == (0, True)  # auth on: keys are signed
     assert lying.key_swap(num=M, threshold=T, mode="malicious") == (0, True)
 
 

@@ -39,9 +39,10 @@ __all__ = ["Reveal", "SecAggClient", "check_parties"]
 
 
 class SecAggClient:
-    """Party ``party_id`` among ``peers`` (all party ids; including itself or not). ``mode``
-    ``malicious`` needs ``identity`` (its identity key, its peers' from a roster the server did
-    not build): signed SecAgg keys and the per-round survivor consistency check."""
+    """Party ``party_id`` among ``peers`` (all party ids; including itself or not). With an
+    ``identity`` (its identity key; its peers' from a roster the server did not build) every SecAgg
+    key must carry its party's signature; ``mode`` ``malicious`` needs one and adds the per-round
+    survivor consistency check."""
 
     def __init__(
         self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
@@ -89,7 +90,7 @@ class SecAggClient:
         return public_key_bytes(self._key)
 
     def key_signature(self) -> bytes:
-        """My identity signature on (session, my id, my public key) (malicious mode)."""
+        """My identity signature on (session, my id, my public key)."""
         if self.identity is None:
             raise ProtocolError(f"party {self.party_id} has no identity key to sign its SecAgg key with")
         return self.identity.sign(key_statement(session=self.session, party=self.party_id, public_key=self.public_key()))
@@ -102,9 +103,9 @@ class SecAggClient:
         return self.check.sign(rnd, survivors)
 
     def receive_public_keys(self, keys: Mapping[int, bytes], signatures: Mapping[int, bytes] | None = None) -> None:
-        """Agree a mask secret and a share key with every peer from their public keys (in malicious
-        mode each key must carry its party's identity signature: KeySwapDetected otherwise)."""
-        if self.check is not None and self.identity is not None:
+        """Agree a mask secret and a share key with every peer from their public keys (with an
+        identity each key must carry its party's identity signature: KeySwapDetected otherwise)."""
+        if self.identity is not None:
             verify_keys(self.identity, me=self.party_id, session=self.session, keys=keys, signatures=signatures or {})
         unknown = sorted(set(keys) - set(self.parties))
         if unknown:

@@ -7,7 +7,8 @@ how many parties' exact inputs any candidate of ``unmask_attempts`` recovers, an
 honest party raised a typed refusal (``RevealRefused``, ``MaliciousServer``) instead.
 
 - ``key_swap``: the roster hands every party the server's own X25519 keys in place of its peers';
-  it decrypts every seed share, rebuilds every seed and derives every pair key.
+  it decrypts every seed share, rebuilds every seed and derives every pair key. ``signed=False``
+  plays parties without identity keys (auth off): nothing binds a key to its party.
 - ``single_survivor``: each party is told it alone survived (all others dropped).
 - ``redeclared_dropout``: everyone reveals under "all survived"; then all but v are told v dropped.
 - ``late_survivor``: v is told everyone survived; the others are told v dropped (split views).
@@ -40,9 +41,12 @@ SESSION, ROUND, NAME = b"lying-server-session", "r0", "emb"
 Outcome = tuple[int, bool]  # (inputs opened, a party detected the lie)
 
 
-def _clients(num: int, threshold: int, mode: str) -> tuple[dict[int, SecAggClient], dict[int, Identity]]:
+def _clients(num: int, threshold: int, mode: str, signed: bool = True
+             ) -> tuple[dict[int, SecAggClient], dict[int, Identity]]:
+    """Clients with Ed25519 identities (``signed``: as with auth on) or none (auth off, semi-honest)."""
     ids = ed25519_identities(range(num))
-    return {i: SecAggClient(i, range(num), threshold, SESSION, mode=mode, identity=ids[i]) for i in range(num)}, ids
+    return {i: SecAggClient(i, range(num), threshold, SESSION, mode=mode, identity=ids[i] if signed else None)
+            for i in range(num)}, ids
 
 
 def _exchange(clients: Mapping[int, SecAggClient], rosters: Mapping[int, Mapping[int, bytes]],
@@ -55,7 +59,7 @@ def _exchange(clients: Mapping[int, SecAggClient], rosters: Mapping[int, Mapping
 
 def _honest_setup(clients: Mapping[int, SecAggClient]) -> None:
     keys = {i: c.public_key() for i, c in clients.items()}
-    sigs = {i: c.key_signature() for i, c in clients.items()} if _malicious(clients) else {}
+    sigs = {i: c.key_signature() for i, c in clients.items() if c.identity is not None}
     sent = _exchange(clients, dict.fromkeys(clients, keys), sigs)
     for i, c in clients.items():
         c.receive_shares({s: env[i] for s, env in sent.items() if s != i})
@@ -107,13 +111,15 @@ def _opened(view: ServerView, xs: Mapping[int, npt.NDArray[np.int64]]) -> int:
     return sum(unmasked(view, p, ROUND, x) for p, x in xs.items())
 
 
-def key_swap(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0) -> Outcome:
-    clients, _ = _clients(num, threshold, mode)
+def key_swap(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True,
+) -> Outcome:
+    clients, _ = _clients(num, threshold, mode, signed)
     view = _view(clients, threshold, k)
     fake = {j: generate_private_key() for j in clients}  # the server's stand-in for party j
     rosters = {i: {j: (c.public_key() if j == i else public_key_bytes(fake[j])) for j in clients}
                for i, c in clients.items()}
-    real_sigs = {i: c.key_signature() for i, c in clients.items()} if mode == "malicious" else {}
+    real_sigs = {i: c.key_signature() for i, c in clients.items() if c.identity is not None}
     try:
         sent = _exchange(clients, rosters, real_sigs)  # the only signatures it has are on the real keys
     except RevealRefused:
@@ -130,8 +136,10 @@ def key_swap(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0)
     return _opened(view, xs), False
 
 
-def single_survivor(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0) -> Outcome:
-    clients, _ = _clients(num, threshold, mode)
+def single_survivor(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True,
+) -> Outcome:
+    clients, _ = _clients(num, threshold, mode, signed)
     _honest_setup(clients)
     view, detected = _view(clients, threshold, k), [False]
     xs = _mask(clients, view, k, seed)
@@ -139,8 +147,10 @@ def single_survivor(*, num: int, threshold: int, mode: str, k: int = 16, seed: i
     return _opened(view, xs), detected[0]
 
 
-def redeclared_dropout(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0) -> Outcome:
-    clients, _ = _clients(num, threshold, mode)
+def redeclared_dropout(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
+) -> Outcome:
+    clients, _ = _clients(num, threshold, mode, signed)
     _honest_setup(clients)
     view, detected = _view(clients, threshold, k), [False]
     xs = _mask(clients, view, k, seed)
@@ -150,8 +160,10 @@ def redeclared_dropout(*, num: int, threshold: int, mode: str, k: int = 16, seed
     return _opened(view, xs), detected[0]
 
 
-def late_survivor(*, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0) -> Outcome:
-    clients, _ = _clients(num, threshold, mode)
+def late_survivor(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
+) -> Outcome:
+    clients, _ = _clients(num, threshold, mode, signed)
     _honest_setup(clients)
     view, detected = _view(clients, threshold, k), [False]
     xs = _mask(clients, view, k, seed)

@@ -1,0 +1,67 @@
+"""key_swap through real nodes, in-process: the server node puts its own X25519 key in the SecAgg
+roster in place of party 2's. With auth off (no identity keys) party 1 accepts it and derives its
+pair secret "with party 2" from the server's key, so the server holds it (the control); with auth on
+(default) every party checks each key against its owner's identity key from the authentication
+roster and the set-up stops with KeySwapDetected naming the round and the party."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import strategies  # noqa: F401
+from parties import secagg_wire as sw
+from parties.secagg_nodes import SecAggActiveServer, cfg_of
+from tests.helpers import BlobSource
+from vfl.engine import Engine
+from vfl.errors import VFLError
+from vfl.schema import load_run_config
+from vfl.secagg import KeySwapDetected
+from vfl.secagg.keys import derive_pair_keys, generate_private_key, load_public_key, public_key_bytes
+from vfl.transport.inprocess import InProcessTransport
+
+M, VICTIM, READER = 3, 2, 1
+FAKE = generate_private_key()  # the server's stand-in for party 2
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, **cfg: Any) -> tuple[InProcessTransport, BaseException]:
+    real = SecAggActiveServer.on_setup
+
+    def swapping(self: SecAggActiveServer, messages: list[Any]) -> list[Any]:
+        out = real(self, messages)
+        c = cfg_of(out[0])
+        ids, keys = [int(i) for i in c[sw.IDS]], [bytes(k) for k in c[sw.KEYS]]
+        keys[ids.index(VICTIM)] = public_key_bytes(FAKE)
+        c[sw.KEYS] = keys
+        return out
+
+    swapping.__vfl_handles__ = sw.SETUP  # type: ignore[attr-defined]  (what @handles marks)
+    monkeypatch.setattr(SecAggActiveServer, "on_setup", swapping)
+    config = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 2, **cfg,
+                              "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
+                              "train": {"epochs": 1, "batch_size": 60}})
+    transport = InProcessTransport()
+    with pytest.raises(VFLError) as info:
+        Engine(config, transport, BlobSource(num_parties=M), progress=False).run()
+    return transport, info.value
+
+
+def _party(transport: InProcessTransport, node_id: int) -> Any:
+    return next(h.nodes[node_id] for h in transport.hosts.values() if node_id in h.nodes)
+
+
+def test_without_identity_keys_the_server_holds_a_pair_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    transport, _ = _run(monkeypatch, auth=False, params={"secagg_mode": "semi-honest"})
+    client = _party(transport, READER).client
+    stolen = derive_pair_keys(own_key=FAKE, peer_public=load_public_key(client.public_key(), party=READER),
+                              own_id=VICTIM, peer_id=READER, session=client.session)
+    assert client._pairs[VICTIM] == stolen  # mask secret and share key: the server derives both
+
+
+@pytest.mark.parametrize("mode", ["malicious", "semi-honest"])
+def test_with_auth_the_swap_is_detected_at_setup(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    transport, error = _run(monkeypatch, params={"secagg_mode": mode})
+    assert isinstance(error, KeySwapDetected), error
+    assert error.round == "setup" and f"party {VICTIM}" in str(error)
+    assert not _party(transport, READER).client._pairs  # no pair key was derived with anyone
