@@ -76,7 +76,7 @@ class Engine:
         self.groups = place(self.strategy.layout(), self.cfg.transport,
                             server_role=self.strategy.server_role)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
-        self.transport.start(self.groups, factory, threads=self.cfg.train.threads_per_actor)
+        self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
         self.grid = Grid(self.transport, self.groups, self.ledger)
         self.protocol_setup(self.grid)
         return self.grid
@@ -301,6 +301,14 @@ class Engine:
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
         return summary
+
+
+def torch_threads(train: Any, kind: str) -> int:
+    """Intra-op threads of each host: ``train.driver_threads`` (else ``threads_per_actor``) for the
+    in-process transport, whose hosts all compute in the driver; ``threads_per_actor`` in actors."""
+    if kind == "inprocess" and getattr(train, "driver_threads", None):
+        return int(train.driver_threads)
+    return int(train.threads_per_actor)
 
 
 def _copy(state: dict[str, Any]) -> dict[str, Any]:

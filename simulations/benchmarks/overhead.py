@@ -134,7 +134,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     floors = {"wire_floor": split_epochs(cfg, data, epochs, wire_floor=True)}
     if cfg.auth:  # what the MACs and the broadcast's signature add, side by side
         floors["wire_floor_noauth"] = split_epochs(replace(cfg, auth=False), data, epochs, wire_floor=True)
-    inproc, inproc_prof = transport_epochs(cfg, data, InProcessTransport())
+    central_threads = torch.get_num_threads()
+    inproc_t = InProcessTransport()
+    inproc, inproc_prof = transport_epochs(cfg, data, inproc_t)
     ray_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="off"))
     ray_t, ray_prof = transport_epochs(ray_cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
     cg_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="on"))
@@ -165,6 +167,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "target_inprocess_ratio": TARGETS["inprocess"],  # the speed issue's goals for this default config
         "target_ray_ratio": TARGETS["ray"],
         "steps_per_epoch": steps,
+        # torch intra-op threads each row computed with (in-process: the driver, train.driver_threads
+        # else train.threads_per_actor; Ray: each actor, train.threads_per_actor)
+        "torch_threads": {"centralized": central_threads, "inprocess": inproc_t.threads,
+                          "ray": cfg.train.threads_per_actor, "ray_compiled": cfg.train.threads_per_actor},
         "inprocess_overhead_ms_per_step": (med["inprocess"] - base) / steps * 1e3,
         "ray_overhead_ms_per_step": (med["ray"] - base) / steps * 1e3,
         "ray_compiled_overhead_ms_per_step": (med["ray_compiled"] - base) / steps * 1e3,

@@ -32,8 +32,18 @@ class InProcessTransport(Transport):
         self.hosts: dict[str, NodeHost] = {}
         self.groups: dict[str, HostGroup] = {}
         self.dead: dict[str, InjectedCrash] = {}
+        self.threads = 0  # torch intra-op threads the driver computed with (0 = not started)
+        self._saved_threads = 0
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
+        """Hosts in the driver; the driver computes with ``threads`` torch threads until ``shutdown``
+        (``train.driver_threads``, else ``train.threads_per_actor``; torch's default was every core)."""
+        import torch
+
+        if threads > 0:
+            self._saved_threads = self._saved_threads or torch.get_num_threads()
+            torch.set_num_threads(threads)
+            self.threads = threads
         for g in groups:
             self.groups[g.name] = g
             self.hosts[g.name] = NodeHost(build, g.specs, threads, in_driver=True)
@@ -127,3 +137,8 @@ class InProcessTransport(Transport):
 
     def shutdown(self) -> None:
         self.hosts.clear()
+        if self._saved_threads:  # a library caller gets its own thread setting back
+            import torch
+
+            torch.set_num_threads(self._saved_threads)
+            self._saved_threads = 0
