@@ -170,6 +170,7 @@ class ActiveServer(Node):
         self.node_noise = NodeNoise(noise_rng, seed=schedule.seed, node=spec.node_id)  # built here, never sent
         self.data_guard = DataGuard(spec.name)  # a resumed server refuses labels other than its checkpoint's
         self._y_used: np.ndarray | None = None  # the randomized training labels, drawn once per run
+        self.mod_state: dict[str, Any] = {}  # the gradient mods' own bookkeeping (+ "labels" of the batch)
         self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.head = head.to(device)
         self.optimizer = optimizer
@@ -271,8 +272,9 @@ class ActiveServer(Node):
         """The gradient defenses' mods on every gradient message before it leaves the server."""
         if not self.mods:
             return out
+        self.mod_state["labels"] = self.train_labels()[self.schedule.train_ids(epoch, step)]  # e.g. Marvell
         ctx = ModContext(party=-1, num_parties=len(self.party_ids), phase="train", epoch=epoch, step=step,
-                         seed=self.schedule.seed, node_noise=self.node_noise)
+                         seed=self.schedule.seed, node_noise=self.node_noise, state=self.mod_state)
         return [apply_mods(self.mods, m, ctx) for m in out]
 
     @handles(vw.EVAL_FORWARD)

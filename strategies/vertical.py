@@ -31,7 +31,7 @@ from strategies.dropout import Dropouts
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
 from vfl.data import DataSource, KeyedDataSource, LabelShard, PartyShard
-from vfl.defenses import label_privacy, make_defenses
+from vfl.defenses import check_labels, label_privacy, make_defenses
 from vfl.errors import ConfigError, ProtocolError
 from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
@@ -168,6 +168,7 @@ class VerticalStrategy(Strategy):
             return
         shards, labels = data.partition()
         self._num_train, self._num_test = len(labels.y_train), len(labels.y_test)
+        check_labels(self.cfg.defenses, num_classes=labels.num_classes)  # e.g. marvell: binary labels only
         if self.cfg.privacy.bottom_dp is not None:  # refuse a bottom Opacus cannot clip before actors start
             from parties.dp_bottom import check_bottoms
 

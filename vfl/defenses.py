@@ -68,6 +68,10 @@ class Defense:
         """Site ``gradient``: the mod applied to each gradient message the label holder sends."""
         return None
 
+    def label_refusal(self, *, num_classes: int) -> str | None:
+        """Why this defense cannot run on labels of ``num_classes`` classes (checked when the data is known)."""
+        return None
+
     def label_epsilon(self) -> float | None:
         """Pure label-DP ε of this defense for the whole run (None: no formal guarantee)."""
         return None
@@ -135,6 +139,13 @@ def check_defenses(cfg: Any, strategy_cls: Any) -> tuple[dict[str, Any], ...]:
 def make_defenses(entries: Sequence[Mapping[str, Any]]) -> list[Defense]:
     """The defense objects of validated ``defenses`` entries, in order."""
     return [cls(params) for _, cls, params in (_entry(i, e) for i, e in enumerate(entries))]
+
+
+def check_labels(entries: Sequence[Mapping[str, Any]], *, num_classes: int) -> None:
+    """Refuse, in one line naming the entry, a defense that cannot handle ``num_classes`` classes."""
+    for i, d in enumerate(make_defenses(entries)):
+        if (why := d.label_refusal(num_classes=num_classes)) is not None:
+            raise ConfigError(f"{KEY}[{i}].kind", why)
 
 
 def label_epsilon(entries: Sequence[Mapping[str, Any]]) -> float | None:

@@ -68,3 +68,20 @@ def test_grad_topk_weakens_the_direction_attacks_but_not_the_norm_attack(tmp_pat
     _, topk = _run(tmp_path, [{"kind": "grad_topk", "keep": 0.1}])
     assert topk.details["cosine"] < none.details["cosine"] - 0.1
     assert topk.details["norm"] > topk.baseline + 0.1
+
+
+def test_marvell_weakens_label_inference_on_binary_labels_and_keeps_accuracy(tmp_path):
+    def binary(out, defenses):
+        cfg = resolve_config({"name": "mv", "dataset": "breast-cancer", "num_parties": 4, "strategy": "npq",
+                              "transport": {"kind": "inprocess"},
+                              "model": {"embed_dim": 8, "bottom_hidden": [16], "head": "mlp", "head_hidden": [16]},
+                              "train": {"epochs": 4, "batch_size": 50, "lr": 0.05, "momentum": 0.9},
+                              "privacy": {"record_views": True}, "defenses": defenses})
+        summary = execute(cfg, out_dir=out, progress=False).summary
+        return summary, RUN_ATTACKS.get("label_inference")(load_run(out))[0]
+
+    s_none, none = binary(tmp_path / "none", [])  # control: the gradient gives the labels away
+    s_mv, mv = binary(tmp_path / "marvell", [{"kind": "marvell", "strength": 4.0}])
+    assert none.value > 0.95
+    assert mv.value - mv.baseline < (none.value - none.baseline) / 2, (none.value, mv.value, mv.baseline)
+    assert s_mv["final_test_acc"] > s_none["final_test_acc"] - 0.05 and "epsilon_label" not in s_mv
