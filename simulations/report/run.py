@@ -101,10 +101,14 @@ class RunArtifacts:
 
     @cached_property
     def accountant(self) -> Accountant | None:
-        state = self.engine_state
-        if state is None or state.get("accountant") is None:
-            return None
-        return Accountant.from_json(state["accountant"])
+        """The checkpoint's accountant plus every release the write-ahead ledger holds after it (a
+        run killed mid-epoch has released more than its checkpoint says)."""
+        from vfl.privacy.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
+
+        state = self.engine_state or {}
+        acc, _ = restore_accountant(saved=state.get("accountant"), covered=int(state.get("privacy_ledger_seq", 0)),
+                                    ledger=ReleaseLedger(self.path / LEDGER_FILE))
+        return acc
 
     # ---- the experimenter's ground truth (scores attacks; never an attacker input) -----------
     @cached_property

@@ -153,3 +153,17 @@ def test_seeded_noise_repeats_the_same_release_and_charges_nothing(tmp_path, mon
         np.testing.assert_array_equal(spy.decoded[(0, f"train:1:{s}")], spy.decoded[(1, f"train:1:{s}")])
     assert summary["resumes"][0]["releases_charged"] == 0
     assert summary["epsilon"] == pytest.approx(pbm_epsilon(cfg, cfg.train.epochs), rel=1e-12)
+
+
+def test_the_report_of_a_killed_run_counts_the_failed_attempt(tmp_path, monkeypatch):
+    from simulations.report.run import load_run
+
+    cfg = _cfg()
+    monkeypatch.setenv(FAULT_ENV, "party1@1:6")
+    with pytest.raises(PartyFailure):
+        _engine(tmp_path / "run", cfg, WireTap(), resume=False).run()
+    acc = load_run(tmp_path / "run").accountant  # epoch 0 committed, epoch 1 released in part
+    assert acc.epsilon(cfg.privacy.delta)[0] == pytest.approx(pbm_epsilon(cfg, 2), rel=1e-12)
+    (tmp_path / "run" / LEDGER_FILE).unlink()  # control: the checkpoint alone (what the report read before)
+    old = load_run(tmp_path / "run").accountant
+    assert old.epsilon(cfg.privacy.delta)[0] == pytest.approx(pbm_epsilon(cfg, 1), rel=1e-12)
