@@ -30,6 +30,7 @@ from vfl.errors import (
     TransportError,
     VFLError,
 )
+from vfl.faults import no_test_hooks
 from vfl.logs import LEVELS, get_logger, level_from_flags, setup_logging
 from vfl.trust import trusting
 
@@ -282,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(level_from_flags(log_level=args.log_level, verbose=args.verbose, quiet=args.quiet))
     with signals.terminate_as_interrupt():
         try:
-            with trusting(bool(getattr(args, "trust_code", False))):
+            with trusting(bool(getattr(args, "trust_code", False))), no_test_hooks():  # no VFL_SECAGG_AUDIT
                 return _dispatch(parser, args)
         except (ConfigError, DataError) as exc:
             print(f"vfl: error: {exc}", file=sys.stderr)

@@ -7,27 +7,34 @@ separated by commas; ``KIND`` restricts it to one message kind (e.g. ``query.sec
 before revealing round keys); ``MODE`` is ``exit`` (default: ``os._exit`` in a Ray actor, an
 :class:`InjectedCrash` when the host runs in the driver) or ``hang`` (never answer; Ray only, to
 exercise ``transport.round_timeout_s``). ``VFL_SECAGG_AUDIT=1`` makes parties keep their plain
-integer inputs per round and the server its sums, so tests can check a recovered sum. Both are
-for tests and benchmarks only; the Ray transport forwards them to its actors.
+integer inputs per round and the server its sums, so tests can check a recovered sum: it is
+honoured only together with the test-only opt-in ``VFL_TEST_HOOKS=1`` and never inside the CLI
+(:func:`no_test_hooks`: ``vfl ...`` drops it from its environment, so it neither keeps inputs in
+the driver's process nor reaches an actor). Both hooks are for tests and benchmarks only; a
+driver program outside the CLI forwards them (and the opt-in) to its Ray actors.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-
-from flwr.common import Message
+from typing import TYPE_CHECKING
 
 from vfl.errors import ConfigError
-from vfl.message import round_of
+
+if TYPE_CHECKING:  # the CLI imports this module: no flwr at its start-up
+    from flwr.common import Message
 
 FAULT_ENV = "VFL_FAULT_INJECT"
 AUDIT_ENV = "VFL_SECAGG_AUDIT"
+TEST_HOOKS_ENV = "VFL_TEST_HOOKS"  # the test-only opt-in a privacy-weakening hook also needs
 PROFILE_ENV = "VFL_PROFILE"  # vfl.profile accumulators (overhead benchmark)
-FORWARD_ENV = (FAULT_ENV, AUDIT_ENV, PROFILE_ENV)
+FORWARD_ENV = (FAULT_ENV, AUDIT_ENV, PROFILE_ENV, TEST_HOOKS_ENV)
+_refused = False  # set inside the CLI (no_test_hooks): the audit hook is off whatever the environment says
 
 
 class InjectedCrash(Exception):  # noqa: N818 - it is a simulated death, not an error of the code
@@ -73,6 +80,8 @@ def check(node: str, replies: Sequence[Message], *, in_driver: bool = False) -> 
     spec = os.environ.get(FAULT_ENV)
     if not spec or not replies:
         return
+    from vfl.message import round_of
+
     for fault in parse_faults(spec):
         if fault.node != node:
             continue
@@ -92,5 +101,21 @@ def _die(fault: Fault, replies: Sequence[Message], *, in_driver: bool) -> None:
 
 
 def audit_enabled() -> bool:
-    """True when ``VFL_SECAGG_AUDIT=1``: keep plain inputs and sums for tests (never in production)."""
-    return os.environ.get(AUDIT_ENV) == "1"
+    """True when ``VFL_SECAGG_AUDIT=1`` and the opt-in ``VFL_TEST_HOOKS=1`` are both set, outside the
+    CLI: keep plain inputs and sums for tests (never in a run started with ``vfl``)."""
+    return not _refused and os.environ.get(AUDIT_ENV) == "1" and os.environ.get(TEST_HOOKS_ENV) == "1"
+
+
+@contextmanager
+def no_test_hooks() -> Iterator[None]:
+    """Within: the audit hook is off in this process and absent from the environment that hosts
+    started here inherit or are forwarded (the CLI runs every command inside this)."""
+    global _refused
+    before, saved = _refused, os.environ.pop(AUDIT_ENV, None)
+    _refused = True
+    try:
+        yield
+    finally:
+        _refused = before
+        if saved is not None:
+            os.environ[AUDIT_ENV] = saved

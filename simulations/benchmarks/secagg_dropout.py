@@ -33,7 +33,7 @@ from strategies.secure import shamir_threshold
 from vfl.data import Dataset, LabelShard, PartyShard
 from vfl.engine import Engine
 from vfl.errors import ProtocolError
-from vfl.faults import AUDIT_ENV, FAULT_ENV
+from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
 from vfl.host import NodeBuilder
 from vfl.message import Wire
 from vfl.schema import load_run_config
@@ -89,9 +89,9 @@ class RecordingTransport(InProcessTransport):
 
 def run_one(m: int, *, round_r: int, seed: int) -> dict[str, Any]:
     dead = m // 2  # party index; node id dead + 1
-    saved = {k: os.environ.get(k) for k in (FAULT_ENV, AUDIT_ENV)}
+    saved = {k: os.environ.get(k) for k in (FAULT_ENV, AUDIT_ENV, TEST_HOOKS_ENV)}
     os.environ[FAULT_ENV] = f"party{dead}@0:{round_r}"
-    os.environ[AUDIT_ENV] = "1"
+    os.environ[AUDIT_ENV] = os.environ[TEST_HOOKS_ENV] = "1"  # the audit hook and its test-only opt-in
     cfg = load_run_config({
         "name": f"secagg-dropout-{m}", "strategy": "pbm", "num_parties": m, "seed": seed,
         "model": {"embed_dim": 8, "bottom_hidden": [8], "head_hidden": [16]},

@@ -15,7 +15,7 @@ from simulations.cli import main
 from tests.helpers import BlobSource
 from vfl.engine import Engine
 from vfl.errors import ConfigError, PartyFailure
-from vfl.faults import AUDIT_ENV, FAULT_ENV
+from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
 from vfl.privacy import Accountant
 from vfl.privacy.events import PBMEvent
 from vfl.schema import load_run_config
@@ -52,6 +52,7 @@ def _run(strategy: str, fault: str, monkeypatch: pytest.MonkeyPatch, *, on_dropo
          epochs: int = 2, **params: Any) -> tuple[Any, Keeping]:
     monkeypatch.setenv(FAULT_ENV, fault)
     monkeypatch.setenv(AUDIT_ENV, "1")
+    monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
     cfg = load_run_config({"strategy": strategy, "num_parties": M, "seed": 1, "params": params,
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": epochs, "batch_size": 50, "on_dropout": on_dropout}})

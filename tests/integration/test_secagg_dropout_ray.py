@@ -14,7 +14,7 @@ import strategies  # noqa: F401
 from simulations.cli import main
 from tests.helpers import BlobSource
 from vfl.engine import Engine
-from vfl.faults import AUDIT_ENV, FAULT_ENV
+from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
 from vfl.privacy import Accountant
 from vfl.privacy.events import PBMEvent
 from vfl.schema import load_run_config
@@ -27,6 +27,7 @@ M = 4
 def test_skip_party_over_ray_recovers_a_dead_and_a_late_party(ray_local, monkeypatch) -> None:
     monkeypatch.setenv(FAULT_ENV, "party2@0:3,party1@1:2!hang")
     monkeypatch.setenv(AUDIT_ENV, "1")
+    monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
     cfg = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 1,
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 2, "batch_size": 25, "on_dropout": "skip-party"},
