@@ -45,9 +45,9 @@ def worst_sample_releases(count: Counter[tuple[int, int]]) -> int:
     return sum(per_epoch.values())
 
 
-def pbm_epsilon(cfg: RunConfig, releases: int) -> float:
+def pbm_epsilon(cfg: RunConfig, releases: int, *, num_parties: int | None = None) -> float:
     """ε of ``releases`` PBM releases of one sample's embedding at the run's settings."""
     acc = Accountant()
-    acc.record(PBMEvent(b=cfg.params.b, beta=cfg.params.beta, num_parties=cfg.num_parties,
+    acc.record(PBMEvent(b=cfg.params.b, beta=cfg.params.beta, num_parties=num_parties or cfg.num_parties,
                         dim=cfg.model.embed_dim, count=releases))
     return acc.epsilon(cfg.privacy.delta)[0]

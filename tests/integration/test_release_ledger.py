@@ -167,3 +167,24 @@ def test_the_report_of_a_killed_run_counts_the_failed_attempt(tmp_path, monkeypa
     (tmp_path / "run" / LEDGER_FILE).unlink()  # control: the checkpoint alone (what the report read before)
     old = load_run(tmp_path / "run").accountant
     assert old.epsilon(cfg.privacy.delta)[0] == pytest.approx(pbm_epsilon(cfg, 1), rel=1e-12)
+
+
+def test_a_dropout_amends_the_release_on_disk_before_the_epoch_commits(tmp_path, monkeypatch):
+    cfg = load_run_config({"num_parties": 4, "seed": 1, "strategy": "pbm", "params": {"b": 8},
+                           "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
+                           "train": {"epochs": 1, "batch_size": 50, "on_dropout": "skip-party"}})
+    monkeypatch.setenv(FAULT_ENV, "party2@0:2")  # party2 drops out: from round 2 on, 3 binomials are summed
+    run_dir = RunDir(tmp_path / "run")
+    run_dir.write_config(cfg.to_dict())
+    seen: list[tuple[int, ...]] = []
+
+    def on_step(epoch, done, engine):  # still inside the attempt: nothing committed yet
+        assert not (tmp_path / "run" / "checkpoints").exists()
+        seen.append(tuple(e.num_parties for r in ReleaseLedger(tmp_path / "run" / LEDGER_FILE).releases()
+                          for e in r.events))
+
+    result = Engine(cfg, InProcessTransport(), BlobSource(num_parties=4, num_train=300), run_dir=run_dir,
+                    progress=False, on_step=on_step).run()
+    assert [d["party"] for d in result.summary["dropouts"]] == ["party2"]
+    assert seen and set(seen) == {(3,)}  # a failure from here on would charge the costlier 3-party release
+    assert result.summary["epsilon"] == pytest.approx(pbm_epsilon(cfg, 1, num_parties=3), rel=1e-12)
