@@ -20,6 +20,7 @@ from typing import Any
 
 from vfl.errors import RunDirError
 from vfl.logs import get_logger
+from vfl.private_fs import DIR_MODE, open_private, private_dir
 
 MANIFEST = "manifest.json"
 ENGINE = "engine.json"
@@ -37,7 +38,7 @@ def stderr_warning(message: str) -> None:
 def write_bytes(path: Path, data: bytes) -> None:
     """Write and fsync ``path``; an OS error (disk full, read-only) names the file."""
     try:
-        with open(path, "wb") as f:
+        with open(open_private(path, os.O_WRONLY | os.O_TRUNC), "wb") as f:  # owner-only (0600)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -95,14 +96,15 @@ class CheckpointStore:
     # ---- writing ------------------------------------------------------------------------------
     def save(self, epoch: int, nodes: dict[int, bytes], engine: dict[str, Any]) -> Path:
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            private_dir(self.root)
         except OSError as exc:
             raise RunDirError(f"cannot create {self.root}: {exc.strerror or exc}") from None
         name = f"{PREFIX}{epoch:05d}"
         final, tmp = self.root / name, self.root / f".tmp_{name}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            tmp.mkdir()
+            tmp.mkdir(mode=DIR_MODE)
+            os.chmod(tmp, DIR_MODE)
         except OSError as exc:
             raise RunDirError(f"cannot create {tmp}: {exc.strerror or exc}") from None
         files: dict[str, bytes] = {f"node_{nid}.pt": data for nid, data in sorted(nodes.items())}

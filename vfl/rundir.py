@@ -1,5 +1,8 @@
 """A run's directory: resolved config, metrics.jsonl, summary.json, checkpoints (resumable).
 
+Owner-only: the directory is 0700 and the files written here (and by ``vfl.checkpoint``) 0600,
+set explicitly so the umask does not matter; a resumed older run is tightened to 0700.
+
 Invariants (see docs/failures.md): one process writes a run at a time (``.lock``); a new run goes
 only into a new or empty directory; an epoch is committed by its checkpoint, which carries the
 epoch's metrics row, and the row is appended to metrics.jsonl after it; resuming rewrites
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import time
@@ -21,6 +25,7 @@ import yaml
 from vfl.checkpoint import Checkpoint, CheckpointStore, Warn, stderr_warning, write_atomic
 from vfl.config import load_yaml
 from vfl.errors import ConfigError, RunDirError
+from vfl.private_fs import DIR_MODE, open_private, private_dir
 from vfl.runlock import LOCK_FILE, RunLock
 from vfl.trust import ORIGIN, check_code, mark_created
 
@@ -82,7 +87,7 @@ class RunDir:
                 run._refuse_foreign_content(key)  # before adding anything (not even a lock file)
             run._made = _first_missing(p)
             try:
-                p.mkdir(parents=True, exist_ok=True)
+                private_dir(p)  # 0700: checkpoints hold every node's state
             except OSError as exc:
                 raise ConfigError(key, f"cannot create run directory {p}: {exc.strerror or exc}") from None
             run.lock(key)
@@ -103,6 +108,11 @@ class RunDir:
             raise ConfigError(key, f"{p} has no {CONFIG}; is it a run directory?")
         run = cls(p)
         run.lock(key)
+        try:
+            os.chmod(p, DIR_MODE)  # a run made before runs were owner-only becomes one
+        except OSError as exc:
+            run.close()
+            raise ConfigError(key, f"cannot restrict {p} to its owner: {exc.strerror or exc}") from None
         return run
 
     def lock(self, key: str) -> None:
@@ -176,7 +186,7 @@ class RunDir:
         head += [f"#   {h}" for h in history]
         body = yaml.safe_dump(cfg, sort_keys=False)
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path)
         except OSError as exc:
             raise RunDirError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         write_atomic(self.path / CONFIG, ("\n".join(head) + "\n" + body).encode())
@@ -200,7 +210,7 @@ class RunDir:
     def append_metrics(self, record: dict[str, Any]) -> None:
         line = json.dumps(_clean(record)) + "\n"
         try:
-            with open(self.path / METRICS, "a") as f:
+            with open(open_private(self.path / METRICS, os.O_WRONLY | os.O_APPEND), "a") as f:
                 f.write(line)
                 f.flush()
         except OSError as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from vfl.errors import ConfigError
+from vfl.private_fs import open_private
 
 LOCK_FILE = ".lock"
 
@@ -45,7 +46,7 @@ class RunLock:
 
     def acquire(self) -> RunLock:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = open_private(self.path, os.O_RDWR)  # owner-only (0600), whatever the umask
         except OSError as exc:
             raise ConfigError(self.key, f"cannot use {self.directory}: {exc.strerror}") from None
         try:
