@@ -12,6 +12,7 @@ from scipy import stats
 
 from vfl.privacy.discrete_gaussian import (
     MAX_SIGMA2,
+    _below,
     bernoulli_exp,
     bernoulli_exp_fraction,
     discrete_gaussian,
@@ -64,6 +65,17 @@ def test_moments_at_the_demo_grid_variance():
     assert abs(sample.var() - sigma2) < 5 * se_var
     # the 4th moment of a Gaussian is 3σ⁴: checks the tails, not just the spread
     assert abs(np.mean(sample ** 4) / sigma2 ** 2 - 3.0) < 0.1
+
+
+@pytest.mark.parametrize("n", [3, 3 << 30, 3 << 40])
+def test_uniform_integers_below_n_have_no_modulo_bias(n):
+    """[0, n) uniform on the 32-bit path (3·2^30: a quarter of the words rejected) and the 63-bit one;
+    the residues mod 3 and the lower half have their exact shares (a plain word % n fails the
+    second: p = 0 on 200 000 draws at n = 3·2^30)."""
+    draws = _below(NoiseSource.seeded("below", n), np.full(DRAWS, n, np.int64))
+    assert draws.min() >= 0 and draws.max() < n
+    assert stats.chisquare(np.bincount(draws % 3, minlength=3)).pvalue > P_MIN
+    assert stats.binomtest(int((draws < n // 2).sum()), DRAWS, (n // 2) / n).pvalue > P_MIN
 
 
 def test_bernoulli_exp_matches_exp_minus_gamma():

@@ -30,20 +30,29 @@ I64 = npt.NDArray[np.int64]
 B8 = npt.NDArray[np.bool_]
 
 
+def _uniform_bits(noise: NoiseSource, size: int, wide: bool) -> npt.NDArray[np.uint64]:
+    """``size`` uniform keystream values: 63 bits (two words) when ``wide``, else 32 bits (one word)."""
+    if not wide:
+        return noise.words(size).astype(np.uint64)
+    w = noise.words(2 * size).astype(np.uint64).reshape(size, 2)
+    return (w[:, 0] << np.uint64(31)) ^ (w[:, 1] >> np.uint64(1))
+
+
 def _below(noise: NoiseSource, n: I64) -> I64:
-    """Uniform integers in [0, n_i) for each n_i in [1, 2^62]: 63-bit keystream values, rejection
-    above the largest multiple of n_i (exact, no modulo bias)."""
+    """Uniform integers in [0, n_i) for each n_i in [1, 2^62]: 32-bit keystream values when every
+    n_i ≤ 2^32, else 63-bit ones; rejection above the largest multiple of n_i (exact, no modulo bias)."""
+    if n.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    wide = int(n.max()) > 1 << 32
+    top = _TWO63 if wide else np.uint64(1 << 32)
     n_u = n.astype(np.uint64)
-    limit = _TWO63 - (_TWO63 % n_u)
-    out = np.empty(n.size, dtype=np.int64)
-    todo = np.arange(n.size)
-    while todo.size:
-        w = noise.words(2 * todo.size).astype(np.uint64).reshape(todo.size, 2)
-        v = ((w[:, 0] << np.uint64(31)) ^ (w[:, 1] >> np.uint64(1))) & np.uint64((1 << 63) - 1)
-        ok = v < limit[todo]
-        out[todo[ok]] = (v[ok] % n_u[todo[ok]]).astype(np.int64)
-        todo = todo[~ok]
-    return out
+    limit = top - (top % n_u)
+    v = _uniform_bits(noise, n.size, wide)
+    bad = np.flatnonzero(v >= limit)  # rare: probability < n_i / 2^32 (or 2^63) per draw
+    while bad.size:
+        v[bad] = _uniform_bits(noise, bad.size, wide)
+        bad = bad[v[bad] >= limit[bad]]
+    return (v % n_u).astype(np.int64)
 
 
 def bernoulli_exp_fraction(noise: NoiseSource, num: I64, den: I64) -> B8:
