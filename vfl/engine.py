@@ -31,6 +31,7 @@ from vfl.schema import RunConfig
 from vfl.strategy import STRATEGIES, NodeFactory, Strategy
 from vfl.transport.base import Transport
 from vfl.transport.placement import place
+from vfl.views import mark_replaced, save_run_views
 
 EpochCallback = Callable[[int, dict[str, Any], "Engine"], None]
 StepCallback = Callable[[int, int, "Engine"], None]  # (epoch, steps done in this attempt, engine)
@@ -137,6 +138,8 @@ class Engine:
         cfg = self.cfg
         grid = self.start()
         epoch, history, wall_offset = self._restore(resume)
+        if resume:  # views written before a kill, of epochs the resume redoes: an aborted attempt's
+            self._save_views(replaced_after=epoch - 1, reason="resume")
         if self.snapshot is None and self.recovery.enabled:  # a failure in epoch 0 restarts from here
             self.snapshot = Snapshot(-1, self.transport.get_state(), _copy(self.ledger.state()),
                                      self._accountant_json(), covered=self.releases.last_seq)
@@ -152,6 +155,8 @@ class Engine:
                 try:
                     if failed is not None and self.snapshot is not None:
                         self.recovery.restore(self, self.snapshot)
+                        # what live hosts recorded of the aborted attempt (dead ones lost theirs)
+                        self._save_views(replaced_after=self.snapshot.epoch, reason="restart")
                         failed = None
                     self.stopped = stop_before(budget=cfg.privacy.epsilon_budget, accountant=self.accountant,
                                                events=self.strategy.privacy_events(epoch=epoch),
@@ -177,11 +182,18 @@ class Engine:
                 epoch += 1
         finally:
             outer.close()
-        if self.run_dir is not None and cfg.privacy.record_views:
-            from vfl.views import save_run_views
-
-            save_run_views(self.run_dir.path, self.transport, self.groups, cfg.privacy)
+        self._save_views()
         return EngineResult(self.summary(history), history)
+
+    def _save_views(self, *, replaced_after: int | None = None, reason: str = "") -> None:
+        """Append what the hosts recorded since the last call to ``views/`` (with every checkpoint,
+        so a kill loses at most one epoch); ``replaced_after``: flag the entries of later epochs as
+        an aborted attempt's (a restart or resume redoes them)."""
+        if self.run_dir is None or not self.cfg.privacy.record_views:
+            return
+        save_run_views(self.run_dir.path, self.transport, self.groups, self.cfg.privacy)
+        if replaced_after is not None:
+            mark_replaced(self.run_dir.path / "views", after_epoch=replaced_after, reason=reason)
 
     def _commit(self, epoch: int, record: dict[str, Any]) -> None:
         """Checkpoint first (it carries the metrics row), then the row: a run killed in between is
@@ -193,6 +205,7 @@ class Engine:
         accountant = self._accountant_json()
         covered = self.releases.last_seq  # every release so far is committed (this epoch) or charged
         if self.run_dir is not None:
+            self._save_views()  # before the checkpoint: a kill in between leaves views a resume flags
             self.run_dir.save_checkpoint(epoch, nodes, {
                 "epoch": epoch, "ledger": ledger, "wall_s": record["wall_s"], "accountant": accountant,
                 "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record})

@@ -15,6 +15,7 @@ config records (scalars only) and whether the entry is derived.
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,8 +25,10 @@ from typing import Any
 import numpy as np
 from flwr.common import Message
 
+from vfl.checkpoint import write_atomic
 from vfl.errors import DataError
 from vfl.message import from_array, parse_round, round_of
+from vfl.private_fs import open_private, private_dir
 
 FORMAT = 1
 INDEX = "index.json"
@@ -111,12 +114,13 @@ class ViewLog:
         self._add(node_id, meta, np.array(value, copy=True))
 
     def export(self) -> dict[int, dict[str, Any]]:
-        """Everything recorded so far, per node (and forget it): ``{"entries", "arrays", "dropped"}``."""
+        """Everything recorded since the last export, per node (and forget it): ``{"entries", "arrays",
+        "dropped"}``. The byte budget is the host's for the whole run: exports do not refill it."""
         out = {nid: {"entries": [m for m, _ in rows], "arrays": [a for _, a in rows],
                      "dropped": self.dropped.get(nid, 0)} for nid, rows in self.entries.items()}
         for nid, n in self.dropped.items():
             out.setdefault(nid, {"entries": [], "arrays": [], "dropped": n})
-        self.entries, self.dropped, self.nbytes = {}, {}, 0
+        self.entries, self.dropped = {}, {}
         return out
 
 
@@ -125,7 +129,7 @@ def write_views(directory: str | Path, exports: Mapping[int, Mapping[str, Any]],
                 roles: Mapping[int, str], policy: ViewPolicy) -> Path:
     """Write ``<node>.npz`` + ``index.json``; entries already there (a resumed run) are kept first."""
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    private_dir(root)  # owner-only (0700), as the run directory
     index: dict[str, Any] = _read_index(root) if (root / INDEX).exists() else {"format": FORMAT, "nodes": {}}
     index["policy"] = {"max_bytes": policy.max_bytes, "every": policy.every, "phases": list(policy.phases)}
     for nid, exp in sorted(exports.items()):
@@ -144,11 +148,33 @@ def write_views(directory: str | Path, exports: Mapping[int, Mapping[str, Any]],
                                     "dtype": str(arr.dtype), "shape": list(arr.shape)})
         node["dropped"] = int(node.get("dropped", 0)) + int(exp.get("dropped", 0))
         node["truncated"] = node["dropped"] > 0
-        np.savez(root / node["file"], **arrays)  # type: ignore[arg-type]
+        with open(open_private(root / node["file"], os.O_WRONLY | os.O_TRUNC), "wb") as f:  # 0600
+            np.savez(f, **arrays)  # type: ignore[arg-type]
         index["nodes"][name] = node
-    with open(root / INDEX, "w") as f:
-        json.dump(index, f)
+    write_atomic(root / INDEX, json.dumps(index).encode())  # a kill leaves the old index or the new one
     return root
+
+
+def mark_replaced(directory: str | Path, *, after_epoch: int, reason: str) -> int:
+    """Flag the entries of epochs after ``after_epoch`` that are not flagged yet as ``replaced``
+    (an aborted attempt: a restart or a resume redoes those epochs). They stay: the nodes did
+    receive them, so attacks may use them; ``replaced`` tells them apart from the redone attempt.
+    The index lists every aborted attempt (``aborted_attempts``): what the nodes received in an
+    attempt killed before its views were written is not in the views. Returns the entries flagged."""
+    root = Path(directory)
+    if not (root / INDEX).exists():
+        return 0
+    index = _read_index(root)
+    flagged = 0
+    for node in index["nodes"].values():
+        for e in node["entries"]:
+            if int(e.get("epoch", -1)) > after_epoch and not e.get("replaced"):
+                e["replaced"] = reason
+                flagged += 1
+    index.setdefault("aborted_attempts", []).append({"reason": reason, "after_epoch": after_epoch,
+                                                     "entries_replaced": flagged})
+    write_atomic(root / INDEX, json.dumps(index).encode())
+    return flagged
 
 
 def _read_arrays(path: Path) -> dict[str, np.ndarray]:
@@ -206,9 +232,13 @@ class NodeView:
         return self._arrays[key]
 
     def select(self, *, kind: str | None = None, record: str | None = None, name: str | None = None,
-               phase: str | None = None, src: int | None = None) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
-        """(entry, array) pairs matching every given field, in arrival order."""
+               phase: str | None = None, src: int | None = None,
+               replaced: bool = False) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
+        """(entry, array) pairs matching every given field, in arrival order; entries of an aborted
+        attempt (``replaced``: redone after a restart or resume) only with ``replaced=True``."""
         for e in self.entries:
+            if e.get("replaced") and not replaced:
+                continue
             if ((kind is None or e["kind"] == kind) and (record is None or e["record"] == record)
                     and (name is None or e["name"] == name) and (phase is None or e["phase"] == phase)
                     and (src is None or e["src"] == src)):
@@ -228,7 +258,8 @@ def load_views(run_dir: str | Path) -> dict[str, NodeView]:
 
 
 def save_run_views(run_dir: str | Path, transport: Any, groups: Any, privacy: Any) -> Path | None:
-    """Driver side, end of a run: fetch every host's recorded views and write them into ``run_dir``."""
+    """Driver side, with every checkpoint and at the end of a run: fetch what every host recorded
+    since the last call and append it to ``run_dir/views`` (a kill loses at most one epoch's views)."""
     policy = ViewPolicy.from_privacy(privacy)
     if policy is None:
         return None
