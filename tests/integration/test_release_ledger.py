@@ -188,3 +188,22 @@ def test_a_dropout_amends_the_release_on_disk_before_the_epoch_commits(tmp_path,
     assert [d["party"] for d in result.summary["dropouts"]] == ["party2"]
     assert seen and set(seen) == {(3,)}  # a failure from here on would charge the costlier 3-party release
     assert result.summary["epsilon"] == pytest.approx(pbm_epsilon(cfg, 1, num_parties=3), rel=1e-12)
+
+
+def test_vfl_run_resume_lists_the_resume_and_charges_it(tmp_path, monkeypatch, capsys):
+    from simulations.cli import main
+
+    out = tmp_path / "run"
+    fast = ["--no-progress", "--transport", "inprocess", "--set", "params.b=8", "--set", "data.train_subsample=256",
+            "--set", "data.test_subsample=64", "--set", "train.epochs=2"]  # 4 steps an epoch
+    monkeypatch.setenv(FAULT_ENV, "party1@1:2")
+    assert main(["run", "demo", "--out", str(out), *fast]) == 1
+    assert "resume with: vfl run --resume" in capsys.readouterr().err
+    monkeypatch.delenv(FAULT_ENV)
+    assert main(["run", "--resume", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    (resume,) = summary["resumes"]
+    assert resume["checkpoint_epoch"] == 0 and resume["releases_charged"] == 1 and resume["time"].endswith("Z")
+    cfg = load_run_config({"strategy": "pbm", "num_parties": summary["num_parties"], "params": {"b": 8},
+                           "model": {"embed_dim": 16}})  # the demo's PBM settings (b overridden)
+    assert summary["epsilon"] == pytest.approx(pbm_epsilon(cfg, 3), rel=1e-12)  # 2 epochs + the failed attempt
