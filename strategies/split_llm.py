@@ -118,7 +118,7 @@ class SplitLlm(LlmDriver):
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
         return LlmClient(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test),
                          num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
-                         shapes=adapter_shapes(model_cfg, lora) if lora else {}, dim=int(model_cfg.hidden_size),
+                         shapes=adapter_shapes(model_cfg, lora) if lora else {}, dim=self.model_arch().output_size(model_cfg),
                          recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
                          make_optimizer=optimizer_factory(t), head_hidden=p.head_hidden, seed=self.cfg.seed,
                          noise_rng=self.cfg.privacy.noise_rng)

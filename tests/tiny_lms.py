@@ -54,8 +54,10 @@ def tiny_gpt2_dir(root: Path, *, vocab_size: int = 400, n_layer: int = 2) -> str
     return str(root)
 
 
-# Tiny configs of the families the split-LLM code supports beyond GPT-2 (hidden 32, 4 heads, 3 blocks;
-# Mistral and Qwen2 with a sliding window shorter than the test texts, so the sliding mask matters).
+# Tiny configs of the families the split-LLM code supports beyond GPT-2 and BERT (hidden 32, 4 heads,
+# 3 blocks; Mistral, Qwen2 and Gemma2 with a sliding window shorter than the test texts, so the sliding
+# mask matters; OPT and ELECTRA with an embedding size unlike the hidden size; DeBERTa-v2 with relative
+# attention and the convolution after block 0).
 _DEC = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
             max_position_embeddings=64)
 FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -67,7 +69,20 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     "gemma2": ("Gemma2Config", {**_DEC, "head_dim": 8, "sliding_window": 4}),
     "gpt_neox": ("GPTNeoXConfig", dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
                                        num_attention_heads=4, max_position_embeddings=64)),
+    "opt": ("OPTConfig", dict(hidden_size=32, ffn_dim=64, num_hidden_layers=3, num_attention_heads=4,
+                              max_position_embeddings=64, word_embed_proj_dim=16)),  # project_in / project_out
+    "distilbert": ("DistilBertConfig", dict(dim=32, hidden_dim=64, n_layers=3, n_heads=4, max_position_embeddings=64)),
+    "electra": ("ElectraConfig", dict(embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                      intermediate_size=64, max_position_embeddings=64)),  # embeddings_project
+    "mpnet": ("MPNetConfig", dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+                                  max_position_embeddings=66)),
+    "deberta_v2": ("DebertaV2Config", dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                           intermediate_size=64, max_position_embeddings=64, relative_attention=True,
+                                           position_buckets=8, norm_rel_ebd="layer_norm", conv_kernel_size=3,
+                                           pos_att_type=["p2c", "c2p"], share_att_key=True,
+                                           position_biased_input=False)),
 }
+ENCODERS = ("distilbert", "electra", "mpnet", "deberta_v2")
 
 
 def tiny_lm_dir(root: Path, family: str, *, dtype: str = "float32", vocab_size: int = 400) -> str:

@@ -5,6 +5,7 @@ all linear layers), and a P3EFT/split-LoRA step through the model server trains.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from parties.llm.common.lora import inject_lora, lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes, init_adapters
 from parties.llm.p3eft.private_backprop import recombine, split_gradient
 from parties.llm.sap.split import bottom_state, build_bottom, pack, split_encoder, unpack
-from tests.tiny_lms import FAMILIES, tiny_lm_dir
+from tests.tiny_lms import ENCODERS, FAMILIES, tiny_lm_dir
 from vfl.rng import NoiseSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -24,7 +25,8 @@ TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat and the", 
          "one of the best movies of the year"]
 DEFAULT_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
                    "qwen3": ("q_proj", "v_proj"), "gemma2": ("q_proj", "v_proj"), "phi3": ("qkv_proj",),
-                   "gpt_neox": ("query_key_value",)}
+                   "gpt_neox": ("query_key_value",), "opt": ("q_proj", "v_proj"), "distilbert": ("q_lin", "v_lin"),
+                   "electra": ("query", "value"), "mpnet": ("q", "v"), "deberta_v2": ("query_proj", "value_proj")}
 SLIDING = ("mistral", "qwen2", "gemma2")  # configs with a window (4) shorter than the longer texts
 
 
@@ -47,11 +49,11 @@ def test_every_family_has_a_case():
 def test_sap_split_through_the_wire_equals_the_unsplit_model(dirs, family):
     model = load_encoder(dirs[family])
     arch = arch_of(model)
-    assert arch.causal and arch.lora_targets == DEFAULT_TARGETS[family]
+    assert arch.causal is (family not in ENCODERS) and arch.lora_targets == DEFAULT_TARGETS[family]
     ids, mask = _batch(dirs[family])
     lengths = mask.sum(1)
     with torch.no_grad():
-        want = pool(model(input_ids=ids, attention_mask=mask).last_hidden_state, mask, "last")
+        want = pool(model(input_ids=ids, attention_mask=mask).last_hidden_state, mask, arch.default_pooling)
         for split in range(len(arch.blocks(model))):
             bottom, top = split_encoder(copy.deepcopy(model), split=split, num_classes=2)
             config_json, state = bottom_state(bottom)
@@ -91,12 +93,12 @@ def test_p3eft_step_through_the_model_server_trains(dirs, family, targets):
 
     model = load_encoder(dirs[family])
     spec = lora_spec_for(arch_of(model), rank=2, alpha=4.0, targets=targets)
-    server = LoraEncoder(model, spec, pooling="last")
+    server = LoraEncoder(model, spec, pooling=arch_of(model).default_pooling)
     shapes = adapter_shapes(AutoConfig.from_pretrained(dirs[family]), spec)
     assert shapes == server.shapes
     layers = {n.split(".lora_")[0].rsplit(".", 1)[-1] for n in shapes}
     if targets:  # all-linear: more than the default projections (MLP too), still only inside the blocks
-        assert set(DEFAULT_TARGETS[family]) < layers and all(n.startswith("layers.") for n in shapes)
+        assert set(DEFAULT_TARGETS[family]) < layers and all(re.search(r"(^|\.)\d+\.", n) for n in shapes)
     else:
         assert layers == set(DEFAULT_TARGETS[family])
     adapter = init_adapters(shapes, generator=torch.Generator().manual_seed(0))
@@ -105,7 +107,7 @@ def test_p3eft_step_through_the_model_server_trains(dirs, family, targets):
     lengths = mask.sum(1)
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        head = torch.nn.Linear(model.config.hidden_size, 2)
+        head = torch.nn.Linear(arch_of(model).output_size(model.config), 2)
     y = torch.tensor([0, 1, 0, 1])
 
     def loss_of(ad):

@@ -40,8 +40,8 @@ class GptEmbeddings(nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         return self.wte
 
-    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None
-                ) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         h = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
         pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
         return self.drop(h + self.wpe(pos).to(h.dtype))
@@ -102,6 +102,11 @@ class Arch:
             h = self.run_block(block, h, m4)
         return h
 
+    @staticmethod
+    def output_size(config: Any) -> int:
+        """Width of the last hidden states (OPT-350m projects them out to ``word_embed_proj_dim``)."""
+        return int(getattr(config, "word_embed_proj_dim", None) or config.hidden_size)
+
     def check_pooling(self, pooling: str | None) -> str:
         """``pooling`` or this family's default; a decoder refuses ``cls`` (its first token sees only itself)."""
         how = pooling or self.default_pooling
@@ -113,18 +118,29 @@ class Arch:
         return how
 
 
-class _Encoder(Arch):
+class EncoderArch(Arch):
+    """BERT, RoBERTa, ELECTRA (blocks under ``encoder.layer``; ELECTRA's ``embeddings_project`` goes
+    with the input layer), DistilBERT (``transformer.layer``); base of MPNet and DeBERTa-v2."""
+
     def embeddings(self, model: nn.Module) -> Any:
-        return model.embeddings
+        from parties.llm.common.encoders import EncoderEmbeddings
+
+        return EncoderEmbeddings(model.embeddings, getattr(model, "embeddings_project", None))  # type: ignore[arg-type]
 
     def blocks(self, model: nn.Module) -> list[nn.Module]:
-        return list(model.encoder.layer)  # type: ignore[union-attr, arg-type]
+        owner: Any = getattr(model, "encoder", None) or model.transformer
+        return list(owner.layer)
 
     def shell(self, config: Any, num_blocks: int) -> nn.Module:
         from transformers import AutoModel
 
         config.num_hidden_layers = num_blocks
-        return AutoModel.from_config(config, add_pooling_layer=False)  # type: ignore[no-any-return]
+        if config.model_type == "distilbert":
+            config.n_layers = num_blocks
+        try:
+            return AutoModel.from_config(config, add_pooling_layer=False)  # type: ignore[no-any-return]
+        except TypeError:  # families without a pooler (DistilBERT, DeBERTa-v2, MPNet ...)
+            return AutoModel.from_config(config)  # type: ignore[no-any-return]
 
 
 class _Decoder(Arch):
@@ -144,7 +160,7 @@ class _Decoder(Arch):
         return AutoModel.from_config(config)  # type: ignore[no-any-return]
 
 
-ENCODER = _Encoder(kind="encoder", lora_targets=("query", "value"), fan_in_fan_out=False, default_pooling="mean")
+ENCODER = EncoderArch(kind="encoder", lora_targets=("query", "value"), fan_in_fan_out=False, default_pooling="mean")
 DECODER = _Decoder(kind="decoder", lora_targets=("c_attn", "c_proj"), fan_in_fan_out=True, default_pooling="last")
 
 # Default LoRA targets by the module names a model has (first group wholly present wins): the
@@ -157,6 +173,7 @@ TARGET_GROUPS: tuple[tuple[str, ...], ...] = (
     ("query", "value"),  # BERT, RoBERTa, ELECTRA
     ("q_lin", "v_lin"),  # DistilBERT
     ("c_attn", "c_proj"),  # GPT-2 (Conv1D)
+    ("q", "v"),  # MPNet
 )
 ALL_LINEAR = "all-linear"  # params.lora_targets: [all-linear] = every linear layer inside the blocks
 
@@ -168,9 +185,13 @@ def default_targets(model: nn.Module) -> tuple[str, ...] | None:
 
 
 def _family(model: nn.Module) -> Arch | None:
+    from parties.llm.common.encoders import family
     from parties.llm.common.rotary import RotaryDecoder, is_rotary
 
-    if hasattr(model, "embeddings") and hasattr(getattr(model, "encoder", None), "layer"):
+    if (special := family(model)) is not None:
+        return special
+    owner = getattr(model, "encoder", None) or getattr(model, "transformer", None)
+    if hasattr(model, "embeddings") and hasattr(owner, "layer"):
         return ENCODER
     if all(hasattr(model, a) for a in ("wte", "wpe", "h", "ln_f")):
         return DECODER

@@ -48,13 +48,12 @@ def lora_spec_for(arch: Arch, *, rank: int, alpha: float, dropout: float = 0.0, 
 
 
 def linear_targets(model: nn.Module) -> tuple[str, ...]:
-    """``all-linear``: the names of every linear layer inside the blocks (a path with a block index),
-    so embeddings, the pooler and a classification head stay without LoRA (as peft's own option)."""
+    """``all-linear``: the full names of every linear layer inside the blocks (a path with a block
+    index), so embeddings, a pooler and a classification head stay without LoRA (as peft's own option)."""
     from transformers.pytorch_utils import Conv1D
 
-    names = {name.rsplit(".", 1)[-1] for name, mod in model.named_modules()
-             if isinstance(mod, (nn.Linear, Conv1D)) and re.search(r"(^|\.)\d+\.", name)}
-    return tuple(sorted(names))
+    return tuple(name for name, mod in model.named_modules()
+                 if isinstance(mod, (nn.Linear, Conv1D)) and re.search(r"(^|\.)\d+\.", name))
 
 
 def inject_lora(model: nn.Module, spec: LoraSpec, *, where: str = "the model") -> list[nn.Parameter]:
@@ -66,10 +65,10 @@ def inject_lora(model: nn.Module, spec: LoraSpec, *, where: str = "the model") -
 
     if spec.targets == (ALL_LINEAR,):
         spec = replace(spec, targets=linear_targets(model))
-    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    present = {n for name, _ in model.named_modules() for n in (name, name.rsplit(".", 1)[-1])}
     missing = [t for t in spec.targets if t not in present]
     if missing or not spec.targets:
-        examples = sorted(present & {"query", "key", "value", "dense", "c_attn", "c_proj", "c_fc"})
+        examples = sorted(present & {"query", "value", "q_proj", "v_proj", "qkv_proj", "c_attn", "c_proj", ALL_LINEAR})
         raise ConfigError("params.lora_targets", f"modules {missing or '[]'} not found in {where} (e.g. {examples})")
     inject_adapter_in_model(spec.peft_config(), model)
     params = [p for n, p in model.named_parameters() if "lora_" in n]

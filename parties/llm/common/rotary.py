@@ -35,8 +35,8 @@ class TokenEmbeddings(nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         return self.table
 
-    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None
-                ) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         w = self.table.weight
         h = F.embedding(input_ids, w) if inputs_embeds is None else inputs_embeds.to(w.dtype)
         if self.scale != 1.0:

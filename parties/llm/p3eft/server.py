@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from flwr.common import Message
 
+from parties.llm.common.arch import Arch
 from parties.llm.p3eft.adapters import LoraEncoder
 from parties.llm.p3eft.wire import Kind, Record, read_inputs, read_record, read_step, respond
 from vfl import message as wire
@@ -65,7 +66,7 @@ class ModelServer(Node):
     def __init__(self, spec: NodeSpec, *, model: LoraEncoder, keep_received: int = 100_000) -> None:
         super().__init__(spec)
         self.model = model
-        self.dim = int(model.encoder.config.hidden_size)
+        self.dim = Arch.output_size(model.encoder.config)
         self.received: list[Received] = []
         self.keep_received = keep_received
         self.activations = Observed()

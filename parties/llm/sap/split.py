@@ -1,6 +1,8 @@
 """SAP model split of a pretrained LM: bottom (customer) and top + LoRA + head (vendor).
 
-Works for every family ``parties.llm.common.arch`` knows (BERT-like encoders, GPT-2 style decoders).
+Works for every family ``parties.llm.common.arch`` knows (BERT-like encoders incl. ELECTRA, DistilBERT,
+MPNet, DeBERTa-v2; GPT-2, OPT and rotary decoders); state outside the blocks (rotary tables, MPNet's
+relative bias, DeBERTa's relative embeddings) is the arch's ``context`` and goes with both halves.
 ``split = 0``: the bottom is the word-embedding table only, so its output lives in the vocabulary
 space (needed for nearest-token snapping); the top starts with the position/type embeddings (and
 BERT's LayerNorm). ``split = k >= 1``: the bottom is the whole embedding layer plus blocks ``[0, k)``;
@@ -58,14 +60,14 @@ class BottomModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.split == 0:
             return self.word_embeddings(input_ids)  # type: ignore[misc]
-        h = self.embeddings(input_ids=input_ids)  # type: ignore[misc]
+        h = self.embeddings(input_ids=input_ids, attention_mask=attention_mask)  # type: ignore[misc]
         return self.arch.run_blocks(self.layers, self.config, h, attention_mask, self.context)
 
     def forward_embeds(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Same map from (possibly relaxed) word vectors instead of ids (for inversion attacks)."""
         if self.split == 0:
             return inputs_embeds
-        h = self.embeddings(inputs_embeds=inputs_embeds)  # type: ignore[misc]
+        h = self.embeddings(inputs_embeds=inputs_embeds, attention_mask=attention_mask)  # type: ignore[misc]
         return self.arch.run_blocks(self.layers, self.config, h, attention_mask, self.context)
 
 
@@ -85,13 +87,13 @@ class TopModel(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.norm = norm
         self.context = context
-        self.head = nn.Linear(config.hidden_size, num_classes)  # float32 whatever the model's dtype
+        self.head = nn.Linear(arch.output_size(config), num_classes)  # float32 whatever the model's dtype
 
     def features(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Pooled sentence representation before the head (float32; the blocks run in the model's dtype)."""
         h = h.to(self.dtype)
         if self.split == 0:
-            h = self.embeddings(inputs_embeds=h)  # type: ignore[misc]
+            h = self.embeddings(inputs_embeds=h, attention_mask=attention_mask)  # type: ignore[misc]
         h = self.arch.run_blocks(self.layers, self.config, h, attention_mask, self.context)
         if self.norm is not None:
             h = self.norm(h)
@@ -143,7 +145,8 @@ def build_bottom(*, config_json: str, split: int, state: dict[str, np.ndarray]) 
     config = AutoConfig.for_model(raw.pop("model_type"), **raw)
     arch = arch_of_config(config)
     if split == 0:
-        emb = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        shape = np.shape(state.get("word_embeddings.weight", (config.vocab_size, config.hidden_size)))
+        emb = nn.Embedding(*shape)  # the table's own width (OPT-350m, ELECTRA: not the hidden size)
         bottom = BottomModel(config=config, split=0, arch=arch, word_embeddings=emb)
     else:
         shell = arch.shell(config, split).to(torch.float32)

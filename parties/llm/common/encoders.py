@@ -1,0 +1,193 @@
+"""Encoder families whose state lives partly outside the blocks, and OPT's decoder layout.
+
+- every BERT-like encoder's input layer goes through ``EncoderEmbeddings``: the model's embedding
+  module plus ELECTRA's ``embeddings_project`` (embedding size -> hidden size) where present, so
+  both halves of a split see the hidden size;
+- MPNet: one relative-position bias table (``encoder.relative_attention_bias``) shared by all
+  blocks (``MpnetContext``, carried with the bottom and the top);
+- DeBERTa-v2: relative embeddings + their LayerNorm, the relative positions, and the optional
+  convolution applied after block 0 (``DebertaContext``); blocks take a 4-D 0/1 mask;
+- DistilBERT: BERT's block call with its blocks under ``transformer.layer``;
+- OPT: ``decoder.embed_tokens`` (+ ``project_in``) + learned positions (offset 2), ``decoder.layers``,
+  final LayerNorm (+ ``project_out``).
+Each mirrors its model's ``forward`` in the installed transformers (5.x).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+from torch import nn
+
+from parties.llm.common.arch import Arch, EncoderArch
+
+
+class EncoderEmbeddings(nn.Module):
+    """A BERT-like input layer called with ``input_ids=`` or ``inputs_embeds=``, then the optional
+    projection to the hidden size (ELECTRA); exposes the token table as ``word_embeddings``."""
+
+    def __init__(self, emb: nn.Module, project: nn.Module | None = None) -> None:
+        super().__init__()
+        self.emb, self.project = emb, project
+        self.takes_mask = "mask" in inspect.signature(emb.forward).parameters  # DeBERTa zeroes the padding
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.emb.word_embeddings  # type: ignore[return-value]
+
+    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        extra = {"mask": attention_mask} if self.takes_mask and attention_mask is not None else {}
+        h = self.emb(input_ids=input_ids, inputs_embeds=inputs_embeds, **extra)
+        return h if self.project is None else self.project(h)
+
+
+def index_blocks(blocks: list[nn.Module]) -> list[nn.Module]:
+    """Tag each block with its index in the whole model (``vfl_index``; a split keeps the tags)."""
+    for i, b in enumerate(blocks):
+        b.vfl_index = i  # type: ignore[assignment]
+    return blocks
+
+
+class MpnetContext(nn.Module):
+    """MPNet's shared relative-position bias, computed as ``MPNetEncoder.compute_position_bias``."""
+
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        self.relative_attention_bias = encoder.relative_attention_bias
+        self.relative_position_bucket = encoder.relative_position_bucket
+        self._bias = type(encoder).compute_position_bias
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self._bias(self, h)  # type: ignore[no-any-return]
+
+
+class DebertaContext(nn.Module):
+    """DeBERTa-v2's encoder state outside the blocks: relative embeddings (+ LayerNorm), the
+    relative-position settings and the convolution after block 0; methods borrowed from the encoder."""
+
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        for name in ("relative_attention", "norm_rel_ebd", "position_buckets", "max_relative_positions"):
+            setattr(self, name, getattr(encoder, name, None))
+        self.rel_embeddings = getattr(encoder, "rel_embeddings", None)
+        self.LayerNorm = getattr(encoder, "LayerNorm", None)
+        self.conv = getattr(encoder, "conv", None)
+        self.encoder_class = type(encoder)
+
+    def get_rel_embedding(self) -> Any:
+        return self.encoder_class.get_rel_embedding(self)
+
+    def get_attention_mask(self, mask: torch.Tensor) -> Any:
+        return self.encoder_class.get_attention_mask(self, mask)
+
+    def get_rel_pos(self, h: torch.Tensor) -> Any:
+        return self.encoder_class.get_rel_pos(self, h)
+
+
+class Mpnet(EncoderArch):
+    def context(self, model: nn.Module) -> nn.Module | None:
+        return MpnetContext(model.encoder)  # type: ignore[arg-type]
+
+    def run_blocks(self, blocks: Any, config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
+                   context: nn.Module | None = None) -> torch.Tensor:
+        blocks = list(blocks)
+        if not blocks:
+            return h
+        m4 = self.mask(config, h, attention_mask)
+        bias = context(h)  # type: ignore[misc]
+        for block in blocks:
+            h = block(h, m4, bias)[0]
+        return h
+
+
+class Deberta(EncoderArch):
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return index_blocks(list(model.encoder.layer))  # type: ignore[union-attr, arg-type]
+
+    def context(self, model: nn.Module) -> nn.Module | None:
+        return DebertaContext(model.encoder)  # type: ignore[arg-type]
+
+    def run_blocks(self, blocks: Any, config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
+                   context: nn.Module | None = None) -> torch.Tensor:
+        blocks = list(blocks)
+        if not blocks:
+            return h
+        ctx: Any = context
+        m4 = ctx.get_attention_mask(attention_mask)
+        rel_pos, rel_emb = ctx.get_rel_pos(h), ctx.get_rel_embedding()
+        for block in blocks:
+            out = block(h, m4, relative_pos=rel_pos, rel_embeddings=rel_emb)[0]
+            if getattr(block, "vfl_index", None) == 0 and ctx.conv is not None:
+                out = ctx.conv(h, out, attention_mask)
+            h = out
+        return h
+
+
+class OptEmbeddings(nn.Module):
+    """OPT's input layer: token table (+ ``project_in``) + learned positions 0..L-1 (real tokens first)."""
+
+    def __init__(self, decoder: nn.Module) -> None:
+        super().__init__()
+        self.table, self.positions, self.project_in = decoder.embed_tokens, decoder.embed_positions, decoder.project_in
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.table  # type: ignore[return-value]
+
+    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.table(input_ids) if inputs_embeds is None else inputs_embeds
+        pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0).expand(h.shape[0], -1)
+        ones = torch.ones(h.shape[:2], device=h.device, dtype=torch.long)
+        if self.project_in is not None:
+            h = self.project_in(h)
+        return h + self.positions(ones, 0, position_ids=pos).to(h.dtype)  # type: ignore[operator]
+
+
+class Opt(Arch):
+    def embeddings(self, model: nn.Module) -> Any:
+        return OptEmbeddings(model.decoder)  # type: ignore[arg-type]
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return list(model.decoder.layers)  # type: ignore[union-attr, arg-type]
+
+    def final_norm(self, model: nn.Module) -> nn.Module | None:
+        dec: Any = model.decoder
+        parts = [m for m in (dec.final_layer_norm, dec.project_out) if m is not None]
+        return nn.Sequential(*parts) if parts else None
+
+    def shell(self, config: Any, num_blocks: int) -> nn.Module:
+        from transformers import AutoModel
+
+        config.num_hidden_layers = num_blocks
+        return AutoModel.from_config(config)  # type: ignore[no-any-return]
+
+    def run_blocks(self, blocks: Any, config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
+                   context: nn.Module | None = None) -> torch.Tensor:
+        from transformers.masking_utils import create_causal_mask
+
+        blocks = list(blocks)
+        if not blocks:
+            return h
+        pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+        m4 = create_causal_mask(config=config, inputs_embeds=h, attention_mask=attention_mask, cache=None)
+        for block in blocks:
+            out = block(h, attention_mask=m4, position_ids=pos)
+            h = out[0] if isinstance(out, tuple) else out
+        return h
+
+
+def family(model: nn.Module) -> Arch | None:
+    """The adapter of MPNet, DeBERTa-v2 or OPT (by structure), or None."""
+    enc = getattr(model, "encoder", None)
+    if hasattr(model, "embeddings") and hasattr(enc, "relative_attention_bias") and hasattr(enc, "layer"):
+        return Mpnet(kind="encoder", lora_targets=(), fan_in_fan_out=False, default_pooling="mean")
+    if hasattr(model, "embeddings") and hasattr(enc, "get_rel_pos") and hasattr(enc, "layer"):
+        return Deberta(kind="encoder", lora_targets=(), fan_in_fan_out=False, default_pooling="mean")
+    dec = getattr(model, "decoder", None)
+    if enc is None and all(hasattr(dec, a) for a in ("embed_tokens", "embed_positions", "layers")):
+        return Opt(kind="decoder", lora_targets=(), fan_in_fan_out=False, default_pooling="last")
+    return None
