@@ -67,3 +67,15 @@ def test_a_resumed_older_run_becomes_owner_only(tmp_path):
     again.close()
     modes = _modes(run.path)
     assert modes["."] == 0o700 and modes["metrics.jsonl"] == 0o600
+
+
+def test_recorded_views_are_owner_only(tmp_path, umask):
+    import numpy as np
+
+    from vfl.views import ViewPolicy, write_views
+
+    entry = {"round": "train:0:1", "name": "grad", "kind": "train.forward", "src": 0}
+    root = write_views(tmp_path / "views", {1: {"entries": [entry], "arrays": [np.ones(3)], "dropped": 0}},
+                       names={1: "party0"}, roles={1: "party"}, policy=ViewPolicy(max_bytes=1 << 20))
+    modes = _modes(root)
+    assert modes == {".": 0o700, "party0.npz": 0o600, "index.json": 0o600}
