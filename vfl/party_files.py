@@ -47,8 +47,8 @@ class LabelFile:
     path: str = param(help="the label holder's table (.csv or .parquet)")
     id: str = param(help="column holding the sample ID")
     label: str = param(help="column holding the class label (integers or names)")
-    split: str | None = param(None, help="column with 'train'/'test' per row (else a seeded stratified "
-                                         "split of the aligned intersection)")
+    split: str | None = param(None, help="column with 'train'/'test' per row, broadcast as given (else the label "
+                                         "holder draws a uniform, label-blind split of the aligned intersection)")
     test_fraction: float = param(0.25, gt=0, lt=1, help="test share of the intersection when split is not given")
     classes: tuple[int | str, ...] = param((), help="the allowed class labels as written in the file (e.g. [0, 1, 2] "
                                               "or [cat, dog]); a value outside them is refused, and the head "
