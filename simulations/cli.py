@@ -25,7 +25,6 @@ from vfl.errors import (
     DataError,
     NonFiniteError,
     PartyFailure,
-    PrivacyBudgetExceeded,
     RunDirError,
     TransportError,
     VFLError,
@@ -288,11 +287,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ConfigError, DataError) as exc:
             print(f"vfl: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        except PrivacyBudgetExceeded as exc:
-            run = getattr(args, "run_dir", None)
-            where = f"; {run} keeps every epoch up to here" if run else ""
-            print(f"vfl: run stopped: {exc}{where}; the budget is spent, so this run cannot go on", file=sys.stderr)
-            return EXIT_FAILED
         except NonFiniteError as exc:
             print(f"vfl: run failed: {exc}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
             return EXIT_NONFINITE

@@ -133,7 +133,6 @@ class Engine:
 
         Raises:
             PartyFailure: a host failed and ``train.on_failure`` does not restart (or restarts ran out).
-            PrivacyBudgetExceeded: ε passed ``privacy.epsilon_budget`` (the epochs so far are kept).
         """
         cfg = self.cfg
         grid = self.start()

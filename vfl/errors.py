@@ -41,10 +41,6 @@ class PartyFailure(VFLError):
         return (type(self), (self.party, self.round, self.cause))
 
 
-class PrivacyBudgetExceeded(VFLError):
-    """The accountant's epsilon passed the configured budget."""
-
-
 class RevealRefused(ProtocolError):
     """An honest secure-aggregation client refused a request that would expose a protected input:
     keys of a past round, both masks of one peer, its own seed, or masking after leaving a session."""
