@@ -108,7 +108,7 @@ class BottomDPConfig:
 @dataclass(frozen=True)
 class PrivacyConfig:
     delta: float = param(1e-5, gt=0, lt=1, help="delta of the reported (epsilon, delta)")
-    epsilon_budget: float | None = param(None, gt=0, help="stop with PrivacyBudgetExceeded beyond it")
+    epsilon_budget: float | None = param(None, gt=0, help="stop cleanly before an epoch that would take epsilon past it (summary.json 'stopped')")
     noise_rng: str = param("crypto", choices=("crypto", "seeded"),
                            help="privacy noise from a keystream keyed with OS entropy held only by the node "
                                 "that adds it (crypto), or from the run seed (seeded: reproducible debugging, "
