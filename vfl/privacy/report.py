@@ -13,6 +13,7 @@ from vfl.errors import ConfigError
 from vfl.privacy.accountant import Accountant, gaussian_rdp
 from vfl.privacy.events import GaussianEvent, PBMEvent, PrivacyEvent
 from vfl.privacy.mechanisms import ldp_sigma, validate_pbm
+from vfl.privacy.noise_report import epsilon_assumption
 from vfl.privacy.pbm_rdp import pbm_pure_dp, pbm_rdp, pbm_rdp_cap, pbm_rdp_profile
 from vfl.privacy.theorems import (
     gaussian_style_estimate,
@@ -117,6 +118,7 @@ def account_report(*, mechanism: str, b: int, beta: float, parties: int, alpha: 
         sigma = ldp_sigma(b=b, beta=beta, num_parties=parties, c=c)
         report.update({
             "sigma": sigma,
+            "noise": "discrete Gaussian on the grid {c*j/L} (exact in floating point; ldp's default params.noise)",
             "rdp": _num(gaussian_rdp(noise_multiplier=sigma / (2.0 * c), orders=[alpha])[0]),
             "rdp_units": "one coordinate of one sample at one party, one release (Gaussian, sensitivity 2c)",
             "rdp_cap": None, "pure_dp_eps": None})
@@ -127,6 +129,8 @@ def account_report(*, mechanism: str, b: int, beta: float, parties: int, alpha: 
         acc.record(event)
         eps, order = acc.epsilon(delta)
         report.update({"epsilon": _num(eps), "delta": delta, "order": order,
+                       "epsilon_assumption": (f"{epsilon_assumption(0)}; against the server + c colluding parties "
+                                              "give --parties M-c (pbm with SecAgg, c below its Shamir threshold)"),
                        "composition": {"uses_per_sample": epochs, "coordinates_per_use": dim,
                                        "amplification": "none (sample ids are known in VFL)",
                                        "rdp_at_order": _num(float(acc.rdp()[list(acc.orders).index(order)]))}})
