@@ -65,6 +65,7 @@ def test_per_sample_gradients_are_those_of_each_samples_own_loss():
     bottom, head, x, y = _setup()
     direct = _direct_per_sample(copy.deepcopy(bottom), head, x, y)
     _, per_sample = _opacus_step(bottom, head, x, y, nm=1.0, c=1.0)
+    assert len(per_sample) == len(direct[0]) > 0  # one per parameter: the loop below checks each
     for j, gs in enumerate(per_sample):
         assert gs.shape == (B, *direct[0][j].shape)
         for i in range(B):  # the 1/B of the mean loss is undone by loss_reduction="mean" (x B)
