@@ -70,8 +70,8 @@ class WireTap:
             self.rows.extend(rows)
             return rows
 
-        def t_restart(states):
-            rows = restart(states)
+        def t_restart(states, **kwargs):
+            rows = restart(states, **kwargs)
             self.rows.extend(rows)
             return rows
 
