@@ -110,6 +110,25 @@ def test_draws_come_from_the_noise_source_only():
     assert np_state[0] == after[0] and np.array_equal(np_state[1], after[1]) and np_state[2:] == after[2:]
 
 
+def test_no_other_generator_is_touched(monkeypatch):
+    """Every generator of numpy, torch and ``random`` raises if called: the sampler still runs."""
+    import random
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the sampler used a generator other than its NoiseSource")
+
+    for mod, names in ((np.random, ("default_rng", "random", "randint", "normal", "binomial", "seed")),
+                       (torch, ("rand", "randn", "randint", "normal", "bernoulli", "multinomial")),
+                       (random, ("random", "randint", "getrandbits", "gauss"))):
+        for name in names:
+            monkeypatch.setattr(mod, name, refuse)
+    with pytest.raises(AssertionError, match="NoiseSource"):  # the trap is set (torch's own Gaussian trips it)
+        torch.randn(3)
+    x = torch.zeros(8, 16)
+    assert discrete_gaussian_perturb(x, sigma=2.0, c=1.0, noise=NoiseSource.seeded("only")).shape == x.shape
+    assert discrete_gaussian(NoiseSource.fresh(), sigma2=7, size=1000).size == 1000
+
+
 def test_fresh_sources_are_not_reproducible():
     a = discrete_gaussian(NoiseSource.fresh(), sigma2=1000, size=2000)
     b = discrete_gaussian(NoiseSource.fresh(), sigma2=1000, size=2000)
