@@ -167,7 +167,8 @@ class ActiveServer(Node):
         self.labels = labels
         self.defenses = list(defenses)  # vfl/defenses.py: relabel once (site labels), mods on GRAD (site gradient)
         self.mods = [m for d in self.defenses if d.site == "gradient" and (m := d.mod()) is not None]
-        self.node_noise = NodeNoise(noise_rng, seed=schedule.seed, node=spec.node_id)  # built here, never sent
+        self._noise_rng = noise_rng
+        self._node_noise: NodeNoise | None = None  # built at first use (a defense that draws), never sent
         self.data_guard = DataGuard(spec.name)  # a resumed server refuses labels other than its checkpoint's
         self._y_used: np.ndarray | None = None  # the randomized training labels, drawn once per run
         self.mod_state: dict[str, Any] = {}  # the gradient mods' own bookkeeping (+ "labels" of the batch)
@@ -220,6 +221,13 @@ class ActiveServer(Node):
     def on_train(self, messages: list[Message]) -> list[Message]:
         epoch, step = self._check_round(messages, "train")
         return self.train_step(messages, epoch, step)
+
+    @property
+    def node_noise(self) -> NodeNoise:
+        """The server's noise key, drawn inside it on first use: only a defense that adds noise needs one."""
+        if self._node_noise is None:
+            self._node_noise = NodeNoise(self._noise_rng, seed=self.schedule.seed, node=self.node_id)
+        return self._node_noise
 
     def train_labels(self) -> np.ndarray:
         """The labels the head trains on: the true ones, or their one-time randomization by the label
