@@ -112,6 +112,24 @@ def validate(cfg: RunConfig) -> None:
     _preflight(cfg, make_data_source(cfg), None)
 
 
+def _check_memory(cfg: RunConfig, data: DataSource) -> None:
+    """A vertical run's models, counted on the meta device, must fit this machine's memory (local runs:
+    every actor is here); ``parties/model_size.py``."""
+    from parties.model_size import check_model_memory, vertical_models
+    from strategies.vertical import VerticalStrategy
+    from vfl.data import KeyedDataSource
+
+    if cfg.transport.address or not issubclass(STRATEGIES.get(cfg.strategy, "strategy"), VerticalStrategy):
+        return
+    if isinstance(data, KeyedDataSource):  # the parties' column counts stay with them: the head only
+        shapes: list[tuple[int, ...]] = []
+        classes = 2
+    else:
+        shards, labels = data.partition()
+        shapes, classes = [tuple(s.input_shape) for s in shards], labels.num_classes
+    check_model_memory(vertical_models(cfg, input_shapes=shapes, num_classes=classes), train=cfg.train)
+
+
 def _preflight(cfg: RunConfig, data: DataSource, transport: Transport | None) -> None:
     """Fail before anything is written: device, data (the strategy's own check), tracker, cluster address."""
     check_tracking(cfg.tracking)
@@ -120,6 +138,7 @@ def _preflight(cfg: RunConfig, data: DataSource, transport: Transport | None) ->
     if not cfg.transport.address:
         check_device(cfg.train.device)
     STRATEGIES.get(cfg.strategy, "strategy")(cfg).prepare(data)
+    _check_memory(cfg, data)
     if transport is None and cfg.transport.kind == "ray" and cfg.transport.address:
         from vfl.transport.ray_connect import probe
 
