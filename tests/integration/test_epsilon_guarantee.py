@@ -30,8 +30,11 @@ def test_discrete_ldp_is_a_guarantee_and_float_ldp_is_not(tmp_path):
     assert old["epsilon"] == exact["epsilon"]  # same accounting: only the float claim is withdrawn
 
 
-def test_bottom_dp_float_noise_and_colluders_are_stated(tmp_path):
-    s = _summary(tmp_path, "pbm", "strategy=pbm", "params={b: 16, beta: 0.25}", "privacy.colluders=2",
-                 "privacy.bottom_dp={noise_multiplier: 1.0, max_grad_norm: 1.0}")
+def test_bottom_dp_float_noise_colluders_and_the_calibrated_target_are_honoured(tmp_path):
+    """pbm with 2 colluders of 5, DP-SGD of the bottoms and privacy.target_epsilon = 20: the run's ε is at
+    most 20 (the calibration composed DP-SGD and counted 3 honest parties), and summary.json says so."""
+    s = _summary(tmp_path, "pbm", "strategy=pbm", "params={b: 16}", "privacy.colluders=2",
+                 "privacy.target_epsilon=20", "privacy.bottom_dp={noise_multiplier: 1.0, max_grad_norm: 1.0}")
+    assert s["epsilon"] <= 20.0 and s["epsilon"] == pytest.approx(20.0, rel=1e-3)
     assert s["epsilon_is_guarantee"] is False and any("bottom_dp" in c for c in s["epsilon_not_exact"])
     assert s["epsilon_assumption"] == "server + up to 2 colluding parties"
