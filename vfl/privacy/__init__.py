@@ -17,7 +17,9 @@ from vfl.privacy.events import (
     event_to_dict,
 )
 from vfl.privacy.mechanisms import (
+    discrete_gaussian_perturb,
     gaussian_perturb,
+    ldp_grid,
     ldp_sigma,
     pbm_conditional_variance,
     pbm_decode,
@@ -41,6 +43,7 @@ from vfl.privacy.scope import (
     SCOPE_PBM,
     bottom_dp_events,
     epsilon_scope,
+    honest_binomials,
 )
 from vfl.privacy.theorems import (
     gaussian_style_estimate,
@@ -52,7 +55,8 @@ from vfl.privacy.theorems import (
 
 __all__ = [
     "DEFAULT_ORDERS", "SCOPE_END_TO_END", "SCOPE_GAUSSIAN", "SCOPE_PBM", "Accountant", "DPSGDEvent",
-    "GaussianEvent", "PBMEvent", "PrivacyEvent", "account_report", "bottom_dp_events", "epsilon_from_rdp",
+    "GaussianEvent", "PBMEvent", "PrivacyEvent", "account_report", "bottom_dp_events", "discrete_gaussian_perturb",
+    "epsilon_from_rdp", "honest_binomials", "ldp_grid",
     "epsilon_scope", "event_from_dict", "event_rdp", "event_to_dict", "gaussian_perturb", "gaussian_rdp",
     "gaussian_style_estimate", "ldp_sigma", "log_convolve_concave", "pbm_conditional_variance", "pbm_decode",
     "pbm_encode", "pbm_pure_dp", "pbm_rdp", "pbm_rdp_bruteforce", "pbm_rdp_cap", "pbm_rdp_profile",
