@@ -81,8 +81,10 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
                                            position_buckets=8, norm_rel_ebd="layer_norm", conv_kernel_size=3,
                                            pos_att_type=["p2c", "c2p"], share_att_key=True,
                                            position_biased_input=False)),
+    "t5": ("T5Config", dict(d_model=32, d_kv=8, d_ff=64, num_layers=3, num_heads=4, relative_attention_num_buckets=8,
+                            decoder_start_token_id=0)),  # saved whole; loaded as T5EncoderModel
 }
-ENCODERS = ("distilbert", "electra", "mpnet", "deberta_v2")
+ENCODERS = ("distilbert", "electra", "mpnet", "deberta_v2", "t5")
 
 
 def tiny_lm_dir(root: Path, family: str, *, dtype: str = "float32", vocab_size: int = 400) -> str:

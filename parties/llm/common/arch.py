@@ -173,7 +173,7 @@ TARGET_GROUPS: tuple[tuple[str, ...], ...] = (
     ("query", "value"),  # BERT, RoBERTa, ELECTRA
     ("q_lin", "v_lin"),  # DistilBERT
     ("c_attn", "c_proj"),  # GPT-2 (Conv1D)
-    ("q", "v"),  # MPNet
+    ("q", "v"),  # MPNet, T5
 )
 ALL_LINEAR = "all-linear"  # params.lora_targets: [all-linear] = every linear layer inside the blocks
 
@@ -213,10 +213,26 @@ def arch_of(model: nn.Module) -> Arch:
     return arch if targets is None or targets == arch.lora_targets else replace(arch, lora_targets=targets)
 
 
+ENCODER_ONLY = {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel", "umt5": "UMT5EncoderModel"}
+
+
+def model_class(config: Any) -> Any:
+    """The class the split-LLM code loads for ``config``: ``AutoModel``, except the encoder alone of an
+    encoder-decoder T5 (``T5EncoderModel``: SAP and P3EFT use T5 as a text encoder)."""
+    import transformers
+
+    name = ENCODER_ONLY.get(getattr(config, "model_type", ""))
+    return getattr(transformers, name) if name else transformers.AutoModel
+
+
+def from_config(config: Any) -> nn.Module:
+    """A randomly initialized model of ``config`` (``model_class``)."""
+    cls = model_class(config)
+    return cls(config) if cls.__name__ in ENCODER_ONLY.values() else cls.from_config(config)  # type: ignore[no-any-return]
+
+
 def arch_of_config(config: Any) -> Arch:
     """The adapter for the model ``config`` describes (built on the ``meta`` device: no weights)."""
-    from transformers import AutoModel
-
     with torch.device("meta"):
-        shell = AutoModel.from_config(config)
+        shell = from_config(config)
     return arch_of(shell)

@@ -99,10 +99,13 @@ def torch_dtype(name: str) -> torch.dtype:
 def load_encoder(model_dir: str | None = None, *, dtype: str = "fp32") -> Any:
     """A fresh copy of the pretrained encoder (``AutoModel``) with its weights in ``dtype`` (whatever
     dtype the checkpoint was saved in: a bf16 checkpoint loads as fp32 by default), eval mode, frozen."""
-    from transformers import AutoModel
+    from transformers import AutoConfig
 
-    model = AutoModel.from_pretrained(str(resolve_model_dir(model_dir)), local_files_only=True,
-                                      dtype=torch_dtype(dtype))
+    from parties.llm.common.arch import model_class
+
+    path = str(resolve_model_dir(model_dir))
+    cls = model_class(AutoConfig.from_pretrained(path, local_files_only=True))
+    model = cls.from_pretrained(path, local_files_only=True, dtype=torch_dtype(dtype))
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)

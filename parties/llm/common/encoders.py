@@ -8,6 +8,8 @@
 - DeBERTa-v2: relative embeddings + their LayerNorm, the relative positions, and the optional
   convolution applied after block 0 (``DebertaContext``); blocks take a 4-D 0/1 mask;
 - DistilBERT: BERT's block call with its blocks under ``transformer.layer``;
+- T5 (encoder only, ``T5EncoderModel``): the relative-position bias that block 0 stores and every
+  block shares (``T5Context``);
 - OPT: ``decoder.embed_tokens`` (+ ``project_in``) + learned positions (offset 2), ``decoder.layers``,
   final LayerNorm (+ ``project_out``).
 Each mirrors its model's ``forward`` in the installed transformers (5.x).
@@ -180,9 +182,67 @@ class Opt(Arch):
         return h
 
 
+class T5Context(nn.Module):
+    """T5's relative-position bias (stored in block 0's self-attention, shared by every block),
+    computed as ``T5Attention.compute_bias``; carried with both halves of a split."""
+
+    def __init__(self, attention: nn.Module) -> None:
+        super().__init__()
+        for name in ("is_decoder", "relative_attention_num_buckets", "relative_attention_max_distance"):
+            setattr(self, name, getattr(attention, name))
+        self.relative_attention_bias = attention.relative_attention_bias
+        self.attention_class = type(attention)
+
+    def _relative_position_bucket(self, *args: Any, **kwargs: Any) -> Any:
+        return self.attention_class._relative_position_bucket(*args, **kwargs)
+
+    def forward(self, length: int, device: torch.device) -> torch.Tensor:
+        return self.attention_class.compute_bias(self, length, length, device=device)  # type: ignore[no-any-return]
+
+
+class T5Encoder(EncoderArch):
+    """T5's encoder stack (``T5EncoderModel.encoder``): ``embed_tokens`` + dropout, ``block``,
+    ``final_layer_norm``; bidirectional, mean pooling."""
+
+    def embeddings(self, model: nn.Module) -> Any:
+        from parties.llm.common.rotary import TokenEmbeddings
+
+        stack: Any = model.encoder
+        return TokenEmbeddings(stack.embed_tokens, 1.0, stack.dropout)
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return list(model.encoder.block)  # type: ignore[union-attr, arg-type]
+
+    def final_norm(self, model: nn.Module) -> nn.Module | None:
+        stack: Any = model.encoder
+        return nn.Sequential(stack.final_layer_norm, stack.dropout)
+
+    def context(self, model: nn.Module) -> nn.Module | None:
+        return T5Context(model.encoder.block[0].layer[0].SelfAttention)  # type: ignore[union-attr, index]
+
+    def shell(self, config: Any, num_blocks: int) -> nn.Module:
+        from parties.llm.common.arch import from_config
+
+        config.num_layers = num_blocks
+        return from_config(config)
+
+    def run_blocks(self, blocks: Any, config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
+                   context: nn.Module | None = None) -> torch.Tensor:
+        blocks = list(blocks)
+        if not blocks:
+            return h
+        m4 = self.mask(config, h, attention_mask)
+        bias = context(h.shape[1], h.device).to(h.dtype)  # type: ignore[misc]
+        for block in blocks:
+            h = block(h, m4, bias, None, None, None)[0]
+        return h
+
+
 def family(model: nn.Module) -> Arch | None:
-    """The adapter of MPNet, DeBERTa-v2 or OPT (by structure), or None."""
+    """The adapter of MPNet, DeBERTa-v2, T5's encoder or OPT (by structure), or None."""
     enc = getattr(model, "encoder", None)
+    if hasattr(enc, "block") and hasattr(enc, "final_layer_norm") and not hasattr(model, "decoder"):
+        return T5Encoder(kind="encoder", lora_targets=(), fan_in_fan_out=False, default_pooling="mean")
     if hasattr(model, "embeddings") and hasattr(enc, "relative_attention_bias") and hasattr(enc, "layer"):
         return Mpnet(kind="encoder", lora_targets=(), fan_in_fan_out=False, default_pooling="mean")
     if hasattr(model, "embeddings") and hasattr(enc, "get_rel_pos") and hasattr(enc, "layer"):

@@ -31,10 +31,10 @@ Adapter = dict[str, torch.Tensor]
 
 def adapter_shapes(model_config: Any, spec: LoraSpec) -> dict[str, tuple[int, ...]]:
     """LoRA parameter names and shapes of the model described by ``model_config`` (no weights loaded)."""
-    from transformers import AutoModel
+    from parties.llm.common.arch import from_config
 
     with torch.device("meta"):
-        shell = AutoModel.from_config(model_config)
+        shell = from_config(model_config)
     inject_lora(shell, spec)
     return {n: tuple(p.shape) for n, p in shell.named_parameters() if "lora_" in n}
 
