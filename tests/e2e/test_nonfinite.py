@@ -54,3 +54,18 @@ def test_control_the_same_models_before_the_bad_call_finish(tmp_path, monkeypatc
     assert _run(tmp_path, [f"model.bottom={M}:nan_bottom", f"model.head={M}:inf_head"]) == 0
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["final_train_loss"] is not None and s["epochs"] == 3
+
+
+@pytest.mark.ray
+def test_non_finite_in_a_ray_actor_keeps_its_type(tmp_path, ray_local):
+    """Over Ray the party's error crosses the actor boundary as NonFiniteError (not a PartyFailure that
+    a restart would retry forever), and the run directory keeps epoch 0."""
+    from simulations.runner import execute, resolve_config
+    from vfl.errors import NonFiniteError
+    from vfl.transport.ray_transport import RayTransport
+
+    cfg = resolve_config("demo", [*TINY, f"model.bottom={M}:nan_bottom", "transport.kind=ray",
+                                  "transport.compiled_graph=off"])
+    with pytest.raises(NonFiniteError, match=r"epoch 1, step 1: the embedding of party0 \(node 1\)"):
+        execute(cfg, out_dir=tmp_path / "r", progress=False, transport=RayTransport())
+    assert not (tmp_path / "r" / "summary.json").exists() and (tmp_path / "r" / "metrics.jsonl").read_text()
