@@ -210,35 +210,40 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
            on_started: StartCallback | None = None, transport: Transport | None = None,
            started: float | None = None) -> EngineResult:
     started = time.perf_counter() if started is None else started
-    own = transport is None
-    if transport is None:
-        # Ray's session files (logs, sockets) stay out of the run directory: a vflray-* folder under the
-        # system temp dir, removed at shutdown; VFL_RAY_TEMP_DIR=DIR keeps them in DIR instead
-        temp = os.environ.get("VFL_RAY_TEMP_DIR") or None
-        transport = make_transport(cfg.transport.kind, address=cfg.transport.address, temp_dir=temp,
-                                   connect_timeout_s=cfg.transport.connect_timeout_s,
-                                   schedule_timeout_s=cfg.transport.schedule_timeout_s,
-                                   timeout_s=cfg.transport.timeout_s)
-        signals.after_ray_init()
-    tracker = track_epochs(cfg, run_dir, on_epoch_end)
-    log.info("%s %s: strategy %s, %d parties, %s transport, run directory %s", "resuming" if resume else "starting",
-             cfg.name, cfg.strategy, cfg.num_parties, transport.kind, run_dir.path if run_dir else "none")
-    engine = Engine(cfg, transport, data, run_dir=run_dir, progress=progress, on_epoch_end=tracker.on_epoch_end,
-                    on_step=on_step, on_started=on_started)
+    tracker = track_epochs(cfg, run_dir, on_epoch_end)  # first: a tracker that cannot start fails before Ray does
     try:
-        result = engine.run(resume=resume)
-    finally:
-        tracker.close()
-        if own:
-            transport.shutdown()
-    result.summary["versions"] = versions()
-    finish_summary(result.summary, cfg=cfg, started=started)  # wall_s of the whole run, seed, calibration
-    if "defenses" in result.summary:  # feature and label privacy side by side (vfl/defenses.py)
-        result.summary["epsilon_by_scope"] = {"feature": result.summary.get("epsilon"),
-                                              "label": result.summary.get("epsilon_label")}
-    log.info("finished %s after %s epochs%s", cfg.name, result.summary.get("epochs"),
-             f" (stopped: {result.summary['stopped']['message']})" if result.summary.get("stopped") else "")
-    if run_dir is not None:
-        run_dir.write_summary(result.summary)
-        plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=f"{cfg.name} ({cfg.strategy})")
+        own = transport is None
+        if transport is None:
+            # Ray's session files (logs, sockets) stay out of the run directory: a vflray-* folder under the
+            # system temp dir, removed at shutdown; VFL_RAY_TEMP_DIR=DIR keeps them in DIR instead
+            temp = os.environ.get("VFL_RAY_TEMP_DIR") or None
+            transport = make_transport(cfg.transport.kind, address=cfg.transport.address, temp_dir=temp,
+                                       connect_timeout_s=cfg.transport.connect_timeout_s,
+                                       schedule_timeout_s=cfg.transport.schedule_timeout_s,
+                                       timeout_s=cfg.transport.timeout_s)
+            signals.after_ray_init()
+        log.info("%s %s: strategy %s, %d parties, %s transport, run directory %s", "resuming" if resume else "starting",
+                 cfg.name, cfg.strategy, cfg.num_parties, transport.kind, run_dir.path if run_dir else "none")
+        engine = Engine(cfg, transport, data, run_dir=run_dir, progress=progress, on_epoch_end=tracker.on_epoch_end,
+                        on_step=on_step, on_started=on_started)
+        try:
+            result = engine.run(resume=resume)
+        finally:
+            if own:
+                transport.shutdown()
+        result.summary["versions"] = versions()
+        finish_summary(result.summary, cfg=cfg, started=started)  # wall_s of the whole run, seed, calibration
+        if "defenses" in result.summary:  # feature and label privacy side by side (vfl/defenses.py)
+            result.summary["epsilon_by_scope"] = {"feature": result.summary.get("epsilon"),
+                                                  "label": result.summary.get("epsilon_label")}
+        log.info("finished %s after %s epochs%s", cfg.name, result.summary.get("epochs"),
+                 f" (stopped: {result.summary['stopped']['message']})" if result.summary.get("stopped") else "")
+        if run_dir is not None:
+            run_dir.write_summary(result.summary)
+            plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=f"{cfg.name} ({cfg.strategy})")
+        tracker.finish(run_dir)  # summary.json, config.resolved.yaml, metrics.jsonl, plots as artifacts
+    except BaseException:
+        tracker.close(ok=False)
+        raise
+    tracker.close(ok=True)
     return result

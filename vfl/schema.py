@@ -160,8 +160,10 @@ class RunConfig:
     defenses: tuple[dict[str, Any], ...] = param((), help="defenses [{kind: NAME, ...options}] applied by the "
                                                  "label holder (see `vfl defenses`; options in config-help)")
     auth: bool = param(True, help="Ed25519+X25519 keys per node; every message authenticated (HMAC per unicast, Ed25519 per broadcast)")
-    tracking: str = param("none", choices=("none", "csv", "tensorboard", "mlflow"),
-                          help="also send each metrics row to: csv (metrics.csv), tensorboard or mlflow (extras)")
+    tracking: str | tuple[str, ...] = param("none", choices=("none", "csv", "tensorboard", "mlflow", "wandb"),
+                                            help="also send each metrics row (and the config, and the run's files "
+                                                 "as artifacts) to: csv (metrics.csv), tensorboard, mlflow, wandb "
+                                                 "(extras); one name or a list, e.g. [csv, mlflow]")
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)  # type: ignore[no-any-return]
