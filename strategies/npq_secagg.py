@@ -22,7 +22,7 @@ from vfl.strategy import register
 class NPQSecAggParams:
     scale: float = param(65536.0, gt=0, help="fixed-point scale (resolution 1/scale)")
     threshold: int = param(0, ge=0, help="Shamir threshold for dropout recovery (0 = ceil(2(M-1)/3))")
-    secagg_mode: str = param("malicious", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
+    secagg_mode: str = param("semi-honest", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
                              "(signed keys + survivor consistency check; needs auth)")
 
 

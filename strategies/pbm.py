@@ -37,7 +37,7 @@ class PBMParams:
     beta: float = param(0.25, gt=0, le=0.25, help="PBM beta in (0, 1/4]")
     secagg: bool = param(True, help="pairwise-masked secure aggregation (the paper's algorithm)")
     threshold: int = param(0, ge=0, help="Shamir threshold for dropout recovery (0 = ceil(2(M-1)/3))")
-    secagg_mode: str = param("malicious", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
+    secagg_mode: str = param("semi-honest", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
                              "(signed keys + survivor consistency check; needs auth)")
 
 

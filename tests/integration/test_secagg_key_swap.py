@@ -2,7 +2,8 @@
 roster in place of party 2's. With auth off (no identity keys) party 1 accepts it and derives its
 pair secret "with party 2" from the server's key, so the server holds it (the control); with auth on
 (default) every party checks each key against its owner's identity key from the authentication
-roster and the set-up stops with KeySwapDetected naming the round and the party."""
+roster and the set-up stops with KeySwapDetected naming the round and the party. And the malicious
+mode's honest flow through the same nodes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,12 @@ from vfl.engine import Engine
 from vfl.errors import VFLError
 from vfl.schema import load_run_config
 from vfl.secagg import KeySwapDetected
-from vfl.secagg.keys import derive_pair_keys, generate_private_key, load_public_key, public_key_bytes
+from vfl.secagg.keys import (
+    derive_pair_keys,
+    generate_private_key,
+    load_public_key,
+    public_key_bytes,
+)
 from vfl.transport.inprocess import InProcessTransport
 
 M, VICTIM, READER = 3, 2, 1
@@ -65,3 +71,21 @@ def test_with_auth_the_swap_is_detected_at_setup(monkeypatch: pytest.MonkeyPatch
     assert isinstance(error, KeySwapDetected), error
     assert error.round == "setup" and f"party {VICTIM}" in str(error)
     assert not _party(transport, READER).client._pairs  # no pair key was derived with anyone
+
+
+def test_malicious_mode_trains_exactly_like_semi_honest_with_one_more_round_trip() -> None:
+    """Honest flow through real nodes: the consistency round changes no sum (same seeded losses)."""
+    runs = {}
+    for mode in ("semi-honest", "malicious"):
+        cfg = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 2, "params": {"secagg_mode": mode},
+                               "privacy": {"noise_rng": "seeded"},
+                               "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
+                               "train": {"epochs": 1, "batch_size": 60}})
+        transport = InProcessTransport()
+        try:
+            runs[mode] = Engine(cfg, transport, BlobSource(num_parties=M), progress=False).run()
+        finally:
+            transport.shutdown()
+    semi, mal = runs["semi-honest"], runs["malicious"]
+    assert [h["train_loss"] for h in mal.history] == [h["train_loss"] for h in semi.history]
+    assert sw.CONSISTENCY in mal.summary["bytes_by_kind"] and sw.CONSISTENCY not in semi.summary["bytes_by_kind"]

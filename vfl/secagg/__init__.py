@@ -21,8 +21,12 @@ pair keys for it) or, when nobody else dropped, keeps its contribution: t holder
 shares of its seed and the server rebuilds its self key. Those are the only secrets that ever
 leave a party: one round's keys and, for a vanished survivor, shares of its seed.
 
-Threat model. Two modes (``secagg_mode``). ``semi-honest``: the server follows the protocol
-and keeps everything it received; fewer than t parties collude with it. It learns only the sums:
+Threat model. Fewer than t parties collude with the server; the driver's authentication roster
+of identity keys is authentic (a PKI). Keys bound to identities (``auth`` on, both modes): each
+party signs (session, id, SecAgg key) with its Ed25519 identity key and peers verify against the
+identity keys of the authentication roster, not the server's, so a server that hands out its own
+keys (``key_swap``) is stopped at set-up with ``KeySwapDetected``. ``secagg_mode: semi-honest``:
+the server follows the protocol and keeps everything it received. It learns only the sums:
 (a) earlier rounds of a dropped party d stay masked: only round-r keys were revealed, and HKDF
 makes them useless for any other round; (b) d's late vector of round r is refused, and even kept
 it stays masked by PRG(self_d), whose key d never revealed and whose seed's shares honest
@@ -30,18 +34,17 @@ parties refuse to reveal once they revealed pair keys for d; (c) a single surviv
 keeps its pair masks with the other survivors. The honest client (``SecAggClient``,
 ``vfl.secagg.rules``) refuses with ``RevealRefused``: keys for any round but the one it masked
 last, a peer's pair keys and seed shares both, anything about its own seed, masking after
-leaving the session, a survivor set smaller than max(t, 2), and pair keys for a peer listed as
-a survivor earlier in the same round (a survivor is never redeclared dropped). ``malicious``
-(Bonawitz et al.'s active variant, ``vfl.secagg.consistency``): the server may lie. Each party
-signs (session, id, SecAgg key) with its identity key and peers verify against the identity keys
-of the authentication roster (not the server's), so a swapped key raises ``KeySwapDetected``;
-each round the survivors sign the survivor set and reveal nothing before holding >= max(t, 2)
-signatures from distinct survivors on the set they signed (one set per round), so a party can
-never be told "you survived" while its peers are told it dropped (``InconsistentSurvivors``).
-Then an individual input never opens; with 2t <= M a server can still split the parties into two
-signed groups and learn two partial sums of >= t parties each (choose t > M/2 to exclude it).
-Not covered: what the sum itself reveals (the job of DP noise / PBM), a server colluding with t
-or more parties, and denial of service (a lying server can always abort rounds).
+leaving the session, a survivor set smaller than max(t, 2), and pair keys for a peer listed as a
+survivor earlier in the same round (a survivor is never redeclared dropped). ``secagg_mode:
+malicious`` (Bonawitz et al.'s active variant, ``vfl.secagg.consistency``; needs auth): the
+server may lie. Each round the survivors sign the survivor set and reveal nothing before holding
+>= max(t, 2) signatures from distinct survivors on the set they signed (one set per round), so a
+party can never be told "you survived" while its peers are told it dropped
+(``InconsistentSurvivors`` otherwise); then no individual input opens. With 2t <= M a server can
+still split the parties into two signed groups and learn two partial sums of >= t parties each
+(choose t > M/2 to exclude it). Not covered: what the sum itself reveals (the job of DP noise /
+PBM), a server colluding with t or more parties, and denial of service (a lying server can always
+abort rounds). ``vfl.secagg.lying`` plays these attacks against real clients.
 """
 
 from vfl.secagg.client import Reveal, SecAggClient
