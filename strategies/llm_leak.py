@@ -74,3 +74,24 @@ class LeakTracker:
     def worst(self) -> dict[str, object]:
         """Worst (max over epochs) value of every metric, same keys as the epoch lines, and per stream."""
         return {**self.worst_values, "leak_by_stream": dict(sorted(self.streams.items()))}
+
+
+def sign_invariant_label_attack(rows: np.ndarray, y: np.ndarray, *, num_classes: int, seed: int) -> float:
+    """What a server holding P3EFT's m = B pieces learns about the labels: each piece is one example's
+    unit gradient direction times a secret random sign, so the attacker clusters the sign-free
+    outer products x xᵀ into ``num_classes`` groups (k-means) and is scored by the best matching of
+    groups to labels (accuracy; chance ≈ the largest class share). Binary labels without a
+    regularizer give every example the same direction ±(w₁ − w₀): nothing to cluster, chance.
+    K > 2 classes give K directions: the labels come out (the case P3EFT's m = B proof excludes)."""
+    from scipy.optimize import linear_sum_assignment
+    from sklearn.cluster import KMeans
+
+    x = np.asarray(rows, dtype=np.float64)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-30)
+    iu = np.triu_indices(x.shape[1])
+    feats = np.einsum("bi,bj->bij", x, x)[:, iu[0], iu[1]]
+    groups = KMeans(n_clusters=num_classes, n_init=10, random_state=seed).fit_predict(feats)
+    confusion = np.zeros((num_classes, num_classes))
+    np.add.at(confusion, (groups, np.asarray(y, dtype=np.int64)), 1)
+    r, c = linear_sum_assignment(-confusion)
+    return float(confusion[r, c].sum() / len(x))

@@ -17,6 +17,7 @@ from parties.llm.p3eft.client import Recipe
 from parties.llm.p3eft.private_backprop import PER_EXAMPLE
 from strategies.split_llm import LoraParams, SplitLlm
 from vfl.config import param
+from vfl.data import DataSource
 from vfl.errors import ConfigError
 from vfl.schema import RunConfig
 from vfl.strategy import register
@@ -54,6 +55,28 @@ class P3eft(SplitLlm):
         if p.servers == 1 and p.m != PER_EXAMPLE and p.m < batch:
             raise ConfigError("params.m", f"got {p.m} with one server: it would receive all pieces and could "
                               f"recover g_h for batches of {batch}; use m=0 (one piece per example) or servers >= 2")
+
+    def prepare(self, data: DataSource) -> None:
+        """Also: m = B (one piece per example) only where its proof holds. Each piece is one example's
+        unit g_h direction with a secret sign; for binary labels without the regularizer every
+        direction is ±(w₁ − w₀) and hides the label, but for K > 2 classes the directions form K
+        sign-free clusters, one per label (``llm_leak.sign_invariant_label_attack``: 1.00 on 3-4
+        classes, tests/unit/test_p3eft_m_equals_b.py), so that case is refused; binary labels with
+        the adversarial regularizer on (outside the proof, no attack shown here) are warned about."""
+        super().prepare(data)
+        p, classes = self.params, self._sizes[2]
+        if p.m != PER_EXAMPLE:
+            return
+        if classes > 2:
+            raise ConfigError("params.m", f"got 0 (m = B) with {classes} classes: each piece shows one example's "
+                              "gradient direction up to sign, which clusters by label for more than 2 classes; "
+                              "allowed with m = 0: binary labels only (else use servers >= 2 and m >= 2)")
+        if p.alpha > 0:
+            from vfl.logs import get_logger
+
+            get_logger(__name__).warning("p3eft: m = 0 (m = B) is proven label-private for binary labels without "
+                                         "the regularizer; params.alpha = %s adds it (set alpha: 0 for the "
+                                         "proof's setting)", p.alpha)
 
     def recipe(self) -> Recipe:
         p = self.params

@@ -3,7 +3,8 @@ Framework for Large Language Model Fine-Tuning", arXiv:2312.15603).
 
 The vendor (the server side) splits its model, ships the bottom to the customer (party) and trains LoRA +
 head on the top; the customer releases ηdχ-privatized bottom representations (CTI: less noise on
-class-skewed tokens) and keeps its labels, answering logits with dLoss/dlogits. After training
+class-skewed tokens) and answers logits with dLoss/dlogits, which exposes every label to the vendor
+(its only negative entry; SAP protects the inputs, not the labels). After training
 the vendor runs embedding-inversion and attribute-inference attacks on what it received; the
 driver scores them against the customer's truth: EP = 1 − attack success.
 """
@@ -89,7 +90,7 @@ def attribute_codes(ds: Dataset, name: str | None) -> np.ndarray | None:
 
 @register
 class SAP(LlmDriver):
-    """Split-and-privatize: customer bottom + dχ privatization, vendor top + LoRA, labels stay home."""
+    """Split-and-privatize: customer bottom + dχ privatization, vendor top + LoRA; the vendor sees the labels."""
 
     name = "sap"
     summary = "split-and-privatize LM fine-tuning: dχ-privatized bottom outputs, LoRA top at the vendor, EIA/AIA"

@@ -2,7 +2,9 @@
 
 It receives the bottom from the vendor once, ηdχ-privatizes every representation it releases
 (snapping to the nearest token embedding for split 0; CTI lowers the noise on class-skewed
-tokens) and answers the vendor's logits with dLoss/dlogits, so labels never leave it.
+tokens) and answers the vendor's logits with dLoss/dlogits. The labels are not sent, but that gradient
+(softmax − one-hot) names each one: its only negative entry is the label, so the vendor knows
+every training label exactly. SAP protects the texts, not the labels.
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ class SapCustomer(Node):
         self._pending = None
         return []
 
-    # ---- loss on the customer (labels stay here) --------------------------------------------
+    # ---- loss on the customer (dLoss/dlogits exposes every label to the vendor) -------------
     @handles(Kind.TRAIN_LOGITS)
     def on_train_logits(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]

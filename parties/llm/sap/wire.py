@@ -1,6 +1,6 @@
 """SAP wire vocabulary shared by the vendor and customer nodes: kinds, records, codec.
 
-What crosses the wire (Shen et al., arXiv:2312.15603, Algorithm 1; labels never leave the customer):
+What crosses the wire (Shen et al., arXiv:2312.15603, Algorithm 1; labels are not sent, but see below):
   query.sap_bottom vendor -> customer  bottom weights + public model config (once, setup phase)
   train.reps       customer -> vendor  privatized representations, packed real tokens + lengths
                                        (frozen bottom: the whole train set once, in chunks;
