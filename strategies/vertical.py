@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-import parties.defenses  # noqa: F401  (registers the built-in defenses)
 from parties import vertical_wire as vw
+from parties.defenses import arm_forward  # importing registers the built-in defenses
 from parties.malicious import arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
 from parties.vertical import (
@@ -57,7 +57,7 @@ class VerticalStrategy(Strategy):
                          "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
     unmask_hops = 0  # extra server -> parties -> server hops per round (secure aggregation: 1)
     supports_local_steps = True  # train.local_steps (FedBCD): see parties/local_updates.py
-    defense_sites = ("labels", "gradient")  # `defenses:` entries the server applies (vfl/defenses.py)
+    defense_sites = ("labels", "gradient", "forward")  # `defenses:` the server / parties apply (vfl/defenses.py)
 
     @cached_property
     def dropouts(self) -> Dropouts:
@@ -130,6 +130,7 @@ class VerticalStrategy(Strategy):
                                 optimizer=opt, schedule=sched, mods=[*planted_mods(cfg, index, sched),
                                                                      *self.party_mods(index)],
                                 device=t.device, noise_rng=cfg.privacy.noise_rng, local_steps=t.local_steps)
+        party = arm_forward(party, make_defenses(cfg.defenses))  # e.g. dcor: a penalty in the bottom objective
         if cfg.attack.backdoor_party == index:  # evaluation only: a malicious passive party
             if labels is None:
                 raise ConfigError("attack.backdoor_party", "the backdoor needs a packaged dataset (its known "

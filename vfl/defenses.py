@@ -15,9 +15,10 @@ for. A third-party package registers its own from its ``vfl.plugins`` entry poin
         site = "gradient"
         def mod(self): ...
 
-Sites: ``labels`` (the label holder trains on transformed labels) and ``gradient`` (a mod on the
-gradient message the label holder sends down). A strategy lists the sites it offers in
-``defense_sites`` (vertical strategies: both; the LLM strategies: none).
+Sites: ``labels`` (the label holder trains on transformed labels), ``gradient`` (a mod on the
+gradient message the label holder sends down) and ``forward`` (a loss term each passive party adds
+to its bottom's objective, shaping the embedding it sends up). A strategy lists the sites it offers
+in ``defense_sites`` (vertical strategies: all three; the LLM strategies: none).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from vfl.mods import Mod
     from vfl.rng import NoiseSource
 
-SITES = ("labels", "gradient")
+SITES = ("labels", "gradient", "forward")
 KEY = "defenses"
 
 
@@ -67,6 +68,10 @@ class Defense:
     def mod(self) -> Mod | None:
         """Site ``gradient``: the mod applied to each gradient message the label holder sends."""
         return None
+
+    def penalty(self, x: Any, emb: Any) -> Any:
+        """Site ``forward``: a scalar torch loss of a party's batch inputs ``x`` and embedding ``emb``."""
+        raise NotImplementedError
 
     def label_refusal(self, *, num_classes: int) -> str | None:
         """Why this defense cannot run on labels of ``num_classes`` classes (checked when the data is known)."""

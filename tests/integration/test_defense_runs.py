@@ -85,3 +85,14 @@ def test_marvell_weakens_label_inference_on_binary_labels_and_keeps_accuracy(tmp
     assert none.value > 0.95
     assert mv.value - mv.baseline < (none.value - none.baseline) / 2, (none.value, mv.value, mv.baseline)
     assert s_mv["final_test_acc"] > s_none["final_test_acc"] - 0.05 and "epsilon_label" not in s_mv
+
+
+def test_dcor_weakens_the_servers_feature_reconstruction(tmp_path):
+    def mse(out, defenses):
+        _run(out, defenses)
+        return RUN_ATTACKS.get("feature_reconstruction")(load_run(out))[0]
+
+    none = mse(tmp_path / "none", [])  # control: the decoder inverts the plain embeddings
+    nopeek = mse(tmp_path / "dcor", [{"kind": "dcor", "alpha": 0.5}])
+    assert none.value < 0.5 * none.baseline
+    assert nopeek.value > 1.15 * none.value, (none.value, nopeek.value, none.baseline)
