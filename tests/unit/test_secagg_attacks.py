@@ -85,8 +85,9 @@ def test_control_pair_keys_of_live_peers_would_unmask_a_survivor() -> None:
 
 
 def test_documented_limit_a_lying_server_that_tells_d_it_survived() -> None:
-    """Outside the threat model (an actively lying server), see docs/secagg.md: if DEAD itself
-    revealed its round self key while the others revealed pair keys for it, its vector opens."""
+    """Outside the semi-honest threat model (an actively lying server, see docs/secagg.md): if DEAD
+    itself revealed its round self key while the others revealed pair keys for it, its vector opens.
+    The malicious mode's consistency check refuses exactly this (late_survivor, test_secagg_malicious)."""
     clients, server, view, xs = _session()
     view.self_keys[(f"r{R}", DEAD)] = round_key(clients[DEAD]._seed, label=SELF_LABEL, session=server.session,
                                                 round_id=f"r{R}", name="emb")
