@@ -17,6 +17,7 @@ from parties.secagg_nodes import SecAggActiveServer, cfg_of
 from tests.helpers import BlobSource
 from vfl.engine import Engine
 from vfl.errors import VFLError
+from vfl.faults import FAULT_ENV
 from vfl.schema import load_run_config
 from vfl.secagg import KeySwapDetected
 from vfl.secagg.keys import (
@@ -89,3 +90,21 @@ def test_malicious_mode_trains_exactly_like_semi_honest_with_one_more_round_trip
     semi, mal = runs["semi-honest"], runs["malicious"]
     assert [h["train_loss"] for h in mal.history] == [h["train_loss"] for h in semi.history]
     assert sw.CONSISTENCY in mal.summary["bytes_by_kind"] and sw.CONSISTENCY not in semi.summary["bytes_by_kind"]
+
+
+def test_malicious_mode_recovers_a_dropout_through_the_consistency_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """party2 dies in round train:0:2: the survivors sign the smaller survivor set (a recovery
+    message), then reveal their pair keys with party2, and the run goes on without it."""
+    monkeypatch.setenv(FAULT_ENV, "party2@0:2")
+    cfg = load_run_config({"strategy": "pbm", "num_parties": 4, "seed": 1, "params": {"secagg_mode": "malicious"},
+                           "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
+                           "train": {"epochs": 1, "batch_size": 50, "on_dropout": "skip-party"}})
+    transport = InProcessTransport()
+    try:
+        res = Engine(cfg, transport, BlobSource(num_parties=4, num_train=300), progress=False).run()
+    finally:
+        transport.shutdown()
+    (drop,) = res.summary["dropouts"]
+    assert (drop["party"], drop["step"], drop["contributed"]) == ("party2", 2, ["party0", "party1", "party3"])
+    assert res.history[-1]["parties_active"] == 3 and drop["recovery_bytes"] > 0
+    assert res.summary["bytes_by_kind"][sw.CONSISTENCY]["messages"] > 0
