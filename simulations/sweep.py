@@ -119,6 +119,15 @@ def print_table(rows: list[dict[str, Any]], keys: Sequence[str], metrics: Sequen
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
 
 
+def _setting(run: tuple[dict[str, str], int, list[str]]) -> str:
+    point, seed, _ = run
+    return " ".join([*(f"{key}={v}" for key, v in point.items()), f"seed={seed}"])
+
+
+def _shown(summary: dict[str, Any], metrics: Sequence[str]) -> str:
+    return " ".join(f"{m} {summary[m]:.4g}" for m in metrics if isinstance(summary.get(m), (int, float)))
+
+
 def _run_one_by_one(args: argparse.Namespace, runs: Sequence[tuple[dict[str, str], int, list[str]]],
                     dirs: Sequence[Path], notes: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
     """The grid's runs in order, each announced as ``run k/N`` (and, off a terminal, its epochs)."""
@@ -127,12 +136,10 @@ def _run_one_by_one(args: argparse.Namespace, runs: Sequence[tuple[dict[str, str
     lines = wants_epoch_lines(no_progress=False)
     summaries = []
     for k, ((point, seed, overrides), d, note) in enumerate(zip(runs, dirs, notes, strict=True), start=1):
-        setting = " ".join([*(f"{key}={v}" for key, v in point.items()), f"seed={seed}"])
-        print(f"run {k}/{len(runs)}: {setting} -> {d}", flush=True)
+        print(f"run {k}/{len(runs)}: {_setting((point, seed, overrides))} -> {d}", flush=True)
         summary = vfl.api.run(args.config, out_dir=d, overrides=overrides, transport=args.transport,
                               progress=False, note=note, on_epoch_end=EpochLog(prefix="  ") if lines else None).summary
-        shown = " ".join(f"{m} {summary[m]:.4g}" for m in metrics if isinstance(summary.get(m), (int, float)))
-        print(f"run {k}/{len(runs)} done: {shown}", flush=True)
+        print(f"run {k}/{len(runs)} done: {_shown(summary, metrics)}", flush=True)
         summaries.append(summary)
     return summaries
 
@@ -161,9 +168,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     notes = [f"created by: vfl sweep ({name})" for name in names]
     if args.parallel > 1:
         print(f"sweep: {len(runs)} runs as Ray tasks, up to {args.parallel} at once, into {out}", flush=True)
+        finished = iter(range(1, len(runs) + 1))
+
+        def done(i: int, summary: dict[str, Any]) -> None:
+            print(f"run {next(finished)}/{len(runs)} done: {_setting(runs[i])} -> {dirs[i]}: "
+                  f"{_shown(summary, metrics)}", flush=True)
+
         summaries = run_grid_on_ray([(c.to_dict(), d, n) for c, d, n in zip(resolved, dirs, notes, strict=True)],
                                     parallel=args.parallel, cpus_per_task=args.cpus_per_task,
-                                    gpus_per_task=args.gpus_per_task, address=args.address)
+                                    gpus_per_task=args.gpus_per_task, address=args.address, on_done=done)
     else:
         summaries = _run_one_by_one(args, runs, dirs, notes, metrics)
     results = [{"setting": point, "seed": seed, "run_dir": str(d), "summary": summary}

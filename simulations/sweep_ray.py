@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,8 @@ def check_parallel(*, parallel: int, cpus_per_task: float, transport: str | None
 
 
 def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, parallel: int, cpus_per_task: float,
-                    gpus_per_task: float = 0.0, address: str | None = None) -> list[dict[str, Any]]:
+                    gpus_per_task: float = 0.0, address: str | None = None,
+                    on_done: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run ``jobs`` (resolved config dict, run directory, note) as Ray tasks, at most ``parallel`` at
     once; the summaries in the order of ``jobs``. The first failed run cancels the rest and raises
     its error (a ``VFLError`` as itself)."""
@@ -72,7 +73,7 @@ def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, paralle
             if amount > float(have.get(res, 0.0)):
                 raise ConfigError(flag, f"got {amount:g} but the Ray cluster has {res}={float(have.get(res, 0.0)):g}")
         task = ray.remote(num_cpus=cpus_per_task, num_gpus=gpus_per_task, max_retries=0)(run_task)
-        return _schedule(ray, task, jobs, parallel=parallel, threads=max(1, int(cpus_per_task)))
+        return _schedule(ray, task, jobs, parallel=parallel, threads=max(1, int(cpus_per_task)), on_done=on_done)
     finally:
         if owns:
             ray.shutdown()
@@ -81,7 +82,7 @@ def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, paralle
 
 
 def _schedule(ray: Any, task: Any, jobs: Sequence[tuple[dict[str, Any], Path, str]], *, parallel: int,
-              threads: int) -> list[dict[str, Any]]:
+              threads: int, on_done: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     results: dict[int, dict[str, Any]] = {}
     pending: dict[Any, int] = {}
     queue = list(enumerate(jobs))
@@ -94,6 +95,8 @@ def _schedule(ray: Any, task: Any, jobs: Sequence[tuple[dict[str, Any], Path, st
             for ref in done:
                 i = pending.pop(ref)
                 results[i] = _get(ray, ref, jobs[i][1])
+                if on_done is not None:  # e.g. the sweep's "run k/N done" line, as each run ends
+                    on_done(i, results[i])
     finally:
         for ref in pending:  # a failed run: stop the others
             ray.cancel(ref, force=True)

@@ -30,7 +30,10 @@ def test_a_2x2_grid_as_ray_tasks_matches_the_sequential_table(ray_local, tmp_pat
     seq, par = tmp_path / "seq", tmp_path / "par"
     assert main(["sweep", str(cfg), *GRID, "--out", str(seq)]) == 0
     assert main(["sweep", str(cfg), *GRID, "--out", str(par), "--parallel", "2", "--cpus-per-task", "1"]) == 0
-    assert "final_test_acc" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "final_test_acc" in out
+    done_par = [ln for ln in out.splitlines() if ln.startswith("run ") and f"-> {par}" in ln]
+    assert sorted(ln.split(" done:")[0] for ln in done_par) == [f"run {k}/4" for k in range(1, 5)]  # as each ends
     rows_par, rows_seq = _table(par), _table(seq)
     assert [(r["train.lr"], r["n"], r["total_bytes_up_mean"]) for r in rows_par] == \
            [(r["train.lr"], r["n"], r["total_bytes_up_mean"]) for r in rows_seq]
