@@ -48,6 +48,8 @@ class LlmParams:
                                 "states over real tokens, the first ([CLS]) or the last real token's state; "
                                 "null = the model's default (encoder: mean, decoder: last)")
     head_hidden: int = param(0, ge=0, le=4096, help="client head: 0 = linear, else one hidden ReLU layer")
+    micro_batch: int = param(0, ge=0, help="rows per forward/backward pass on the model servers (0 = the whole "
+                             "batch): bounds their activation memory; exact (examples are independent)")
     leak_window: int = param(512, ge=16, help="rows per window of the leak metrics (per epoch: max over windows)")
 
 
@@ -112,7 +114,7 @@ class SplitLlm(LlmDriver):
         if spec.is_server:  # the server gets the model only: never the data or the labels
             pooling = self.model_arch().check_pooling(p.pooling)
             return ModelServer(spec, model=LoraEncoder(load_encoder(path, dtype=p.dtype), lora, pooling=pooling,
-                                                       device=t.device))
+                                                       device=t.device, micro_batch=p.micro_batch))
         ds = data.dataset()
         model_cfg = AutoConfig.from_pretrained(path, local_files_only=True)
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)

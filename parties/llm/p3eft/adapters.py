@@ -68,7 +68,7 @@ class LoraEncoder:
     test_llm_dtype.py). Cost: float32 weights during a backprop call (peak memory of an fp32 model)."""
 
     def __init__(self, encoder: nn.Module, spec: LoraSpec | None, *, pooling: str = "mean", device: str = "cpu",
-                 vjp_fp32: bool = True) -> None:
+                 vjp_fp32: bool = True, micro_batch: int = 0) -> None:
         self.encoder = encoder.to(device)
         self.encoder.eval()
         for p in self.encoder.parameters():
@@ -83,6 +83,8 @@ class LoraEncoder:
             p.requires_grad_(True)
         self.pooling, self.device = pooling, device
         self.vjp_fp32 = vjp_fp32  # False: backprop in the weights' dtype (the inexact old behaviour; tests)
+        self.micro_batch = micro_batch  # rows per forward/backward (0: the whole batch); exact either way
+        self.passes = 0  # forward passes run (the cost the shared forward of backprop_many saves)
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -127,22 +129,54 @@ class LoraEncoder:
         hidden = self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
         return pool(hidden, mask, self.pooling).to(torch.float32)
 
+    def _chunks(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        """``rows`` in micro-batches of ``micro_batch`` (0: one chunk)."""
+        return list(rows.split(self.micro_batch)) if self.micro_batch else [rows]
+
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any] | None) -> torch.Tensor:
         self.load(adapter)
+        out = []
         with torch.no_grad():
-            return self.activations(ids, lengths)
+            for rows in self._chunks(torch.arange(len(ids))):
+                width = max(1, int(lengths[rows].max()))
+                out.append(self.activations(ids[rows, :width], lengths[rows]))
+                self.passes += 1
+        return torch.cat(out)
 
     def backprop(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any], g: torch.Tensor
                  ) -> dict[str, torch.Tensor]:
-        """g_θ = (∂h/∂θ)^T g. Rows where g is zero contribute nothing (examples are independent in the
-        encoder), so only the others are run: exact, and m = B pieces cost one example each."""
+        """g_θ = (∂h/∂θ)^T g for one cotangent ``g`` (B, d)."""
+        return self.backprop_many(ids, lengths, adapter, g.unsqueeze(0))[0]
+
+    def backprop_many(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any],
+                      pieces: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        """(∂h/∂θ)^T ĝ_j for each piece of ``pieces`` (k, B, d). Rows where a piece is zero contribute
+        nothing (examples are independent in the encoder), so only the others are run: exact. Pieces
+        that touch the same rows (m >= 2) share one forward per micro-batch and take one backward
+        each; pieces on disjoint rows (m = B) run their own rows only (one example each)."""
         self.load(adapter)
-        rows = torch.nonzero(g.reshape(len(g), -1).abs().sum(1) > 0).squeeze(1)
-        if len(rows) == 0:
-            return {n: torch.zeros(p.shape) for n, p in self.slots.items()}
-        width = int(lengths[rows].max())
-        with torch.enable_grad(), self._float32():
-            h = self.activations(ids[rows, :width], lengths[rows])
-            cotangent = g[rows].to(device=h.device, dtype=h.dtype)  # the server's device, not the wire's CPU
-            grads = torch.autograd.grad(h, list(self.slots.values()), grad_outputs=cotangent)
-        return {n: t.detach().cpu() for n, t in zip(self.slots, grads, strict=True)}
+        used = pieces.reshape(len(pieces), len(ids), -1).abs().sum(-1) > 0  # (k, B)
+        out = [{n: torch.zeros(p.shape, device=p.device) for n, p in self.slots.items()} for _ in pieces]
+        union = torch.nonzero(used.any(0)).squeeze(1)
+        if bool((used[:, union]).all()):  # every piece touches every row any piece touches
+            self._vjp(ids, lengths, union, pieces, out)
+        else:
+            for j in range(len(pieces)):
+                self._vjp(ids, lengths, torch.nonzero(used[j]).squeeze(1), pieces[j : j + 1], out[j : j + 1])
+        return [{n: t.detach().cpu() for n, t in grads.items()} for grads in out]
+
+    def _vjp(self, ids: torch.Tensor, lengths: torch.Tensor, rows: torch.Tensor, pieces: torch.Tensor,
+             out: list[dict[str, torch.Tensor]]) -> None:
+        """Accumulate (∂h/∂θ)^T piece into ``out`` over ``rows``: per micro-batch, one forward (float32)
+        and one backward per piece."""
+        slots = list(self.slots.values())
+        for chunk in self._chunks(rows) if len(rows) else []:
+            width = int(lengths[chunk].max())
+            with torch.enable_grad(), self._float32():
+                h = self.activations(ids[chunk, :width], lengths[chunk])
+                self.passes += 1
+                for j, piece in enumerate(pieces):
+                    cotangent = piece[chunk].to(device=h.device, dtype=h.dtype)  # the server's device, not the wire's
+                    grads = torch.autograd.grad(h, slots, grad_outputs=cotangent, retain_graph=j < len(pieces) - 1)
+                    for name, t in zip(self.slots, grads, strict=True):
+                        out[j][name] += t

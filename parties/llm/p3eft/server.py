@@ -121,7 +121,8 @@ class ModelServer(Node):
             for g in pieces:
                 nz = np.flatnonzero(g.abs().sum(1).numpy() > 0)
                 self.gradients.add(g.numpy()[nz], epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=nz)
-                for name, t in self.model.backprop(ids, lengths, adapter, g).items():
+            for grads in self.model.backprop_many(ids, lengths, adapter, pieces):  # one forward for dense pieces
+                for name, t in grads.items():
                     stacked.setdefault(name, []).append(t)
                 self.calls["backprop"] += 1
             grads = {k: torch.stack(v).cpu().numpy().astype(np.float32) for k, v in stacked.items()}
