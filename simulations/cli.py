@@ -119,7 +119,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     names = tuple(n.strip() for n in args.attacks.split(",") if n.strip()) if args.attacks else None
     rep = build_report(args.run_dir, names=names)
     keys = ("epsilon", "audit_epsilon_lower", "final_test_acc")
-    print(json.dumps({**{k: rep[k] for k in keys}, "attacks": {a["name"]: a["value"] for a in rep["attacks"]}}))
+    label = {k: rep[k] for k in ("epsilon_label",) if k in rep}  # a label defense's epsilon (vfl/defenses.py)
+    print(json.dumps({**{k: rep[k] for k in keys}, **label, "attacks": {a["name"]: a["value"] for a in rep["attacks"]}}))
     print(f"report: {Path(args.run_dir) / 'report.md'}")
     return 0
 

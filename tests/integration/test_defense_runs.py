@@ -46,11 +46,14 @@ def test_label_rr_drives_label_inference_toward_chance_and_reports_its_epsilon(t
     assert rr.details["cosine"] < none.details["cosine"] - 0.3  # direction clusters no longer the classes
 
 
-def test_label_rr_composes_with_pbm_and_the_report_shows_both_epsilons(tmp_path):
+def test_label_rr_composes_with_pbm_and_the_report_shows_both_epsilons(tmp_path, capsys):
     summary, rr = _run(tmp_path, [{"kind": "label_rr", "epsilon": 1.0}], strategy="pbm", b=16, beta=0.25)
     by = summary["epsilon_by_scope"]
     assert by["label"] == 1.0 and by["feature"] == summary["epsilon"] and summary["epsilon"] > 0
+    capsys.readouterr()
     assert main(["report", str(tmp_path), "--attacks", "label_inference"]) == 0
+    printed = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert printed["epsilon_label"] == 1.0 and "label_inference" in printed["attacks"]
     rep = json.loads((tmp_path / "report.json").read_text())
     assert rep["epsilon_label"] == 1.0 and rep["epsilon_by_scope"]["label"] == 1.0
     assert "label ε" in (tmp_path / "report.md").read_text()
