@@ -125,7 +125,7 @@ def plot_matrix(rows: list[dict[str, Any]], path: Path) -> None:
         for j in range(len(attacks)):
             if not np.isnan(grid[i, j]):
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
-    fig.colorbar(im, label="attack gain over chance, relative to no defense (0 = chance, 1 = undefended)")
+    fig.colorbar(im, label="gain over chance / undefended gain")  # 0: the attack at chance, 1: as undefended
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
