@@ -128,12 +128,18 @@ def test_without_privatization_the_vendor_sees_clean_representations_and_inverts
     assert result.summary["ep_eia"] == 0.0  # and nearest-neighbour search recovers every token
 
 
-def test_labels_stay_with_the_customer():
+def test_labels_are_not_sent_but_dlogits_names_every_one():
+    """No label crosses the wire, yet the vendor reads every training label off dLoss/dlogits
+    (softmax − one-hot: the label is its only negative entry). SAP does not protect labels."""
     _, vendor, customer = run({"split": 0, "eta": 50.0, "frozen_bottom": False})
     kinds = {e.kind for e in vendor.log if e.src == customer.node_id}
     assert kinds == {"train.reps", "train.grad", "evaluate.reps"}
     grads = [e for e in vendor.log if e.kind == "train.grad"]
-    assert all(e.shapes["grad/g"] == ("<f4", (16, 2)) for e in grads)  # dLoss/dlogits only
+    assert grads and all(e.shapes["grad/g"] == ("<f4", (16, 2)) for e in grads)  # dLoss/dlogits only
+    for e in grads:  # the vendor's attack, from its own log and its own copy of the batch schedule
+        guess = e.arrays["grad/g"].argmin(1)
+        truth = customer.y_train[vendor.schedule.train_ids(int(e.config["step/epoch"]), int(e.config["step/step"]))]
+        assert (guess == truth).all()
 
 
 @pytest.mark.parametrize(("change", "key"), [({"num_parties": 2}, "num_parties"),
