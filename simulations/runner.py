@@ -9,6 +9,7 @@ its first epoch is committed removes what it created (``RunDir.discard``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import time
@@ -33,7 +34,7 @@ from vfl.engine import Engine, EngineResult, EpochCallback, StartCallback, StepC
 from vfl.errors import ConfigError
 from vfl.logs import get_logger
 from vfl.preflight import check_device
-from vfl.resume import check_resume_changes
+from vfl.resume import check_resume_changes, pin_calibration
 from vfl.rundir import CONFIG, RunDir, safe_name
 from vfl.schema import RunConfig, load_run_config
 from vfl.strategy import STRATEGIES
@@ -183,8 +184,17 @@ def resume_run(out_dir: str | Path, *, progress: bool | None = None, overrides: 
     try:
         stored = run_dir.read_config()
         old = resolve_config(stored)
-        cfg = resolve_config(stored, overrides, transport=transport, address=address)
-        changed = check_resume_changes(old.to_dict(), cfg.to_dict())
+        pinned = pin_calibration(stored)  # a calibrated run: extend it with its β/σ, never recalibrate
+        ref = old if pinned is None else resolve_config(pinned)
+        cfg = resolve_config(pinned or stored, overrides, transport=transport, address=address)
+        changed = check_resume_changes(ref.to_dict(), cfg.to_dict())
+        if pinned is not None and "train.epochs" in changed:
+            log.warning("extending a run calibrated to privacy.target_epsilon=%g over %d epochs: it keeps its "
+                        "mechanism (params as calibrated), so epsilon will pass the target; the resolved config "
+                        "drops the target and privacy.epsilon_budget still applies",
+                        old.privacy.target_epsilon, old.train.epochs)
+        elif pinned is not None:
+            cfg = dataclasses.replace(cfg, privacy=old.privacy)  # nothing extended: the record keeps its target
         flat = cfg.to_dict()
         note = "resumed" + (" with " + ", ".join(f"{k}={_get(flat, k)!r}" for k in changed) if changed else "")
 

@@ -42,6 +42,17 @@ def is_safe(key: str) -> bool:
     return key in SAFE_KEYS or key.startswith(SAFE_PREFIXES)
 
 
+def pin_calibration(stored: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A run calibrated with ``privacy.target_epsilon`` keeps its mechanism when extended: the stored
+    config with the target dropped (its ``params`` already hold the calibrated β/σ), so a resume
+    with more ``train.epochs`` runs the same mechanism instead of recalibrating it (which would
+    change what the checkpointed epochs computed). None for a run that was not calibrated."""
+    privacy = stored.get("privacy")
+    if not isinstance(privacy, Mapping) or privacy.get("target_epsilon") is None:
+        return None
+    return {**stored, "privacy": {**privacy, "target_epsilon": None}}
+
+
 def check_resume_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """The dotted keys that differ between the stored and the requested config; ``ConfigError``
     naming the first key a resume may not change."""
