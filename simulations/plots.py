@@ -1,4 +1,5 @@
-"""PNG curves of a run: accuracy and cumulative bytes per epoch (matplotlib, no display needed)."""
+"""Curves of a run, PNG + PDF: accuracy, loss, cumulative bytes and ε per epoch (matplotlib, no display
+needed). The x axis is metrics.jsonl's 0-based epoch with integer ticks; ε is labelled with its δ."""
 
 from __future__ import annotations
 
@@ -10,58 +11,67 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def _series(history: Sequence[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    """(epochs, values) of ``key``; the epoch as in metrics.jsonl (0-based)."""
     xs, ys = [], []
     for r in history:
         if r.get(key) is not None:
-            xs.append(int(r["epoch"]) + 1)
+            xs.append(int(r["epoch"]))
             ys.append(float(r[key]))
     return xs, ys
 
 
-def plot_run(history: Sequence[dict[str, Any]], out_dir: str | Path, title: str = "") -> list[Path]:
-    """Write ``accuracy.png`` and ``bytes.png`` (and ``epsilon.png`` when accounted) into ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
+def run_title(cfg: Any) -> str:
+    """``name (strategy) M=4 seed=0 b=16 β=0.25``: what a figure in a paper needs to be read alone
+    (the strategy's numeric options, whatever the strategy; Greek for beta/sigma/eta)."""
+    greek = {"beta": "β", "sigma": "σ", "eta": "η"}
+    params = cfg.to_dict().get("params") or {}
+    opts = [f"{greek.get(k, k)}={v:g}" for k, v in params.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)][:4]
+    return " ".join([f"{cfg.name} ({cfg.strategy})", f"M={cfg.num_parties}", f"seed={cfg.seed}", *opts])
+
+
+def _figure(out: Path, name: str, curves: Sequence[tuple[str, list[int], list[float]]], *, ylabel: str,
+            title: str) -> list[Path]:
+    """One figure as ``<name>.png`` and ``<name>.pdf`` (vector, for a paper); integer epoch ticks."""
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for key, label in (("train_acc", "train"), ("test_acc", "test")):
-        xs, ys = _series(history, key)
+    for label, xs, ys in curves:
         if xs:
             ax.plot(xs, ys, marker="o", ms=3, label=label)
-    ax.set(xlabel="epoch", ylabel="accuracy", title=title or "accuracy")
+    ax.set(xlabel="epoch (as in metrics.jsonl)", ylabel=ylabel, title=title)
+    ax.title.set_fontsize(9)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
-    if ax.lines:  # an empty run (stopped before its first epoch) has no curves
+    if len(ax.lines) > 1:  # one curve needs no legend; an empty run (stopped at once) has none
         ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "accuracy.png", dpi=110)
+    paths = [out / f"{name}.png", out / f"{name}.pdf"]
+    fig.savefig(paths[0], dpi=110)
+    fig.savefig(paths[1])
     plt.close(fig)
-    written.append(out / "accuracy.png")
+    return paths
 
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for key, label in (("cum_bytes_up", "up (party→server)"), ("cum_bytes_down", "down (server→party)")):
-        xs, ys = _series(history, key)
-        if xs:
-            ax.plot(xs, [y / 1e6 for y in ys], marker="o", ms=3, label=label)
-    ax.set(xlabel="epoch", ylabel="cumulative MB (measured wire bytes)", title=title or "communication")
-    ax.grid(alpha=0.3)
-    if ax.lines:  # an empty run (stopped before its first epoch) has no curves
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "bytes.png", dpi=110)
-    plt.close(fig)
-    written.append(out / "bytes.png")
 
+def plot_run(history: Sequence[dict[str, Any]], out_dir: str | Path, title: str = "") -> list[Path]:
+    """``accuracy``, ``loss``, ``bytes`` (and ``epsilon`` when accounted) as PNG + PDF in ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = _figure(out, "accuracy", [(label, *_series(history, key)) for key, label in
+                                        (("train_acc", "train"), ("test_acc", "test"))],
+                      ylabel="accuracy", title=title or "accuracy")
+    written += _figure(out, "loss", [(label, *_series(history, key)) for key, label in
+                                     (("train_loss", "train"), ("test_loss", "test"))],
+                       ylabel="loss (cross-entropy)", title=title or "loss")
+    written += _figure(out, "bytes", [(label, xs, [y / 1e6 for y in ys]) for key, label in
+                                      (("cum_bytes_up", "up (party→server)"), ("cum_bytes_down", "down (server→party)"))
+                                      for xs, ys in [_series(history, key)]],
+                       ylabel="cumulative MB (measured wire bytes)", title=title or "communication")
     xs, ys = _series(history, "epsilon")
     if xs:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.plot(xs, ys, marker="o", ms=3)
-        ax.set(xlabel="epoch", ylabel="epsilon (accountant)", title=title or "privacy")
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(out / "epsilon.png", dpi=110)
-        plt.close(fig)
-        written.append(out / "epsilon.png")
+        deltas = {r.get("delta") for r in history if r.get("epsilon") is not None}
+        at = f" at δ={deltas.pop():g}" if len(deltas) == 1 and None not in deltas else ""
+        written += _figure(out, "epsilon", [("ε", xs, ys)], ylabel=f"ε{at} (accountant)", title=title or "privacy")
     return written

@@ -24,7 +24,7 @@ from parties.custom_models import check_models
 from simulations import signals
 from simulations.datasource import ConfigDataSource, make_data_source  # noqa: F401  (tests patch runner.ConfigDataSource)
 from simulations.params_carry import carry_params
-from simulations.plots import plot_run
+from simulations.plots import plot_run, run_title
 from simulations.run_facts import finish_summary
 from simulations.tracked import track_epochs
 from vfl.config import apply_overrides, load_yaml
@@ -250,7 +250,7 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
                  f" (stopped: {result.summary['stopped']['message']})" if result.summary.get("stopped") else "")
         if run_dir is not None:
             run_dir.write_summary(result.summary)
-            plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=f"{cfg.name} ({cfg.strategy})")
+            plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=run_title(cfg))
         tracker.finish(run_dir)  # summary.json, config.resolved.yaml, metrics.jsonl, plots as artifacts
     except BaseException:
         tracker.close(ok=False)

@@ -37,3 +37,18 @@ def test_epoch_log_prints_with_the_engines_epoch_count_and_an_ascii_fallback() -
     EpochLog(total=20, stream=ascii_log)(3, ROW, engine)  # must not raise UnicodeEncodeError
     ascii_log.seek(0)
     assert ascii_log.read().startswith("epoch 4/20 loss 0.4123 acc 0.9031 eps 1.255")
+
+
+def test_plots_have_integer_0_based_epochs_a_loss_panel_delta_and_pdfs(tmp_path):
+    import vfl
+    from simulations.plots import plot_run, run_title
+
+    rows = [{"epoch": e, "train_loss": 1.0 / (e + 1), "train_acc": 0.5, "test_acc": 0.6, "cum_bytes_up": 1e6 * e,
+             "cum_bytes_down": 5e5 * e, "epsilon": 2.0 * (e + 1), "delta": 1e-5} for e in range(3)]
+    written = plot_run(rows, tmp_path, title="t")
+    names = sorted(p.name for p in written)
+    assert names == sorted(f"{n}.{ext}" for n in ("accuracy", "loss", "bytes", "epsilon") for ext in ("png", "pdf"))
+    assert all(p.stat().st_size > 1000 for p in written)
+    assert (tmp_path / "epsilon.pdf").read_bytes().startswith(b"%PDF")
+    title = run_title(vfl.resolve("demo"))
+    assert title == "demo (pbm) M=4 seed=0 b=16 β=0.25 threshold=0"
