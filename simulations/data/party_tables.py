@@ -13,6 +13,7 @@ value: they name the file, the column, the row (0-based data row) and what is al
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -74,9 +75,35 @@ def _check_header(p: Path, suffix: str, path: str) -> None:
                             f"{i}); allowed: each column once")
 
 
+def _missing_column_hint(columns: Any, wanted: str) -> str:
+    """What to say about a header lacking ``wanted``, without echoing a data row: a header with a
+    number in it is a data row (no header line), so only its size is named; otherwise only the
+    names close to ``wanted`` (a typo), never the others."""
+    names = [str(c) for c in columns]
+
+    def numeric(v: str) -> bool:
+        try:
+            float(v)
+        except ValueError:
+            return False
+        return True
+
+    if any(numeric(n) for n in names):
+        return f"the first line of its {len(names)} columns holds numbers: does the file lack a header row?"
+    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.6)
+    return f"{len(names)} columns" + (f"; close: {close}" if close else "")
+
+
+def _shown(values: list[str]) -> str:
+    """Bad cell values worth echoing (short words like 'Train' or 'val'), else only their count: an ID
+    or a feature value never goes into a message."""
+    words = [v for v in values if v.isalpha() and len(v) <= 10]
+    return repr(words[:3]) if len(words) == len(values) else f"{len(values)} distinct values (not shown: IDs or data)"
+
+
 def _ids(frame: Any, path: str, column: str, key: str) -> np.ndarray:
     if column not in frame.columns:
-        raise DataError(f"{path}: no id column {column!r} ({key}.id); columns: {list(map(str, frame.columns))[:12]}")
+        raise DataError(f"{path}: no id column {column!r} ({key}.id); {_missing_column_hint(frame.columns, column)}")
     col = frame[column]
     if col.isna().any():
         raise DataError(f"{path}: id column {column!r} is empty in row {int(np.flatnonzero(col.isna())[0])}")
@@ -133,7 +160,8 @@ def read_label_table(spec: LabelFile, *, key: str = "data.labels") -> KeyedLabel
     frame = read_table(spec.path, key=key, id_column=spec.id)
     ids = _ids(frame, spec.path, spec.id, key)
     if spec.label not in frame.columns:
-        raise DataError(f"{spec.path}: no label column {spec.label!r} ({key}.label)")
+        raise DataError(f"{spec.path}: no label column {spec.label!r} ({key}.label); "
+                        f"{_missing_column_hint(frame.columns, spec.label)}")
     raw = frame[spec.label]
     if raw.isna().any():
         raise DataError(f"{spec.path}: label column {spec.label!r} is empty in row {int(np.flatnonzero(raw.isna())[0])}")
@@ -143,11 +171,12 @@ def read_label_table(spec: LabelFile, *, key: str = "data.labels") -> KeyedLabel
     is_test = None
     if spec.split is not None:
         if spec.split not in frame.columns:
-            raise DataError(f"{spec.path}: no split column {spec.split!r} ({key}.split)")
+            raise DataError(f"{spec.path}: no split column {spec.split!r} ({key}.split); "
+                            f"{_missing_column_hint(frame.columns, spec.split)}")
         split = frame[spec.split].astype(str).str.strip().str.lower()
         bad = sorted(set(split) - set(SPLIT_VALUES))
         if bad:
-            raise DataError(f"{spec.path}: split column {spec.split!r} holds {bad[:3]}; allowed: train, test")
+            raise DataError(f"{spec.path}: split column {spec.split!r} holds {_shown(bad)}; allowed: train, test")
         is_test = (split == "test").to_numpy()
         only_test = sorted(set(y[is_test].tolist()) - set(y[~is_test].tolist()))
         if only_test:  # the head could never learn it: every test row of it is an error by construction
