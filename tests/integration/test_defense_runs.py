@@ -99,3 +99,20 @@ def test_dcor_weakens_the_servers_feature_reconstruction(tmp_path):
     nopeek = mse(tmp_path / "dcor", [{"kind": "dcor", "alpha": 0.5}])
     assert none.value < 0.5 * none.baseline
     assert nopeek.value > 1.15 * none.value, (none.value, nopeek.value, none.baseline)
+
+
+def test_a_resumed_label_rr_run_keeps_its_one_draw_of_the_labels(tmp_path):
+    """A resume rebuilds the server with a fresh crypto source: without the checkpointed draw it would
+    randomize every label again (a second release; the control is the fresh node of test_defense_nodes)."""
+    from vfl.node import state_from_bytes
+
+    base = ["--transport", "inprocess", "--no-progress", "--set", "train.epochs=1",
+            "--set", "defenses=[{kind: label_rr, epsilon: 1.0}]", "--set", "model.head_hidden=[8]"]
+    assert main(["run", "demo", *base, "--out", str(tmp_path)]) == 0
+    assert main(["run", "--resume", str(tmp_path), "--set", "train.epochs=2", "--no-progress"]) == 0
+
+    def drawn(epoch: int):
+        return state_from_bytes((tmp_path / "checkpoints" / f"epoch_{epoch:05d}" / "node_0.pt").read_bytes())["y_used"]
+
+    assert drawn(0).equal(drawn(1))
+    assert json.loads((tmp_path / "summary.json").read_text())["epsilon_label"] == 1.0
