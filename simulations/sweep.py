@@ -44,6 +44,9 @@ def add_sweep_parser(sub: Any) -> None:
     s.add_argument("--gpus-per-task", type=float, default=0.0, metavar="GPUS",
                    help="Ray num_gpus of each parallel run (default 0; fractions share a GPU)")
     s.add_argument("--address", help="HOST:PORT of a Ray cluster for --parallel (default: a local Ray)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the sweep in --out: finished runs (summary.json) are kept, interrupted ones "
+                        "resume from their last checkpoint, the others run")
 
 
 def split_values(text: str) -> list[str]:
@@ -128,14 +131,54 @@ def _shown(summary: dict[str, Any], metrics: Sequence[str]) -> str:
     return " ".join(f"{m} {summary[m]:.4g}" for m in metrics if isinstance(summary.get(m), (int, float)))
 
 
+def _started(run_dir: Path) -> bool:
+    """A run directory a previous sweep began (its config is written first, summary.json last)."""
+    return (run_dir / "config.resolved.yaml").is_file()
+
+
+def _finished(runs: Sequence[tuple[dict[str, str], int, list[str]]], dirs: Sequence[Path],
+              metrics: Sequence[str]) -> dict[int, dict[str, Any]]:
+    """--resume: the summaries of the runs that finished before (kept, not run again)."""
+    kept = {}
+    for i, d in enumerate(dirs):
+        if (d / "summary.json").is_file():
+            kept[i] = json.loads((d / "summary.json").read_text())
+            print(f"run {i + 1}/{len(runs)}: {_setting(runs[i])} -> {d}: finished before, kept "
+                  f"({_shown(kept[i], metrics)})", flush=True)
+    return kept
+
+
+def _resume_started(runs: Sequence[tuple[dict[str, str], int, list[str]]], which: Sequence[int],
+                    dirs: Sequence[Path], metrics: Sequence[str]) -> dict[int, dict[str, Any]]:
+    """--resume: continue the interrupted runs from their last checkpoint, one after another."""
+    import vfl.api
+
+    lines = wants_epoch_lines(no_progress=False)
+    out = {}
+    for i in which:
+        print(f"run {i + 1}/{len(runs)}: {_setting(runs[i])} -> {dirs[i]} (resumed)", flush=True)
+        out[i] = vfl.api.resume_run(dirs[i], progress=False,
+                                    on_epoch_end=EpochLog(prefix="  ") if lines else None).summary
+        print(f"run {i + 1}/{len(runs)} done: {_shown(out[i], metrics)}", flush=True)
+    return out
+
+
 def _run_one_by_one(args: argparse.Namespace, runs: Sequence[tuple[dict[str, str], int, list[str]]],
-                    dirs: Sequence[Path], notes: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
-    """The grid's runs in order, each announced as ``run k/N`` (and, off a terminal, its epochs)."""
+                    dirs: Sequence[Path], notes: Sequence[str], metrics: Sequence[str], *,
+                    kept: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The grid's runs in order, each announced as ``run k/N`` (and, off a terminal, its epochs);
+    ``kept`` (--resume) are not run again, an interrupted one is resumed."""
     import vfl.api
 
     lines = wants_epoch_lines(no_progress=False)
     summaries = []
     for k, ((point, seed, overrides), d, note) in enumerate(zip(runs, dirs, notes, strict=True), start=1):
+        if k - 1 in kept:
+            summaries.append(kept[k - 1])
+            continue
+        if _started(d):
+            summaries.append(_resume_started(runs, [k - 1], dirs, metrics)[k - 1])
+            continue
         print(f"run {k}/{len(runs)}: {_setting((point, seed, overrides))} -> {d}", flush=True)
         summary = vfl.api.run(args.config, out_dir=d, overrides=overrides, transport=args.transport,
                               progress=False, note=note, on_epoch_end=EpochLog(prefix="  ") if lines else None).summary
@@ -158,27 +201,37 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     base = vfl.api.resolve(args.config, transport=transport)
     # every run of the grid is valid before the first starts
     resolved = [vfl.api.resolve(args.config, overrides=overrides, transport=transport) for _, _, overrides in runs]
+    if args.resume and not args.out:
+        raise ConfigError("--resume", "needs --out DIR: the sweep directory to continue")
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{safe_name(base.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError("--out", f"{out} is not empty; a sweep goes into a new or empty directory")
+    if out.exists() and any(out.iterdir()) and not args.resume:
+        raise ConfigError("--out", f"{out} is not empty; a sweep goes into a new or empty directory "
+                          "(continue an interrupted sweep there with --resume)")
     out.mkdir(parents=True, exist_ok=True)
     args.run_dir = str(out)
     names = [safe_name("-".join(f"{k}={v}" for k, v in p.items()) or "base") + f"-seed{s}" for p, s, _ in runs]
     dirs = [out / f"{i:03d}-{name}" for i, name in enumerate(names)]
     notes = [f"created by: vfl sweep ({name})" for name in names]
+    kept = _finished(runs, dirs, metrics) if args.resume else {}
     if args.parallel > 1:
-        print(f"sweep: {len(runs)} runs as Ray tasks, up to {args.parallel} at once, into {out}", flush=True)
-        finished = iter(range(1, len(runs) + 1))
+        todo = [i for i in range(len(runs)) if i not in kept]
+        kept.update(_resume_started(runs, [i for i in todo if _started(dirs[i])], dirs, metrics))
+        todo = [i for i in todo if i not in kept]
+        print(f"sweep: {len(todo)} runs as Ray tasks, up to {args.parallel} at once, into {out}", flush=True)
+        finished = iter(range(len(runs) - len(todo) + 1, len(runs) + 1))
 
-        def done(i: int, summary: dict[str, Any]) -> None:
+        def done(j: int, summary: dict[str, Any]) -> None:
+            i = todo[j]
             print(f"run {next(finished)}/{len(runs)} done: {_setting(runs[i])} -> {dirs[i]}: "
                   f"{_shown(summary, metrics)}", flush=True)
 
-        summaries = run_grid_on_ray([(c.to_dict(), d, n) for c, d, n in zip(resolved, dirs, notes, strict=True)],
-                                    parallel=args.parallel, cpus_per_task=args.cpus_per_task,
-                                    gpus_per_task=args.gpus_per_task, address=args.address, on_done=done)
+        fresh = run_grid_on_ray([(resolved[i].to_dict(), dirs[i], notes[i]) for i in todo],
+                                parallel=args.parallel, cpus_per_task=args.cpus_per_task,
+                                gpus_per_task=args.gpus_per_task, address=args.address, on_done=done)
+        kept.update(zip(todo, fresh, strict=True))
+        summaries = [kept[i] for i in range(len(runs))]
     else:
-        summaries = _run_one_by_one(args, runs, dirs, notes, metrics)
+        summaries = _run_one_by_one(args, runs, dirs, notes, metrics, kept=kept)
     results = [{"setting": point, "seed": seed, "run_dir": str(d), "summary": summary}
                for (point, seed, _), d, summary in zip(runs, dirs, summaries, strict=True)]
     rows = table_rows(results, keys, metrics)

@@ -77,3 +77,40 @@ def test_ray_session_files_stay_out_of_the_run_directory(tmp_path):
     names = {p.name for p in out.iterdir()}
     assert "summary.json" in names
     assert not {n for n in names if n.startswith("ray-tmp")}, names
+
+
+def test_a_sweep_resumes_keeping_finished_runs(tmp_path):
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "tiny", "strategy": "npq", "dataset": "digits", "num_parties": 2,
+                                   "data": {"train_subsample": 128, "test_subsample": 64},
+                                   "train": {"epochs": 2, "batch_size": 64}}))
+    out = tmp_path / "sweep"
+    args = ["sweep", str(cfg), "--transport", "inprocess", "--seeds", "0,1,2", "--out", str(out)]
+    assert _cli(*args).returncode == 0
+    table = (out / "sweep.csv").read_text()
+    runs = [Path(r["run_dir"]) for r in json.loads((out / "sweep.json").read_text())["runs"]]
+    kept_mtime = (runs[0] / "summary.json").stat().st_mtime_ns
+    (runs[1] / "summary.json").unlink()  # killed after its last checkpoint, before the summary
+    for p in sorted(runs[2].rglob("*"), reverse=True):  # never started
+        p.unlink() if p.is_file() else p.rmdir()
+    runs[2].rmdir()
+    for name in ("sweep.csv", "sweep.json"):
+        (out / name).unlink()
+    refused = _cli(*args)  # without --resume a used directory is refused, naming the flag
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+    done = _cli(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("run ")]
+    assert "finished before, kept" in lines[0] and lines[0].startswith("run 1/3")
+    assert lines[1].startswith("run 2/3") and lines[1].endswith("(resumed)")
+    assert any(ln.startswith("run 3/3: ") for ln in lines)
+    assert (runs[0] / "summary.json").stat().st_mtime_ns == kept_mtime  # not run again
+    assert (out / "sweep.csv").read_text() == table.replace(
+        _col(table, "wall_s"), _col((out / "sweep.csv").read_text(), "wall_s"))  # same results (npq: no noise)
+
+
+def _col(table: str, name: str) -> str:
+    """The wall_s mean and std cells of a one-row sweep.csv (timings differ between runs)."""
+    head, row = table.splitlines()[:2]
+    cells = dict(zip(head.split(","), row.split(","), strict=True))
+    return f"{cells[name + '_mean']},{cells[name + '_std']}"
