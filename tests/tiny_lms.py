@@ -81,10 +81,14 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
                                            position_buckets=8, norm_rel_ebd="layer_norm", conv_kernel_size=3,
                                            pos_att_type=["p2c", "c2p"], share_att_key=True,
                                            position_biased_input=False)),
+    "modernbert": ("ModernBertConfig", dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                            num_attention_heads=4, max_position_embeddings=64, local_attention=4,
+                                            global_attn_every_n_layers=2, pad_token_id=0, cls_token_id=0,
+                                            sep_token_id=0)),  # local (sliding) layers with a window of 4
     "t5": ("T5Config", dict(d_model=32, d_kv=8, d_ff=64, num_layers=3, num_heads=4, relative_attention_num_buckets=8,
                             decoder_start_token_id=0)),  # saved whole; loaded as T5EncoderModel
 }
-ENCODERS = ("distilbert", "electra", "mpnet", "deberta_v2", "t5")
+ENCODERS = ("distilbert", "electra", "mpnet", "deberta_v2", "modernbert", "t5")
 
 
 def tiny_lm_dir(root: Path, family: str, *, dtype: str = "float32", vocab_size: int = 400) -> str:

@@ -76,24 +76,22 @@ def test_a_bf16_llama_checkpoint_runs_sap_and_p3eft(tmp_path, dtype):
 
 
 def test_an_unadapted_family_is_one_config_error(tmp_path):
-    """A layout without an adapter (ModernBERT) is refused before anything runs, naming
-    params.model_dir and the supported layouts."""
+    """A layout without an adapter (BLOOM: ALiBi positions, ``word_embeddings``/``h``) is refused
+    before anything runs, naming params.model_dir and the supported layouts."""
     import torch
-    from transformers import ModernBertConfig, ModernBertModel
+    from transformers import BloomConfig, BloomModel
 
     from vfl.errors import ConfigError
 
     tiny_gpt2_dir(tmp_path / "tok")  # for its tokenizer files
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        ModernBertModel(ModernBertConfig(vocab_size=400, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                         num_attention_heads=2, pad_token_id=0, bos_token_id=0, eos_token_id=0,
-                                         cls_token_id=0, sep_token_id=0)).save_pretrained(tmp_path / "modernbert")
+        BloomModel(BloomConfig(vocab_size=400, hidden_size=16, n_layer=1, n_head=2)).save_pretrained(tmp_path / "bloom")
     for name in ("tokenizer.json", "tokenizer_config.json"):
-        (tmp_path / "modernbert" / name).write_text((tmp_path / "tok" / name).read_text())
+        (tmp_path / "bloom" / name).write_text((tmp_path / "tok" / name).read_text())
     for strategy in ("sap", "p3eft"):
         with pytest.raises(ConfigError, match=r"params\.model_dir.*rotary decoder"):
-            run(strategy, str(tmp_path / "modernbert"), tmp_path / strategy)
+            run(strategy, str(tmp_path / "bloom"), tmp_path / strategy)
 
 
 def test_cli_runs_a_bundled_config_on_a_decoder_by_setting_model_dir(gpt2_dir, tmp_path, capsys):

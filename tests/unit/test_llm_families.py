@@ -26,8 +26,9 @@ TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat and the", 
 DEFAULT_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
                    "qwen3": ("q_proj", "v_proj"), "gemma2": ("q_proj", "v_proj"), "phi3": ("qkv_proj",),
                    "gpt_neox": ("query_key_value",), "opt": ("q_proj", "v_proj"), "distilbert": ("q_lin", "v_lin"),
-                   "electra": ("query", "value"), "mpnet": ("q", "v"), "deberta_v2": ("query_proj", "value_proj"), "t5": ("q", "v")}
-SLIDING = ("mistral", "qwen2", "gemma2")  # configs with a window (4) shorter than the longer texts
+                   "electra": ("query", "value"), "mpnet": ("q", "v"), "deberta_v2": ("query_proj", "value_proj"), "t5": ("q", "v"),
+                   "modernbert": ("Wqkv",)}
+SLIDING = ("mistral", "qwen2", "gemma2", "modernbert")  # configs with a window (4) shorter than the longer texts
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +77,9 @@ def test_sliding_window_is_in_the_split(dirs, family):
     unwindowed = AutoModel.from_config(wide).eval()
     unwindowed.load_state_dict(model.state_dict())
     with torch.no_grad():
-        a = pool(model(input_ids=ids, attention_mask=mask).last_hidden_state, mask, "last")
-        b = pool(unwindowed(input_ids=ids, attention_mask=mask).last_hidden_state, mask, "last")
+        how = arch_of(model).default_pooling
+        a = pool(model(input_ids=ids, attention_mask=mask).last_hidden_state, mask, how)
+        b = pool(unwindowed(input_ids=ids, attention_mask=mask).last_hidden_state, mask, how)
         bottom, top = split_encoder(copy.deepcopy(model), split=1, num_classes=2)
         split_out = top.eval().features(bottom(ids, mask), mask)
     assert (a - b).abs().max() > 1e-3  # the long texts see beyond the window

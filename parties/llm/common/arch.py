@@ -169,6 +169,7 @@ TARGET_GROUPS: tuple[tuple[str, ...], ...] = (
     ("q_proj", "v_proj"),  # Llama, Mistral, Qwen2/3, Gemma2, OPT
     ("qkv_proj",),  # Phi-3 (fused q, k, v)
     ("query_key_value",),  # GPT-NeoX (fused)
+    ("Wqkv",),  # ModernBERT (fused)
     ("query_proj", "value_proj"),  # DeBERTa-v2
     ("query", "value"),  # BERT, RoBERTa, ELECTRA
     ("q_lin", "v_lin"),  # DistilBERT
@@ -207,8 +208,8 @@ def arch_of(model: nn.Module) -> Arch:
     if arch is None:
         raise ConfigError("params.model_dir", f"{type(model).__name__} has none of the supported layouts: a "
                           "BERT-like encoder (.embeddings, .encoder.layer), a GPT-2 style decoder (.wte, .wpe, "
-                          ".h, .ln_f) or a rotary decoder (Llama/Mistral/Qwen/Phi-3/Gemma2/GPT-NeoX: .embed_tokens, "
-                          ".layers, .norm, .rotary_emb)")
+                          ".h, .ln_f), a rotary decoder (Llama/Mistral/Qwen/Phi-3/Gemma2/GPT-NeoX: .embed_tokens, "
+                          ".layers, .norm, .rotary_emb), OPT, MPNet, DeBERTa-v2, ModernBERT or T5's encoder")
     targets = default_targets(model)
     return arch if targets is None or targets == arch.lora_targets else replace(arch, lora_targets=targets)
 

@@ -8,6 +8,7 @@
 - DeBERTa-v2: relative embeddings + their LayerNorm, the relative positions, and the optional
   convolution applied after block 0 (``DebertaContext``); blocks take a 4-D 0/1 mask;
 - DistilBERT: BERT's block call with its blocks under ``transformer.layer``;
+- ModernBERT: rotary tables per layer type (``rotary_emb``), global/local (sliding) bidirectional masks;
 - T5 (encoder only, ``T5EncoderModel``): the relative-position bias that block 0 stores and every
   block shares (``T5Context``);
 - OPT: ``decoder.embed_tokens`` (+ ``project_in``) + learned positions (offset 2), ``decoder.layers``,
@@ -238,9 +239,58 @@ class T5Encoder(EncoderArch):
         return h
 
 
+class ModernEmbeddings(EncoderEmbeddings):
+    """ModernBERT's input layer (token table, LayerNorm, dropout); the table is ``tok_embeddings``."""
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.emb.tok_embeddings  # type: ignore[return-value]
+
+
+class ModernBert(EncoderArch):
+    """ModernBERT: ``embeddings``, ``layers``, ``final_norm`` and a model-level ``rotary_emb`` with one
+    table per layer type; global layers get the bidirectional mask, local ones the bidirectional
+    sliding-window mask (as ``ModernBertModel.forward``)."""
+
+    def embeddings(self, model: nn.Module) -> Any:
+        return ModernEmbeddings(model.embeddings)  # type: ignore[arg-type]
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return list(model.layers)  # type: ignore[arg-type]
+
+    def final_norm(self, model: nn.Module) -> nn.Module | None:
+        return model.final_norm  # type: ignore[return-value]
+
+    def context(self, model: nn.Module) -> nn.Module | None:
+        return model.rotary_emb  # type: ignore[return-value]
+
+    def run_blocks(self, blocks: Any, config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
+                   context: nn.Module | None = None) -> torch.Tensor:
+        from transformers.masking_utils import (
+            create_bidirectional_mask,
+            create_bidirectional_sliding_window_mask,
+        )
+
+        blocks = list(blocks)
+        if not blocks:
+            return h
+        kw = dict(config=config, inputs_embeds=h, attention_mask=attention_mask)
+        types = {b.attention_type for b in blocks}
+        masks = {t: (create_bidirectional_sliding_window_mask if t == "sliding_attention" else
+                     create_bidirectional_mask)(**kw) for t in types}
+        pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+        pe = {t: context(h, pos, t) for t in types}  # type: ignore[misc]
+        for block in blocks:
+            out = block(h, attention_mask=masks[block.attention_type], position_embeddings=pe[block.attention_type])
+            h = out[0] if isinstance(out, tuple) else out
+        return h
+
+
 def family(model: nn.Module) -> Arch | None:
-    """The adapter of MPNet, DeBERTa-v2, T5's encoder or OPT (by structure), or None."""
+    """The adapter of MPNet, DeBERTa-v2, ModernBERT, T5's encoder or OPT (by structure), or None."""
     enc = getattr(model, "encoder", None)
+    if all(hasattr(model, a) for a in ("embeddings", "layers", "final_norm", "rotary_emb")):
+        return ModernBert(kind="encoder", lora_targets=(), fan_in_fan_out=False, default_pooling="mean")
     if hasattr(enc, "block") and hasattr(enc, "final_layer_norm") and not hasattr(model, "decoder"):
         return T5Encoder(kind="encoder", lora_targets=(), fan_in_fan_out=False, default_pooling="mean")
     if hasattr(model, "embeddings") and hasattr(enc, "relative_attention_bias") and hasattr(enc, "layer"):
