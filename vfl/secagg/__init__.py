@@ -40,7 +40,7 @@ malicious`` (Bonawitz et al.'s active variant, ``vfl.secagg.consistency``; needs
 server may lie. Each round the survivors sign the survivor set and reveal nothing before holding
 >= max(t, 2) signatures from distinct survivors on the set they signed (one set per round), so a
 party can never be told "you survived" while its peers are told it dropped
-(``InconsistentSurvivors`` otherwise); then no individual input opens. With 2t <= M a server can
+(``InconsistentSurvivors`` otherwise); then no individual input opens. With 2max(t,2) <= M a server can
 still split the parties into two signed groups and learn two partial sums of >= t parties each
 (choose t > M/2 to exclude it). Not covered: what the sum itself reveals (the job of DP noise /
 PBM), a server colluding with t or more parties, and denial of service (a lying server can always

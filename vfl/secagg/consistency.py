@@ -8,7 +8,8 @@ the authentication roster, never from the aggregating server):
 - every round, (session, round, survivor set): a survivor signs ONE survivor set per round and
   reveals nothing before it holds >= max(t, 2) valid signatures from distinct survivors on
   exactly the set it signed. Two honest parties that reveal in one round were therefore told the
-  same survivors, so a party can never be a survivor to itself and "dropped" to its peers.
+  same survivors, so a party can never be a survivor to itself and "dropped" to its peers. With
+2max(t,2) <= M the server can still split the parties into two signed groups (two partial sums).
 
 A detected lie raises :class:`MaliciousServer` (a ``RevealRefused``) naming the round and party.
 """
