@@ -133,6 +133,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     progress = False if args.no_progress else None
     lines = wants_epoch_lines(no_progress=args.no_progress)  # off a terminal: one line per epoch
+    log_line = EpochLog(stream=sys.stderr) if lines else None  # stderr: stdout keeps only the summary JSON
     if args.resume:
         if args.config:
             raise ConfigError("--resume", "give either CONFIG or --resume DIR, not both")
@@ -141,7 +142,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.run_dir = args.resume  # named by the failure handlers
         result = vfl.api.resume_run(args.resume, progress=progress, overrides=args.overrides,
                                     transport=args.transport, address=args.address,
-                                    on_epoch_end=EpochLog() if lines else None)
+                                    on_epoch_end=log_line)
         out = Path(args.resume)
     else:
         if not args.config:
@@ -154,7 +155,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.run_dir = str(out)
         result = vfl.api.run(cfg, out_dir=out, transport=None, progress=progress,
                              note=f"created by: vfl {shlex.join(args.argv)}",
-                             on_epoch_end=EpochLog() if lines else None)
+                             on_epoch_end=log_line)
     s = result.summary
     warning = seeded_noise_warning(s)
     if warning:

@@ -1,4 +1,5 @@
-"""One plain line per epoch for logs (nohup, SLURM, CI): what the progress bar shows on a terminal.
+"""One plain line per epoch for logs (nohup, SLURM, CI): what the progress bar shows on a terminal
+(`vfl run` writes them to stderr, like the bars, so stdout keeps only the summary JSON).
 
     epoch 4/20 loss 0.4123 acc 0.9031 ε 1.25 MB 0.412 3.1s
 
