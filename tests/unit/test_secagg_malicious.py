@@ -35,7 +35,7 @@ def old_rules(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_malicious_mode_opens_nothing_under_every_attack() -> None:
-    # the default stays semi-honest: malicious costs +54-73 % step time at demo settings (docs/secagg.md)
+    # the default stays semi-honest: malicious costs +15-73 % step time at demo settings (docs/secagg.md)
     assert load_run_config({"strategy": "pbm", "num_parties": M}).params.secagg_mode == "semi-honest"
     for attack in lying.ATTACKS:
         assert lying.RUN[attack](num=M, threshold=T, mode="malicious") == (0, True), attack
