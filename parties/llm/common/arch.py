@@ -3,13 +3,18 @@
 SAP cuts a model into bottom and top blocks and P3EFT injects LoRA into it; both need the same few
 facts whatever the family: the input embedding layer (with its token-embedding table), the list of
 transformer blocks, the final norm, the hidden size, the attention-mask convention (bidirectional
-or causal), the pooling that makes sense, and the LoRA target modules. Two families:
+or causal), the pooling that makes sense, the LoRA target modules, and the ``context``: state
+outside the blocks that running them needs (both halves of a split carry it). Here:
 
-- ``encoder``: BERT-like (``.embeddings`` with ``.word_embeddings``, ``.encoder.layer[i]``, no final
-  norm outside the blocks, bidirectional attention, LoRA on ``query``/``value``, mean pooling);
+- ``encoder``: BERT-like (``.embeddings`` with ``.word_embeddings``, ``.encoder.layer[i]`` or
+  DistilBERT's ``.transformer.layer[i]``, ELECTRA's ``embeddings_project``; bidirectional, mean
+  pooling);
 - ``decoder``: GPT-2 style (``.wte`` + ``.wpe``, ``.h[i]``, ``.ln_f``, causal attention, LoRA on the
   ``Conv1D`` modules ``c_attn``/``c_proj`` with peft's ``fan_in_fan_out=True``, pooling = the last
-  real token, the only one that has seen the whole text).
+  real token, the only one that has seen the whole text);
+- ``rotary.py``: Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; ``encoders.py``: MPNet,
+  DeBERTa-v2, ModernBERT, T5's encoder, OPT.
+Default LoRA targets come from the module names a model has (``TARGET_GROUPS``).
 """
 
 from __future__ import annotations
