@@ -18,30 +18,21 @@ from vfl.resources import role_resources
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
 
-def check_placement(cfg: Any) -> None:
+def check_placement(cfg: Any, *, server_role: str = "server") -> None:
     """Config-time checks of ``train.device`` and the actors' GPUs (ConfigError naming the key): over
-    Ray, ``cuda`` needs every actor of the run (each role the strategy places) to reserve a GPU."""
+    Ray, ``cuda`` needs every actor of the run (the parties and the strategy's ``server_role``) to reserve a GPU."""
     device, t = cfg.train.device, cfg.transport
     if not isinstance(device, str) or not DEVICE.match(device):
         raise ConfigError("train.device", f"got {device!r}; allowed: auto, cpu, cuda, cuda:N (N = GPU index)")
     if t.kind != "ray" or not device.startswith("cuda"):
         return
-    for role in ("party", _server_role(cfg)):
+    for role in ("party", server_role):
         res = role_resources(t, role)
         if res.gpus == 0:
             raise ConfigError(res.gpu_key, f"got 0 for the {role} actors with train.device={device!r} over Ray: an "
                               "actor sees only the GPUs Ray reserved for it; set e.g. transport.gpus_per_actor=1 "
                               f"(or 0.5 to share one GPU between two actors, or transport.resources.{role}.gpus), "
                               "or use train.device=auto")
-
-
-def _server_role(cfg: Any) -> str:
-    from vfl.strategy import STRATEGIES  # same layer; filled by `strategies`
-
-    try:
-        return str(STRATEGIES.get(cfg.strategy, "strategy").server_role)
-    except Exception:  # an unknown strategy is reported elsewhere
-        return "server"
 
 
 def resolve_device(device: str) -> str:

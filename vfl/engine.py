@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -24,11 +24,12 @@ from vfl.data import DataSource
 from vfl.errors import PartyFailure
 from vfl.grid import Grid
 from vfl.ledger import CommLedger, setup_breakdown
+from vfl.node_factory import NodeFactory
 from vfl.privacy.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
-from vfl.recovery import Recovery, Snapshot
+from vfl.recovery import Recovery, Snapshot, epoch_or_none
 from vfl.rundir import RunDir
 from vfl.schema import RunConfig
-from vfl.strategy import STRATEGIES, NodeFactory, Strategy
+from vfl.strategy import STRATEGIES, Strategy
 from vfl.transport.base import Transport
 from vfl.transport.placement import place
 from vfl.views import mark_replaced, save_run_views
@@ -119,6 +120,24 @@ class Engine:
                                  covered=self.releases.last_seq)
         return ckpt.epoch + 1, history, float(state.get("wall_s", 0.0))
 
+    def restore_snapshot(self, snapshot: Snapshot) -> None:
+        """Every host back to ``snapshot`` (a restart): restart dead actors, load states, redo the
+        set-up; the accountant is the snapshot's plus the releases made since (the failed attempt's included)."""
+        grid = self.grid
+        if grid is None:
+            raise RuntimeError("Engine.restore_snapshot before Engine.start")
+        timeout = float(self.cfg.transport.round_timeout_s)  # a hung host: dead after this, not a fixed 120 s
+        grid.count_rows(self.transport.restart(snapshot.nodes, timeout_s=timeout))  # what live hosts sent before dying
+        self.protocol_setup(grid)  # fresh signing keys, alignment and SecAgg keys for the rebuilt nodes
+        after = _copy(self.ledger.state())  # the failed attempt and the repeated set-up, counted below as replay
+        self.ledger.load_state(snapshot.ledger)
+        self.accountant, charged = restore_accountant(saved=snapshot.accountant, covered=snapshot.covered,
+                                                      ledger=self.releases)
+        self.releases.note_restore(reason="restart", checkpoint_epoch=epoch_or_none(snapshot.epoch), charged=charged)
+        self.recovery.note_restore(before=snapshot.ledger, after=after, charged=charged)
+        # a later restore to the same snapshot starts from what is charged now (nothing twice)
+        self.snapshot = replace(snapshot, accountant=self._accountant_json(), covered=self.releases.last_seq)
+
     def _accountant_json(self) -> str | None:
         return self.accountant.to_json() if self.accountant is not None else None
 
@@ -153,7 +172,7 @@ class Engine:
             while epoch < cfg.train.epochs:
                 try:
                     if failed is not None and self.snapshot is not None:
-                        self.recovery.restore(self, self.snapshot)
+                        self.restore_snapshot(self.snapshot)
                         # what live hosts recorded of the aborted attempt (dead ones lost theirs)
                         self._save_views(replaced_after=self.snapshot.epoch, reason="restart")
                         failed = None

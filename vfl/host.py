@@ -18,6 +18,7 @@ from flwr.common import Message
 
 from vfl import faults, profile
 from vfl.auth import HostAuth, check_unreserved
+from vfl.devices import ray_gpu_ids
 from vfl.errors import ProtocolError, VFLError
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
@@ -192,8 +193,6 @@ class NodeHost:
     def assigned_resources(self) -> dict[str, Any]:
         """What this host may use: Ray's assigned resources (CPU, GPU...) and the GPU ids Ray gave it
         (CUDA_VISIBLE_DEVICES as Ray set it); empty outside a Ray actor."""
-        from vfl.devices import ray_gpu_ids
-
         gpus = ray_gpu_ids()
         if gpus is None:
             return {}

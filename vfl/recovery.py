@@ -15,13 +15,12 @@ each restart, and each resume (``note_resume``), says how many it charged (``rel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vfl.errors import PartyFailure
 
 if TYPE_CHECKING:
-    from vfl.engine import Engine
     from vfl.schema import RunConfig
 
 
@@ -52,7 +51,7 @@ def _traffic(ledger_state: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def _epoch_or_none(epoch: int) -> int | None:
+def epoch_or_none(epoch: int) -> int | None:
     """A snapshot's epoch for records: None for the state after set-up (no epoch committed)."""
     return epoch if epoch >= 0 else None
 
@@ -83,32 +82,17 @@ class Recovery:
         self.restarts.append({"party": exc.party, "round": exc.round, "cause": exc.cause, "epoch": epoch,
                               "attempt": len(self.restarts) + 1, "releases_charged": 0})
 
-    def restore(self, engine: Engine, snapshot: Snapshot) -> None:
-        """Every host back to ``snapshot``: restart dead actors, load states, redo the set-up; the
-        accountant is the snapshot's plus the releases made since (the failed attempt's included)."""
-        from vfl.privacy.wal import restore_accountant
-
-        grid = engine.grid
-        if grid is None:
-            raise RuntimeError("Recovery.restore before Engine.start")
-        timeout = float(engine.cfg.transport.round_timeout_s)  # a hung host: dead after this, not a fixed 120 s
-        grid.count_rows(engine.transport.restart(snapshot.nodes, timeout_s=timeout))  # what live hosts sent before dying
-        engine.protocol_setup(grid)  # fresh signing keys, alignment and SecAgg keys for the rebuilt nodes
-        now, then = _traffic(engine.ledger.state()), _traffic(snapshot.ledger)
+    def note_restore(self, *, before: dict[str, Any], after: dict[str, Any], charged: list[Any]) -> None:
+        """Record a restore to a snapshot: the traffic between the snapshot's ledger ``before`` and
+        the ledger ``after`` the failed attempt and the repeated set-up is replay; the releases
+        ``charged`` again go to the last restart (``Engine.restore_snapshot`` does the restoring)."""
+        now, then = _traffic(after), _traffic(before)
         for k in self.replay:
             self.replay[k] += now[k] - then[k]
-        engine.ledger.load_state(snapshot.ledger)
-        engine.accountant, charged = restore_accountant(saved=snapshot.accountant, covered=snapshot.covered,
-                                                        ledger=engine.releases)
-        engine.releases.note_restore(reason="restart", checkpoint_epoch=_epoch_or_none(snapshot.epoch),
-                                            charged=charged)
         if self.restarts:
             self.restarts[-1]["releases_charged"] += len(charged)
             self.restarts[-1]["charged_epochs"] = self.restarts[-1].get("charged_epochs", []) + [
                 r.epoch for r in charged]
-        # a later restore to the same snapshot starts from what is charged now (nothing twice)
-        engine.snapshot = replace(snapshot, accountant=engine.accountant.to_json() if engine.accountant else None,
-                                  covered=engine.releases.last_seq)
 
     def note_resume(self, *, checkpoint_epoch: int | None, charged: list[Any], time: str) -> dict[str, Any]:
         """Record a resume (``resumes``): when, from which checkpoint, the releases it charged."""

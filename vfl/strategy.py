@@ -9,18 +9,20 @@ algorithm names.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from vfl.data import DataSource
 from vfl.node import Node, NodeSpec
+from vfl.node_factory import NodeFactory
 from vfl.registry import Registry
-from vfl.views import ViewPolicy
 
 if TYPE_CHECKING:
     from vfl.grid import Grid
     from vfl.schema import RunConfig
+
+__all__ = ["STRATEGIES", "NoParams", "NodeFactory", "Progress", "Strategy", "register"]  # NodeFactory: re-exported
 
 Progress = Callable[..., None]
 
@@ -117,26 +119,3 @@ STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
 def register(cls: type[Strategy]) -> type[Strategy]:
     """Class decorator: register a strategy under its ``name`` (duplicates refused)."""
     return STRATEGIES.add(cls.name, cls, cls.summary)
-
-
-@dataclass(frozen=True)
-class NodeFactory:
-    """Picklable builder shipped to hosts: rebuilds the strategy there and asks it for nodes."""
-
-    strategy_cls: type[Strategy]
-    cfg: Any
-    data: DataSource
-
-    def __call__(self, specs: Sequence[NodeSpec]) -> dict[int, Node]:
-        from vfl.devices import with_resolved_device
-        from vfl.preflight import check_device
-
-        cfg = with_resolved_device(self.cfg)  # in the host: `auto` means what this actor sees
-        check_device(getattr(getattr(cfg, "train", None), "device", "cpu"))
-        strategy = self.strategy_cls(cfg)
-        return {s.node_id: strategy.build_node(s, self.data) for s in specs}
-
-    @property
-    def view_policy(self) -> ViewPolicy | None:
-        """What hosts record of received messages (``privacy.record_views``), or None (the default)."""
-        return ViewPolicy.from_privacy(getattr(self.cfg, "privacy", None))

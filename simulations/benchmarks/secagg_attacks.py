@@ -33,7 +33,7 @@ from simulations.runner import resolve_config
 from strategies.secure import shamir_threshold
 from vfl.engine import Engine
 from vfl.secagg import MODES, lying
-from vfl.transport.base import make_transport
+from vfl.transport import make_transport
 
 SETTINGS = (("semi-honest", False), ("semi-honest", True), ("malicious", True))  # (mode, auth)
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vfl.errors import ConfigError
 from vfl.host import NodeBuilder
 from vfl.message import Wire
 from vfl.node import NodeSpec
@@ -124,19 +123,3 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-
-def make_transport(kind: str, *, address: str | None = None, temp_dir: str | None = None,
-                   connect_timeout_s: float = 30.0, schedule_timeout_s: float = 60.0,
-                   timeout_s: float = 1800.0) -> Transport:
-    """Factory by name: ``inprocess`` or ``ray``."""
-    if kind == "inprocess":
-        from vfl.transport.inprocess import InProcessTransport
-
-        return InProcessTransport()
-    if kind == "ray":
-        from vfl.transport.ray_transport import RayTransport
-
-        return RayTransport(address=address, temp_dir=temp_dir, connect_timeout_s=connect_timeout_s,
-                            schedule_timeout_s=schedule_timeout_s, timeout_s=timeout_s)
-    raise ConfigError("transport.kind", f"got {kind!r}; allowed: 'inprocess', 'ray'")
