@@ -123,16 +123,3 @@ class ModelRegistry(Registry[Builder]):
         if isinstance(name, str) and is_import_string(name):
             return self._adapt(name)
         return super().get(name, key)
-
-
-def check_models(model: Any, *, local: bool) -> None:
-    """Driver-side: ``model.bottom``/``model.head`` name a registered model or (when the nodes run
-    on this machine, ``local``) an importable factory; remote clusters resolve them in the actors."""
-    from parties.models import BOTTOMS, HEADS
-
-    for key, name, reg in (("model.bottom", model.bottom, BOTTOMS), ("model.head", model.head, HEADS)):
-        if is_import_string(name):
-            if local:
-                check_signature(load_factory(name, key=key), name, key=key)
-        else:
-            reg.get(name, key)

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
-from parties.custom_models import ModelRegistry, bottom_from, head_from
+from parties.custom_models import (
+    ModelRegistry,
+    bottom_from,
+    check_signature,
+    head_from,
+    is_import_string,
+    load_factory,
+)
 from vfl.errors import ConfigError
 from vfl.registry import Registry
 
@@ -146,3 +154,14 @@ def resnet18_bottom(
     net.maxpool = nn.Identity()  # type: ignore[assignment]
     net.fc = nn.Identity()  # type: ignore[assignment]
     return _with_views(net, 512, views, view_pool, embed_dim, tanh_c)
+
+
+def check_models(model: Any, *, local: bool) -> None:
+    """Driver-side: ``model.bottom``/``model.head`` name a registered model or (when the nodes run
+    on this machine, ``local``) an importable factory; remote clusters resolve them in the actors."""
+    for key, name, reg in (("model.bottom", model.bottom, BOTTOMS), ("model.head", model.head, HEADS)):
+        if is_import_string(name):
+            if local:
+                check_signature(load_factory(name, key=key), name, key=key)
+        else:
+            reg.get(name, key)

@@ -17,8 +17,9 @@ class that overrides how a gradient is applied) returns None: the host handles t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import Any, Protocol, cast
 
+import numpy as np
 import torch
 from flwr.common import Message
 
@@ -28,56 +29,73 @@ from parties.local_updates import party_local_steps
 from vfl import message as wire
 from vfl.node import Node
 
-if TYPE_CHECKING:
-    from parties.vertical import PassiveParty
+
+class BatchParty(Protocol):
+    """What the fused path reads and writes of a passive party (``parties.vertical.PassiveParty``,
+    which passes its own class as ``base``: this module does not import it)."""
+
+    local_steps: int
+    shard: Any
+    bottom: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: Any
+    device: str
+    _pending: tuple[int, int, torch.Tensor] | None
+    _handlers: dict[str, Any]
+
+    def select_gradient(self, m: Message) -> np.ndarray: ...
+
+    def _inputs(self, x: np.ndarray, ids: np.ndarray) -> torch.Tensor: ...
+
+    def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message: ...
 
 _SAME = ("on_train", "apply_gradient", "select_gradient", "handle", "_inputs")  # what the batch path replays
 
 
-def train_together(base: type[PassiveParty], deliveries: Sequence[tuple[Node, list[Message]]]) -> list[list[Message]] | None:
+def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Message]]]) -> list[list[Message]] | None:
     """The replies of each party (host order) to one gradient delivery, with one fused backward;
     None when the delivery is not exactly one gradient message per plain party (see module doc)."""
-    parties: list[PassiveParty] = []
+    parties: list[BatchParty] = []
     for node, messages in deliveries:
         if (len(messages) != 1 or not isinstance(node, base)
                 or any(getattr(type(node), name) is not getattr(base, name) for name in _SAME)
                 or node._handlers.get(vw.TRAIN_FORWARD) is not base.__dict__["on_train"]
                 or messages[0].metadata.message_type != vw.TRAIN_FORWARD or not wire.has_array(messages[0], vw.GRAD)
-                or getattr(node.optimizer, "begin_step", None) is not None):
+                or getattr(cast(BatchParty, node).optimizer, "begin_step", None) is not None):
             return None
-        parties.append(node)
+        parties.append(cast(BatchParty, node))  # an instance of `base`, checked above
     steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
-    for node, (_, (m,)) in zip(parties, deliveries, strict=True):
+    for party, (_, (m,)) in zip(parties, deliveries, strict=True):
         cfg = wire.config_of(m, vw.STEP)
         epoch, step, grad_step = (int(cast(int, cfg[k])) for k in (vw.EPOCH, vw.STEP_KEY, vw.GRAD_STEP))
-        grad = node.select_gradient(m)
-        if node._pending is None or node._pending[:2] != (epoch, grad_step):
+        grad = party.select_gradient(m)
+        if party._pending is None or party._pending[:2] != (epoch, grad_step):
             return None  # let the one-by-one path raise its ProtocolError
-        out = node._pending[2]
+        out = party._pending[2]
         steps.append((epoch, step, grad_step, out, torch.tensor(grad, dtype=torch.float32,
-                                                                 device=node.device).reshape(out.shape),
+                                                                 device=party.device).reshape(out.shape),
                       bool(cfg[vw.FORWARD])))
-    optimizers = [node.optimizer for node in parties]
+    optimizers = [party.optimizer for party in parties]
     zero_grads(optimizers)
     torch.autograd.backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
     stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (parties/fast_step.py)
     replies: list[list[Message]] = []
-    for node, (_, (m,)), (epoch, step, grad_step, _, g, forward) in zip(parties, deliveries, steps, strict=True):
+    for party, (_, (m,)), (epoch, step, grad_step, _, g, forward) in zip(parties, deliveries, steps, strict=True):
         if not stepped:
-            node.optimizer.step()
-        node._pending = None
-        party_local_steps(bottom=node.bottom, optimizer=node.optimizer, grad=g, extra=node.local_steps - 1,
-                          inputs=_batch(node, epoch, grad_step))
+            party.optimizer.step()
+        party._pending = None
+        party_local_steps(bottom=party.bottom, optimizer=party.optimizer, grad=g, extra=party.local_steps - 1,
+                          inputs=_batch(party, epoch, grad_step))
         mine = []
         if forward:
-            set_mode(node.bottom, training=True)
-            out = node.bottom(node._inputs(node.shard.x_train, node.schedule.train_ids(epoch, step)))
-            node._pending = (epoch, step, out)
-            mine.append(node._send(m, out, "train", epoch, step))
+            set_mode(party.bottom, training=True)
+            out = party.bottom(party._inputs(party.shard.x_train, party.schedule.train_ids(epoch, step)))
+            party._pending = (epoch, step, out)
+            mine.append(party._send(m, out, "train", epoch, step))
         replies.append(mine)
     return replies
 
 
-def _batch(node: PassiveParty, epoch: int, step: int) -> Callable[[], torch.Tensor]:
+def _batch(node: BatchParty, epoch: int, step: int) -> Callable[[], torch.Tensor]:
     """The inputs of the batch a gradient belongs to (for the local steps)."""
     return lambda: node._inputs(node.shard.x_train, node.schedule.train_ids(epoch, step))

@@ -16,6 +16,15 @@ TRAIN_FORWARD = "train.forward"
 EVAL_FORWARD = "evaluate.forward"
 DROP = "query.drop_parties"
 
+# node ids of the vertical layout: the label-holding server is 0, party k (0-based) is k + 1
+SERVER_ID = 0
+
+
+def party_node_id(index: int) -> int:
+    """The node id of party ``index`` (0-based) in the vertical layout."""
+    return index + 1
+
+
 FORWARD_KINDS = (TRAIN_FORWARD, EVAL_FORWARD)
 KINDS = (TRAIN_FORWARD, EVAL_FORWARD, METRICS, DROP)
 

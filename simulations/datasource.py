@@ -104,9 +104,11 @@ def make_data_source(cfg: RunConfig) -> Any:
         return ConfigDataSource.from_config(cfg)
     _check_party_files(cfg)
     if d.split_parties is not None:
-        from simulations.data.split_parties import cached
+        from simulations.data.party_export import (
+            cached,  # only for runs that split a dataset into files
+        )
 
-        parties, labels, where = cached(cfg)
+        parties, labels, where = cached(cfg, partition=ConfigDataSource.from_config(cfg).partition)
         return PartyTableSource.from_files(parties, labels, data_dir=where)
     if d.labels is None:
         from vfl.errors import ConfigError

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 import strategies  # noqa: F401  (registers the built-in strategies)
-from parties.custom_models import check_models
+from parties.models import check_models
 from simulations import signals
 from simulations.datasource import ConfigDataSource, make_data_source  # noqa: F401  (tests patch runner.ConfigDataSource)
 from simulations.params_carry import carry_params

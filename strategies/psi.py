@@ -8,11 +8,12 @@ chain with a control message and reads back only the sizes it needs to drive the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from parties.psi_nodes import PartyAlignment, ServerAlignment
+from parties.vertical_wire import SERVER_ID, party_node_id
 from vfl import message as wire
 from vfl import psi_wire as pw
 from vfl.data import KeyedDataSource, LabelShard, PartyShard
@@ -22,17 +23,24 @@ from vfl.node import Node, NodeSpec
 from vfl.psi_wire import SIZES as QUERY
 from vfl.psi_wire import START
 
-if TYPE_CHECKING:
-    from strategies.vertical import VerticalStrategy
-
 SETUP_ROUND = wire.round_tag(0, 0, "setup")
 STATE_KEY = "psi_split"  # the alignment's part of a node's checkpoint state
 
 
-def build_aligned_node(strategy: VerticalStrategy, spec: NodeSpec, data: KeyedDataSource) -> Node:
-    """The strategy's node for ``spec`` over its own table only, with the PSI handlers attached."""
-    from strategies.vertical import SERVER_ID, party_node_id
+class BuildsVerticalNodes(Protocol):
+    """What alignment needs of a vertical strategy (``strategies.vertical.VerticalStrategy``)."""
 
+    cfg: Any
+
+    def schedule(self, num_train: int, num_test: int) -> Any: ...
+
+    def server_node(self, spec: NodeSpec, labels: LabelShard, sched: Any) -> Node: ...
+
+    def party_node(self, spec: NodeSpec, shard: PartyShard, sched: Any) -> Node: ...
+
+
+def build_aligned_node(strategy: BuildsVerticalNodes, spec: NodeSpec, data: KeyedDataSource) -> Node:
+    """The strategy's node for ``spec`` over its own table only, with the PSI handlers attached."""
     sched = strategy.schedule(0, 0)  # the sizes come with the alignment
     if spec.is_server:
         lab = data.label_table()

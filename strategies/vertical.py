@@ -28,6 +28,7 @@ from parties.vertical import (
 )
 from strategies.compiled_epoch import compiled_chain, train_epoch_compiled
 from strategies.dropout import Dropouts
+from strategies.psi import build_aligned_node, run_alignment
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
 from vfl.data import DataSource, KeyedDataSource, LabelShard, PartyShard
@@ -42,11 +43,8 @@ from vfl.rng import NoiseSource
 from vfl.sampling import derive_seed, num_batches
 from vfl.strategy import Progress, Strategy
 
-SERVER_ID = 0
-
-
-def party_node_id(index: int) -> int:
-    return index + 1
+SERVER_ID = vw.SERVER_ID  # the vertical layout's ids (parties/vertical_wire.py), kept here by name
+party_node_id = vw.party_node_id
 
 
 class VerticalStrategy(Strategy):
@@ -90,8 +88,6 @@ class VerticalStrategy(Strategy):
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
         if isinstance(data, KeyedDataSource):  # per-party files: rows aligned by PSI in `align`
-            from strategies.psi import build_aligned_node
-
             return build_aligned_node(self, spec, data)
         shards, labels = data.partition()
         sched = self.schedule(len(labels.y_train), len(labels.y_test))
@@ -177,8 +173,6 @@ class VerticalStrategy(Strategy):
 
     def align(self, grid: Grid) -> None:
         if getattr(self, "_keyed", False):
-            from strategies.psi import run_alignment
-
             self._psi = run_alignment(grid, server_id=SERVER_ID, num_parties=self.cfg.num_parties)
             self._num_train, self._num_test = self._psi["psi_num_train"], self._psi["psi_num_test"]
 

@@ -33,11 +33,11 @@ from typing import Any
 import torch
 
 from simulations.benchmarks.floors import centralized_epochs, split_epochs
+from simulations.benchmarks.timing import transport_epochs
+from simulations.benchmarks.two_node import two_node_ratio
 from simulations.datasource import ConfigDataSource
 from simulations.runner import resolve_config
 from vfl import profile
-from vfl.engine import Engine
-from vfl.schema import RunConfig
 from vfl.transport.inprocess import InProcessTransport
 from vfl.transport.ray_transport import RayTransport
 
@@ -58,32 +58,6 @@ def synthetic_har(root: Path) -> Path:
 
         write_har(root, np.random.default_rng(0), sizes=(7352, 2947))
     return root
-
-
-def transport_epochs(cfg: RunConfig, data: ConfigDataSource, transport: Any) -> tuple[list[float], dict[str, float]]:
-    """Seconds per training epoch, and the profile counters (seconds per category) summed over the
-    driver and every host after the warm-up epoch."""
-    def hosts_counters(reset: bool) -> list[dict[str, dict[str, float]]]:
-        if isinstance(transport, InProcessTransport):  # hosts live in the driver: one set of counters
-            return []
-        return [transport.host_call(g.name, "profile_counters", reset) for g in engine.groups]
-
-    def after_warmup(epoch: int, record: dict[str, Any], eng: Engine) -> None:
-        if epoch == 0:
-            hosts_counters(True)
-            profile.reset()
-
-    engine = Engine(cfg, transport, data, progress=False, on_epoch_end=after_warmup)
-    try:
-        result = engine.run()
-        parts = [*hosts_counters(False), profile.counters()]
-    finally:
-        transport.shutdown()
-    total: dict[str, float] = {k: 0.0 for k in profile.CATEGORIES}
-    for part in parts:
-        for k, v in part.items():
-            total[k] += v["s"]
-    return [r["train_s"] for r in result.history], total
 
 
 def breakdown(seconds: dict[str, float], *, wall_s: float, steps: int) -> dict[str, float]:
@@ -193,8 +167,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for k, b in parts.items():
         print(f"{k:<13} {' '.join(f'{b[c]:>11.3f}' for c in cols)}")
     if args.two_node:
-        from simulations.benchmarks.two_node import two_node_ratio
-
         result.update(two_node_ratio(cfg, data, rounds=args.two_node_rounds))
         print(f"\n2-node Ray {result['two_node_ray_s_per_epoch']:.4f} s/epoch vs 1-node Ray "
               f"{result['one_node_ray_s_per_epoch']:.4f}: ratio {result['two_node_ratio']:.2f} "

@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from simulations.benchmarks.timing import transport_epochs
 from vfl.host import NodeBuilder
 from vfl.transport.base import HostGroup
 from vfl.transport.ray_reaper import end_processes
@@ -113,8 +114,6 @@ def spread(placement: dict[str, str]) -> dict[str, int]:
 def measure(cfg: Any, data: Any, *, nodes: int, cpus: int) -> tuple[list[float], dict[str, int]]:
     """Seconds per epoch of ``cfg`` over Ray on a fresh private cluster of ``nodes`` x ``cpus``."""
     import ray
-
-    from simulations.benchmarks.overhead import transport_epochs
 
     with LocalCluster(nodes=nodes, cpus=cpus) as cluster:
         transport = PlacedRayTransport(address=cluster.address)

@@ -30,7 +30,7 @@ def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0
     ``opts`` go to the loader (e.g. ``size``/``channels`` for image folders). A ``module:factory``
     name is a user's dataset factory (``simulations.data.custom``).
     """
-    import simulations.data  # noqa: F401  (registers the built-in loaders)
+    # the built-in loaders are registered: importing this module first ran simulations/data/__init__.py
     from simulations.data.custom import is_import_string, load_custom_dataset
 
     if is_import_string(name):
