@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,mlflow,tensorboard,wandb]'  # every extra together: their pins must agree
 	touch $(STAMP)
 
 setup: $(STAMP)
