@@ -26,7 +26,7 @@ def digest(arrays: Sequence[np.ndarray]) -> str:
     for a in arrays:
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype.str}{a.shape}|".encode())
-        h.update(memoryview(a).cast("B"))
+        h.update(a.data.cast("B"))
     return h.hexdigest()
 
 

@@ -93,10 +93,14 @@ def vertical_models(cfg: Any, *, input_shapes: Sequence[tuple[int, ...]], num_cl
     m = cfg.model
     in_dim = m.embed_dim if m.fusion == "sum" else m.embed_dim * cfg.num_parties
     out: list[tuple[str, str, Callable[[], nn.Module]]] = []
+
+    def _bottom(m: Any, shape: tuple[int, ...]) -> Callable[[], nn.Module]:
+        return lambda: BOTTOMS.get(m.bottom, "model.bottom")(
+            input_shape=shape, embed_dim=m.embed_dim, tanh_c=m.tanh_c, hidden=m.bottom_hidden)
+
     for i, shape in enumerate(input_shapes):
         out.append(("model.bottom_hidden/model.embed_dim", f"party{i}'s bottom ({m.bottom}, input {tuple(shape)})",
-                    lambda shape=shape: BOTTOMS.get(m.bottom, "model.bottom")(
-                        input_shape=shape, embed_dim=m.embed_dim, tanh_c=m.tanh_c, hidden=m.bottom_hidden)))
+                    _bottom(m, shape)))
     out.append(("model.head_hidden/model.embed_dim", f"the head ({m.head}, input {in_dim})",
                 lambda: HEADS.get(m.head, "model.head")(in_dim=in_dim, num_classes=num_classes, hidden=m.head_hidden)))
     return out

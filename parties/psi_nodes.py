@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from flwr.common import Message
+from flwr.common import ArrayRecord, ConfigRecord, Message
 
 from vfl import message as wire
 from vfl import psi_wire as pw
@@ -76,8 +76,10 @@ class PartyAlignment:
     def on_request(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         setup, response = respond(_bytes(m, pw.REQUEST_BLOB), self.ids)
-        content = wire.records(**{PSI: wire.arrays(**{pw.SETUP_BLOB: _u8(setup), pw.RESPONSE_BLOB: _u8(response)}),
-                                  pw.SIZE_RECORD: wire.config(**{pw.SET_SIZE: len(self.ids)})})
+        named: dict[str, ArrayRecord | ConfigRecord] = {
+            PSI: wire.arrays(**{pw.SETUP_BLOB: _u8(setup), pw.RESPONSE_BLOB: _u8(response)}),
+            pw.SIZE_RECORD: wire.config(**{pw.SET_SIZE: len(self.ids)})}
+        content = wire.records(**named)
         return [wire.reply(m, RESPONSE, src=self.node.node_id, content=content)]
 
     @handles(ALIGN)

@@ -27,7 +27,7 @@ from parties.vertical_wire import DROP, EMB, GRAD, STEP
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
 from vfl.defenses import Defense
-from vfl.errors import ProtocolError
+from vfl.errors import ConfigError, ProtocolError
 from vfl.message import BROADCAST
 from vfl.mods import Mod, ModContext, apply_mods
 from vfl.node import Node, NodeSpec, handles
@@ -45,7 +45,7 @@ def step_config(*, epoch: int, step: int, forward: bool, grad_step: int = -1) ->
 def step_of(message: Message) -> tuple[int, int]:
     """(epoch, step) of a message's STEP record."""
     cfg = wire.config_of(message, STEP)
-    return int(cfg[vw.EPOCH]), int(cfg[vw.STEP_KEY])
+    return wire.config_int(cfg, vw.EPOCH), wire.config_int(cfg, vw.STEP_KEY)
 
 
 class PassiveParty(Node):
@@ -114,7 +114,7 @@ class PassiveParty(Node):
             cfg = wire.config_of(m, STEP)
             epoch, step = step_of(m)
             if wire.has_array(m, GRAD):
-                self.apply_gradient(self.select_gradient(m), epoch, int(cfg[vw.GRAD_STEP]))
+                self.apply_gradient(self.select_gradient(m), epoch, wire.config_int(cfg, vw.GRAD_STEP))
             if bool(cfg[vw.FORWARD]):
                 set_mode(self.bottom, training=True)
                 out = self.bottom(self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
@@ -260,6 +260,9 @@ class ActiveServer(Node):
         self.train_stats["loss"] += float(loss.detach()) * len(y)
         self.train_stats["correct"] += int((logits.argmax(1) == y).sum())
         self.train_stats["count"] += int(len(y))
+        if fused.grad is None:  # a user's head whose output ignores its input: nothing to send the parties
+            raise ConfigError("model.head", "the head's loss does not depend on the fused embeddings; "
+                              "no gradient reaches the parties")
         grad = fused.grad.detach().cpu().numpy().astype(np.float32, copy=False)
         server_local_steps(head=self.head, optimizer=self.optimizer, loss_fn=self.loss_fn, fused=fused, labels=y,
                            extra=self.local_steps - 1)

@@ -20,7 +20,8 @@ from vfl.strategy import STRATEGIES
 def calibrated_params(cfg: RunConfig) -> dict[str, Any]:
     """``params.<name>`` -> value for each option ``privacy.target_epsilon`` set: an option is
     calibrated when, put back to its default, the calibration gives the run's value again."""
-    if cfg.privacy.target_epsilon is None or not dataclasses.is_dataclass(cfg.params):
+    if (cfg.privacy.target_epsilon is None or not dataclasses.is_dataclass(cfg.params)
+            or isinstance(cfg.params, type)):
         return {}
     cls = STRATEGIES.get(cfg.strategy, "strategy")
     out: dict[str, Any] = {}

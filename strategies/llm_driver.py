@@ -113,4 +113,4 @@ class LlmDriver(Strategy):
                  ) -> dict[str, float]:
         """A node's metric record (``record``) as floats."""
         rep = self._query(grid, kind, node, epoch, **records)
-        return {k: float(v) for k, v in rep.content.metric_records[record].items()}
+        return wire.metric_floats(rep.content.metric_records[record])

@@ -69,8 +69,8 @@ def _keeps_state(node: Node, alignment: PartyAlignment | ServerAlignment) -> Nod
     def state() -> dict[str, Any]:
         return {**own_state(), STATE_KEY: alignment.state()}
 
-    def load_state(saved: dict[str, Any]) -> None:
-        rest = dict(saved)
+    def load_state(state: dict[str, Any]) -> None:
+        rest = dict(state)
         split = rest.pop(STATE_KEY, None)
         if split:  # first: the node's own checks see the rows it trained on
             alignment.load_state(split)
@@ -92,7 +92,8 @@ def run_alignment(grid: Grid, *, server_id: int, num_parties: int) -> dict[str, 
     return {
         "psi_intersection_size": int(str(c[pw.INTERSECTION])),
         "psi_num_train": int(str(c[pw.NUM_TRAIN])), "psi_num_test": int(str(c[pw.NUM_TEST])),
-        "psi_set_sizes": {str(n): int(k) for n, k in zip(c[pw.NAMES], c[pw.SIZES_KEY], strict=True)},  # type: ignore[call-overload]
+        "psi_set_sizes": {str(n): int(k) for n, k in zip(wire.config_list(c, pw.NAMES), wire.config_list(c, pw.SIZES_KEY),
+                                                         strict=True)},
         **_shrink(c),
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
@@ -50,10 +51,10 @@ def shamir_threshold(num_parties: int, threshold: int) -> int:
 def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, mode: str = "semi-honest") -> None:
     """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase."""
     ids = [party_node_id(i) for i in range(num_parties)]
+    setup: dict[str, bytes | int | str | list[int]] = {sw.SESSION: new_session_id(), sw.PARTIES: ids,
+                                                       sw.THRESHOLD: shamir_threshold(num_parties, threshold), sw.MODE: mode}
     start = wire.make(sw.SETUP, src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
-                      content=wire.records(**{sw.RECORD: wire.config(**{
-                          sw.SESSION: new_session_id(), sw.PARTIES: ids,
-                          sw.THRESHOLD: shamir_threshold(num_parties, threshold), sw.MODE: mode})}))
+                      content=wire.records(**{sw.RECORD: wire.config(**setup)}))
     grid.run_until_quiet([start])
 
 
@@ -62,8 +63,12 @@ class SecureSumStrategy(VerticalStrategy):
     aggregation (masked, only the sum revealed) or, when ``uses_secagg`` is off, in the clear.
     Subclasses set ``k`` (bits per element) and ``decode_sum`` (integer sum -> head input)."""
 
-    k: int
     uses_secagg: bool = True
+
+    @property
+    @abstractmethod
+    def k(self) -> int:
+        """Bits per element on the wire (the integers' width; 2^k > the largest sum)."""
 
     @property
     def secagg_mode(self) -> str:
@@ -90,7 +95,7 @@ class SecureSumStrategy(VerticalStrategy):
             return SecAggActiveServer(spec, k=self.k, decode_sum=self.decode_sum, **kwargs)
         return ActiveServer(spec, aggregate=self._plain_sum, **kwargs)
 
-    def make_party(self, spec: NodeSpec, **kwargs: Any) -> Node:
+    def make_party(self, spec: NodeSpec, **kwargs: Any) -> PassiveParty:
         return SecAggParty(spec, **kwargs) if self.uses_secagg else PassiveParty(spec, **kwargs)
 
     def setup(self, grid: Grid) -> None:

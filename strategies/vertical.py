@@ -8,7 +8,7 @@ the party mods and the server's aggregation (decode) — the round itself is the
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -51,7 +51,7 @@ class VerticalStrategy(Strategy):
     """Template round of vertical FL with a fusion head on the server."""
 
     SYNC = 16  # steps between driver syncs in the pipelined training loop
-    bottom_dp_refusal = ("it releases each sample's embedding without DP noise, so no end-to-end epsilon "
+    bottom_dp_refusal: ClassVar[str | None] = ("it releases each sample's embedding without DP noise, so no end-to-end epsilon "
                          "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
     unmask_hops = 0  # extra server -> parties -> server hops per round (secure aggregation: 1)
     supports_local_steps = True  # train.local_steps (FedBCD): see parties/local_updates.py
@@ -145,7 +145,7 @@ class VerticalStrategy(Strategy):
         """The active party node (override to add protocol handlers, e.g. secure aggregation)."""
         return ActiveServer(spec, aggregate=self.server_aggregator(), **kwargs)
 
-    def make_party(self, spec: NodeSpec, **kwargs: Any) -> Node:
+    def make_party(self, spec: NodeSpec, **kwargs: Any) -> PassiveParty:
         """A passive party node."""
         return PassiveParty(spec, **kwargs)
 

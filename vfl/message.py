@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from flwr.common import (
@@ -214,6 +214,22 @@ def config(**values: int | float | str | bool | bytes | list[int] | list[float] 
     return ConfigRecord(dict(values))
 
 
+def config_int(record: ConfigRecord, key: str) -> int:
+    """``record[key]`` as an int; a ProtocolError naming the key when a peer sent something else."""
+    value = record[key]
+    if not isinstance(value, int):
+        raise ProtocolError(f"config key {key!r}: got a {type(value).__name__}; expected an int")
+    return value
+
+
+def config_list(record: ConfigRecord, key: str) -> list[Any]:
+    """``record[key]`` as a list; a ProtocolError naming the key when a peer sent a scalar."""
+    value = record[key]
+    if not isinstance(value, list):
+        raise ProtocolError(f"config key {key!r}: got a {type(value).__name__}; expected a list")
+    return value
+
+
 def metrics(**values: int | float) -> MetricRecord:
     """A ``MetricRecord`` (control-plane replies; see ``metrics_reply``)."""
     return MetricRecord(dict(values))
@@ -231,7 +247,17 @@ def read_metrics(message: Message) -> dict[str, float]:
     except KeyError:
         raise ProtocolError(f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
                             f"has no metric record {METRICS_RECORD!r}") from None
-    return {k: float(v) for k, v in rec.items()}  # type: ignore[arg-type]
+    return metric_floats(rec)
+
+
+def metric_floats(record: MetricRecord) -> dict[str, float]:
+    """A metric record's scalar values as floats; a ProtocolError naming a key that holds a list."""
+    out = {}
+    for k, v in record.items():
+        if not isinstance(v, int | float):
+            raise ProtocolError(f"metric {k!r}: got a {type(v).__name__}; expected a number")
+        out[k] = float(v)
+    return out
 
 
 def payload_nbytes(message: Message) -> int:

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from simulations.runner import execute, resolve_config
-from vfl.privacy import Accountant, DPSGDEvent, PBMEvent
+from vfl.privacy import Accountant, DPSGDEvent, PBMEvent, PrivacyEvent
 
 DEFAULTS = ["transport.kind=inprocess", "strategy=pbm", "params.b=16", "params.beta=0.25"]
 
 
-def _part_epsilon(events: tuple[Any, ...], kind: type, delta: float) -> float | None:
+def _part_epsilon(events: tuple[PrivacyEvent, ...], kind: type[PBMEvent] | type[DPSGDEvent], delta: float) -> float | None:
     acc = Accountant()
     for ev in events:
         if isinstance(ev, kind):

@@ -30,9 +30,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from simulations.runner import execute, resolve_config  # noqa: E402
 from vfl.costs import paper_formula_bytes  # noqa: E402
+from vfl.schema import RunConfig  # noqa: E402
 
-DEFAULT_GRID = {"b": [4, 16, 64], "beta": [0.1, 0.25]}
-FULL_GRID = {"b": [4, 8, 16, 64, 128], "beta": [0.1, 0.15, 0.2, 0.25]}  # the paper's Activity grid
+DEFAULT_GRID: dict[str, list[Any]] = {"b": [4, 16, 64], "beta": [0.1, 0.25]}
+FULL_GRID: dict[str, list[Any]] = {"b": [4, 8, 16, 64, 128], "beta": [0.1, 0.15, 0.2, 0.25]}  # the paper's Activity grid
 
 
 def settings(grid: dict[str, list[Any]], ldp_b: int, ldp_beta: float, *, local_steps: tuple[int, ...] = (1,),
@@ -45,7 +46,7 @@ def settings(grid: dict[str, list[Any]], ldp_b: int, ldp_beta: float, *, local_s
 
 
 def run_one(base: str, overrides: list[str], row: dict[str, Any], *, epochs: int, transport: str,
-            out: Path) -> list[dict[str, Any]]:
+            out: Path) -> tuple[list[dict[str, Any]], RunConfig]:
     sets = [*overrides, f"strategy={row['strategy']}", "params={}", f"train.epochs={epochs}",
             f"transport.kind={transport}", f"train.local_steps={row['local_steps']}"]
     if row["b"] is not None:
@@ -53,7 +54,7 @@ def run_one(base: str, overrides: list[str], row: dict[str, Any], *, epochs: int
     cfg = resolve_config(base, sets)
     tag = row["strategy"] + (f"-b{row['b']}-beta{row['beta']}" if row["b"] is not None else "") \
         + f"-q{row['local_steps']}"
-    return execute(cfg, out_dir=out / "runs" / tag, progress=False).history, cfg  # type: ignore[return-value]
+    return execute(cfg, out_dir=out / "runs" / tag, progress=False).history, cfg
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         w.writerows(rows)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, pts in curves.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label,
+        ax.plot([p[0] for p in pts], [float("nan") if p[1] is None else p[1] for p in pts], label=label,
                 ls="--" if label.startswith(("npq", "ldp")) else "-")
     ax.axhline(args.target, color="gray", lw=0.8)
     ax.set(xlabel="epoch", ylabel=args.metric, title=f"{args.config}: NPQ vs PBM vs LDP")

@@ -29,7 +29,7 @@ from simulations.data.registry import DATASETS
 from simulations.datasource import subsample
 
 
-def _ids(tok: Any, texts: Sequence[Any], max_len: int) -> list[np.ndarray]:
+def _ids(tok: Any, texts: Sequence[Any] | np.ndarray, max_len: int) -> list[np.ndarray]:
     return [np.asarray(tok(str(t), truncation=True, max_length=max_len)["input_ids"]) for t in texts]
 
 
@@ -49,7 +49,7 @@ def coverage_rows(*, train_ids: list[np.ndarray], y_train: np.ndarray, test_ids:
         skew = counts[:, ct].argmax(0)  # the class each chosen token leans to on the training set
         hits = int(test[skew, ct].sum()) if len(ct) else 0
         occ = int(test[:, ct].sum()) if len(ct) else 0
-        top = ct[np.argsort(-counts.sum(0)[ct])][:8] if len(ct) else []
+        top = ct[np.argsort(-counts.sum(0)[ct])][:8] if len(ct) else np.zeros(0, dtype=np.int64)
         rows.append({"train": label, "train_samples": len(train_ids), "cti_fraction": frac, "tokens": len(ct),
                      "train_coverage": float(counts[:, ct].sum() / counts.sum()),
                      "test_coverage": float(occ / max(test.sum(), 1)),

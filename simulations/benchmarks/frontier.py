@@ -33,8 +33,8 @@ from simulations.report.render import RUN_ATTACKS, load_run  # noqa: E402
 from simulations.report.run import Skipped  # noqa: E402
 from simulations.runner import execute, resolve_config  # noqa: E402
 
-GRID = {"b": [2, 8, 32], "beta": [0.05, 0.1, 0.25]}
-QUICK = {"b": [2, 32], "beta": [0.05, 0.25]}
+GRID: dict[str, list[Any]] = {"b": [2, 8, 32], "beta": [0.05, 0.1, 0.25]}
+QUICK: dict[str, list[Any]] = {"b": [2, 32], "beta": [0.05, 0.25]}
 COLORS = {"npq": "black", "pbm": "tab:blue", "ldp": "tab:orange"}
 
 
@@ -86,7 +86,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
         npq = next((r for r in rows if r["strategy"] == "npq"), None)
         if npq is not None and _y(npq, key) is not None:
             ax.axhline(_y(npq, key), color="black", ls="--", lw=1, label="npq (no privacy, ε = ∞)")
-        chance = [r.get(f"{key}_chance") for r in rows if r.get(f"{key}_chance") is not None]
+        chance = [float(r[f"{key}_chance"]) for r in rows if r.get(f"{key}_chance") is not None]
         if key == "label_leak" and chance:
             ax.axhline(sum(chance) / len(chance), color="gray", ls=":", lw=1, label="chance")
         if key == "feature_mse":

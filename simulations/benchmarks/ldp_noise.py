@@ -68,7 +68,7 @@ def measure(*, batch: int, dim: int, repeats: int, c: float = 1.0) -> dict[str, 
     levels, sigma2 = ldp_grid(sigma=sigma, c=c)
     x = torch.rand(batch, dim) * 2 * c - c
     noise = NoiseSource.fresh()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for kind, step in (("float", lambda: gaussian_perturb(x, sigma=sigma, noise=noise)),
                        ("discrete", lambda: discrete_gaussian_perturb(x, sigma=sigma, c=c, noise=noise))):
         ms, cpu = _times_ms(step, repeats)

@@ -30,10 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from flwr.common import ArrayRecord, ConfigRecord
 
 from parties import vertical_wire as vw
 from vfl import message as wire
 from vfl.auth import SIGNATURE_BYTES, HostAuth
+from vfl.message import Wire
 from vfl.psi import FPR, PsiClient, hashed_ids, respond
 from vfl.psi_wire import RECORD as PSI
 from vfl.psi_wire import REQUEST, RESPONSE
@@ -72,8 +74,9 @@ def psi_row(n: int, overlap: float) -> dict[str, Any]:
     (setup, response), t_resp = _timed(lambda: respond(request, party))
     common, t_int = _timed(lambda: client.intersect(setup, response))
     req_msg = wire.make(REQUEST, src=0, dst=1, round=tag, content=wire.records(**{PSI: wire.arrays(request=_u8(request))}))
-    resp_msg = wire.make(RESPONSE, src=1, dst=0, round=tag, content=wire.records(
-        **{PSI: wire.arrays(setup=_u8(setup), response=_u8(response)), "n": wire.config(n=len(party))}))
+    named: dict[str, ArrayRecord | ConfigRecord] = {PSI: wire.arrays(setup=_u8(setup), response=_u8(response)),
+                                                    "n": wire.config(n=len(party))}
+    resp_msg = wire.make(RESPONSE, src=1, dst=0, round=tag, content=wire.records(**named))
     psi_bytes = len(wire.encode(req_msg)) + len(wire.encode(resp_msg))
     if len(common) != int(round(overlap * n)):
         raise RuntimeError(f"PSI found {len(common)} common IDs, expected {int(round(overlap * n))}")
@@ -138,8 +141,8 @@ def demo_step_cost(epochs: int) -> dict[str, float]:
     spent = {"sign": 0.0, "verify": 0.0, "n_sign": 0, "n_verify": 0}
     real_sign, real_verify = HostAuth.sign, HostAuth.verify
 
-    def sign(self: HostAuth, node_id: int, w: wire.Wire) -> wire.Wire:
-        out, t = _timed(lambda: real_sign(self, node_id, w))
+    def sign(self: HostAuth, node_id: int, wire: Wire) -> Wire:  # HostAuth.sign's parameter names
+        out, t = _timed(lambda: real_sign(self, node_id, wire))
         spent["sign"] += t
         spent["n_sign"] += 1
         return out

@@ -30,6 +30,7 @@ import strategies  # noqa: F401  (registers the strategies)
 from parties import secagg_wire as sw
 from parties.secagg_view import view_from_wires
 from strategies.secure import shamir_threshold
+from strategies.vertical import VerticalStrategy
 from vfl.data import Dataset, LabelShard, PartyShard
 from vfl.engine import Engine
 from vfl.errors import ProtocolError
@@ -52,12 +53,15 @@ class Blobs:
     num_test: int = 40
     seed: int = 0
 
-    def partition(self) -> tuple[list[PartyShard], LabelShard]:
+    def dataset(self) -> Dataset:
         rng = np.random.default_rng(self.seed)
         f, n = 2 * self.num_parties, self.num_train + self.num_test
         y = rng.integers(0, 3, size=n)
         x = (rng.normal(0, 2, size=(3, f))[y] + rng.normal(0, 1, size=(n, f))).astype(np.float32)
-        d = Dataset("blobs", x[: self.num_train], y[: self.num_train], x[self.num_train :], y[self.num_train :], 3)
+        return Dataset("blobs", x[: self.num_train], y[: self.num_train], x[self.num_train :], y[self.num_train :], 3)
+
+    def partition(self) -> tuple[list[PartyShard], LabelShard]:
+        d = self.dataset()
         shards = [PartyShard(i, d.x_train[:, 2 * i : 2 * i + 2], d.x_test[:, 2 * i : 2 * i + 2])
                   for i in range(self.num_parties)]
         return shards, LabelShard(d.y_train, d.y_test, 3)
@@ -145,7 +149,10 @@ def run_one(m: int, *, round_r: int, seed: int) -> dict[str, Any]:
 
 
 def _eval_rounds(engine: Engine) -> int:
-    return int(engine.strategy.schedule(engine.strategy._num_train, engine.strategy._num_test).eval_steps)
+    strategy = engine.strategy
+    if not isinstance(strategy, VerticalStrategy):
+        raise TypeError(f"expected a vertical strategy, got {type(strategy).__name__}")
+    return int(strategy.schedule(strategy._num_train, strategy._num_test).eval_steps)
 
 
 def _late_vector_refused(server: Any, late: list[Wire]) -> bool:

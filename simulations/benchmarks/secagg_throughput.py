@@ -24,6 +24,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +83,10 @@ def masking_rows(*, sizes: list[int], peers: int, k: int, repeats: int) -> list[
     rows = []
     for n in sizes:
         x = rng.integers(0, 1 << k, size=n, dtype=np.uint64)
-        ours = _median_seconds(lambda x=x: double_masks(x, secrets=seeds, seed=self_seed, k=k), repeats)
+        ours = _median_seconds(partial(double_masks, x, secrets=seeds, seed=self_seed, k=k), repeats)
         pairwise = _median_seconds(
-            lambda x=x: apply_pairwise_masks(x, own_id=0, seeds=seeds, round_id=1, name="e", k=k),
-            repeats,
-        )
-        base = _median_seconds(
-            lambda x=x: flower_style_masks(x, own_id=0, seeds=seeds, k=k), repeats
-        )
+            partial(apply_pairwise_masks, x, own_id=0, seeds=seeds, round_id=1, name="e", k=k), repeats)
+        base = _median_seconds(partial(flower_style_masks, x, own_id=0, seeds=seeds, k=k), repeats)
         payload = packed_size(n, k)
         rows.append(
             {
@@ -123,7 +120,7 @@ def key_agreement_rows(*, parties: list[int], repeats: int) -> list[dict[str, An
         threshold = max(1, -(-2 * (m - 1) // 3))
         party_s = _median_seconds(agree, repeats)
         split_s = _median_seconds(
-            lambda m=m, t=threshold: split_secret(secret, threshold=t, count=m - 1), repeats
+            partial(split_secret, secret, threshold=threshold, count=m - 1), repeats
         )
         rows.append(
             {

@@ -81,10 +81,10 @@ def load_image(path: Path, *, size: int, channels: int) -> np.ndarray:
     from PIL import Image
 
     try:
-        with Image.open(path) as im:
-            if im.format == "JPEG":
-                im.draft("RGB" if channels == 3 else "L", (size, size))  # cheap JPEG downscale first
-            im = im.convert("RGB" if channels == 3 else "L")
+        with Image.open(path) as src:
+            if src.format == "JPEG":
+                src.draft("RGB" if channels == 3 else "L", (size, size))  # cheap JPEG downscale first
+            im = src.convert("RGB" if channels == 3 else "L")
             if im.size != (size, size):
                 im = im.resize((size, size), Image.Resampling.BILINEAR)
             a = np.asarray(im, dtype=np.float32) / 255.0

@@ -84,7 +84,9 @@ def _as_dataset(out: Any, target: str) -> Dataset:
     labels = _labels(arrays, target)
     num_classes = int(out.get("num_classes") or (int(max(labels.max(initial=0), 1)) + 1))
     try:
-        ds = Dataset(name=str(out.get("name") or target), num_classes=num_classes, modality=modality, **arrays)
+        ds = Dataset(name=str(out.get("name") or target), num_classes=num_classes, modality=modality,
+                     x_train=arrays["x_train"], y_train=arrays["y_train"], x_test=arrays["x_test"],
+                     y_test=arrays["y_test"])
     except DataError as exc:
         raise ConfigError("dataset", f"{target!r} returned inconsistent arrays: {exc}") from None
     return _checked(ds, target)

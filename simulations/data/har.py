@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -23,7 +24,7 @@ ACTIVITIES = ("walking", "walking_upstairs", "walking_downstairs", "sitting", "s
 NUM_FEATURES = 561
 
 
-def _load(path: Path, dtype: type, ndmin: int) -> np.ndarray:
+def _load(path: Path, dtype: type[np.generic], ndmin: Literal[1, 2]) -> np.ndarray:
     """``np.loadtxt`` whose failures (non-numeric value, ragged row, unreadable file) name the file."""
     try:
         with warnings.catch_warnings():

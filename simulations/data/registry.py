@@ -6,19 +6,20 @@ Importing ``simulations.data`` registers every built-in dataset; configs say ``d
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from simulations.data.common import resolve_data_dir
 from vfl.data import Dataset
 from vfl.errors import ConfigError
 from vfl.registry import Registry
 
-
-class Loader(Protocol):
-    """Reads one dataset from ``data_dir`` (or an installed package) and splits it by ``seed``."""
-
-    def __call__(self, *, data_dir: Path | None, seed: int, **opts: Any) -> Dataset: ...
+# Reads one dataset from ``data_dir`` (or an installed package) and splits it by ``seed``:
+# ``(*, data_dir: Path | None, seed: int, **its own keyword options) -> Dataset``. Each loader names its
+# options (checked against ``data.load_opts`` in ``load_dataset``), which a Protocol with ``**opts``
+# would refuse, hence a plain callable.
+Loader = Callable[..., Dataset]
 
 
 DATASETS: Registry[Loader] = Registry("dataset")

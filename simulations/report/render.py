@@ -91,7 +91,7 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None) -
     figs += [r.figure for r in results if r.figure]
     guarantee = s.get("epsilon_is_guarantee", cfg.privacy.noise_rng == "crypto" if s.get("epsilon") is not None
                       else None)
-    report = {
+    report: dict[str, Any] = {
         "run": str(run.path), "name": cfg.name, "strategy": cfg.strategy, "dataset": cfg.dataset,
         "num_parties": cfg.num_parties, "params": _params(cfg), "final_test_acc": s.get("final_test_acc"),
         "total_bytes": (s.get("total_bytes_up") or 0) + (s.get("total_bytes_down") or 0),

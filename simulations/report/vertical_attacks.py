@@ -7,6 +7,7 @@ of ``vfl.attacks`` and scores it with the ground truth. Auxiliary knowledge is d
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import torch
@@ -56,7 +57,7 @@ def label_inference_attack(run: RunArtifacts) -> list[AttackResult]:
             best = res
     if best is None:
         raise Skipped("no party view to score")
-    details = {k: best[k] for k in ("spectral", "norm", "kmeans", "cosine", "leak_max", "windows")}
+    details: dict[str, Any] = {k: best[k] for k in ("spectral", "norm", "kmeans", "cosine", "leak_max", "windows")}
     details["parties"] = per_party
     details["classes"] = int(run.parts[1].num_classes)
     return [AttackResult("label_inference", "leak (max of spectral/norm AUC, k-means/cosine accuracy; mean over "
