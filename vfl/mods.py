@@ -1,6 +1,11 @@
-"""Party-side mods: composable transforms of a party's outgoing message (like Flower client mods).
+"""Party-side mods: composable transforms of a party's outgoing message.
 
-A mod takes the outgoing message and a ``ModContext`` and returns the message to send. PBM
+A mod takes the outgoing message and a ``ModContext`` and returns the message to send. Unlike a
+Flower client mod (``mod(message, context, call_next)``, wrapped around the whole ClientApp call),
+a mod here never sees the incoming message or the node's handler: it cannot run code before the
+handler, short-circuit it or skip ``call_next``; it only rewrites the reply the node built, and
+mods run left to right in ``party_mods`` order. Its context is a ``ModContext`` (party, round,
+the sender's privacy noise and SecAgg keys), not Flower's ``Context``. PBM
 quantization, LDP noise and secure-aggregation masking are mods, so NPQ+SecAgg, PBM+SecAgg and
 LDP are configurations of one party implementation. Privacy noise comes from ``ctx.noise(purpose)``:
 the sending node's own keystream (``privacy.noise_rng: crypto``) or the per-round seeded recipe.
