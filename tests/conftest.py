@@ -48,3 +48,13 @@ def ray_local():
 def _vfl_cache_dir(tmp_path_factory):
     """Files generated on first use (``data.split_parties``) go to a test temp dir, not ~/.cache."""
     os.environ["VFL_CACHE_DIR"] = str(tmp_path_factory.mktemp("vfl-cache"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the mark must be there when it looks
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` the tests measured to dominate the fast lane (``tests/measured_slow.py``)."""
+    from tests.measured_slow import MEASURED_SLOW
+
+    for item in items:
+        if item.nodeid in MEASURED_SLOW:
+            item.add_marker(pytest.mark.slow)
