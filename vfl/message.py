@@ -27,6 +27,13 @@ from flwr.common import (
 from vfl import fastrecords, pbwire, profile
 from vfl.errors import ProtocolError
 
+__all__ = [  # the message helpers a strategy or node author uses (docs/writing-a-strategy.md)
+    "BROADCAST", "METRICS", "METRICS_RECORD", "Wire", "arrays", "config", "config_int", "config_list", "config_of",
+    "config_value", "decode", "encode", "from_array", "get_array", "has_array", "make", "metric_floats", "metrics",
+    "metrics_reply", "parse_round", "payload_nbytes", "read_metrics", "record_of", "records", "reply", "round_of",
+    "round_tag", "to_array",
+]
+
 R = TypeVar("R", ArrayRecord, ConfigRecord, MetricRecord)
 BROADCAST = 2**32 - 1  # dst of a message delivered to every party node (serialized and counted once)
 RAW_STYPE = "raw"

@@ -48,6 +48,8 @@ class ModContext:
 
 Mod = Callable[[Message, ModContext], Message]
 
+__all__ = ["Mod", "ModContext", "apply_mods", "identity_mod"]
+
 
 def identity_mod(message: Message, ctx: ModContext) -> Message:
     """The NPQ mod: send the embedding as it is."""

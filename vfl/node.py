@@ -22,6 +22,8 @@ HUB = "hub"  # deprecated alias of SERVER, accepted for one release (configs and
 Role = Literal["server", "party", "hub"]
 Handler = Callable[[Any, list[Message]], list[Message]]
 
+__all__ = ["PARTY", "SERVER", "Handler", "Node", "NodeSpec", "handles", "state_from_bytes", "state_to_bytes"]
+
 
 @dataclass(frozen=True)
 class NodeSpec:
