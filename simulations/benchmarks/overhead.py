@@ -18,6 +18,7 @@ epoch; ratios are taken within one run.
 
     python -m simulations.benchmarks.overhead --scaling --out bench-out   # scaling.json + scaling.png
     python -m simulations.benchmarks.overhead --two-node --out bench-out  # + two_node_ratio (2-node cluster)
+    python -m simulations.benchmarks.overhead --startup --out bench-out   # startup.json: startup_s per transport
 """
 
 from __future__ import annotations
@@ -84,11 +85,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "this machine vs. a 1-node one (same config, one actor per CPU): two_node_ratio")
     ap.add_argument("--two-node-rounds", type=int, default=2, help="--two-node: 1-node/2-node pairs, "
                     "measured 1,2,2,1,... (default 2)")
+    ap.add_argument("--startup", action="store_true", help="where a cold 1-epoch run's seconds go per transport "
+                    "(default config: the demo; writes startup.json with startup_s) instead of the overhead table")
+    ap.add_argument("--rounds", type=int, default=3, help="--startup: interleaved in-process/Ray rounds")
     ap.add_argument("--parties", default="2,5,20,50,100", help="--scaling: comma list of M")
     ap.add_argument("--steps", type=int, default=30, help="--scaling: timed training steps per M")
     ap.add_argument("--growth", default="", help="--scaling: also print RSS after these step counts at the "
                     "first M (e.g. 100,1000: memory growth check)")
     args = ap.parse_args(argv)
+    if args.startup:
+        from simulations.benchmarks.startup import run_startup
+
+        return run_startup(config=args.config or "demo", sets=args.overrides, out=Path(args.out), rounds=args.rounds)
     os.environ[profile.ENV] = "1"  # Ray actors read it at import (forwarded in their runtime_env)
     profile.enable()
     sets = [] if args.config else list(DEFAULTS)

