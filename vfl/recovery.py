@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from vfl.errors import PartyFailure
 
 if TYPE_CHECKING:
-    from vfl.schema import RunConfig
+    from vfl.run_config import RunConfig
 
 
 def on_failure_mode(cfg: RunConfig) -> str:

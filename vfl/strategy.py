@@ -20,7 +20,7 @@ from vfl.registry import Registry
 
 if TYPE_CHECKING:
     from vfl.grid import Grid
-    from vfl.schema import RunConfig
+    from vfl.run_config import RunConfig
 
 __all__ = ["STRATEGIES", "NoParams", "NodeFactory", "Progress", "Strategy", "register"]  # NodeFactory: re-exported
 
