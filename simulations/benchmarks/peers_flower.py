@@ -18,7 +18,7 @@ import json
 import os
 import statistics
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -86,12 +86,12 @@ client = ClientApp()
 def embed(msg: Message, context: Context) -> Message:
     """Forward this step's batch through the party's bottom; keep the graph for the gradient."""
     st = _party(context)
-    c = msg.content["c"]
-    step = int(c["step"])
+    c = msg.content.config_records["c"]
+    step, epoch = cast(int, c["step"]), cast(int, c["epoch"])  # the driver sent ints
     if step != st["next"]:
         raise RuntimeError(f"partition {context.node_config['partition-id']}: asked for step {step}, "
                            f"holds {st['next']} (split ClientApp cache)")
-    x = torch.from_numpy(st["shard"].x_train[st["sched"].train_ids(int(c["epoch"]), step)])
+    x = torch.from_numpy(st["shard"].x_train[st["sched"].train_ids(epoch, step)])
     st["out"] = st["bottom"](x)
     return Message(RecordDict({"e": ArrayRecord([st["out"].detach().numpy()])}), reply_to=msg)
 
@@ -100,7 +100,7 @@ def embed(msg: Message, context: Context) -> Message:
 def grad(msg: Message, context: Context) -> Message:
     """Back-propagate the server's gradient through the kept graph and step the bottom."""
     st = _party(context)
-    g = torch.from_numpy(next(iter(msg.content["g"].values())).numpy())
+    g = torch.from_numpy(next(iter(msg.content.array_records["g"].values())).numpy())
     st["opt"].zero_grad()
     st["out"].backward(g)
     st["opt"].step()
@@ -125,7 +125,7 @@ def _size(msgs: list[Message]) -> int:
 
 
 def _fused(replies: list[Message]) -> torch.Tensor:
-    arrs = [next(iter(r.content["e"].values())).numpy() for r in replies]
+    arrs = [next(iter(r.content.array_records["e"].values())).numpy() for r in replies]
     return torch.from_numpy(np.sum(arrs, axis=0))
 
 
@@ -159,6 +159,8 @@ def main(grid: Grid, context: Context) -> None:
         opt.zero_grad()
         loss_fn(head(fused), y).backward()
         opt.step()
+        if fused.grad is None:
+            raise RuntimeError(f"step {step}: the head's loss does not depend on the fused embeddings")
         g = ArrayRecord([fused.grad.numpy()])  # sum fusion: every party's gradient is this one
         back = [Message(RecordDict({"g": g}), dst_node_id=n, message_type="train.grad", group_id=str(step))
                 for n in nodes]
