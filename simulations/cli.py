@@ -133,7 +133,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     progress = False if args.no_progress else None
     lines = wants_epoch_lines(no_progress=args.no_progress)  # off a terminal: one line per epoch
-    log_line = EpochLog(stream=sys.stderr) if lines else None  # stderr: stdout keeps only the summary JSON
+    log_line = EpochLog() if lines else None  # stdout: stderr keeps the one-line error contract
     if args.resume:
         if args.config:
             raise ConfigError("--resume", "give either CONFIG or --resume DIR, not both")

@@ -1,5 +1,5 @@
 """One plain line per epoch for logs (nohup, SLURM, CI): what the progress bar shows on a terminal
-(`vfl run` writes them to stderr, like the bars, so stdout keeps only the summary JSON).
+(on stdout, before the summary JSON line: stderr keeps its contract of one line per failure).
 
     epoch 4/20 loss 0.4123 acc 0.9031 ε 1.25 MB 0.412 3.1s
 

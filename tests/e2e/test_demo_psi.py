@@ -29,7 +29,7 @@ def test_demo_psi_trains_like_demo_on_the_intersection(tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["run", "demo-psi", "--out", str(out), "--transport", "inprocess", "--no-progress"]
     assert main([*argv, *(x for o in SHORT for x in ("--set", o))]) == 0
-    printed = json.loads(capsys.readouterr().out.splitlines()[0])
+    printed = json.loads(next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("{")))
     s = json.loads((out / "summary.json").read_text())
     assert printed["psi_intersection_size"] == s["psi_intersection_size"] == round(0.8 * 1797)
     assert s["psi_set_sizes"]["label_holder"] > s["psi_intersection_size"]
