@@ -23,6 +23,7 @@ from simulations.epoch_log import EpochLog, wants_epoch_lines
 from simulations.sweep_ray import check_parallel, run_grid_on_ray
 from vfl.errors import ConfigError
 from vfl.rundir import safe_name
+from vfl.runlock import LOCK_FILE, RunLock
 
 METRICS = ("final_test_acc", "final_train_loss", "epsilon", "total_bytes_up", "total_bytes_down", "wall_s")
 
@@ -204,11 +205,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise ConfigError("--resume", "needs --out DIR: the sweep directory to continue")
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{safe_name(base.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and any(out.iterdir()) and not args.resume:
-        raise ConfigError("--out", f"{out} is not empty; a sweep goes into a new or empty directory "
-                          "(continue an interrupted sweep there with --resume)")
     out.mkdir(parents=True, exist_ok=True)
-    args.run_dir = str(out)
+    with RunLock(out, key="--out"):  # one sweep per directory: a second one is refused naming the first's PID
+        if not args.resume and any(p.name != LOCK_FILE for p in out.iterdir()):
+            raise ConfigError("--out", f"{out} is not empty; a sweep goes into a new or empty directory "
+                              "(continue an interrupted sweep there with --resume)")
+        args.run_dir = str(out)
+        return _sweep_into(args, out, grid, seeds, metrics, keys, runs, resolved, base)
+
+
+def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int], metrics: list[str],
+                keys: list[str], runs: list[Any], resolved: list[Any], base: Any) -> int:
+    """The sweep itself, in ``out`` (locked by the caller)."""
     names = [safe_name("-".join(f"{k}={v}" for k, v in p.items()) or "base") + f"-seed{s}" for p, s, _ in runs]
     dirs = [out / f"{i:03d}-{name}" for i, name in enumerate(names)]
     notes = [f"created by: vfl sweep ({name})" for name in names]
