@@ -80,8 +80,14 @@ class Engine:
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
         self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
         self.grid = Grid(self.transport, self.groups, self.ledger)
-        self.protocol_setup(self.grid)
-        return self.grid
+        while True:
+            try:
+                self.protocol_setup(self.grid)
+                return self.grid
+            except PartyFailure as exc:  # a host died in key set-up or PSI: restart it like a training failure
+                self.recovery.admit(exc, epoch=-1)  # re-raises unless train.on_failure restarts (budget left)
+                timeout = float(self.cfg.transport.round_timeout_s)
+                self.grid.count_rows(self.transport.restart({}, timeout_s=timeout))  # fresh nodes, no state yet
 
     def protocol_setup(self, grid: Grid) -> None:
         """What fresh nodes need before training (at start and after a restart rebuilt them)."""
