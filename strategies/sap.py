@@ -179,7 +179,8 @@ class SAP(LlmDriver):
 
     def attacks(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         """EIA and AIA by the vendor on what it received, scored against the customer's truth."""
-        p, out = self.params, {}
+        p = self.params
+        out: dict[str, float] = {}
         eia = self._query(grid, Kind.QUERY_EIA, VENDOR_ID, epoch) if p.eia_samples else None
         sample = wire.get_array(eia, Record.EIA, "sample") if eia is not None else np.zeros(0, np.int64)
         ask = np.unique(sample)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -175,8 +176,8 @@ class SplitLlm(LlmDriver):
         busy: list[float] = []
         for s in range(self.params.servers):
             rep = self._query(grid, Kind.QUERY_LOG, s, epoch)
-            self._leak.observe(server=s, log=lambda name, r=rep: wire.get_array(r, Record.LOG, name))
-            total = float(rep.content.metric_records[Record.STATS]["busy_train_s"])
+            self._leak.observe(server=s, log=partial(wire.get_array, rep, Record.LOG))
+            total = wire.metric_floats(rep.content.metric_records[Record.STATS])["busy_train_s"]
             busy.append(total - self._busy.get(s, 0.0))
             self._busy[s] = total
         out = self._leak.epoch_summary()

@@ -19,7 +19,8 @@ Default LoRA targets come from the module names a model has (``TARGET_GROUPS``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,6 +51,26 @@ class GptEmbeddings(nn.Module):
         h = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
         pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
         return self.drop(h + self.wpe(pos).to(h.dtype))
+
+
+class EncoderEmbeddings(nn.Module):
+    """A BERT-like input layer called with ``input_ids=`` or ``inputs_embeds=``, then the optional
+    projection to the hidden size (ELECTRA); exposes the token table as ``word_embeddings``."""
+
+    def __init__(self, emb: nn.Module, project: nn.Module | None = None) -> None:
+        super().__init__()
+        self.emb, self.project = emb, project
+        self.takes_mask = "mask" in inspect.signature(emb.forward).parameters  # DeBERTa zeroes the padding
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.emb.word_embeddings  # type: ignore[return-value]
+
+    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        extra = {"mask": attention_mask} if self.takes_mask and attention_mask is not None else {}
+        h = self.emb(input_ids=input_ids, inputs_embeds=inputs_embeds, **extra)
+        return h if self.project is None else self.project(h)
 
 
 @dataclass(frozen=True)
@@ -128,8 +149,6 @@ class EncoderArch(Arch):
     with the input layer), DistilBERT (``transformer.layer``); base of MPNet and DeBERTa-v2."""
 
     def embeddings(self, model: nn.Module) -> Any:
-        from parties.llm.common.encoders import EncoderEmbeddings
-
         return EncoderEmbeddings(model.embeddings, getattr(model, "embeddings_project", None))  # type: ignore[arg-type]
 
     def blocks(self, model: nn.Module) -> list[nn.Module]:
@@ -190,19 +209,30 @@ def default_targets(model: nn.Module) -> tuple[str, ...] | None:
     return next((g for g in TARGET_GROUPS if set(g) <= present), None)
 
 
-def _family(model: nn.Module) -> Arch | None:
-    from parties.llm.common.encoders import family
-    from parties.llm.common.rotary import RotaryDecoder, is_rotary
+Finder = Callable[[nn.Module], "Arch | None"]
+_FINDERS: dict[str, tuple[bool, Finder]] = {}
 
-    if (special := family(model)) is not None:
-        return special
+
+def register_family(name: str, finder: Finder, *, before_generic: bool) -> None:
+    """Add a family detector (``encoders.py`` and ``rotary.py`` add theirs when imported, which the
+    package ``parties.llm.common`` does); ``before_generic``: tried before the BERT/GPT-2 layouts."""
+    if name in _FINDERS:
+        raise ValueError(f"LLM family detector {name!r} is already registered")
+    _FINDERS[name] = (before_generic, finder)
+
+
+def _family(model: nn.Module) -> Arch | None:
+    for first, find in _FINDERS.values():
+        if first and (special := find(model)) is not None:
+            return special
     owner = getattr(model, "encoder", None) or getattr(model, "transformer", None)
     if hasattr(model, "embeddings") and hasattr(owner, "layer"):
         return ENCODER
     if all(hasattr(model, a) for a in ("wte", "wpe", "h", "ln_f")):
         return DECODER
-    if is_rotary(model):
-        return RotaryDecoder(kind="decoder", lora_targets=(), fan_in_fan_out=False, default_pooling="last")
+    for first, find in _FINDERS.values():
+        if not first and (late := find(model)) is not None:
+            return late
     return None
 
 

@@ -18,33 +18,19 @@ Each mirrors its model's ``forward`` in the installed transformers (5.x).
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 from torch import nn
 
-from parties.llm.common.arch import Arch, EncoderArch
-
-
-class EncoderEmbeddings(nn.Module):
-    """A BERT-like input layer called with ``input_ids=`` or ``inputs_embeds=``, then the optional
-    projection to the hidden size (ELECTRA); exposes the token table as ``word_embeddings``."""
-
-    def __init__(self, emb: nn.Module, project: nn.Module | None = None) -> None:
-        super().__init__()
-        self.emb, self.project = emb, project
-        self.takes_mask = "mask" in inspect.signature(emb.forward).parameters  # DeBERTa zeroes the padding
-
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.emb.word_embeddings  # type: ignore[return-value]
-
-    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        extra = {"mask": attention_mask} if self.takes_mask and attention_mask is not None else {}
-        h = self.emb(input_ids=input_ids, inputs_embeds=inputs_embeds, **extra)
-        return h if self.project is None else self.project(h)
+from parties.llm.common.arch import (
+    Arch,
+    EncoderArch,
+    EncoderEmbeddings,
+    from_config,
+    register_family,
+)
+from parties.llm.common.rotary import TokenEmbeddings
 
 
 def index_blocks(blocks: list[nn.Module]) -> list[nn.Module]:
@@ -61,7 +47,8 @@ class MpnetContext(nn.Module):
         super().__init__()
         self.relative_attention_bias = encoder.relative_attention_bias
         self.relative_position_bucket = encoder.relative_position_bucket
-        self._bias = type(encoder).compute_position_bias
+        encoder_class: Any = type(encoder)  # transformers' MPNetEncoder (not typed as such here)
+        self._bias = encoder_class.compute_position_bias
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self._bias(self, h)  # type: ignore[no-any-return]
@@ -78,7 +65,7 @@ class DebertaContext(nn.Module):
         self.rel_embeddings = getattr(encoder, "rel_embeddings", None)
         self.LayerNorm = getattr(encoder, "LayerNorm", None)
         self.conv = getattr(encoder, "conv", None)
-        self.encoder_class = type(encoder)
+        self.encoder_class: Any = type(encoder)  # transformers' DebertaV2Encoder: its methods are borrowed
 
     def get_rel_embedding(self) -> Any:
         return self.encoder_class.get_rel_embedding(self)
@@ -134,7 +121,10 @@ class OptEmbeddings(nn.Module):
 
     def __init__(self, decoder: nn.Module) -> None:
         super().__init__()
-        self.table, self.positions, self.project_in = decoder.embed_tokens, decoder.embed_positions, decoder.project_in
+        parts: Any = decoder  # transformers' OPTDecoder
+        self.table: nn.Module = parts.embed_tokens
+        self.positions: nn.Module = parts.embed_positions
+        self.project_in: nn.Module | None = parts.project_in
 
     @property
     def word_embeddings(self) -> nn.Embedding:
@@ -147,7 +137,7 @@ class OptEmbeddings(nn.Module):
         ones = torch.ones(h.shape[:2], device=h.device, dtype=torch.long)
         if self.project_in is not None:
             h = self.project_in(h)
-        return h + self.positions(ones, 0, position_ids=pos).to(h.dtype)  # type: ignore[operator]
+        return h + self.positions(ones, 0, position_ids=pos).to(h.dtype)
 
 
 class Opt(Arch):
@@ -192,7 +182,7 @@ class T5Context(nn.Module):
         for name in ("is_decoder", "relative_attention_num_buckets", "relative_attention_max_distance"):
             setattr(self, name, getattr(attention, name))
         self.relative_attention_bias = attention.relative_attention_bias
-        self.attention_class = type(attention)
+        self.attention_class: Any = type(attention)  # transformers' T5Attention: its methods are borrowed
 
     def _relative_position_bucket(self, *args: Any, **kwargs: Any) -> Any:
         return self.attention_class._relative_position_bucket(*args, **kwargs)
@@ -206,8 +196,6 @@ class T5Encoder(EncoderArch):
     ``final_layer_norm``; bidirectional, mean pooling."""
 
     def embeddings(self, model: nn.Module) -> Any:
-        from parties.llm.common.rotary import TokenEmbeddings
-
         stack: Any = model.encoder
         return TokenEmbeddings(stack.embed_tokens, 1.0, stack.dropout)
 
@@ -222,8 +210,6 @@ class T5Encoder(EncoderArch):
         return T5Context(model.encoder.block[0].layer[0].SelfAttention)  # type: ignore[union-attr, index]
 
     def shell(self, config: Any, num_blocks: int) -> nn.Module:
-        from parties.llm.common.arch import from_config
-
         config.num_layers = num_blocks
         return from_config(config)
 
@@ -301,3 +287,6 @@ def family(model: nn.Module) -> Arch | None:
     if enc is None and all(hasattr(dec, a) for a in ("embed_tokens", "embed_positions", "layers")):
         return Opt(kind="decoder", lora_targets=(), fan_in_fan_out=False, default_pooling="last")
     return None
+
+
+register_family("encoders", family, before_generic=True)

@@ -33,7 +33,8 @@ class LoraSpec:
     def peft_config(self) -> Any:
         from peft import LoraConfig
 
-        return LoraConfig(r=self.rank, lora_alpha=self.alpha, lora_dropout=self.dropout,
+        return LoraConfig(r=self.rank, lora_alpha=self.alpha,  # type: ignore[arg-type]  # peft annotates int; it is the float scale alpha/r
+                          lora_dropout=self.dropout,
                           target_modules=list(self.targets), fan_in_fan_out=self.fan_in_fan_out)
 
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from parties.llm.common.arch import Arch
+from parties.llm.common.arch import Arch, register_family
 
 
 class TokenEmbeddings(nn.Module):
@@ -38,7 +38,12 @@ class TokenEmbeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         w = self.table.weight
-        h = F.embedding(input_ids, w) if inputs_embeds is None else inputs_embeds.to(w.dtype)
+        if inputs_embeds is not None:
+            h = inputs_embeds.to(w.dtype)
+        elif input_ids is not None:
+            h = F.embedding(input_ids, w)
+        else:
+            raise ValueError("TokenEmbeddings needs input_ids or inputs_embeds")
         if self.scale != 1.0:
             h = h * torch.tensor(self.scale, dtype=w.dtype)
         return h if self.drop is None else self.drop(h)
@@ -107,3 +112,13 @@ def is_rotary(model: nn.Module) -> bool:
     has_table = hasattr(model, "embed_tokens") or hasattr(model, "embed_in")
     has_norm = hasattr(model, "norm") or hasattr(model, "final_layer_norm")
     return has_table and has_norm and hasattr(model, "layers") and hasattr(model, "rotary_emb")
+
+
+def _rotary_family(model: nn.Module) -> Arch | None:
+    """The rotary-decoder adapter for a Llama-style model (tried after the BERT/GPT-2 layouts)."""
+    if not is_rotary(model):
+        return None
+    return RotaryDecoder(kind="decoder", lora_targets=(), fan_in_fan_out=False, default_pooling="last")
+
+
+register_family("rotary", _rotary_family, before_generic=False)

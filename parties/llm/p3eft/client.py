@@ -163,7 +163,7 @@ class LlmClient(Node):
             if self.recipe.adapters:
                 arrays[Record.ADAPTER] = to_numpy(self.adapters[i])
             out.append(request(kind, src=self.node_id, dst=self.servers[i % len(self.servers)], phase=phase,
-                               tag=StepTag(t.epoch, t.step, i, i), **arrays))
+                               tag=StepTag(t.epoch, t.step, i, i), records=arrays))
         return out
 
     @handles(Kind.TRAIN_STEP)
@@ -250,7 +250,7 @@ class LlmClient(Node):
                 p.routes[tag] = (i, js)
                 g_np = pieces[js].numpy().astype(np.float32)
                 out.append(request(Kind.TRAIN_BACKPROP, src=self.node_id, dst=self.servers[s], phase="train",
-                                   tag=StepTag(p.epoch, p.step, tag, i), **{Record.INPUTS: x, Record.ADAPTER: adapter, Record.GRAD: {"g": g_np}}))
+                                   tag=StepTag(p.epoch, p.step, tag, i), records={Record.INPUTS: x, Record.ADAPTER: adapter, Record.GRAD: {"g": g_np}}))
         return out
 
     @handles(Kind.TRAIN_GRADS)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message, MetricRecord
 
 from parties.llm.common.arch import Arch
 from parties.llm.p3eft.adapters import LoraEncoder
@@ -125,8 +125,8 @@ class ModelServer(Node):
                 for name, t in grads.items():
                     stacked.setdefault(name, []).append(t)
                 self.calls["backprop"] += 1
-            grads = {k: torch.stack(v).cpu().numpy().astype(np.float32) for k, v in stacked.items()}
-            out.append(respond(m, Kind.TRAIN_GRADS, **{Record.GRADS: grads}))
+            stacked_np = {k: torch.stack(v).cpu().numpy().astype(np.float32) for k, v in stacked.items()}
+            out.append(respond(m, Kind.TRAIN_GRADS, **{Record.GRADS: stacked_np}))
         return out
 
     @handles(Kind.QUERY_LOG)
@@ -137,7 +137,8 @@ class ModelServer(Node):
         stats = wire.metrics(busy_train_s=self.busy.get("train", 0.0), busy_eval_s=self.busy.get("eval", 0.0),
                              forward_calls=self.calls["forward"],
                              backprop_calls=self.calls["backprop"])
-        return [wire.reply(messages[-1], content=wire.records(**{Record.LOG: wire.arrays(**arrays), Record.STATS: stats}))]
+        named: dict[str, ArrayRecord | MetricRecord] = {Record.LOG: wire.arrays(**arrays), Record.STATS: stats}
+        return [wire.reply(messages[-1], content=wire.records(**named))]
 
     def state(self) -> dict[str, Any]:
         return {}  # stateless API: nothing to resume

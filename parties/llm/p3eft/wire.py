@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ArrayRecord, ConfigRecord, Message
 
 from parties.llm.common import wire as common
 from vfl import message as wire
@@ -51,22 +51,26 @@ class StepTag:
     adapter: int = -1
 
 
-def step_record(t: StepTag) -> object:
+def step_record(t: StepTag) -> ConfigRecord:
     return wire.config(epoch=t.epoch, step=t.step, tag=t.tag, adapter=t.adapter)
 
 
 def read_step(m: Message) -> StepTag:
     try:
         c = m.content.config_records[Record.STEP]
-        return StepTag(int(c["epoch"]), int(c["step"]), int(c["tag"]), int(c["adapter"]))
+        return StepTag(*(wire.config_int(c, k) for k in ("epoch", "step", "tag", "adapter")))
     except KeyError:
         raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step record") from None
 
 
 def request(kind: str, *, src: int, dst: int, phase: str, tag: StepTag, reply_to: str = "",
-            **arrays: Mapping[str, np.ndarray]) -> Message:
-    """A protocol message: the step record plus named array records (``inputs={"ids": ...}``)."""
-    content = wire.records(**{Record.STEP: step_record(tag)}, **{k: wire.arrays(**v) for k, v in arrays.items()})
+            records: Mapping[str, Mapping[str, np.ndarray]] | None = None, **arrays: Mapping[str, np.ndarray]
+            ) -> Message:
+    """A protocol message: the step record plus named array records (``inputs={"ids": ...}``, or
+    ``records={Record.INPUTS: {...}}`` when the names are the vocabulary's constants)."""
+    named: dict[str, ArrayRecord | ConfigRecord] = {Record.STEP: step_record(tag)}
+    named.update({k: wire.arrays(**v) for k, v in {**(records or {}), **arrays}.items()})
+    content = wire.records(**named)
     return wire.make(kind, src=src, dst=dst, round=wire.round_tag(tag.epoch, tag.step, phase), content=content,
                      reply_to=reply_to)
 

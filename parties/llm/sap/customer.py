@@ -131,7 +131,7 @@ class SapCustomer(Node):
             sl = slice(start, start + self.upload_chunk)
             _, arrs = self._reps(ids[sl], lengths[sl], noise=self._noise(f"{phase}-upload", 0, chunk), grad=False)
             out.append(send(kind, src=self.node_id, dst=VENDOR_ID, to=None, phase=phase, epoch=epoch, step=chunk,
-                            mode=Mode.UPLOAD, offset=start, **{Record.REPS: arrs}))
+                            mode=Mode.UPLOAD, offset=start, records={Record.REPS: arrs}))
         return out
 
     @handles(Kind.TRAIN_UPLOAD)
@@ -154,7 +154,7 @@ class SapCustomer(Node):
                                noise=self._noise("train", epoch, step), grad=True)
         self._pending = (epoch, step, out)
         return [send(Kind.TRAIN_REPS, src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="train", epoch=epoch,
-                     step=step, **{Record.REPS: arrs})]
+                     step=step, records={Record.REPS: arrs})]
 
     @handles(Kind.EVAL_FORWARD)
     def on_eval_forward(self, messages: list[Message]) -> list[Message]:
@@ -164,7 +164,7 @@ class SapCustomer(Node):
         _, arrs = self._reps(self.ids_test[sel], self.len_test[sel],
                              noise=self._noise("eval", epoch, step), grad=False)
         return [send(Kind.EVAL_REPS, src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="eval",
-                     epoch=epoch, step=step, **{Record.REPS: arrs})]
+                     epoch=epoch, step=step, records={Record.REPS: arrs})]
 
     @handles(Kind.TRAIN_BOTTOM_GRAD)
     def on_bottom_grad(self, messages: list[Message]) -> list[Message]:
@@ -190,12 +190,15 @@ class SapCustomer(Node):
         y = torch.as_tensor(self.y_train[self.schedule.train_ids(epoch, step)])
         loss = torch.nn.functional.cross_entropy(logits, y)
         loss.backward()
+        grad = logits.grad
+        if grad is None:  # cannot happen: cross-entropy depends on every logit
+            raise RuntimeError(f"step {step}: the loss has no gradient for the vendor's logits")
         s = self.train_stats
         s["loss"] += float(loss.detach()) * len(y)
         s["correct"] += int((logits.detach().argmax(1) == y).sum())
         s["count"] += len(y)
         return [send(Kind.TRAIN_GRAD, src=self.node_id, dst=VENDOR_ID, to=m, phase="train", epoch=epoch, step=step,
-                     **{Record.GRAD: {"g": logits.grad.numpy().astype(np.float32, copy=False)}})]
+                     records={Record.GRAD: {"g": grad.numpy().astype(np.float32, copy=False)}})]
 
     @handles(Kind.EVAL_LOGITS)
     def on_eval_logits(self, messages: list[Message]) -> list[Message]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ArrayRecord, ConfigRecord, Message
 from torch import nn
 
 from parties.llm.common.backbone import OptimizerFactory
@@ -92,13 +92,14 @@ class SapVendor(Node):
     @handles(Kind.INIT)
     def on_init(self, messages: list[Message]) -> list[Message]:
         c = messages[-1].content.config_records[Record.TASK]
-        self.schedule = Schedule(seed=self.seed, num_train=int(c["num_train"]), num_test=int(c["num_test"]),
-                                 batch_size=int(c["batch_size"]), eval_batch_size=int(c["eval_batch_size"]))
+        self.schedule = Schedule(seed=self.seed, num_train=wire.config_int(c, "num_train"),
+                                 num_test=wire.config_int(c, "num_test"), batch_size=wire.config_int(c, "batch_size"),
+                                 eval_batch_size=wire.config_int(c, "eval_batch_size"))
         self.train_store = [None] * self.schedule.num_train
         self.test_store = [None] * self.schedule.num_test
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed("sap-top", self.seed) >> 1)
-            bottom, top = split_encoder(self.encoder, split=self.split, num_classes=int(c["num_classes"]),
+            bottom, top = split_encoder(self.encoder, split=self.split, num_classes=wire.config_int(c, "num_classes"),
                                         pooling=self.pooling)
             self.attack_bottom = copy.deepcopy(bottom).float().eval().requires_grad_(False).to(self.device)
             top.requires_grad_(False)
@@ -111,7 +112,9 @@ class SapVendor(Node):
         k = min(self.attack.eia_samples, self.schedule.num_train)
         self.eia_ids = {int(i) for i in rng.choice(self.schedule.num_train, size=k, replace=False)}
         config_json, weights = bottom_state(bottom)
-        content = wire.records(**{Record.MODEL: wire.config(config=config_json), Record.WEIGHTS: wire.arrays(**weights)})
+        named: dict[str, ArrayRecord | ConfigRecord] = {Record.MODEL: wire.config(config=config_json),
+                                                        Record.WEIGHTS: wire.arrays(**weights)}
+        content = wire.records(**named)
         return [wire.make(Kind.BOTTOM, src=self.node_id, dst=CUSTOMER_ID, round=wire.round_tag(-1, -1, "setup"),
                           content=content)]
 
@@ -140,7 +143,7 @@ class SapVendor(Node):
 
     def _logits(self, kind: str, phase: str, to: Message | None, epoch: int, step: int, z: torch.Tensor) -> Message:
         return send(kind, src=self.node_id, dst=CUSTOMER_ID, to=to, phase=phase, epoch=epoch, step=step,
-                    **{Record.LOGITS: {"z": z.detach().cpu().numpy().astype(np.float32, copy=False)}})
+                    records={Record.LOGITS: {"z": z.detach().cpu().numpy().astype(np.float32, copy=False)}})
 
     def _receive(self, m: Message, store: list[np.ndarray | None], *, observe: bool
                  ) -> tuple[int, int, np.ndarray, np.ndarray] | None:
@@ -194,7 +197,7 @@ class SapVendor(Node):
         if h.grad is None:  # frozen bottom: nothing goes back
             return []
         return [send(Kind.TRAIN_BOTTOM_GRAD, src=self.node_id, dst=CUSTOMER_ID, to=m, phase="train", epoch=epoch,
-                     step=step, **{Record.BGRAD: {"g": h.grad.cpu().numpy().astype(np.float32, copy=False)}})]
+                     step=step, records={Record.BGRAD: {"g": h.grad.cpu().numpy().astype(np.float32, copy=False)}})]
 
     @handles(Kind.EVAL_REPS)
     def on_eval_reps(self, messages: list[Message]) -> list[Message]:

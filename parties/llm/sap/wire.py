@@ -16,8 +16,10 @@ pattern of dLoss/dlogits (softmax − one-hot); SAP protects the inputs, not the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
-from flwr.common import Message
+from flwr.common import ArrayRecord, ConfigRecord, Message
 
 from parties.llm.common import wire as common
 from vfl import message as wire
@@ -55,7 +57,7 @@ class Mode:
     UPLOAD, BATCH = "upload", "batch"
 
 
-def step_config(*, epoch: int, step: int, mode: str = Mode.BATCH, offset: int = 0) -> object:
+def step_config(*, epoch: int, step: int, mode: str = Mode.BATCH, offset: int = 0) -> ConfigRecord:
     return wire.config(epoch=epoch, step=step, mode=mode, offset=offset)
 
 
@@ -63,16 +65,21 @@ def read_step(m: Message) -> tuple[int, int, str, int]:
     """(epoch, step, mode, offset) of a message."""
     try:
         c = m.content.config_records[Record.STEP]
-        return int(c["epoch"]), int(c["step"]), str(c["mode"]), int(c["offset"])
+        return (wire.config_int(c, "epoch"), wire.config_int(c, "step"), str(c["mode"]),
+                wire.config_int(c, "offset"))
     except KeyError:
         raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step config") from None
 
 
 def send(kind: str, *, src: int, dst: int, to: Message | None, phase: str, epoch: int, step: int,
-         mode: str = Mode.BATCH, offset: int = 0, **arrays: dict[str, np.ndarray]) -> Message:
-    """A protocol message carrying named array records (``reps={"h": ..., "lengths": ...}``)."""
-    content = wire.records(**{Record.STEP: step_config(epoch=epoch, step=step, mode=mode, offset=offset)},
-                           **{name: wire.arrays(**arrs) for name, arrs in arrays.items()})
+         mode: str = Mode.BATCH, offset: int = 0, records: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+         **arrays: Mapping[str, np.ndarray]) -> Message:
+    """A protocol message carrying named array records (``reps={"h": ..., "lengths": ...}``, or
+    ``records={Record.REPS: {...}}`` when the names are the vocabulary's constants)."""
+    named: dict[str, ArrayRecord | ConfigRecord] = {
+        Record.STEP: step_config(epoch=epoch, step=step, mode=mode, offset=offset)}
+    named.update({name: wire.arrays(**arrs) for name, arrs in {**(records or {}), **arrays}.items()})
+    content = wire.records(**named)
     return wire.make(kind, src=src, dst=dst, round=wire.round_tag(epoch, step, phase), content=content,
                      reply_to=to.metadata.message_id if to is not None else "")
 
