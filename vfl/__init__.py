@@ -5,8 +5,12 @@ layers above (they register through the ``vfl.plugins`` entry points, see ``vfl/
 
 The Python API (``vfl.run``, ``vfl.resume_run``, ``vfl.resolve``, ``vfl.validate``, ``vfl.account``,
 ``vfl.RunResult``) lives in ``vfl/api.py`` and is imported on first use, so ``import vfl`` stays cheap.
+So are the names a strategy author needs (docs/writing-a-strategy.md): ``Strategy``, ``register``,
+``STRATEGIES``, ``Node``, ``NodeSpec``, ``handles``, ``Mod``, ``ModContext``, ``param``,
+``ConfigError`` and the message helpers ``vfl.message``.
 """
 
+import importlib
 import warnings
 from typing import Any
 
@@ -18,12 +22,17 @@ warnings.filterwarnings("ignore", message=r"Protobuf gencode version .* older th
 __version__ = "0.1.0"
 
 _API = ("run", "resume_run", "resolve", "validate", "account", "RunResult")
-__all__ = ["__version__", *_API]
+_EXTEND = {  # name -> its module: what docs/writing-a-strategy.md imports from ``vfl``
+    "Strategy": "strategy", "register": "strategy", "STRATEGIES": "strategy",
+    "Node": "node", "NodeSpec": "node", "handles": "node",
+    "Mod": "mods", "ModContext": "mods", "param": "config", "ConfigError": "errors",
+}
+__all__ = ["__version__", *_API, *_EXTEND, "message"]
 
 
 def __dir__() -> list[str]:
     """The lazily imported API shows in ``dir(vfl)`` and tab completion like any attribute."""
-    return sorted({*globals(), *_API})
+    return sorted({*globals(), *__all__})
 
 
 def __getattr__(name: str) -> Any:
@@ -31,4 +40,8 @@ def __getattr__(name: str) -> Any:
         from vfl import api
 
         return getattr(api, name)
+    if name == "message":
+        return importlib.import_module("vfl.message")  # not `from vfl import`: that asks this hook again
+    if name in _EXTEND:
+        return getattr(importlib.import_module(f"vfl.{_EXTEND[name]}"), name)
     raise AttributeError(f"module 'vfl' has no attribute {name!r}")

@@ -1,0 +1,36 @@
+"""One face for extension authors: what docs/writing-a-strategy.md imports comes from ``vfl``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import vfl
+from vfl import config, errors, message, mods, node, strategy
+
+EXTENSION_API = {
+    "Strategy": strategy.Strategy, "register": strategy.register, "STRATEGIES": strategy.STRATEGIES,
+    "Node": node.Node, "NodeSpec": node.NodeSpec, "handles": node.handles,
+    "Mod": mods.Mod, "ModContext": mods.ModContext, "param": config.param, "ConfigError": errors.ConfigError,
+    "message": message,
+}
+
+
+def test_the_extension_api_is_exported_by_vfl_and_listed():
+    for name, obj in EXTENSION_API.items():
+        assert getattr(vfl, name) is obj, name
+        assert name in vfl.__all__ and name in dir(vfl), name
+
+
+def test_every_name_in_all_resolves():
+    for mod in (vfl, message, mods, node, strategy):
+        missing = [n for n in mod.__all__ if not hasattr(mod, n)]
+        assert not missing, f"{mod.__name__}.__all__ names what it lacks: {missing}"
+
+
+def test_import_vfl_loads_no_torch_until_an_export_is_used():
+    code = ("import sys, json, vfl; before = 'torch' in sys.modules; vfl.Strategy; "
+            "print(json.dumps([before, 'torch' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, True]
