@@ -27,9 +27,9 @@ test: $(STAMP)  ## the whole suite (unit, contract, integration with Ray, e2e CL
 test-fast: $(STAMP)  ## without Ray and slow tests
 	$(VENV)/bin/pytest -q -m "not gpu and not ray and not slow"
 
-lint: $(STAMP)
+lint: $(STAMP)  ## ruff on every package and the tests, mypy on all four packages (pyproject [tool.mypy] files)
 	$(VENV)/bin/ruff check vfl parties strategies simulations tests
-	$(VENV)/bin/mypy vfl
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) -m simulations.benchmarks.overhead --out bench-out
