@@ -110,7 +110,7 @@ class KeyedLabels:
     ids: np.ndarray  # (n,) object array of str, unique
     y: np.ndarray  # (n,) int64 in [0, num_classes)
     num_classes: int
-    is_test: np.ndarray | None = None  # (n,) bool from the file's split column; None = seeded split
+    is_test: np.ndarray | None = None  # (n,) bool from the file's split column; None = the label holder draws a label-blind uniform split (vfl.psi)
     test_fraction: float = 0.25
     class_names: tuple[str, ...] = ()
     metric: Metric = "accuracy"
@@ -130,16 +130,3 @@ class KeyedDataSource(Protocol):
     def label_table(self) -> KeyedLabels:
         """The label holder's table."""
         ...
-
-
-def stratified_test_mask(y: np.ndarray, *, test_fraction: float, seed: int) -> np.ndarray:
-    """Seeded stratified choice of test rows (each class keeps its proportion, >= 1 train row)."""
-    from vfl.rng import seeded_numpy
-
-    rng = seeded_numpy("split", "aligned", seed)
-    mask = np.zeros(len(y), dtype=bool)
-    for c in np.unique(y):
-        rows = rng.permutation(np.flatnonzero(y == c))
-        n_test = min(int(round(test_fraction * len(rows))), len(rows) - 1)
-        mask[rows[:max(n_test, 0)]] = True
-    return mask
