@@ -98,8 +98,12 @@ class Arch:
         return None
 
     def shell(self, config: Any, num_blocks: int) -> nn.Module:
-        """A randomly initialized model of this family with ``num_blocks`` blocks (weights loaded later)."""
-        raise NotImplementedError
+        """A randomly initialized model of this family with ``num_blocks`` blocks (weights loaded later);
+        families whose config names its depth otherwise, or that drop a pooler, override it."""
+        from transformers import AutoModel
+
+        config.num_hidden_layers = num_blocks
+        return AutoModel.from_config(config)  # type: ignore[no-any-return]
 
     def mask(self, config: Any, h: torch.Tensor, attention_mask: torch.Tensor) -> Any:
         """The (B, L) padding mask in the form the configured attention implementation expects."""
@@ -176,12 +180,6 @@ class _Decoder(Arch):
 
     def final_norm(self, model: nn.Module) -> nn.Module | None:
         return model.ln_f  # type: ignore[return-value]
-
-    def shell(self, config: Any, num_blocks: int) -> nn.Module:
-        from transformers import AutoModel
-
-        config.num_hidden_layers = num_blocks
-        return AutoModel.from_config(config)  # type: ignore[no-any-return]
 
 
 ENCODER = EncoderArch(kind="encoder", lora_targets=("query", "value"), fan_in_fan_out=False, default_pooling="mean")

@@ -152,12 +152,6 @@ class Opt(Arch):
         parts = [m for m in (dec.final_layer_norm, dec.project_out) if m is not None]
         return nn.Sequential(*parts) if parts else None
 
-    def shell(self, config: Any, num_blocks: int) -> nn.Module:
-        from transformers import AutoModel
-
-        config.num_hidden_layers = num_blocks
-        return AutoModel.from_config(config)  # type: ignore[no-any-return]
-
     def run_blocks(self, blocks: Any, config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
                    context: nn.Module | None = None) -> torch.Tensor:
         from transformers.masking_utils import create_causal_mask

@@ -80,12 +80,6 @@ class RotaryDecoder(Arch):
     def context(self, model: nn.Module) -> nn.Module | None:
         return model.rotary_emb  # type: ignore[return-value]
 
-    def shell(self, config: Any, num_blocks: int) -> nn.Module:
-        from transformers import AutoModel
-
-        config.num_hidden_layers = num_blocks
-        return AutoModel.from_config(config)  # type: ignore[no-any-return]
-
     def run_blocks(self, blocks: Any, config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
                    context: nn.Module | None = None) -> torch.Tensor:
         from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
