@@ -15,7 +15,6 @@ from flwr.common import Message
 from torch import nn
 
 from parties import vertical_wire as vw
-from parties.vertical_wire import EMB
 from vfl import message as wire
 from vfl.errors import NonFiniteError
 
@@ -46,7 +45,7 @@ def culprit(*, messages: Sequence[Message], fused: torch.Tensor, logits: torch.T
     encoded ones are judged by their fused sum), the fused input, the head's weights, its logits."""
     for m in sorted(messages, key=lambda m: int(m.metadata.src_node_id)):
         try:
-            emb = wire.get_array(m, EMB, vw.FLOAT)
+            emb = wire.get_array(m, vw.Record.EMB, vw.Array.FLOAT)
         except Exception:  # noqa: BLE001 (an encoded or masked embedding: no float array to read)
             continue
         if not np.isfinite(emb).all():

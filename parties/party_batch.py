@@ -59,22 +59,22 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     for node, messages in deliveries:
         if (len(messages) != 1 or not isinstance(node, base)
                 or any(getattr(type(node), name) is not getattr(base, name) for name in _SAME)
-                or node._handlers.get(vw.TRAIN_FORWARD) is not base.__dict__["on_train"]
-                or messages[0].metadata.message_type != vw.TRAIN_FORWARD or not wire.has_array(messages[0], vw.GRAD)
+                or node._handlers.get(vw.Kind.TRAIN_FORWARD) is not base.__dict__["on_train"]
+                or messages[0].metadata.message_type != vw.Kind.TRAIN_FORWARD or not wire.has_array(messages[0], vw.Record.GRAD)
                 or getattr(cast(BatchParty, node).optimizer, "begin_step", None) is not None):
             return None
         parties.append(cast(BatchParty, node))  # an instance of `base`, checked above
     steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
     for party, (_, (m,)) in zip(parties, deliveries, strict=True):
-        cfg = wire.config_of(m, vw.STEP)
-        epoch, step, grad_step = (int(cast(int, cfg[k])) for k in (vw.EPOCH, vw.STEP_KEY, vw.GRAD_STEP))
+        cfg = wire.config_of(m, vw.Record.STEP)
+        epoch, step, grad_step = (int(cast(int, cfg[k])) for k in (vw.Key.EPOCH, vw.Key.STEP, vw.Key.GRAD_STEP))
         grad = party.select_gradient(m)
         if party._pending is None or party._pending[:2] != (epoch, grad_step):
             return None  # let the one-by-one path raise its ProtocolError
         out = party._pending[2]
         steps.append((epoch, step, grad_step, out, torch.tensor(grad, dtype=torch.float32,
                                                                  device=party.device).reshape(out.shape),
-                      bool(cfg[vw.FORWARD])))
+                      bool(cfg[vw.Key.FORWARD])))
     optimizers = [party.optimizer for party in parties]
     zero_grads(optimizers)
     torch.autograd.backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run

@@ -30,13 +30,9 @@ from vfl.errors import DataError, ProtocolError
 from vfl.message import BROADCAST
 from vfl.node import Node, handles
 from vfl.psi import PsiClient, pack_ids, respond, uniform_test_mask, unpack_ids
-from vfl.psi_wire import ALIGN, KIND_PREFIX, REQUEST, RESPONSE, START
-from vfl.psi_wire import RECORD as PSI
-from vfl.psi_wire import SIZES as QUERY
 from vfl.rng import NoiseSource
 
-__all__ = ["ALIGN", "KIND_PREFIX", "PSI", "QUERY", "REQUEST", "RESPONSE", "START", "PartyAlignment",
-           "ServerAlignment"]  # the kinds and PSI record are re-exported from vfl.psi_wire (their home)
+__all__ = ["PartyAlignment", "ServerAlignment"]  # the protocol's names: vfl.psi_wire (Kind, Record, Array, Key)
 
 
 SHRINK_WARN = 0.5  # warn when a party shares fewer than this share of the IDs it could share
@@ -54,7 +50,7 @@ def shrink_warning(name: str, *, before: int, own: int, after: int) -> str | Non
 
 
 def _bytes(message: Message, name: str) -> bytes:
-    return wire.get_array(message, PSI, name).tobytes()
+    return wire.get_array(message, pw.Record.PSI, name).tobytes()
 
 
 def _u8(data: bytes) -> np.ndarray:
@@ -72,24 +68,24 @@ class PartyAlignment:
         self.ids = [str(i) for i in table.ids]
         self.split: tuple[list[str], list[str]] | None = None  # (train IDs, test IDs) as bound
 
-    @handles(REQUEST)
+    @handles(pw.Kind.REQUEST)
     def on_request(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
-        setup, response = respond(_bytes(m, pw.REQUEST_BLOB), self.ids)
+        setup, response = respond(_bytes(m, pw.Array.REQUEST), self.ids)
         named: dict[str, ArrayRecord | ConfigRecord] = {
-            PSI: wire.arrays(**{pw.SETUP_BLOB: _u8(setup), pw.RESPONSE_BLOB: _u8(response)}),
-            pw.SIZE_RECORD: wire.config(**{pw.SET_SIZE: len(self.ids)})}
+            pw.Record.PSI: wire.arrays(**{pw.Array.SETUP: _u8(setup), pw.Array.RESPONSE: _u8(response)}),
+            pw.Record.SIZE: wire.config(**{pw.Key.SET_SIZE: len(self.ids)})}
         content = wire.records(**named)
-        return [wire.reply(m, RESPONSE, src=self.node.node_id, content=content)]
+        return [wire.reply(m, pw.Kind.RESPONSE, src=self.node.node_id, content=content)]
 
-    @handles(ALIGN)
+    @handles(pw.Kind.ALIGN)
     def on_align(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
 
         def ids(part: str) -> list[str]:
-            return unpack_ids(wire.get_array(m, PSI, part), wire.get_array(m, PSI, f"{part}_len"))
+            return unpack_ids(wire.get_array(m, pw.Record.PSI, part), wire.get_array(m, pw.Record.PSI, f"{part}_len"))
 
-        self._bind(ids(pw.TRAIN_IDS), ids(pw.TEST_IDS), f"{ALIGN} names IDs it does not hold")
+        self._bind(ids(pw.Array.TRAIN), ids(pw.Array.TEST), f"{pw.Kind.ALIGN} names IDs it does not hold")
         return []
 
     def _bind(self, train_ids: list[str], test_ids: list[str], why: str) -> None:
@@ -138,7 +134,7 @@ class ServerAlignment:
         self._chain: dict[str, int] = {}  # |I_k| after each party
         self._warnings: list[str] = []
 
-    @handles(START)
+    @handles(pw.Kind.START)
     def on_start(self, messages: list[Message]) -> list[Message]:
         """Driver's control message: start the chain with the first party."""
         self._common = sorted(str(i) for i in self.labels.ids)
@@ -149,19 +145,19 @@ class ServerAlignment:
 
     def _request(self, tag: str) -> Message:
         self._client = PsiClient(self._common)  # a fresh key per party
-        return wire.make(REQUEST, src=self.node.node_id, dst=self._queue[0], round=tag,
-                         content=wire.records(**{PSI: wire.arrays(**{pw.REQUEST_BLOB: _u8(self._client.request())})}))
+        return wire.make(pw.Kind.REQUEST, src=self.node.node_id, dst=self._queue[0], round=tag,
+                         content=wire.records(**{pw.Record.PSI: wire.arrays(**{pw.Array.REQUEST: _u8(self._client.request())})}))
 
-    @handles(RESPONSE)
+    @handles(pw.Kind.RESPONSE)
     def on_response(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         pid = int(m.metadata.src_node_id)
         if not self._queue or pid != self._queue[0] or self._client is None:
-            raise ProtocolError(f"unexpected {RESPONSE} from node {pid}")
+            raise ProtocolError(f"unexpected {pw.Kind.RESPONSE} from node {pid}")
         before = len(self._common)
-        self._common = self._client.intersect(_bytes(m, pw.SETUP_BLOB), _bytes(m, pw.RESPONSE_BLOB))
+        self._common = self._client.intersect(_bytes(m, pw.Array.SETUP), _bytes(m, pw.Array.RESPONSE))
         name = self.parties[pid]
-        self._sizes[name] = int(str(wire.config_value(m, pw.SIZE_RECORD, pw.SET_SIZE)))
+        self._sizes[name] = int(str(wire.config_value(m, pw.Record.SIZE, pw.Key.SET_SIZE)))
         self._chain[name] = len(self._common)
         warning = shrink_warning(name, before=before, own=self._sizes[name], after=len(self._common))
         if warning and self._common:  # the driver logs it and puts it in summary.json (psi_warnings)
@@ -194,9 +190,9 @@ class ServerAlignment:
         self._bind(train_ids, test_ids)
         tr_blob, tr_len = pack_ids(train_ids)
         te_blob, te_len = pack_ids(test_ids)
-        return wire.make(ALIGN, src=self.node.node_id, dst=BROADCAST, round=tag, content=wire.records(
-            **{PSI: wire.arrays(**{pw.TRAIN_IDS: tr_blob, pw.TRAIN_LEN: tr_len, pw.TEST_IDS: te_blob,
-                                   pw.TEST_LEN: te_len})}))
+        return wire.make(pw.Kind.ALIGN, src=self.node.node_id, dst=BROADCAST, round=tag, content=wire.records(
+            **{pw.Record.PSI: wire.arrays(**{pw.Array.TRAIN: tr_blob, pw.Array.TRAIN_LEN: tr_len, pw.Array.TEST: te_blob,
+                                   pw.Array.TEST_LEN: te_len})}))
 
     def _test_mask(self, n: int) -> np.ndarray:
         """A label-blind split of the ``n`` common samples from the label holder's own randomness
@@ -238,15 +234,15 @@ class ServerAlignment:
                             f"({len(train_ids) + len(test_ids)}); were the party files changed since?")
         self._bind(train_ids, test_ids)
 
-    @handles(QUERY)
+    @handles(pw.Kind.SIZES)
     def on_query(self, messages: list[Message]) -> list[Message]:
         """Driver's control read of what it needs to drive the schedule (sizes, never IDs)."""
         if self.result is None:
-            raise ProtocolError(f"{QUERY} before the alignment finished")
+            raise ProtocolError(f"{pw.Kind.SIZES} before the alignment finished")
         r = self.result
         names: Sequence[str] = list(r["set_sizes"])
-        return [wire.reply(messages[0], content=wire.records(**{PSI: wire.config(**{
-            pw.INTERSECTION: r["intersection"], pw.NUM_TRAIN: r["num_train"], pw.NUM_TEST: r["num_test"],
-            pw.NAMES: list(names), pw.SIZES_KEY: [int(r["set_sizes"][n]) for n in names],
-            pw.CHAIN_KEY: [int(self._chain.get(n, r["set_sizes"][n])) for n in names],
-            pw.WARNINGS: list(self._warnings) or [""]})}))]
+        return [wire.reply(messages[0], content=wire.records(**{pw.Record.PSI: wire.config(**{
+            pw.Key.INTERSECTION: r["intersection"], pw.Key.NUM_TRAIN: r["num_train"], pw.Key.NUM_TEST: r["num_test"],
+            pw.Key.NAMES: list(names), pw.Key.SIZES: [int(r["set_sizes"][n]) for n in names],
+            pw.Key.CHAIN: [int(self._chain.get(n, r["set_sizes"][n])) for n in names],
+            pw.Key.WARNINGS: list(self._warnings) or [""]})}))]

@@ -43,27 +43,27 @@ from vfl.secagg import (
 
 def cfg_of(message: Message) -> Any:
     """The ``sw.RECORD`` config record every secure-aggregation message carries."""
-    return wire.config_of(message, sw.RECORD)
+    return wire.config_of(message, sw.Record.SECAGG)
 
 
 def _records(**values: Any) -> Any:
-    return wire.records(**{sw.RECORD: wire.config(**values)})
+    return wire.records(**{sw.Record.SECAGG: wire.config(**values)})
 
 
 def reveal_of(message: Message) -> Reveal:
     """Parse a survivor's UNMASK reply."""
     c = cfg_of(message)
-    names = [str(n) for n in c[sw.NAMES]]
-    keys = [bytes(k) for k in c.get(sw.PAIR_KEYS, [])]
+    names = [str(n) for n in c[sw.Key.NAMES]]
+    keys = [bytes(k) for k in c.get(sw.Key.PAIR_KEYS, [])]
     pairs = {int(d): {n: keys[i * len(names) + j] for j, n in enumerate(names)}
-             for i, d in enumerate(c.get(sw.PAIR_PARTIES, []))}
-    return Reveal(str(c[sw.ROUND]), dict(zip(names, [bytes(k) for k in c[sw.SELF_KEYS]], strict=True)), pairs)
+             for i, d in enumerate(c.get(sw.Key.PAIR_PARTIES, []))}
+    return Reveal(str(c[sw.Key.ROUND]), dict(zip(names, [bytes(k) for k in c[sw.Key.SELF_KEYS]], strict=True)), pairs)
 
 
 def shares_of(message: Message) -> dict[int, bytes]:
     """Parse a holder's REVEAL_SHARES reply (owner -> share)."""
     c = cfg_of(message)
-    return {int(o): bytes(s) for o, s in zip(c[sw.OWNERS], c[sw.SEED_SHARES], strict=True)}
+    return {int(o): bytes(s) for o, s in zip(c[sw.Key.OWNERS], c[sw.Key.SEED_SHARES], strict=True)}
 
 
 class SecAggParty(PassiveParty):
@@ -83,68 +83,68 @@ class SecAggParty(PassiveParty):
         ctx.secagg = self._secagg
         return ctx
 
-    @handles(sw.SETUP)
+    @handles(sw.Kind.SETUP)
     def on_setup(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        session, threshold, mode = bytes(c[sw.SESSION]), int(c[sw.THRESHOLD]), str(c.get(sw.MODE, "semi-honest"))
+        session, threshold, mode = bytes(c[sw.Key.SESSION]), int(c[sw.Key.THRESHOLD]), str(c.get(sw.Key.MODE, "semi-honest"))
         ident = Identity(*self.identity) if self.identity is not None else None  # auth on: keys are signed
-        client = SecAggClient(self.node_id, [int(p) for p in c[sw.PARTIES]], threshold, session, mode=mode,
+        client = SecAggClient(self.node_id, [int(p) for p in c[sw.Key.PARTIES]], threshold, session, mode=mode,
                               identity=ident)
         self._secagg = client
-        signed = {sw.KEY_SIG: client.key_signature()} if ident is not None else {}
+        signed = {sw.Key.KEY_SIG: client.key_signature()} if ident is not None else {}
         return [wire.reply(m, src=self.node_id, content=_records(**{
-            sw.PUBLIC_KEY: client.public_key(), sw.SESSION: session, sw.THRESHOLD: threshold, sw.MODE: mode,
+            sw.Key.PUBLIC_KEY: client.public_key(), sw.Key.SESSION: session, sw.Key.THRESHOLD: threshold, sw.Key.MODE: mode,
             **signed}))]
 
-    @handles(sw.ROSTER)
+    @handles(sw.Kind.ROSTER)
     def on_roster(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        ids = [int(i) for i in c[sw.IDS]]
-        sigs = {i: bytes(s) for i, s in zip(ids, c.get(sw.KEY_SIGS, []), strict=False)}
-        self.client.receive_public_keys({i: bytes(k) for i, k in zip(ids, c[sw.KEYS], strict=True)}, sigs)
+        ids = [int(i) for i in c[sw.Key.IDS]]
+        sigs = {i: bytes(s) for i, s in zip(ids, c.get(sw.Key.KEY_SIGS, []), strict=False)}
+        self.client.receive_public_keys({i: bytes(k) for i, k in zip(ids, c[sw.Key.KEYS], strict=True)}, sigs)
         shares = self.client.make_shares()
         to = sorted(shares)
-        return [wire.reply(m, sw.SHARES, src=self.node_id, content=_records(**{
-            sw.TO: to, sw.ENVELOPES: [shares[i] for i in to]}))]
+        return [wire.reply(m, sw.Kind.SHARES, src=self.node_id, content=_records(**{
+            sw.Key.TO: to, sw.Key.ENVELOPES: [shares[i] for i in to]}))]
 
-    @handles(sw.DELIVER)
+    @handles(sw.Kind.DELIVER)
     def on_deliver(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        self.client.receive_shares({int(i): bytes(e) for i, e in zip(c[sw.FROM], c[sw.ENVELOPES], strict=True)})
+        self.client.receive_shares({int(i): bytes(e) for i, e in zip(c[sw.Key.FROM], c[sw.Key.ENVELOPES], strict=True)})
         return []
 
-    @handles(sw.UNMASK)
+    @handles(sw.Kind.UNMASK)
     def on_unmask(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        dropped = [int(p) for p in c.get(sw.DROPPED, [])]
-        survivors = [int(p) for p in c[sw.SURVIVORS]] if sw.SURVIVORS in c else sorted(self.client.active)
-        sigs = {int(p): bytes(s) for p, s in zip(c.get(sw.SIG_PARTIES, []), c.get(sw.SIGS, []), strict=True)}
-        rv = self.client.unmask(round_id=str(c[sw.ROUND]), survivors=survivors, dropped=dropped, signatures=sigs)
+        dropped = [int(p) for p in c.get(sw.Key.DROPPED, [])]
+        survivors = [int(p) for p in c[sw.Key.SURVIVORS]] if sw.Key.SURVIVORS in c else sorted(self.client.active)
+        sigs = {int(p): bytes(s) for p, s in zip(c.get(sw.Key.SIG_PARTIES, []), c.get(sw.Key.SIGS, []), strict=True)}
+        rv = self.client.unmask(round_id=str(c[sw.Key.ROUND]), survivors=survivors, dropped=dropped, signatures=sigs)
         names = sorted(rv.self_keys)
         gone = sorted(rv.pair_keys)
-        pairs = {sw.PAIR_PARTIES: gone, sw.PAIR_KEYS: [rv.pair_keys[d][n] for d in gone for n in names]} if gone else {}
+        pairs = {sw.Key.PAIR_PARTIES: gone, sw.Key.PAIR_KEYS: [rv.pair_keys[d][n] for d in gone for n in names]} if gone else {}
         return [wire.reply(m, src=self.node_id, content=_records(**{
-            sw.ROUND: rv.round_id, sw.NAMES: names, sw.SELF_KEYS: [rv.self_keys[n] for n in names], **pairs}))]
+            sw.Key.ROUND: rv.round_id, sw.Key.NAMES: names, sw.Key.SELF_KEYS: [rv.self_keys[n] for n in names], **pairs}))]
 
-    @handles(sw.CONSISTENCY)
+    @handles(sw.Kind.CONSISTENCY)
     def on_consistency(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        sig = self.client.sign_survivors(round_id=str(c[sw.ROUND]), survivors=[int(p) for p in c[sw.SURVIVORS]])
-        return [wire.reply(m, src=self.node_id, content=_records(**{sw.ROUND: str(c[sw.ROUND]), sw.SIG: sig}))]
+        sig = self.client.sign_survivors(round_id=str(c[sw.Key.ROUND]), survivors=[int(p) for p in c[sw.Key.SURVIVORS]])
+        return [wire.reply(m, src=self.node_id, content=_records(**{sw.Key.ROUND: str(c[sw.Key.ROUND]), sw.Key.SIG: sig}))]
 
-    @handles(sw.REVEAL_SHARES)
+    @handles(sw.Kind.REVEAL_SHARES)
     def on_reveal_shares(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
         c = cfg_of(m)
-        got = self.client.reveal_shares(round_id=str(c[sw.ROUND]), owners=[int(p) for p in c[sw.OWNERS]])
+        got = self.client.reveal_shares(round_id=str(c[sw.Key.ROUND]), owners=[int(p) for p in c[sw.Key.OWNERS]])
         owners = sorted(got)
         return [wire.reply(m, src=self.node_id, content=_records(**{
-            sw.ROUND: str(c[sw.ROUND]), sw.OWNERS: owners, sw.SEED_SHARES: [got[o] for o in owners]}))]
+            sw.Key.ROUND: str(c[sw.Key.ROUND]), sw.Key.OWNERS: owners, sw.Key.SEED_SHARES: [got[o] for o in owners]}))]
 
     def audit_inputs(self) -> dict[str, list[int]]:
         """Plain integer inputs per round (only with VFL_SECAGG_AUDIT=1; tests and benchmarks)."""
@@ -165,61 +165,61 @@ class SecAggActiveServer(ActiveServer):
         self._fused: torch.Tensor | None = None
         self.audit: dict[str, tuple[list[int], list[int]]] = {}
 
-    @handles(sw.SETUP)
+    @handles(sw.Kind.SETUP)
     def on_setup(self, messages: list[Message]) -> list[Message]:
         if sorted(int(m.metadata.src_node_id) for m in messages) != self.party_ids:
             raise ProtocolError("secure-aggregation set-up needs a public key from every party")
         cfgs = [cfg_of(m) for m in messages]
-        session, threshold = bytes(cfgs[0][sw.SESSION]), int(cfgs[0][sw.THRESHOLD])
-        mode = str(cfgs[0].get(sw.MODE, "semi-honest"))
-        self.public_keys = {int(m.metadata.src_node_id): bytes(c[sw.PUBLIC_KEY])
+        session, threshold = bytes(cfgs[0][sw.Key.SESSION]), int(cfgs[0][sw.Key.THRESHOLD])
+        mode = str(cfgs[0].get(sw.Key.MODE, "semi-honest"))
+        self.public_keys = {int(m.metadata.src_node_id): bytes(c[sw.Key.PUBLIC_KEY])
                             for m, c in zip(messages, cfgs, strict=True)}
-        sigs = {int(m.metadata.src_node_id): bytes(c[sw.KEY_SIG]) for m, c in zip(messages, cfgs, strict=True)
-                if sw.KEY_SIG in c}
+        sigs = {int(m.metadata.src_node_id): bytes(c[sw.Key.KEY_SIG]) for m, c in zip(messages, cfgs, strict=True)
+                if sw.Key.KEY_SIG in c}
         self.secagg = SecAggServer(self.party_ids, threshold, self.k, session, mode=mode)
         ids = sorted(self.public_keys)
-        signed = {sw.KEY_SIGS: [sigs[i] for i in ids]} if set(sigs) == set(ids) else {}
-        return [wire.make(sw.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),
-                          content=_records(**{sw.IDS: ids, sw.KEYS: [self.public_keys[i] for i in ids], **signed}))]
+        signed = {sw.Key.KEY_SIGS: [sigs[i] for i in ids]} if set(sigs) == set(ids) else {}
+        return [wire.make(sw.Kind.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),
+                          content=_records(**{sw.Key.IDS: ids, sw.Key.KEYS: [self.public_keys[i] for i in ids], **signed}))]
 
-    @handles(sw.SHARES)
+    @handles(sw.Kind.SHARES)
     def on_shares(self, messages: list[Message]) -> list[Message]:
         inbox: dict[int, tuple[list[int], list[bytes]]] = {pid: ([], []) for pid in self.party_ids}
         for m in messages:
             c = cfg_of(m)
-            for to, env in zip(c[sw.TO], c[sw.ENVELOPES], strict=True):
+            for to, env in zip(c[sw.Key.TO], c[sw.Key.ENVELOPES], strict=True):
                 inbox[int(to)][0].append(int(m.metadata.src_node_id))
                 inbox[int(to)][1].append(bytes(env))
         tag = round_of(messages[0])
-        return [wire.make(sw.DELIVER, src=self.node_id, dst=pid, round=tag, content=_records(**{sw.FROM: frm, sw.ENVELOPES: env}))
+        return [wire.make(sw.Kind.DELIVER, src=self.node_id, dst=pid, round=tag, content=_records(**{sw.Key.FROM: frm, sw.Key.ENVELOPES: env}))
                 for pid, (frm, env) in inbox.items()]
 
     # ---- rounds ---------------------------------------------------------------------------------
-    @handles(vw.TRAIN_FORWARD)
+    @handles(vw.Kind.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         epoch, step = self._check_round(messages, "train")
         return self._open_round(messages, lambda ms: self.train_step(ms, epoch, step))
 
-    @handles(vw.EVAL_FORWARD)
+    @handles(vw.Kind.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
         _, step = self._check_round(messages, "eval")
         return self._open_round(messages, lambda ms: self.eval_step(ms, step))
 
-    @handles(sw.UNMASK)
+    @handles(sw.Kind.UNMASK)
     def on_unmask(self, messages: list[Message]) -> list[Message]:
         reveals = {int(m.metadata.src_node_id): reveal_of(m) for m in messages}
-        rnd = str(cfg_of(messages[0])[sw.ROUND])
+        rnd = str(cfg_of(messages[0])[sw.Key.ROUND])
         return self._next(self._server().add_unmask(rnd, reveals))
 
-    @handles(sw.CONSISTENCY)
+    @handles(sw.Kind.CONSISTENCY)
     def on_consistency(self, messages: list[Message]) -> list[Message]:
-        rnd = str(cfg_of(messages[0])[sw.ROUND])
-        return self._next(self._server().add_signatures(rnd, {int(m.metadata.src_node_id): bytes(cfg_of(m)[sw.SIG])
+        rnd = str(cfg_of(messages[0])[sw.Key.ROUND])
+        return self._next(self._server().add_signatures(rnd, {int(m.metadata.src_node_id): bytes(cfg_of(m)[sw.Key.SIG])
                                                               for m in messages}))
 
-    @handles(sw.REVEAL_SHARES)
+    @handles(sw.Kind.REVEAL_SHARES)
     def on_reveal_shares(self, messages: list[Message]) -> list[Message]:
-        rnd = str(cfg_of(messages[0])[sw.ROUND])
+        rnd = str(cfg_of(messages[0])[sw.Key.ROUND])
         self._server().add_shares(rnd, {int(m.metadata.src_node_id): shares_of(m) for m in messages})
         return self._next(None)
 
@@ -237,7 +237,7 @@ class SecAggActiveServer(ActiveServer):
                                     f"expected {self.k}-bit masked values")
             masked[int(m.metadata.src_node_id)] = enc.values
         rnd = round_of(messages[0])
-        request = self._server().open_round(masked, round_id=rnd, name=vw.EMB)
+        request = self._server().open_round(masked, round_id=rnd, name=vw.Record.EMB)
         self._open = ({int(m.metadata.src_node_id): m for m in messages}, then)
         return self._next(request)
 
@@ -246,19 +246,19 @@ class SecAggActiveServer(ActiveServer):
         if self._open is None:
             raise ProtocolError("no secure-aggregation round is open")
         if isinstance(request, ConsistencyRequest):
-            return [self._request(sw.CONSISTENCY, request.round_id, bool(request.dropped), **{
-                sw.ROUND: request.round_id, sw.SURVIVORS: list(request.survivors)})]
+            return [self._request(sw.Kind.CONSISTENCY, request.round_id, bool(request.dropped), **{
+                sw.Key.ROUND: request.round_id, sw.Key.SURVIVORS: list(request.survivors)})]
         if isinstance(request, UnmaskRequest):
-            signed = {sw.SURVIVORS: list(request.survivors), sw.SIG_PARTIES: [p for p, _ in request.signatures],
-                      sw.SIGS: [s for _, s in request.signatures]} if request.signatures else {}
+            signed = {sw.Key.SURVIVORS: list(request.survivors), sw.Key.SIG_PARTIES: [p for p, _ in request.signatures],
+                      sw.Key.SIGS: [s for _, s in request.signatures]} if request.signatures else {}
             if not request.dropped:  # everyone arrived: "all of you" needs no list
-                return [self._request(sw.UNMASK, request.round_id, False, **{sw.ROUND: request.round_id, **signed})]
-            return [self._request(sw.UNMASK, request.round_id, True, **{
-                sw.ROUND: request.round_id, sw.SURVIVORS: list(request.survivors),
-                sw.DROPPED: list(request.dropped), **signed})]
+                return [self._request(sw.Kind.UNMASK, request.round_id, False, **{sw.Key.ROUND: request.round_id, **signed})]
+            return [self._request(sw.Kind.UNMASK, request.round_id, True, **{
+                sw.Key.ROUND: request.round_id, sw.Key.SURVIVORS: list(request.survivors),
+                sw.Key.DROPPED: list(request.dropped), **signed})]
         if isinstance(request, ShareRequest):
-            return [self._request(sw.REVEAL_SHARES, request.round_id, True, **{
-                sw.ROUND: request.round_id, sw.OWNERS: list(request.owners)})]
+            return [self._request(sw.Kind.REVEAL_SHARES, request.round_id, True, **{
+                sw.Key.ROUND: request.round_id, sw.Key.OWNERS: list(request.owners)})]
         messages, then = self._open
         rnd = round_of(next(iter(messages.values())))
         total, summed = self._server().result(rnd)
@@ -273,7 +273,7 @@ class SecAggActiveServer(ActiveServer):
 
     def _request(self, kind: str, rnd: str, recovering: bool, **values: Any) -> Message:
         _, epoch, step = parse_round(rnd)
-        tag = round_tag(epoch, step, sw.RECOVERY_PHASE) if recovering else rnd
+        tag = round_tag(epoch, step, sw.Phase.RECOVERY) if recovering else rnd
         return wire.make(kind, src=self.node_id, dst=BROADCAST, round=tag, content=_records(**values))
 
     def _unmasked_sum(self, messages: list[Message]) -> torch.Tensor:

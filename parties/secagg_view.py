@@ -16,10 +16,9 @@ from parties import secagg_wire as sw
 from parties import vertical_wire as vw
 from parties.mods.encoding import read_encoded
 from parties.secagg_nodes import cfg_of, reveal_of, shares_of
+from parties.vertical_wire import SERVER_ID
 from vfl.message import Wire, round_of
 from vfl.secagg.curious import ServerView
-
-SERVER_ID = 0
 
 
 def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold: int,
@@ -32,25 +31,25 @@ def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold:
     for m in msgs:
         md = m.metadata
         kind, src = md.message_type, int(md.src_node_id)
-        if kind == sw.SETUP and src != SERVER_ID:
-            session = bytes(cfg_of(m)[sw.SESSION])
+        if kind == sw.Kind.SETUP and src != SERVER_ID:
+            session = bytes(cfg_of(m)[sw.Key.SESSION])
         elif kind in vw.FORWARD_KINDS and src != SERVER_ID:
             enc = read_encoded(m)
             if enc.masked:
                 vectors[(round_of(m), src)] = enc.values.astype(np.uint32)
                 k = enc.k
-        elif kind == sw.UNMASK and src == SERVER_ID:
+        elif kind == sw.Kind.UNMASK and src == SERVER_ID:
             c = cfg_of(m)
-            if sw.DROPPED in c:  # otherwise: the parties whose vectors arrived
-                view.active[str(c[sw.ROUND])] = tuple(sorted(int(p) for p in [*c[sw.SURVIVORS], *c[sw.DROPPED]]))
-        elif kind == sw.UNMASK:
+            if sw.Key.DROPPED in c:  # otherwise: the parties whose vectors arrived
+                view.active[str(c[sw.Key.ROUND])] = tuple(sorted(int(p) for p in [*c[sw.Key.SURVIVORS], *c[sw.Key.DROPPED]]))
+        elif kind == sw.Kind.UNMASK:
             rv = reveal_of(m)
             for name, key in rv.self_keys.items():
                 view.self_keys[(rv.round_id, src)] = key
                 view.name = name
             for d, keys in rv.pair_keys.items():
                 view.pair_keys[(rv.round_id, src, d)] = keys[view.name]
-        elif kind == sw.REVEAL_SHARES and src != SERVER_ID:
+        elif kind == sw.Kind.REVEAL_SHARES and src != SERVER_ID:
             for owner, raw in shares_of(m).items():
                 view.seed_shares.setdefault(owner, {})[src] = raw
     view.session, view.k = session, k

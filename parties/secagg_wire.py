@@ -1,17 +1,18 @@
-"""Message kinds and record keys of the secure-aggregation protocol, in one place (the role of
-Flower's ``secaggplus_constants``). Every message carries one config record named ``RECORD``.
+"""Message kinds and record keys of the secure-aggregation protocol, in one place: a class of string
+constants per sort of name (``Kind``, ``Record``, ``Key``, ``Phase``), the shape of Flower's
+``secaggplus_constants``. Every message carries one config record named ``Record.SECAGG``.
 Kinds are ``query.secagg_*``: flwr accepts only the train/evaluate/query categories. A party's
 keys reach ``secagg_mod`` as ``ModContext.secagg`` (set by ``SecAggParty`` after SETUP), never
 through a shared state key. Sequences side by side: ``docs/protocols.md``.
 
-Set-up, ledger phase ``setup`` (once per session):
+Kinds (``Kind.*``) and keys (``Key.*``) below. Set-up, ledger phase ``setup`` (once per session):
   SETUP    driver -> parties   session, parties, threshold, mode (semi-honest | malicious)
   SETUP    party -> server     pk (its X25519 public key), mode; with auth: ks (its identity
                                signature on (session, id, pk))
   ROSTER   server -> parties   ids, keys (every public key); with auth: kss (their signatures)
   SHARES   party -> server     to, env (its seed shares, one AES-GCM envelope per peer)
   DELIVER  server -> party     frm, env (the envelopes addressed to it)
-Every round, ledger phase of the round (``train``/``eval``), or ``recovery`` once a party dropped:
+Every round, ledger phase of the round (``train``/``eval``), or ``Phase.RECOVERY`` once a party dropped:
   CONSISTENCY    server -> parties   malicious only, first: round, survivors
   CONSISTENCY    party -> server     round, sig (its identity signature on (session, round, survivors))
   UNMASK         server -> parties   round; survivors, dropped only when a party dropped (else:
@@ -25,24 +26,42 @@ Every round, ledger phase of the round (``train``/``eval``), or ``recovery`` onc
 
 from __future__ import annotations
 
-RECORD = "sa"
 
-SETUP = "query.secagg_setup"
-ROSTER = "query.secagg_roster"
-SHARES = "query.secagg_shares"
-DELIVER = "query.secagg_deliver"
-UNMASK = "query.secagg_unmask"
-REVEAL_SHARES = "query.secagg_reveal_shares"
-CONSISTENCY = "query.secagg_consistency"
+class Kind:
+    """Message kinds (``metadata.message_type``)."""
 
-SETUP_KINDS = (SETUP, ROSTER, SHARES, DELIVER)
-ROUND_KINDS = (UNMASK, REVEAL_SHARES, CONSISTENCY)
+    SETUP = "query.secagg_setup"
+    ROSTER = "query.secagg_roster"
+    SHARES = "query.secagg_shares"
+    DELIVER = "query.secagg_deliver"
+    UNMASK = "query.secagg_unmask"
+    REVEAL_SHARES = "query.secagg_reveal_shares"
+    CONSISTENCY = "query.secagg_consistency"
 
-RECOVERY_PHASE = "recovery"
 
-# record keys
-SESSION, PARTIES, THRESHOLD, PUBLIC_KEY = "session", "parties", "threshold", "pk"
-IDS, KEYS, TO, FROM, ENVELOPES = "ids", "keys", "to", "frm", "env"
-ROUND, SURVIVORS, DROPPED, OWNERS = "round", "survivors", "dropped", "owners"
-NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "names", "self", "pd", "pk", "shares"
-MODE, KEY_SIG, KEY_SIGS, SIG, SIG_PARTIES, SIGS = "mode", "ks", "kss", "sig", "sp", "ss"
+class Record:
+    """Record names: every SecAgg message carries this one config record."""
+
+    SECAGG = "sa"
+
+
+class Key:
+    """Keys inside ``Record.SECAGG``."""
+
+    SESSION, PARTIES, THRESHOLD, PUBLIC_KEY = "session", "parties", "threshold", "pk"
+    IDS, KEYS, TO, FROM, ENVELOPES = "ids", "keys", "to", "frm", "env"
+    ROUND, SURVIVORS, DROPPED, OWNERS = "round", "survivors", "dropped", "owners"
+    NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "names", "self", "pd", "pk", "shares"
+    MODE, KEY_SIG, KEY_SIGS, SIG, SIG_PARTIES, SIGS = "mode", "ks", "kss", "sig", "sp", "ss"
+
+
+class Phase:
+    """Ledger phases of SecAgg traffic besides the round's own (``setup``, ``train``, ``eval``)."""
+
+    RECOVERY = "recovery"
+
+
+SETUP_KINDS = (Kind.SETUP, Kind.ROSTER, Kind.SHARES, Kind.DELIVER)
+ROUND_KINDS = (Kind.UNMASK, Kind.REVEAL_SHARES, Kind.CONSISTENCY)
+
+__all__ = ["ROUND_KINDS", "SETUP_KINDS", "Key", "Kind", "Phase", "Record"]

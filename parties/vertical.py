@@ -23,7 +23,6 @@ from parties.fast_step import set_mode, step_all, zero_grads
 from parties.local_updates import party_local_steps, server_local_steps
 from parties.nonfinite import check_embedding, check_loss
 from parties.party_batch import train_together
-from parties.vertical_wire import DROP, EMB, GRAD, STEP
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
 from vfl.defenses import Defense
@@ -34,18 +33,18 @@ from vfl.node import Node, NodeSpec, handles
 from vfl.rng import NodeNoise
 from vfl.sampling import Schedule
 
-__all__ = ["DROP", "EMB", "GRAD", "STEP", "ActiveServer", "PassiveParty", "Schedule", "concat_aggregator",
-           "sum_aggregator"]  # DROP/EMB/GRAD/STEP: re-exported from parties.vertical_wire (their home)
+__all__ = ["ActiveServer", "PassiveParty", "Schedule", "concat_aggregator",
+           "sum_aggregator"]  # the protocol's names: parties.vertical_wire (Kind, Record, Array, Key)
 
 
 def step_config(*, epoch: int, step: int, forward: bool, grad_step: int = -1) -> Any:
-    return wire.config(**{vw.EPOCH: epoch, vw.STEP_KEY: step, vw.FORWARD: forward, vw.GRAD_STEP: grad_step})
+    return wire.config(**{vw.Key.EPOCH: epoch, vw.Key.STEP: step, vw.Key.FORWARD: forward, vw.Key.GRAD_STEP: grad_step})
 
 
 def step_of(message: Message) -> tuple[int, int]:
     """(epoch, step) of a message's STEP record."""
-    cfg = wire.config_of(message, STEP)
-    return wire.config_int(cfg, vw.EPOCH), wire.config_int(cfg, vw.STEP_KEY)
+    cfg = wire.config_of(message, vw.Record.STEP)
+    return wire.config_int(cfg, vw.Key.EPOCH), wire.config_int(cfg, vw.Key.STEP)
 
 
 class PassiveParty(Node):
@@ -83,8 +82,8 @@ class PassiveParty(Node):
             check_embedding(emb, party=self.spec.name, phase=phase, epoch=epoch, step=step)
         out = wire.make(request.metadata.message_type, src=self.node_id, dst=int(request.metadata.src_node_id),
                         round=wire.round_tag(epoch, step, phase), reply_to=request.metadata.message_id,
-                        content=wire.records(**{EMB: wire.arrays(**{vw.FLOAT: emb.detach().cpu().numpy()}),
-                                                STEP: step_config(epoch=epoch, step=step, forward=True)}))
+                        content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: emb.detach().cpu().numpy()}),
+                                                vw.Record.STEP: step_config(epoch=epoch, step=step, forward=True)}))
         return apply_mods(self.mods, out, self.ctx(phase, epoch, step))
 
     def apply_gradient(self, grad: np.ndarray, epoch: int, step: int) -> None:
@@ -107,15 +106,15 @@ class PassiveParty(Node):
         """The parties of one host take a gradient with one fused backward (parties/party_batch.py)."""
         return train_together(PassiveParty, deliveries)
 
-    @handles(vw.TRAIN_FORWARD)
+    @handles(vw.Kind.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         replies = []
         for m in messages:
-            cfg = wire.config_of(m, STEP)
+            cfg = wire.config_of(m, vw.Record.STEP)
             epoch, step = step_of(m)
-            if wire.has_array(m, GRAD):
-                self.apply_gradient(self.select_gradient(m), epoch, wire.config_int(cfg, vw.GRAD_STEP))
-            if bool(cfg[vw.FORWARD]):
+            if wire.has_array(m, vw.Record.GRAD):
+                self.apply_gradient(self.select_gradient(m), epoch, wire.config_int(cfg, vw.Key.GRAD_STEP))
+            if bool(cfg[vw.Key.FORWARD]):
                 set_mode(self.bottom, training=True)
                 out = self.bottom(self._inputs(self.shard.x_train, self.schedule.train_ids(epoch, step)))
                 self._pending = (epoch, step, out)
@@ -124,13 +123,13 @@ class PassiveParty(Node):
 
     def select_gradient(self, m: Message) -> np.ndarray:
         """The gradient meant for this party: the broadcast tensor, or this party's slice."""
-        rec = wire.record_of(m, GRAD, ArrayRecord)
+        rec = wire.record_of(m, vw.Record.GRAD, ArrayRecord)
         if rec is None:
-            raise ProtocolError(f"{self.spec.name}: message without a gradient record {GRAD!r}")
-        name = vw.GRAD_ALL if vw.GRAD_ALL in rec else f"{vw.GRAD_PART}{self.index}"
+            raise ProtocolError(f"{self.spec.name}: message without a gradient record {vw.Record.GRAD!r}")
+        name = vw.Array.GRAD if vw.Array.GRAD in rec else f"{vw.Array.GRAD}{self.index}"
         return wire.from_array(rec[name])
 
-    @handles(vw.EVAL_FORWARD)
+    @handles(vw.Kind.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
         replies = []
         set_mode(self.bottom, training=False)
@@ -210,14 +209,14 @@ class ActiveServer(Node):
         """The parties whose embeddings made the last fused input (dropout records)."""
         return list(self.last_summed)
 
-    @handles(DROP)
+    @handles(vw.Kind.DROP)
     def on_drop(self, messages: list[Message]) -> list[Message]:
         """The driver reports parties that left the run: later rounds expect only the others."""
-        gone = {int(p) for m in messages for p in wire.config_of(m, vw.DROP_RECORD)[vw.PARTIES]}  # type: ignore[union-attr]
+        gone = {int(p) for m in messages for p in wire.config_of(m, vw.Record.DROP)[vw.Key.PARTIES]}  # type: ignore[union-attr]
         self.party_ids = [p for p in self.party_ids if p not in gone]
         return []
 
-    @handles(vw.TRAIN_FORWARD)
+    @handles(vw.Kind.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         epoch, step = self._check_round(messages, "train")
         return self.train_step(messages, epoch, step)
@@ -270,13 +269,13 @@ class ActiveServer(Node):
         cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
         src = messages[0]
         if self.fusion == "sum":  # one tensor for everyone: the gradient of the sum is the same for all
-            out = [wire.make(vw.TRAIN_FORWARD, src=self.node_id, dst=BROADCAST, round=wire.round_of(src),
-                             content=wire.records(**{GRAD: wire.arrays(**{vw.GRAD_ALL: grad}), STEP: cfg}))]
+            out = [wire.make(vw.Kind.TRAIN_FORWARD, src=self.node_id, dst=BROADCAST, round=wire.round_of(src),
+                             content=wire.records(**{vw.Record.GRAD: wire.arrays(**{vw.Array.GRAD: grad}), vw.Record.STEP: cfg}))]
             return self._defend(out, epoch, step)
         dim = grad.shape[1] // len(self.party_ids)
-        return self._defend([wire.make(vw.TRAIN_FORWARD, src=self.node_id, dst=pid, round=wire.round_of(src),
-                          content=wire.records(**{GRAD: wire.arrays(**{f"{vw.GRAD_PART}{i}": grad[:, i * dim:(i + 1) * dim]}),
-                                                  STEP: cfg}))
+        return self._defend([wire.make(vw.Kind.TRAIN_FORWARD, src=self.node_id, dst=pid, round=wire.round_of(src),
+                          content=wire.records(**{vw.Record.GRAD: wire.arrays(**{f"{vw.Array.GRAD}{i}": grad[:, i * dim:(i + 1) * dim]}),
+                                                  vw.Record.STEP: cfg}))
                 for i, pid in enumerate(self.party_ids)], epoch, step)
 
     def _defend(self, out: list[Message], epoch: int, step: int) -> list[Message]:
@@ -288,7 +287,7 @@ class ActiveServer(Node):
                          seed=self.schedule.seed, node_noise=self.node_noise, state=self.mod_state)
         return [apply_mods(self.mods, m, ctx) for m in out]
 
-    @handles(vw.EVAL_FORWARD)
+    @handles(vw.Kind.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
         _, step = self._check_round(messages, "eval")
         return self.eval_step(messages, step)
@@ -303,7 +302,7 @@ class ActiveServer(Node):
         self.eval_labels.append(self.labels.y_test[self.schedule.test_ids(step)])
         return []
 
-    @handles(vw.METRICS)
+    @handles(vw.Kind.METRICS)
     def on_metrics(self, messages: list[Message]) -> list[Message]:
         """Driver-side read of the running metrics (control plane, never sent to parties)."""
         out: dict[str, float] = {}
@@ -340,7 +339,7 @@ def sum_aggregator(messages: list[Message]) -> torch.Tensor:
     """NPQ/LDP fusion: the float sum of the embeddings (in party order)."""
     total = None
     for m in messages:
-        e = wire.get_array(m, EMB, vw.FLOAT).astype(np.float32, copy=False)
+        e = wire.get_array(m, vw.Record.EMB, vw.Array.FLOAT).astype(np.float32, copy=False)
         total = e.copy() if total is None else total + e
     if total is None:
         raise ProtocolError("no embeddings to aggregate")
@@ -349,4 +348,4 @@ def sum_aggregator(messages: list[Message]) -> torch.Tensor:
 
 def concat_aggregator(messages: list[Message]) -> torch.Tensor:
     """Concatenation fusion (party order); not additive, so incompatible with secure aggregation."""
-    return torch.from_numpy(np.concatenate([wire.get_array(m, EMB, vw.FLOAT) for m in messages], axis=1))
+    return torch.from_numpy(np.concatenate([wire.get_array(m, vw.Record.EMB, vw.Array.FLOAT) for m in messages], axis=1))

@@ -1,23 +1,24 @@
-"""Message kinds, record names and keys of the vertical-FL step, in one place (the role of
-Flower's ``secaggplus_constants``). Message sequences: ``docs/protocols.md``.
+"""Message kinds, record names and keys of the vertical-FL step, in one place: a class of string
+constants per sort of name (``Kind``, ``Record``, ``Array``, ``Key``), the shape of the split-LLM
+vocabularies (``parties/llm/*/wire.py``) and of Flower's ``secaggplus_constants``. Message
+sequences: ``docs/protocols.md``.
 
-  TRAIN_FORWARD  server -> parties   STEP (+ GRAD: the gradient of step t; forward step t+1)
-  TRAIN_FORWARD  party -> server     STEP + EMB (its embedding, re-encoded by its mods; ENC if packed)
-  EVAL_FORWARD   driver -> parties   STEP;  party -> server: STEP + EMB (no reply)
-  METRICS        driver -> server    control read; reply: ``vfl.message.METRICS_RECORD``
-  DROP           driver -> server    control: DROP_RECORD ``parties`` left the run (skip-party)
+  Kind.TRAIN_FORWARD  server -> parties   Record.STEP (+ Record.GRAD: the gradient of step t; forward step t+1)
+  Kind.TRAIN_FORWARD  party -> server     Record.STEP + Record.EMB (its embedding, re-encoded by its mods;
+                                          Record.ENC if packed)
+  Kind.EVAL_FORWARD   driver -> parties   Record.STEP;  party -> server: Record.STEP + Record.EMB (no reply)
+  Kind.METRICS        driver -> server    control read; reply: Record.METRICS (``vfl.message.METRICS_RECORD``)
+  Kind.DROP           driver -> server    control: Record.DROP, key ``parties`` left the run (skip-party)
+
+Node ids of the vertical layout: the label-holding server is ``SERVER_ID`` (0), party k (0-based) is
+``party_node_id(k)`` = k + 1; every module reads them from here.
 """
 
 from __future__ import annotations
 
 from vfl.message import METRICS, METRICS_RECORD
 
-TRAIN_FORWARD = "train.forward"
-EVAL_FORWARD = "evaluate.forward"
-DROP = "query.drop_parties"
-
-# node ids of the vertical layout: the label-holding server is 0, party k (0-based) is k + 1
-SERVER_ID = 0
+SERVER_ID = 0  # the one definition of the server's node id (strategies, benchmarks and views import it)
 
 
 def party_node_id(index: int) -> int:
@@ -25,26 +26,42 @@ def party_node_id(index: int) -> int:
     return index + 1
 
 
-FORWARD_KINDS = (TRAIN_FORWARD, EVAL_FORWARD)
-KINDS = (TRAIN_FORWARD, EVAL_FORWARD, METRICS, DROP)
+class Kind:
+    """Message kinds (``metadata.message_type``)."""
 
-# record names
-STEP = "step"  # config record: epoch, step, forward, grad_step
-EMB = "emb"  # array record: the (possibly encoded) embedding
-ENC = "enc"  # config record of a bit-packed embedding: k, rows, cols, masked
-GRAD = "grad"  # array record: the gradient of the fused input
-DROP_RECORD = "drop"  # config record of DROP
+    TRAIN_FORWARD = "train.forward"
+    EVAL_FORWARD = "evaluate.forward"
+    METRICS = METRICS  # query.metrics (``vfl.message``)
+    DROP = "query.drop_parties"
 
-# array names
-FLOAT, INTS, PACKED = "e", "q", "p"  # EMB holds exactly one: float embedding, integers, packed integers
-GRAD_ALL = "g"  # GRAD of sum fusion: one tensor for every party (GRAD_PART + index: concat fusion)
-GRAD_PART = "g"
 
-# config keys
-EPOCH, STEP_KEY, FORWARD, GRAD_STEP = "epoch", "step", "forward", "grad_step"
-BITS, ROWS, COLS, MASKED = "k", "rows", "cols", "masked"
-PARTIES = "parties"
+class Record:
+    """Record names inside a message's content."""
 
-__all__ = ["BITS", "COLS", "DROP", "DROP_RECORD", "EMB", "ENC", "EPOCH", "EVAL_FORWARD", "FLOAT", "FORWARD",
-           "FORWARD_KINDS", "GRAD", "GRAD_ALL", "GRAD_PART", "GRAD_STEP", "INTS", "KINDS", "MASKED", "METRICS",
-           "METRICS_RECORD", "PACKED", "PARTIES", "ROWS", "STEP", "STEP_KEY", "TRAIN_FORWARD"]
+    STEP = "step"  # config record: Key.EPOCH, Key.STEP, Key.FORWARD, Key.GRAD_STEP
+    EMB = "emb"  # array record: the (possibly encoded) embedding
+    ENC = "enc"  # config record of a bit-packed embedding: Key.BITS, ROWS, COLS, MASKED
+    GRAD = "grad"  # array record: the gradient of the fused input
+    DROP = "drop"  # config record of Kind.DROP: Key.PARTIES
+    METRICS = METRICS_RECORD  # metric record of a Kind.METRICS reply (``vfl.message``)
+
+
+class Array:
+    """Array names inside an array record."""
+
+    FLOAT, INTS, PACKED = "e", "q", "p"  # Record.EMB holds exactly one: float embedding, integers, packed integers
+    GRAD = "g"  # Record.GRAD: "g" (sum fusion: one tensor for every party) or "g<index>" (concat fusion: one per party)
+
+
+class Key:
+    """Keys inside a config record."""
+
+    EPOCH, STEP, FORWARD, GRAD_STEP = "epoch", "step", "forward", "grad_step"  # Record.STEP
+    BITS, ROWS, COLS, MASKED = "k", "rows", "cols", "masked"  # Record.ENC
+    PARTIES = "parties"  # Record.DROP
+
+
+FORWARD_KINDS = (Kind.TRAIN_FORWARD, Kind.EVAL_FORWARD)
+KINDS = (Kind.TRAIN_FORWARD, Kind.EVAL_FORWARD, Kind.METRICS, Kind.DROP)
+
+__all__ = ["FORWARD_KINDS", "KINDS", "SERVER_ID", "Array", "Key", "Kind", "Record", "party_node_id"]

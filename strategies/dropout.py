@@ -21,14 +21,13 @@ from flwr.common import Message
 
 from parties import secagg_wire as sw
 from parties import vertical_wire as vw
+from parties.vertical_wire import SERVER_ID
 from vfl import message as wire
 from vfl.errors import PartyFailure, VFLError
 from vfl.grid import Grid
 from vfl.message import Wire, round_tag
 from vfl.schema import RunConfig
 from vfl.transport.base import Outcome
-
-SERVER_ID = 0
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ class Dropouts:
         self._check_policy(hop, dead, late, failure)
         live = self._drop(index, dead | late, cause={**{g: "died" for g in dead}, **{g: "timeout" for g in late}})
         resume = self.converse(grid, live, epoch=self._epoch, step=hop.step, phase="train",
-                               stop=lambda w: w.kind == vw.TRAIN_FORWARD and w.src == SERVER_ID)
+                               stop=lambda w: w.kind == vw.Kind.TRAIN_FORWARD and w.src == SERVER_ID)
         if not resume:  # the parties were applying the last gradient: no round was missed
             return hop.step - 1, {}, []
         return hop.step, self.hop(hop.step + 1, grid.submit([resume], to=grid.party_groups)), []
@@ -105,7 +104,7 @@ class Dropouts:
         or times out on the way is dropped (or fails the run with on_dropout=fail); dropouts of
         the round are recorded with its recovery bytes."""
         self._grid, self._epoch = grid, epoch
-        before = grid.ledger.totals(sw.RECOVERY_PHASE)
+        before = grid.ledger.totals(sw.Phase.RECOVERY)
         pending = [self._counted(grid, m) for m in items]
         out: list[Wire] = []
         while pending:
@@ -145,7 +144,7 @@ class Dropouts:
 
     def summary(self, grid: Grid) -> dict[str, Any]:
         setup = sum(row["bytes"] for kind, row in grid.ledger.by_kind.items() if kind in sw.SETUP_KINDS)
-        rec = grid.ledger.totals(sw.RECOVERY_PHASE)
+        rec = grid.ledger.totals(sw.Phase.RECOVERY)
         return {"secagg_setup_bytes": setup, "recovery_bytes": rec["bytes_up"] + rec["bytes_down"],
                 "dropouts": list(self.records)}
 
@@ -226,8 +225,8 @@ class Dropouts:
             raise PartyFailure(", ".join(n for ns in names.values() for n in ns),
                                round_tag(self._epoch, self._window[index].step), "no party is left")
         self.active -= len(ids)
-        notice = wire.make(vw.DROP, src=SERVER_ID, dst=SERVER_ID, round=round_tag(self._epoch, 0, "control"),
-                           content=wire.records(**{vw.DROP_RECORD: wire.config(**{vw.PARTIES: ids})}))
+        notice = wire.make(vw.Kind.DROP, src=SERVER_ID, dst=SERVER_ID, round=round_tag(self._epoch, 0, "control"),
+                           content=wire.records(**{vw.Record.DROP: wire.config(**{vw.Key.PARTIES: ids})}))
         grid.send([notice])
         hop = self._window[index]
         self._pending_records += [(n, cause[g]) for g in sorted(groups) for n in names[g]]
@@ -239,7 +238,7 @@ class Dropouts:
         return [grid.specs[n].name for n, g in sorted(grid.group_of.items()) if g == group]
 
     def _record(self, grid: Grid, step: int, before: dict[str, int], phase: str) -> None:
-        after = grid.ledger.totals(sw.RECOVERY_PHASE)
+        after = grid.ledger.totals(sw.Phase.RECOVERY)
         spent = sum(after[k] - before[k] for k in ("bytes_up", "bytes_down"))
         summed = grid.transport.call(grid.group_of[SERVER_ID], SERVER_ID, "contributors")
         contributed = [grid.specs[p].name for p in summed]

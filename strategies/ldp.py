@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from flwr.common import Message
 
+from parties import vertical_wire as vw
 from parties.mods import gaussian_mod
-from parties.vertical_wire import EMB, FLOAT
 from strategies.vertical import VerticalStrategy
 from vfl import message as wire
 from vfl.config import param
@@ -40,9 +40,9 @@ def discrete_gaussian_mod(*, sigma: float, c: float) -> Mod:
     """LDP: the embedding, rounded to the grid {c·j/L}, plus exact discrete Gaussian noise before it leaves."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        e = torch.from_numpy(np.array(wire.get_array(message, EMB, FLOAT), dtype=np.float32))
+        e = torch.from_numpy(np.array(wire.get_array(message, vw.Record.EMB, vw.Array.FLOAT), dtype=np.float32))
         noisy = discrete_gaussian_perturb(e, sigma=sigma, c=c, noise=ctx.noise("ldp"))
-        message.content.array_records[EMB] = wire.arrays(**{FLOAT: noisy.numpy()})
+        message.content.array_records[vw.Record.EMB] = wire.arrays(**{vw.Array.FLOAT: noisy.numpy()})
         return message
 
     return mod

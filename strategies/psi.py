@@ -20,8 +20,6 @@ from vfl.data import KeyedDataSource, LabelShard, PartyShard
 from vfl.errors import ProtocolError
 from vfl.grid import Grid
 from vfl.node import Node, NodeSpec
-from vfl.psi_wire import SIZES as QUERY
-from vfl.psi_wire import START
 
 SETUP_ROUND = wire.round_tag(0, 0, "setup")
 STATE_KEY = "psi_split"  # the alignment's part of a node's checkpoint state
@@ -82,17 +80,17 @@ def _keeps_state(node: Node, alignment: PartyAlignment | ServerAlignment) -> Nod
 
 def run_alignment(grid: Grid, *, server_id: int, num_parties: int) -> dict[str, Any]:
     """PSI with every party over counted setup messages; returns the sizes (never an ID)."""
-    start = wire.make(START, src=server_id, dst=server_id, round=SETUP_ROUND)
+    start = wire.make(pw.Kind.START, src=server_id, dst=server_id, round=SETUP_ROUND)
     grid.run_until_quiet([start], max_hops=2 * num_parties + 4)
-    q = wire.make(QUERY, src=server_id, dst=server_id, round=SETUP_ROUND)
+    q = wire.make(pw.Kind.SIZES, src=server_id, dst=server_id, round=SETUP_ROUND)
     replies = grid.send([q])
     if len(replies) != 1:
-        raise ProtocolError(f"{QUERY}: expected one reply, got {len(replies)}")
-    c = wire.config_of(replies[0].open(), pw.RECORD)
+        raise ProtocolError(f"{pw.Kind.SIZES}: expected one reply, got {len(replies)}")
+    c = wire.config_of(replies[0].open(), pw.Record.PSI)
     return {
-        "psi_intersection_size": int(str(c[pw.INTERSECTION])),
-        "psi_num_train": int(str(c[pw.NUM_TRAIN])), "psi_num_test": int(str(c[pw.NUM_TEST])),
-        "psi_set_sizes": {str(n): int(k) for n, k in zip(wire.config_list(c, pw.NAMES), wire.config_list(c, pw.SIZES_KEY),
+        "psi_intersection_size": int(str(c[pw.Key.INTERSECTION])),
+        "psi_num_train": int(str(c[pw.Key.NUM_TRAIN])), "psi_num_test": int(str(c[pw.Key.NUM_TEST])),
+        "psi_set_sizes": {str(n): int(k) for n, k in zip(wire.config_list(c, pw.Key.NAMES), wire.config_list(c, pw.Key.SIZES),
                                                          strict=True)},
         **_shrink(c),
     }
@@ -103,10 +101,10 @@ def _shrink(c: Any) -> dict[str, Any]:
     ``psi_warnings`` (a party sharing far fewer IDs than it could; logged here)."""
     from vfl.logs import get_logger
 
-    if pw.CHAIN_KEY not in c:
+    if pw.Key.CHAIN not in c:
         return {}
-    warnings = [str(w) for w in c[pw.WARNINGS] if w]
+    warnings = [str(w) for w in c[pw.Key.WARNINGS] if w]
     for w in warnings:
         get_logger(__name__).warning("%s", w)
-    return {"psi_intersection_sizes": {str(n): int(k) for n, k in zip(c[pw.NAMES], c[pw.CHAIN_KEY], strict=True)},
+    return {"psi_intersection_sizes": {str(n): int(k) for n, k in zip(c[pw.Key.NAMES], c[pw.Key.CHAIN], strict=True)},
             "psi_warnings": warnings}

@@ -14,7 +14,8 @@ from parties import secagg_wire as sw
 from parties.mods import read_encoded
 from parties.secagg_nodes import SecAggActiveServer, SecAggParty
 from parties.vertical import ActiveServer, PassiveParty
-from strategies.vertical import SERVER_ID, VerticalStrategy, party_node_id
+from parties.vertical_wire import SERVER_ID, party_node_id
+from strategies.vertical import VerticalStrategy
 from vfl import message as wire
 from vfl.errors import ConfigError
 from vfl.grid import Grid
@@ -51,10 +52,10 @@ def shamir_threshold(num_parties: int, threshold: int) -> int:
 def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, mode: str = "semi-honest") -> None:
     """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase."""
     ids = [party_node_id(i) for i in range(num_parties)]
-    setup: dict[str, bytes | int | str | list[int]] = {sw.SESSION: new_session_id(), sw.PARTIES: ids,
-                                                       sw.THRESHOLD: shamir_threshold(num_parties, threshold), sw.MODE: mode}
-    start = wire.make(sw.SETUP, src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
-                      content=wire.records(**{sw.RECORD: wire.config(**setup)}))
+    setup: dict[str, bytes | int | str | list[int]] = {sw.Key.SESSION: new_session_id(), sw.Key.PARTIES: ids,
+                                                       sw.Key.THRESHOLD: shamir_threshold(num_parties, threshold), sw.Key.MODE: mode}
+    start = wire.make(sw.Kind.SETUP, src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
+                      content=wire.records(**{sw.Record.SECAGG: wire.config(**setup)}))
     grid.run_until_quiet([start])
 
 

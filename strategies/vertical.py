@@ -17,7 +17,6 @@ from parties.defenses import arm_forward  # importing registers the built-in def
 from parties.malicious import arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
 from parties.vertical import (
-    STEP,
     ActiveServer,
     Aggregator,
     PassiveParty,
@@ -26,6 +25,7 @@ from parties.vertical import (
     step_config,
     sum_aggregator,
 )
+from parties.vertical_wire import SERVER_ID, party_node_id
 from strategies.compiled_epoch import compiled_chain, train_epoch_compiled
 from strategies.dropout import Dropouts
 from strategies.psi import build_aligned_node, run_alignment
@@ -42,9 +42,6 @@ from vfl.optim import make_optimizer
 from vfl.rng import NoiseSource
 from vfl.sampling import derive_seed, num_batches
 from vfl.strategy import Progress, Strategy
-
-SERVER_ID = vw.SERVER_ID  # the vertical layout's ids (parties/vertical_wire.py), kept here by name
-party_node_id = vw.party_node_id
 
 
 class VerticalStrategy(Strategy):
@@ -181,8 +178,8 @@ class VerticalStrategy(Strategy):
         for each; with Ray the wires travel actor to actor. It syncs every ``SYNC`` steps (progress,
         errors) and counts every wire from the hosts' outboxes at the end of the epoch."""
         steps = self.steps_per_epoch()
-        start = grid.emit(wire.make(vw.TRAIN_FORWARD, src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, 0),
-                                    content=wire.records(**{STEP: step_config(epoch=epoch, step=0, forward=True)})))
+        start = grid.emit(wire.make(vw.Kind.TRAIN_FORWARD, src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, 0),
+                                    content=wire.records(**{vw.Record.STEP: step_config(epoch=epoch, step=0, forward=True)})))
         server, guard = [grid.group_of[SERVER_ID]], self.dropouts
         guard.start_epoch(grid, epoch)
         chain = compiled_chain(grid, self.cfg, server=server[0], unmask_hops=self.unmask_hops, steps=steps)
@@ -211,8 +208,8 @@ class VerticalStrategy(Strategy):
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         sched = self.schedule(self._num_train, self._num_test)
         for step in range(sched.eval_steps):
-            req = wire.make(vw.EVAL_FORWARD, src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, step, "eval"),
-                            content=wire.records(**{STEP: step_config(epoch=epoch, step=step, forward=True)}))
+            req = wire.make(vw.Kind.EVAL_FORWARD, src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, step, "eval"),
+                            content=wire.records(**{vw.Record.STEP: step_config(epoch=epoch, step=step, forward=True)}))
             self.dropouts.converse(grid, [req], epoch=epoch, step=step, phase="eval")
         grid.drain()
         return {}
@@ -248,6 +245,6 @@ class VerticalStrategy(Strategy):
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         """Train and test metrics accumulated by the server since the last read."""
-        q = wire.make(vw.METRICS, src=SERVER_ID, dst=SERVER_ID, round=round_tag(epoch, 0, "control"))
+        q = wire.make(vw.Kind.METRICS, src=SERVER_ID, dst=SERVER_ID, round=round_tag(epoch, 0, "control"))
         (rep,) = grid.send([q])
         return wire.read_metrics(rep.open())

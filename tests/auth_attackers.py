@@ -12,7 +12,8 @@ from typing import Any
 import torch
 from flwr.common import Message
 
-from parties.vertical import EMB, STEP, PassiveParty, step_config
+from parties import vertical_wire as vw
+from parties.vertical import PassiveParty, step_config
 from strategies.npq import NPQ
 from vfl import message as wire
 from vfl.node import Node, NodeSpec, handles
@@ -29,8 +30,8 @@ class ForgingParty(PassiveParty):
         with torch.no_grad():
             emb = self.bottom(self._inputs(self.shard.x_test, self.schedule.test_ids(0)))
         return [wire.make("evaluate.forward", src=victim, dst=0, round=wire.round_tag(epoch, 0, "eval"),
-                          content=wire.records(**{EMB: wire.arrays(e=emb.numpy()),
-                                                  STEP: step_config(epoch=epoch, step=0, forward=True)}))]
+                          content=wire.records(**{vw.Record.EMB: wire.arrays(e=emb.numpy()),
+                                                  vw.Record.STEP: step_config(epoch=epoch, step=0, forward=True)}))]
 
 
 class ForgingNPQ(NPQ):

@@ -29,7 +29,7 @@ def decoded_rounds(taps: list[WireTap], *, use_rows: bool) -> Counter[tuple[int,
         else:
             items = [(w.src, w.kind, w.round, w.payload) for w in tap.wires.values()]
         for src, kind, rnd, payload in items:
-            if src == SERVER and kind == vw.TRAIN_FORWARD and payload > 0:
+            if src == SERVER and kind == vw.Kind.TRAIN_FORWARD and payload > 0:
                 phase, epoch, step = parse_round(rnd)
                 if phase == "train":
                     count[(epoch, step)] += 1

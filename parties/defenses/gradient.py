@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from flwr.common import Message
 
-from parties.vertical_wire import GRAD
+from parties import vertical_wire as vw
 from vfl import message as wire
 from vfl.config import param
 from vfl.defenses import Defense, register
@@ -27,13 +27,13 @@ def gradient_mod(transform: Any, purpose: str) -> Mod:
     """A mod applying ``transform(array, noise)`` to every array of the GRAD record."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        rec = message.content.array_records.get(GRAD)
+        rec = message.content.array_records.get(vw.Record.GRAD)
         if rec is None:  # a forward-only request (no gradient in it)
             return message
         names = list(rec.keys())
         noise = ctx.noise(purpose)
         out = {n: transform(wire.from_array(rec[n]), noise) for n in names}
-        message.content.array_records[GRAD] = wire.arrays(**out)
+        message.content.array_records[vw.Record.GRAD] = wire.arrays(**out)
         return message
 
     return mod

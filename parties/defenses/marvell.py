@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from flwr.common import Message
 
-from parties.vertical_wire import GRAD
+from parties import vertical_wire as vw
 from vfl import message as wire
 from vfl.config import param
 from vfl.defenses import Defense, register
@@ -45,7 +45,7 @@ class Marvell(Defense):
         strength = self.params.strength
 
         def mod(message: Message, ctx: ModContext) -> Message:
-            rec = message.content.array_records.get(GRAD)
+            rec = message.content.array_records.get(vw.Record.GRAD)
             if rec is None:
                 return message
             y = np.asarray(ctx.state["labels"])
@@ -58,7 +58,7 @@ class Marvell(Defense):
                                           fallback=ctx.state.get(FALLBACK))
                 ctx.state[FALLBACK] = used
                 out[name] = g
-            message.content.array_records[GRAD] = wire.arrays(**out)
+            message.content.array_records[vw.Record.GRAD] = wire.arrays(**out)
             return message
 
         return mod

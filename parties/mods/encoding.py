@@ -16,7 +16,6 @@ import torch
 from flwr.common import ArrayRecord, Message
 
 from parties import vertical_wire as vw
-from parties.vertical_wire import EMB, ENC, FLOAT, INTS, PACKED
 from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.faults import audit_enabled
@@ -27,14 +26,14 @@ AUDIT = "audit"  # mod-state key of the plain inputs kept for tests (VFL_SECAGG_
 
 
 def _set(message: Message, **arrays: np.ndarray) -> None:
-    message.content.array_records[EMB] = wire.arrays(**arrays)
+    message.content.array_records[vw.Record.EMB] = wire.arrays(**arrays)
 
 
 def _packed(message: Message, values: np.ndarray, k: int, masked: bool) -> Message:
-    _set(message, **{PACKED: np.frombuffer(pack_bits(values.ravel(), k), dtype=np.uint8)})
+    _set(message, **{vw.Array.PACKED: np.frombuffer(pack_bits(values.ravel(), k), dtype=np.uint8)})
     rows, cols = values.shape
-    message.content.config_records[ENC] = wire.config(**{vw.BITS: k, vw.ROWS: int(rows), vw.COLS: int(cols),
-                                                        vw.MASKED: masked})
+    message.content.config_records[vw.Record.ENC] = wire.config(**{vw.Key.BITS: k, vw.Key.ROWS: int(rows), vw.Key.COLS: int(cols),
+                                                        vw.Key.MASKED: masked})
     return message
 
 
@@ -43,10 +42,10 @@ def pbm_mod(*, b: int, beta: float, c: float) -> Mod:
     from vfl.privacy.mechanisms import pbm_encode
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        e = wire.get_array(message, EMB, FLOAT)
+        e = wire.get_array(message, vw.Record.EMB, vw.Array.FLOAT)
         q = pbm_encode(torch.from_numpy(np.array(e, dtype=np.float32)), b=b, beta=beta, c=c,
                        noise=ctx.noise("pbm"))
-        _set(message, **{INTS: q.numpy().astype(np.uint32)})
+        _set(message, **{vw.Array.INTS: q.numpy().astype(np.uint32)})
         return message
 
     return mod
@@ -57,8 +56,8 @@ def gaussian_mod(*, sigma: float) -> Mod:
     from vfl.privacy.mechanisms import gaussian_perturb
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        e = torch.from_numpy(np.array(wire.get_array(message, EMB, FLOAT), dtype=np.float32))
-        _set(message, **{FLOAT: gaussian_perturb(e, sigma=sigma, noise=ctx.noise("ldp")).numpy()})
+        e = torch.from_numpy(np.array(wire.get_array(message, vw.Record.EMB, vw.Array.FLOAT), dtype=np.float32))
+        _set(message, **{vw.Array.FLOAT: gaussian_perturb(e, sigma=sigma, noise=ctx.noise("ldp")).numpy()})
         return message
 
     return mod
@@ -68,8 +67,8 @@ def fixed_point_mod(*, scale: float, clip: float, k: int) -> Mod:
     """Float embedding -> fixed-point codes in Z_{2^k} (round(x*scale), clipped to [-clip, clip])."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        e = wire.get_array(message, EMB, FLOAT)
-        _set(message, **{INTS: encode_fixed(e, scale=scale, clip=clip, k=k).reshape(e.shape)})
+        e = wire.get_array(message, vw.Record.EMB, vw.Array.FLOAT)
+        _set(message, **{vw.Array.INTS: encode_fixed(e, scale=scale, clip=clip, k=k).reshape(e.shape)})
         return message
 
     return mod
@@ -79,12 +78,12 @@ def pack_counts_mod(*, k: int) -> Mod:
     """Without SecAgg: bit-pack the integers to ``k`` bits (no masking)."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        return _packed(message, wire.get_array(message, EMB, INTS), k, masked=False)
+        return _packed(message, wire.get_array(message, vw.Record.EMB, vw.Array.INTS), k, masked=False)
 
     return mod
 
 
-def secagg_mod(*, k: int, name: str = EMB) -> Mod:
+def secagg_mod(*, k: int, name: str = vw.Record.EMB) -> Mod:
     """Double-mask the integers mod 2^k and bit-pack them; the round tag and tensor name make every
     mask key fresh. The party's key material is ``ctx.secagg``, which only a party that ran the
     key set-up provides (``parties.secagg_nodes.SecAggParty.ctx``); any other party is refused."""
@@ -93,7 +92,7 @@ def secagg_mod(*, k: int, name: str = EMB) -> Mod:
         client = ctx.secagg
         if client is None:
             raise ProtocolError(f"party {ctx.party}: secure aggregation used before key set-up")
-        q = wire.get_array(message, EMB, INTS)
+        q = wire.get_array(message, vw.Record.EMB, vw.Array.INTS)
         rnd = wire.round_of(message)
         masked = client.mask(q.ravel(), round_id=rnd, name=name, k=k)
         if audit_enabled():  # testing hook: keep the plain input so a test can check the recovered sum
@@ -115,16 +114,16 @@ class Encoded:
 
 def read_encoded(message: Message) -> Encoded:
     """The embedding a party sent, whichever encoding its mods chose (ProtocolError if none)."""
-    rec = wire.record_of(message, EMB, ArrayRecord)
+    rec = wire.record_of(message, vw.Record.EMB, ArrayRecord)
     if rec is None:
         raise ProtocolError(f"message from node {message.metadata.src_node_id} has no embedding record")
-    if FLOAT in rec:
-        return Encoded("float", wire.from_array(rec[FLOAT]))
-    if INTS in rec:
-        return Encoded("int", wire.from_array(rec[INTS]))
-    if PACKED in rec:
-        enc = wire.config_of(message, ENC)
-        rows, cols, k = int(enc[vw.ROWS]), int(enc[vw.COLS]), int(enc[vw.BITS])  # type: ignore[arg-type]
-        values = unpack_bits(wire.from_array(rec[PACKED]).tobytes(), k, rows * cols).reshape(rows, cols)
-        return Encoded("packed", values, k=k, masked=bool(enc[vw.MASKED]))
+    if vw.Array.FLOAT in rec:
+        return Encoded("float", wire.from_array(rec[vw.Array.FLOAT]))
+    if vw.Array.INTS in rec:
+        return Encoded("int", wire.from_array(rec[vw.Array.INTS]))
+    if vw.Array.PACKED in rec:
+        enc = wire.config_of(message, vw.Record.ENC)
+        rows, cols, k = int(enc[vw.Key.ROWS]), int(enc[vw.Key.COLS]), int(enc[vw.Key.BITS])  # type: ignore[arg-type]
+        values = unpack_bits(wire.from_array(rec[vw.Array.PACKED]).tobytes(), k, rows * cols).reshape(rows, cols)
+        return Encoded("packed", values, k=k, masked=bool(enc[vw.Key.MASKED]))
     raise ProtocolError(f"embedding record from node {message.metadata.src_node_id} has no e/q/p array")

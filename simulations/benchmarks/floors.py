@@ -26,8 +26,8 @@ from flwr.common import Message
 from parties import vertical_wire as vw
 from parties.fast_step import fused_step, zero_grads
 from parties.vertical import step_config
+from parties.vertical_wire import SERVER_ID
 from simulations.datasource import ConfigDataSource
-from strategies.vertical import SERVER_ID
 from vfl import message as wire
 from vfl.auth import HostAuth
 from vfl.engine import Engine
@@ -136,18 +136,18 @@ def _embeddings_on_wire(wires: _Wires, embs: Sequence[np.ndarray], *, epoch: int
     tag = wire.round_tag(epoch, step)
     out = []
     for i, e in enumerate(embs, start=1):
-        m = wire.make(vw.TRAIN_FORWARD, src=i, dst=SERVER_ID, round=tag, reply_to=f"{step:016x}",
-                      content=wire.records(**{vw.EMB: wire.arrays(**{vw.FLOAT: e}),
-                                              vw.STEP: step_config(epoch=epoch, step=step, forward=True)}))
-        out.append(wire.get_array(wires.send(m, by=wires.parties, to=wires.server), vw.EMB, vw.FLOAT))
+        m = wire.make(vw.Kind.TRAIN_FORWARD, src=i, dst=SERVER_ID, round=tag, reply_to=f"{step:016x}",
+                      content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: e}),
+                                              vw.Record.STEP: step_config(epoch=epoch, step=step, forward=True)}))
+        out.append(wire.get_array(wires.send(m, by=wires.parties, to=wires.server), vw.Record.EMB, vw.Array.FLOAT))
     return out
 
 
 def _gradient_on_wire(wires: _Wires, grad: np.ndarray, *, epoch: int, step: int, steps: int) -> np.ndarray:
     """The server's broadcast gradient (+ forward step+1), as the parties' host receives it."""
     nxt = step + 1 < steps
-    m = wire.make(vw.TRAIN_FORWARD, src=SERVER_ID, dst=BROADCAST, round=wire.round_tag(epoch, step),
-                  content=wire.records(**{vw.GRAD: wire.arrays(**{vw.GRAD_ALL: grad}),
-                                          vw.STEP: step_config(epoch=epoch, step=step + 1 if nxt else step,
+    m = wire.make(vw.Kind.TRAIN_FORWARD, src=SERVER_ID, dst=BROADCAST, round=wire.round_tag(epoch, step),
+                  content=wire.records(**{vw.Record.GRAD: wire.arrays(**{vw.Array.GRAD: grad}),
+                                          vw.Record.STEP: step_config(epoch=epoch, step=step + 1 if nxt else step,
                                                                forward=nxt, grad_step=step)}))
-    return wire.get_array(wires.send(m, by=wires.server, to=wires.parties), vw.GRAD, vw.GRAD_ALL)
+    return wire.get_array(wires.send(m, by=wires.server, to=wires.parties), vw.Record.GRAD, vw.Array.GRAD)

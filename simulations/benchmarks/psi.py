@@ -34,11 +34,10 @@ from flwr.common import ArrayRecord, ConfigRecord
 
 from parties import vertical_wire as vw
 from vfl import message as wire
+from vfl import psi_wire as pw
 from vfl.auth import SIGNATURE_BYTES, HostAuth
 from vfl.message import Wire
 from vfl.psi import FPR, PsiClient, hashed_ids, respond
-from vfl.psi_wire import RECORD as PSI
-from vfl.psi_wire import REQUEST, RESPONSE
 from vfl.rng import seeded_numpy
 
 DEFAULT_SIZES = [10_000, 100_000]
@@ -73,17 +72,17 @@ def psi_row(n: int, overlap: float) -> dict[str, Any]:
     request, t_req = _timed(client.request)
     (setup, response), t_resp = _timed(lambda: respond(request, party))
     common, t_int = _timed(lambda: client.intersect(setup, response))
-    req_msg = wire.make(REQUEST, src=0, dst=1, round=tag, content=wire.records(**{PSI: wire.arrays(request=_u8(request))}))
-    named: dict[str, ArrayRecord | ConfigRecord] = {PSI: wire.arrays(setup=_u8(setup), response=_u8(response)),
+    req_msg = wire.make(pw.Kind.REQUEST, src=0, dst=1, round=tag, content=wire.records(**{pw.Record.PSI: wire.arrays(request=_u8(request))}))
+    named: dict[str, ArrayRecord | ConfigRecord] = {pw.Record.PSI: wire.arrays(setup=_u8(setup), response=_u8(response)),
                                                     "n": wire.config(n=len(party))}
-    resp_msg = wire.make(RESPONSE, src=1, dst=0, round=tag, content=wire.records(**named))
+    resp_msg = wire.make(pw.Kind.RESPONSE, src=1, dst=0, round=tag, content=wire.records(**named))
     psi_bytes = len(wire.encode(req_msg)) + len(wire.encode(resp_msg))
     if len(common) != int(round(overlap * n)):
         raise RuntimeError(f"PSI found {len(common)} common IDs, expected {int(round(overlap * n))}")
     # the naive exchange: SHA-256 of every party ID, intersected by the label holder
     t0 = time.perf_counter()
     digests = hashed_ids(party)
-    naive_msg = wire.make(RESPONSE, src=1, dst=0, round=tag, content=wire.records(h=wire.arrays(h=_u8(digests))))
+    naive_msg = wire.make(pw.Kind.RESPONSE, src=1, dst=0, round=tag, content=wire.records(h=wire.arrays(h=_u8(digests))))
     naive_wire = wire.encode(naive_msg)
     theirs = {digests[i:i + 32] for i in range(0, len(digests), 32)}
     mine = hashed_ids(label)
@@ -123,9 +122,9 @@ def auth_rows(repeats: int) -> dict[str, dict[str, float]]:
     peer.install(roster)
     out: dict[str, dict[str, float]] = {}
     for size in AUTH_SIZES:
-        content = wire.records(**{vw.EMB: wire.arrays(**{vw.FLOAT: np.zeros(size // 4, np.float32)})})
-        uni = wire.Wire.of(wire.make(vw.TRAIN_FORWARD, src=1, dst=0, round=wire.round_tag(0, 0), content=content))
-        bcast = wire.Wire.of(wire.make(vw.TRAIN_FORWARD, src=1, dst=wire.BROADCAST, round=wire.round_tag(0, 0),
+        content = wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: np.zeros(size // 4, np.float32)})})
+        uni = wire.Wire.of(wire.make(vw.Kind.TRAIN_FORWARD, src=1, dst=0, round=wire.round_tag(0, 0), content=content))
+        bcast = wire.Wire.of(wire.make(vw.Kind.TRAIN_FORWARD, src=1, dst=wire.BROADCAST, round=wire.round_tag(0, 0),
                                        content=content))
         sign_us, verify_us = _sign_verify_us(host, peer, uni, repeats)
         b_sign_us, b_verify_us = _sign_verify_us(host, peer, bcast, repeats)

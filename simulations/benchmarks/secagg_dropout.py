@@ -29,6 +29,7 @@ import numpy as np
 import strategies  # noqa: F401  (registers the strategies)
 from parties import secagg_wire as sw
 from parties.secagg_view import view_from_wires
+from parties.vertical_wire import SERVER_ID
 from strategies.secure import shamir_threshold
 from strategies.vertical import VerticalStrategy
 from vfl.data import Dataset, LabelShard, PartyShard
@@ -41,7 +42,7 @@ from vfl.schema import load_run_config
 from vfl.secagg.curious import unmasked
 from vfl.transport.inprocess import InProcessTransport
 
-SERVER_ID, SERVER_GROUP = 0, "server"
+SERVER_GROUP = "server"
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def run_one(m: int, *, round_r: int, seed: int) -> dict[str, Any]:
     late_open = int(unmasked(view, did, rnd, truth[(rnd, did)])) if (rnd, did) in view.vectors else -1
     single = sum(unmasked(view, p, rnd, truth[(rnd, p)]) for p in summed)
     ledger = engine.ledger
-    unmask_normal = sum(row["bytes"] for kind, row in ledger.by_kind.items() if kind == sw.UNMASK) \
+    unmask_normal = sum(row["bytes"] for kind, row in ledger.by_kind.items() if kind == sw.Kind.UNMASK) \
         - record["recovery_bytes"]
     steps = engine.strategy.steps_per_epoch()
     return {

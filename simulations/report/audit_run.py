@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from parties.vertical_wire import party_node_id
 from simulations.report.observe import Observed, server_embeddings, server_fused
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
-from strategies.vertical import party_node_id
 from vfl.attacks.audit import canary_design, max_auditable_epsilon, one_run_audit
 from vfl.attacks.seeded_noise import (
     regenerate_binomial,

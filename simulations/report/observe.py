@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from parties import vertical_wire as vw
+from parties.vertical_wire import party_node_id
 from simulations.report.run import RunArtifacts, Skipped
-from strategies.vertical import party_node_id
 from vfl.secagg import unpack_bits
 from vfl.views import NodeView
 
@@ -39,8 +39,8 @@ def received_gradients(run: RunArtifacts, index: int) -> list[Observed]:
     """The gradient rows party ``index`` received, per training step, in arrival order."""
     view = run.view(f"party{index}")
     out = []
-    for e, arr in view.select(kind=vw.TRAIN_FORWARD, record=vw.GRAD, phase="train"):
-        if e["name"] not in (vw.GRAD_ALL, f"{vw.GRAD_PART}{index}"):
+    for e, arr in view.select(kind=vw.Kind.TRAIN_FORWARD, record=vw.Record.GRAD, phase="train"):
+        if e["name"] not in (vw.Array.GRAD, f"{vw.Array.GRAD}{index}"):
             continue
         ids = batch_ids(run, "train", e["epoch"], e["step"])
         out.append(Observed("train", e["epoch"], e["step"], ids, np.asarray(arr, np.float64).reshape(len(ids), -1), e))
@@ -51,14 +51,14 @@ def received_gradients(run: RunArtifacts, index: int) -> list[Observed]:
 
 def decode_entry(entry: dict[str, Any], arr: np.ndarray) -> tuple[str, np.ndarray]:
     """("float"|"int"|"masked", (rows, cols) values) of one received embedding array."""
-    if entry["name"] == vw.FLOAT:
+    if entry["name"] == vw.Array.FLOAT:
         return "float", np.asarray(arr, np.float64)
-    if entry["name"] == vw.INTS:
+    if entry["name"] == vw.Array.INTS:
         return "int", np.asarray(arr, np.int64)
-    enc = entry["config"].get(vw.ENC, {})
-    rows, cols, k = int(enc[vw.ROWS]), int(enc[vw.COLS]), int(enc[vw.BITS])
+    enc = entry["config"].get(vw.Record.ENC, {})
+    rows, cols, k = int(enc[vw.Key.ROWS]), int(enc[vw.Key.COLS]), int(enc[vw.Key.BITS])
     values = unpack_bits(np.asarray(arr, np.uint8).tobytes(), k, rows * cols).reshape(rows, cols).astype(np.int64)
-    return ("masked" if enc.get(vw.MASKED) else "int"), values
+    return ("masked" if enc.get(vw.Key.MASKED) else "int"), values
 
 
 def server_embeddings(run: RunArtifacts, phase: str = "train") -> dict[int, list[Observed]]:
@@ -66,7 +66,7 @@ def server_embeddings(run: RunArtifacts, phase: str = "train") -> dict[int, list
     (float or unmasked integers). Masked (secure-aggregation) vectors are not readable: empty."""
     view = run.view("server")
     out: dict[int, list[Observed]] = {}
-    for e, arr in view.select(kind=vw.TRAIN_FORWARD if phase == "train" else vw.EVAL_FORWARD, record=vw.EMB,
+    for e, arr in view.select(kind=vw.Kind.TRAIN_FORWARD if phase == "train" else vw.Kind.EVAL_FORWARD, record=vw.Record.EMB,
                               phase=phase):
         kind, values = decode_entry(e, arr)
         if kind == "masked":

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import strategies  # noqa: F401
-from parties.psi_nodes import PSI, PartyAlignment, ServerAlignment
+from parties.psi_nodes import PartyAlignment, ServerAlignment
 from simulations.data.split_parties import ID, LABEL
 from simulations.data.split_parties import main as split_parties
 from tests.party_data import source
@@ -99,11 +99,11 @@ def _align(files: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], lis
     def spy(self, messages):
         if self.index == 0:
             (m,) = messages
-            got.append(tuple(unpack_ids(wire.get_array(m, PSI, p), wire.get_array(m, PSI, f"{p}_len"))
-                             for p in (pw.TRAIN_IDS, pw.TEST_IDS)))
+            got.append(tuple(unpack_ids(wire.get_array(m, pw.Record.PSI, p), wire.get_array(m, pw.Record.PSI, f"{p}_len"))
+                             for p in (pw.Array.TRAIN, pw.Array.TEST)))
         return on_align(self, messages)
 
-    spy.__vfl_handles__ = pw.ALIGN  # type: ignore[attr-defined]
+    spy.__vfl_handles__ = pw.Kind.ALIGN  # type: ignore[attr-defined]
     monkeypatch.setattr(PartyAlignment, "on_align", spy)
     cfg = load_run_config({"strategy": "npq", "num_parties": M, "seed": SEED, "train": {"epochs": 1},
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]}})

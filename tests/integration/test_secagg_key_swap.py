@@ -38,12 +38,12 @@ def _run(monkeypatch: pytest.MonkeyPatch, **cfg: Any) -> tuple[InProcessTranspor
     def swapping(self: SecAggActiveServer, messages: list[Any]) -> list[Any]:
         out = real(self, messages)
         c = cfg_of(out[0])
-        ids, keys = [int(i) for i in c[sw.IDS]], [bytes(k) for k in c[sw.KEYS]]
+        ids, keys = [int(i) for i in c[sw.Key.IDS]], [bytes(k) for k in c[sw.Key.KEYS]]
         keys[ids.index(VICTIM)] = public_key_bytes(FAKE)
-        c[sw.KEYS] = keys
+        c[sw.Key.KEYS] = keys
         return out
 
-    swapping.__vfl_handles__ = sw.SETUP  # type: ignore[attr-defined]  (what @handles marks)
+    swapping.__vfl_handles__ = sw.Kind.SETUP  # type: ignore[attr-defined]  (what @handles marks)
     monkeypatch.setattr(SecAggActiveServer, "on_setup", swapping)
     config = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 2, **cfg,
                               "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
@@ -89,7 +89,7 @@ def test_malicious_mode_trains_exactly_like_semi_honest_with_one_more_round_trip
             transport.shutdown()
     semi, mal = runs["semi-honest"], runs["malicious"]
     assert [h["train_loss"] for h in mal.history] == [h["train_loss"] for h in semi.history]
-    assert sw.CONSISTENCY in mal.summary["bytes_by_kind"] and sw.CONSISTENCY not in semi.summary["bytes_by_kind"]
+    assert sw.Kind.CONSISTENCY in mal.summary["bytes_by_kind"] and sw.Kind.CONSISTENCY not in semi.summary["bytes_by_kind"]
 
 
 def test_malicious_mode_recovers_a_dropout_through_the_consistency_round(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,4 +107,4 @@ def test_malicious_mode_recovers_a_dropout_through_the_consistency_round(monkeyp
     (drop,) = res.summary["dropouts"]
     assert (drop["party"], drop["step"], drop["contributed"]) == ("party2", 2, ["party0", "party1", "party3"])
     assert res.history[-1]["parties_active"] == 3 and drop["recovery_bytes"] > 0
-    assert res.summary["bytes_by_kind"][sw.CONSISTENCY]["messages"] > 0
+    assert res.summary["bytes_by_kind"][sw.Kind.CONSISTENCY]["messages"] > 0

@@ -35,8 +35,8 @@ def _party(defenses):
     data = ConfigDataSource.from_config(cfg)
     strat.prepare(data)
     party = strat.build_node(NodeSpec(1, "party", "party0", "parties"), data)
-    start = wire.make(vw.TRAIN_FORWARD, src=0, dst=1, round=wire.round_tag(0, 0),
-                      content=wire.records(**{vw.STEP: step_config(epoch=0, step=0, forward=True)}))
+    start = wire.make(vw.Kind.TRAIN_FORWARD, src=0, dst=1, round=wire.round_tag(0, 0),
+                      content=wire.records(**{vw.Record.STEP: step_config(epoch=0, step=0, forward=True)}))
     party.on_train([start])  # forward of step 0: the pending embedding
     return party
 

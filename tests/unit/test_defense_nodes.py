@@ -32,15 +32,15 @@ def _server(defenses, *, noise_rng="crypto", fusion="sum"):
 
 def _embeddings(rows: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    return [wire.make(vw.TRAIN_FORWARD, src=i + 1, dst=0, round=wire.round_tag(0, 0),
-                      content=wire.records(**{vw.EMB: wire.arrays(**{vw.FLOAT: rng.normal(size=(rows, P)).astype(np.float32)}),
-                                              vw.STEP: step_config(epoch=0, step=0, forward=True)}))
+    return [wire.make(vw.Kind.TRAIN_FORWARD, src=i + 1, dst=0, round=wire.round_tag(0, 0),
+                      content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: rng.normal(size=(rows, P)).astype(np.float32)}),
+                                              vw.Record.STEP: step_config(epoch=0, step=0, forward=True)}))
             for i in range(M)]
 
 
 def _grads(server) -> list[np.ndarray]:
     out = server.train_step(_embeddings(32), 0, 0)
-    return [wire.from_array(arr) for m in out for arr in m.content.array_records[vw.GRAD].values()]
+    return [wire.from_array(arr) for m in out for arr in m.content.array_records[vw.Record.GRAD].values()]
 
 
 def test_label_rr_draws_the_training_labels_once_at_the_formula_rate():

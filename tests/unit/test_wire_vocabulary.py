@@ -34,8 +34,8 @@ def test_every_kind_of_a_pbm_run_with_psi_and_auth_is_in_the_vocabulary(tmp_path
     seen = set(engine.ledger.by_kind)
     assert seen - VOCABULARY == set()
     # the run exercised the vertical step, the SecAgg set-up and rounds, PSI and the metrics read
-    assert {vertical_wire.TRAIN_FORWARD, vertical_wire.EVAL_FORWARD, secagg_wire.SETUP, secagg_wire.UNMASK,
-            psi_wire.REQUEST, psi_wire.ALIGN, message.METRICS} <= seen
+    assert {vertical_wire.Kind.TRAIN_FORWARD, vertical_wire.Kind.EVAL_FORWARD, secagg_wire.Kind.SETUP, secagg_wire.Kind.UNMASK,
+            psi_wire.Kind.REQUEST, psi_wire.Kind.ALIGN, message.METRICS} <= seen
     assert summary["psi_bytes"] > 0 and set(summary["bytes_by_kind"]) == seen
 
 
