@@ -1,4 +1,4 @@
-"""Tiny nodes for the runtime tests (host, grid): a hub and parties that answer with known arrays."""
+"""Tiny nodes for the runtime tests (host, grid): a server and parties that answer with known arrays."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 from vfl import message as wire
 from vfl.node import Node, NodeSpec, handles
 
-HUB = 0
-HUB_SPEC = NodeSpec(HUB, "server", "server", "server")
+SERVER = 0
+SERVER_SPEC = NodeSpec(SERVER, "server", "server", "server")
 
 
 def party_specs(n: int, per_group: int = 2) -> list[NodeSpec]:
@@ -18,7 +18,7 @@ def party_specs(n: int, per_group: int = 2) -> list[NodeSpec]:
 
 
 class Party(Node):
-    """Answers ``train.ping`` with ``train.pong`` to the hub carrying ``node_id`` float32 values."""
+    """Answers ``train.ping`` with ``train.pong`` to the server carrying ``node_id`` float32 values."""
 
     def __init__(self, spec: NodeSpec) -> None:
         super().__init__(spec)
@@ -27,12 +27,12 @@ class Party(Node):
     @handles("train.ping")
     def on_ping(self, messages):
         self.pings += len(messages)
-        return [wire.make("train.pong", src=self.node_id, dst=HUB, round=m.metadata.group_id,
+        return [wire.make("train.pong", src=self.node_id, dst=SERVER, round=m.metadata.group_id,
                           content=wire.records(emb=wire.arrays(e=np.full(self.node_id, 1.5, np.float32))))
                 for m in messages]
 
     @handles("train.echo")
-    def on_echo(self, messages):  # never-ending ping-pong with the hub
+    def on_echo(self, messages):  # never-ending ping-pong with the server
         return [wire.reply(m, "train.echo") for m in messages]
 
     @handles("query.to_nowhere")
@@ -50,7 +50,7 @@ class Party(Node):
         self.pings = int(state["pings"])
 
 
-class Hub(Node):
+class Server(Node):
     """Takes the pongs (replies nothing); echoes ``train.echo`` back forever."""
 
     accepts_broadcast = False
@@ -69,10 +69,10 @@ class Hub(Node):
         return [wire.reply(m, "train.echo") for m in messages]
 
     @handles("train.ping")
-    def on_ping(self, messages):  # only reached when addressed to the hub explicitly
+    def on_ping(self, messages):  # only reached when addressed to the server explicitly
         return []
 
 
 def build(specs: Sequence[NodeSpec]) -> dict[int, Node]:
     """The node builder a host calls (module-level: picklable for Ray actors)."""
-    return {s.node_id: (Hub(s) if s.is_server else Party(s)) for s in specs}
+    return {s.node_id: (Server(s) if s.is_server else Party(s)) for s in specs}

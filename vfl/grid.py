@@ -30,7 +30,7 @@ class Grid:
         self.ledger = ledger or CommLedger()
         self.specs: dict[int, NodeSpec] = {s.node_id: s for g in groups for s in g.specs}
         self.group_of: dict[int, str] = {s.node_id: g.name for g in groups for s in g.specs}
-        self.party_groups = [g.name for g in groups if any(s.side == PARTY for s in g.specs)]
+        self.party_groups = [g.name for g in groups if any(s.role == PARTY for s in g.specs)]
         self.authenticated = False
 
     def remove_groups(self, names: Sequence[str]) -> list[int]:
@@ -54,20 +54,18 @@ class Grid:
     @property
     def party_ids(self) -> list[int]:
         """Party nodes still in the run."""
-        return sorted(n for n, s in self.specs.items() if s.side == PARTY and n in self.group_of)
+        return sorted(n for n, s in self.specs.items() if s.role == PARTY and n in self.group_of)
 
     @property
     def server_ids(self) -> list[int]:
         """Server-side nodes (the label holder, vendors, model servers)."""
         return sorted(n for n, s in self.specs.items() if s.is_server)
 
-    hub_ids = server_ids  # deprecated alias (one release)
-
     def name(self, node_id: int) -> str:
         return "*" if node_id == BROADCAST else self.specs[node_id].name
 
     def _role(self, node_id: int) -> str:
-        return PARTY if node_id == BROADCAST else self.specs[node_id].side
+        return PARTY if node_id == BROADCAST else self.specs[node_id].role
 
     def count(self, wire: Wire) -> None:
         for node_id, way in ((wire.dst, "to"), (wire.src, "from")):

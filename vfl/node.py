@@ -18,8 +18,7 @@ from flwr.common import Message
 from vfl.errors import ProtocolError
 
 SERVER, PARTY = "server", "party"
-HUB = "hub"  # deprecated alias of SERVER, accepted for one release (configs and nodes written before)
-Role = Literal["server", "party", "hub"]
+Role = Literal["server", "party"]
 Handler = Callable[[Any, list[Message]], list[Message]]
 
 __all__ = ["PARTY", "SERVER", "Handler", "Node", "NodeSpec", "handles", "state_from_bytes", "state_to_bytes"]
@@ -29,24 +28,23 @@ __all__ = ["PARTY", "SERVER", "Handler", "Node", "NodeSpec", "handles", "state_f
 class NodeSpec:
     """Where a node sits: id, role, name, and the actor group (``HostGroup``) it is packed into.
 
-    Role ``"server"`` is the server side (the label holder, a vendor, a model server): party ->
-    server traffic is ``up`` in the ledger; ``"party"`` is the data side. ``"hub"`` is read as
-    ``"server"`` (deprecated spelling)."""
+    Role ``"server"`` is the server side (the label holder, a vendor, a model server; "active
+    party" in the VFL literature): party -> server traffic is ``up`` in the ledger; ``"party"`` is
+    the data side. Any other role is refused (the old alias ``"hub"`` is gone: write ``"server"``)."""
 
     node_id: int
     role: Role
     name: str
     group: str
 
-    @property
-    def is_server(self) -> bool:
-        """Server side (role ``"server"``, or its deprecated alias ``"hub"``)."""
-        return self.role in (SERVER, HUB)
+    def __post_init__(self) -> None:
+        if self.role not in (SERVER, PARTY):
+            raise ProtocolError(f"NodeSpec {self.name!r}: role must be 'server' or 'party', got {self.role!r}")
 
     @property
-    def side(self) -> str:
-        """``"server"`` or ``"party"`` (the role with the alias resolved)."""
-        return SERVER if self.is_server else PARTY
+    def is_server(self) -> bool:
+        """Server side (role ``"server"``)."""
+        return self.role == SERVER
 
 
 def handles(kind: str) -> Callable[[Handler], Handler]:

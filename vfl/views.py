@@ -265,4 +265,4 @@ def save_run_views(run_dir: str | Path, transport: Any, groups: Any, privacy: An
         return None
     specs = {s.node_id: s for g in groups for s in g.specs}
     return write_views(Path(run_dir) / "views", transport.views(), names={n: s.name for n, s in specs.items()},
-                       roles={n: s.side for n, s in specs.items()}, policy=policy)
+                       roles={n: s.role for n, s in specs.items()}, policy=policy)

@@ -5,23 +5,23 @@ from __future__ import annotations
 import pytest
 from flwr.common import serde
 
-from tests.runtime_nodes import HUB, HUB_SPEC, build, party_specs
+from tests.runtime_nodes import SERVER, SERVER_SPEC, build, party_specs
 from vfl import message as wire
 from vfl.errors import DataError, ProtocolError
 from vfl.host import NodeHost
 
 
-def host(n: int = 2, hub: bool = False) -> NodeHost:
-    specs = party_specs(n, per_group=n) + ([HUB_SPEC] if hub else [])
+def host(n: int = 2, server: bool = False) -> NodeHost:
+    specs = party_specs(n, per_group=n) + ([SERVER_SPEC] if server else [])
     return NodeHost(build, specs, in_driver=True)
 
 
 def ping(dst: int, step: int = 0) -> wire.Wire:
-    return wire.Wire.of(wire.make("train.ping", src=HUB, dst=dst, round=f"train:0:{step}"))
+    return wire.Wire.of(wire.make("train.ping", src=SERVER, dst=dst, round=f"train:0:{step}"))
 
 
 def test_builds_its_nodes_and_reports_them_ready():
-    h = host(3, hub=True)
+    h = host(3, server=True)
     assert h.ready() == [0, 1, 2, 3]
 
 
@@ -41,18 +41,18 @@ def test_replies_are_serialized_flwr_messages_and_the_size_is_the_byte_count():
     w = out[0]
     decoded = serde.message_from_proto(serde.ProtoMessage.FromString(w.data))  # flwr's own serde
     md = decoded.metadata
-    assert (md.src_node_id, md.dst_node_id, md.message_type, md.group_id) == (2, HUB, "train.pong", "train:0:0")
-    assert (w.src, w.dst, w.kind, w.round) == (2, HUB, "train.pong", "train:0:0")
+    assert (md.src_node_id, md.dst_node_id, md.message_type, md.group_id) == (2, SERVER, "train.pong", "train:0:0")
+    assert (w.src, w.dst, w.kind, w.round) == (2, SERVER, "train.pong", "train:0:0")
     assert w.nbytes == len(w.data) == len(wire.Wire.of(decoded).data)  # re-encoding gives the same size
     assert w.payload == 2 * 4  # node 2 sends two float32 values
     assert list(wire.get_array(decoded, "emb", "e")) == [1.5, 1.5]
 
 
-def test_broadcast_reaches_every_party_it_hosts_but_not_a_hub():
-    h = host(3, hub=True)
+def test_broadcast_reaches_every_party_it_hosts_but_not_the_server():
+    h = host(3, server=True)
     out = h.deliver([ping(wire.BROADCAST)])
     assert sorted(w.src for w in out) == [1, 2, 3]
-    assert h.nodes[HUB].pongs == []  # the hub does not accept broadcasts
+    assert h.nodes[SERVER].pongs == []  # the server does not accept broadcasts
     assert [h.nodes[i].pings for i in (1, 2, 3)] == [1, 1, 1]
 
 
@@ -68,7 +68,7 @@ def test_a_message_for_a_node_it_does_not_host_is_a_protocol_error():
 
 
 def test_undecodable_bytes_are_a_protocol_error():
-    bad = wire.Wire(src=HUB, dst=1, kind="train.ping", round="train:0:0", data=b"\xff\x00garbage", payload=0)
+    bad = wire.Wire(src=SERVER, dst=1, kind="train.ping", round="train:0:0", data=b"\xff\x00garbage", payload=0)
     with pytest.raises(ProtocolError, match="cannot decode"):
         host(1).deliver([bad])
 
@@ -109,17 +109,17 @@ def test_roster_before_keys_is_refused():
 
 
 def test_authenticated_hosts_sign_and_verify_and_reject_a_forged_sender():
-    parties, hub = NodeHost(build, party_specs(1), in_driver=True), NodeHost(build, [HUB_SPEC], in_driver=True)
+    parties, server_host = NodeHost(build, party_specs(1), in_driver=True), NodeHost(build, [SERVER_SPEC], in_driver=True)
     roster = {}
-    for h in (parties, hub):
+    for h in (parties, server_host):
         for nid, key in h.auth_begin().items():
             roster[nid] = ({0: "server", 1: "party1"}[nid], *key)
-    for h in (parties, hub):
+    for h in (parties, server_host):
         h.auth_roster(roster)
-    (signed,) = hub.emit([ping(1)])  # the driver's message, signed by the hub's host for node 0
+    (signed,) = server_host.emit([ping(1)])  # the driver's message, signed by the server's host for node 0
     (pong,) = parties.deliver([signed])
     assert serde.message_from_proto(serde.ProtoMessage.FromString(pong.data)).metadata.src_node_id == 1
-    assert hub.deliver([pong]) == [] and hub.nodes[HUB].pongs == [1]
+    assert server_host.deliver([pong]) == [] and server_host.nodes[SERVER].pongs == [1]
     from vfl.errors import AuthenticationError
 
     with pytest.raises(AuthenticationError):

@@ -137,3 +137,11 @@ def test_state_bytes_refuse_arbitrary_objects():
     data = state_to_bytes({"x": Opaque()})
     with pytest.raises(Exception):  # noqa: B017 - torch raises its own UnpicklingError subclass
         state_from_bytes(data)
+
+
+@pytest.mark.parametrize("role", ["hub", "Server", "", "model_server"])
+def test_a_node_spec_has_one_of_two_roles(role):
+    """``server`` or ``party``: the old alias ``hub`` and anything else is a one-line protocol error."""
+    assert NodeSpec(0, "server", "s", "g").is_server and not SPEC.is_server
+    with pytest.raises(ProtocolError, match=f"role must be 'server' or 'party', got {role!r}"):
+        NodeSpec(0, role, "s", "g")  # type: ignore[arg-type]

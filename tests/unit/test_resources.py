@@ -34,7 +34,7 @@ def test_server_and_party_roles_override_the_per_actor_defaults():
     assert server.keys == ("transport.resources.server.cpus", "transport.resources.server.gpus")
     assert all((p.num_cpus, p.num_gpus) == (0.25, 0.0) for p in parties)
     assert all(p.keys == ("transport.resources.party.cpus", "transport.gpus_per_actor") for p in parties)
-    assert [s.side for s in server.specs] == ["server"] and all(s.side == "party" for p in parties for s in p.specs)
+    assert [s.role for s in server.specs] == ["server"] and all(s.role == "party" for p in parties for s in p.specs)
 
 
 def test_unset_roles_keep_cpus_per_actor_and_gpus_per_actor():
