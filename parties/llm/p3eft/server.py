@@ -59,7 +59,7 @@ class Observed:
 
 
 class ModelServer(Node):
-    """Hub node: serves forward/backprop for client adapters; logs what it saw."""
+    """Server node: serves forward/backprop for client adapters; logs what it saw."""
 
     accepts_broadcast = False
 

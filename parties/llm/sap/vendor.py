@@ -52,7 +52,7 @@ class LogEntry:
 
 
 class SapVendor(Node):
-    """Hub node of SAP (model owner and honest-but-curious attacker)."""
+    """Server node of SAP (model owner and honest-but-curious attacker)."""
 
     accepts_broadcast = False
 
