@@ -25,7 +25,7 @@ from parties.nonfinite import check_embedding, check_loss
 from parties.party_batch import train_together
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
-from vfl.defenses import Defense
+from vfl.defenses import UNDRAWN, Defense
 from vfl.errors import ConfigError, ProtocolError
 from vfl.message import BROADCAST
 from vfl.mods import Mod, ModContext, apply_mods
@@ -170,6 +170,7 @@ class ActiveServer(Node):
         self._node_noise: NodeNoise | None = None  # built at first use (a defense that draws), never sent
         self.data_guard = DataGuard(spec.name)  # a resumed server refuses labels other than its checkpoint's
         self._y_used: np.ndarray | None = None  # the randomized training labels, drawn once per run
+        self._y_pending: np.ndarray | None = None  # staged labels drawn, used from their stage on (label_rr_prior)
         self.mod_state: dict[str, Any] = {}  # the gradient mods' own bookkeeping (+ "labels" of the batch)
         self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.head = head.to(device)
@@ -243,15 +244,40 @@ class ActiveServer(Node):
             self._y_used = y
         return self._y_used
 
+    def _staged_labels(self, y: torch.Tensor, fused: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
+        """Staged label defenses (RRWithPrior): in epoch ``stage_epoch - 1`` each example still UNDRAWN gets
+        its label once, the head's prediction on its fused embedding as the prior; kept pending (and in
+        ``state()``) until epoch ``stage_epoch``, so a crash before then never releases a redrawn label."""
+        staged = [(d, s) for d in self.defenses if (s := d.stage_epoch()) is not None]
+        if not staged:
+            return y
+        used = self.train_labels()
+        if self._y_pending is None:
+            self._y_pending = np.full_like(used, UNDRAWN)
+        ids = self.schedule.train_ids(epoch, step)
+        for d, start in staged:
+            if epoch >= start and (ready := self._y_pending != UNDRAWN).any():
+                used[ready] = self._y_pending[ready]
+                self._y_pending[ready] = UNDRAWN
+            elif epoch == start - 1 and (todo := (used[ids] == UNDRAWN) & (self._y_pending[ids] == UNDRAWN)).any():
+                set_mode(self.head, training=False)
+                with torch.no_grad():
+                    prior = torch.softmax(self.head(fused.detach()[torch.as_tensor(todo)]), 1).double().cpu().numpy()
+                noise = self.node_noise.round(type(d).__name__, phase="train", epoch=epoch, step=step)
+                self._y_pending[ids[todo]] = d.draw_staged(np.asarray(self.labels.y_train)[ids[todo]], prior=prior,
+                                                           noise=noise)
+        return torch.as_tensor(used[ids], device=self.device)
+
     def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
         """Fuse the embeddings, step the head, and send back the gradient (+ forward step+1)."""
         if self.data_guard.expected is not None:
             self.data_guard.check((self.labels.y_train, self.labels.y_test))
         y = torch.as_tensor(self.train_labels()[self.schedule.train_ids(epoch, step)], device=self.device)
         fused = self.fuse(messages).detach().requires_grad_(True)
+        y = self._staged_labels(y, fused, epoch, step)  # label_rr_prior: stage-2 labels drawn / put to use
         set_mode(self.head, training=True)
         logits = self.head(fused)
-        loss = self.loss_fn(logits, y)
+        loss = self.loss_fn(logits, y) if bool((y != UNDRAWN).any()) else logits.sum() * 0.0  # all UNDRAWN: no signal
         check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
         zero_grads([self.optimizer])
         loss.backward()
@@ -325,6 +351,8 @@ class ActiveServer(Node):
                DATA_KEY: self.data_guard.current((self.labels.y_train, self.labels.y_test))}
         if self._y_used is not None:  # a tensor: checkpoints load with torch.load(weights_only=True)
             out["y_used"] = torch.from_numpy(self._y_used.copy())
+        if self._y_pending is not None:  # staged labels drawn but not used yet (label_rr_prior)
+            out["y_pending"] = torch.from_numpy(self._y_pending.copy())
         return out
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -333,6 +361,8 @@ class ActiveServer(Node):
         self.data_guard.expect(state.get(DATA_KEY))
         if state.get("y_used") is not None:
             self._y_used = torch.as_tensor(state["y_used"]).numpy().astype(np.int64)
+        if state.get("y_pending") is not None:
+            self._y_pending = torch.as_tensor(state["y_pending"]).numpy().astype(np.int64)
 
 
 def sum_aggregator(messages: list[Message]) -> torch.Tensor:

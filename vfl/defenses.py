@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 SITES = ("labels", "gradient", "forward")
 KEY = "defenses"
+UNDRAWN = -100  # a training label a staged defense has not drawn yet: the head's loss ignores it (ignore_index)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,15 @@ class Defense:
     def relabel(self, y: np.ndarray, *, num_classes: int, noise: NoiseSource) -> np.ndarray:
         """Site ``labels``: the labels the label holder trains on, drawn once per run."""
         return y
+
+    def stage_epoch(self) -> int | None:
+        """Site ``labels``, staged (RRWithPrior): the epoch from which the labels ``relabel`` left
+        ``UNDRAWN`` are used, drawn by ``draw_staged`` in the epoch before it (None: not staged)."""
+        return None
+
+    def draw_staged(self, y: np.ndarray, *, prior: np.ndarray, noise: NoiseSource) -> np.ndarray:
+        """Site ``labels``, staged: labels for true ``y`` drawn given the head's predictions ``prior`` (N, K)."""
+        raise NotImplementedError
 
     def mod(self) -> Mod | None:
         """Site ``gradient``: the mod applied to each gradient message the label holder sends."""

@@ -116,3 +116,10 @@ def test_a_resumed_label_rr_run_keeps_its_one_draw_of_the_labels(tmp_path):
 
     assert drawn(0).equal(drawn(1))
     assert json.loads((tmp_path / "summary.json").read_text())["epsilon_label"] == 1.0
+
+
+def test_label_rr_prior_weakens_label_inference_and_reports_its_epsilon(tmp_path, control):
+    _, none = control
+    summary, rr = _run(tmp_path, [{"kind": "label_rr_prior", "epsilon": 1.0, "stage_epoch": 1}])
+    assert summary["epsilon_label"] == 1.0 and summary["epsilon_by_scope"]["label"] == 1.0
+    assert rr.value - rr.baseline < (none.value - none.baseline) / 2, (none.value, rr.value, rr.baseline)
