@@ -9,6 +9,10 @@ default is omitted, a oneof member or a set sub-message is always written; field
 which is the order upb emits). ``encode`` returns None for anything outside the hot path (errors,
 metric records, lists, task ids, out-of-range integers): the caller then uses flwr's encoder.
 ``tests/unit/test_pbwire.py`` checks byte equality with flwr's encoder on generated messages.
+
+The writer reads flwr's private attributes, so it is checked once per process against the installed
+flwr (``path()``): a probe message covering every field it writes must give flwr's own bytes;
+otherwise (a flwr release with another schema or layout) every message goes to flwr's encoder.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import struct
 from functools import lru_cache
 from typing import Any
 
-from flwr.common import ArrayRecord, ConfigRecord, Message
+from flwr.common import Array, ArrayRecord, ConfigRecord, Message, Metadata, RecordDict, serde
 
 _DOUBLE = struct.Struct("<d")
 _ZERO8 = bytes(8)
@@ -168,6 +172,12 @@ def _record_item(key: str, rec: Any) -> list[bytes]:
 def encode(message: Message) -> bytes | None:
     """The bytes of ``flwr.common.serde.message_to_proto(message).SerializeToString()``, or None
     when the message holds something this writer does not cover (use flwr's encoder then)."""
+    if _PATH[0] != DIRECT and path() != DIRECT:
+        return None
+    return _encode(message)
+
+
+def _encode(message: Message) -> bytes | None:
     d = message.__dict__
     if d["_error"] is not None or d["_content"] is None:
         return None
@@ -177,3 +187,31 @@ def encode(message: Message) -> bytes | None:
     except (_Unsupported, UnicodeEncodeError):
         return None
     return b"".join([_M_METADATA, _varint(len(md)), md, _M_CONTENT, _varint(sum(map(len, chunks))), *chunks])
+
+
+DIRECT, FLWR = "direct", "flwr"  # the two encoder paths ``path()`` reports
+_PATH = [""]  # the checked path of this process ("" until the first encode)
+
+
+def _probe() -> Message:
+    """A message through flwr's public constructors with every field this writer emits set."""
+    from flwr.app.message.message import make_message
+
+    md = Metadata(7, "m-1", 3, 2**32 - 1, "r-0", "train:1:2", 12.5, 3600.0, "train.forward")
+    arrays = ArrayRecord({"x": Array(dtype="float32", shape=(2, 3), stype="raw", data=bytes(range(24)))})
+    config = ConfigRecord({"b": True, "i": -5, "f": -0.0, "s": "é", "y": b"\x00\x01"})
+    return make_message(md, RecordDict({"emb": arrays, "step": config}))
+
+
+def path() -> str:
+    """Which encoder this process uses with the installed flwr: ``"direct"`` (this writer) when
+    its bytes of a probe message equal ``serde.message_to_proto(...).SerializeToString()``,
+    else ``"flwr"`` (flwr's encoder for every message). Checked once, then cached."""
+    if not _PATH[0]:
+        try:
+            message = _probe()
+            ok = _encode(message) == serde.message_to_proto(message).SerializeToString()
+        except Exception:  # another flwr layout (a renamed private attribute, a changed constructor)
+            ok = False
+        _PATH[0] = DIRECT if ok else FLWR
+    return _PATH[0]

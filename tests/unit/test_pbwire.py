@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
+from flwr import __version__ as flwr_version
 from flwr.common import ArrayRecord, ConfigRecord, Message, RecordDict, serde
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -103,3 +105,50 @@ def test_out_of_scope_messages_fall_back() -> None:
         assert pbwire.encode(m) is None
         if m.has_content():
             assert wire.encode(m) == _flwr_bytes(m)
+
+
+def _hot_path_message() -> Message:
+    emb = np.arange(32, dtype=np.float32).reshape(2, 16)
+    return wire.make("train.forward", src=3, dst=0, round="train:3:70", reply_to="000000000000002a",
+                     content=wire.records(emb=wire.arrays(float=emb), step=wire.config(epoch=3, step=70)))
+
+
+@pytest.mark.parametrize("path", [f"{pbwire.path()}-flwr{flwr_version}"])
+def test_the_path_this_flwr_gets_keeps_flwr_bytes(path: str) -> None:
+    """The test id names the encoder path the installed flwr got (``-v``; e.g. in ``make test-lower``):
+    either way the bytes on the wire are flwr's own."""
+    m = _hot_path_message()
+    direct = pbwire.encode(m)
+    assert (direct is not None) == path.startswith(pbwire.DIRECT + "-")
+    assert wire.encode(m) == _flwr_bytes(m)
+
+
+def test_a_flwr_with_another_schema_gets_its_own_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flwr whose encoder writes other bytes (a new field) turns the writer off for the process:
+    the control is the same message written directly before the switch."""
+    m = _hot_path_message()
+    assert pbwire.path() == pbwire.DIRECT and pbwire.encode(m) is not None  # control: installed flwr
+    real = serde.message_to_proto
+
+    class _NewField:  # what a newer flwr's proto would serialize: our bytes plus a field 15
+        def __init__(self, message: Message) -> None:
+            self.message = message
+
+        def SerializeToString(self) -> bytes:  # noqa: N802 (protobuf's name)
+            return real(self.message).SerializeToString() + b"\x7a\x01x"  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(pbwire, "_PATH", [""])
+    monkeypatch.setattr(pbwire.serde, "message_to_proto", _NewField)
+    assert pbwire.path() == pbwire.FLWR
+    assert pbwire.encode(m) is None  # so vfl.message.encode uses flwr's serde
+
+
+def test_a_flwr_with_another_layout_gets_its_own_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metadata without the private attributes the writer reads (another flwr's layout): no crash,
+    flwr's encoder takes every message."""
+    probe = pbwire._probe()
+    del probe.metadata.__dict__["_src_task_id"]
+    monkeypatch.setattr(pbwire, "_PATH", [""])
+    monkeypatch.setattr(pbwire, "_probe", lambda: probe)
+    assert pbwire.path() == pbwire.FLWR
+    assert pbwire.encode(_hot_path_message()) is None
