@@ -268,6 +268,15 @@ class ActiveServer(Node):
                                                            noise=noise)
         return torch.as_tensor(used[ids], device=self.device)
 
+    def _private_backward(self, fused: torch.Tensor, y: torch.Tensor, epoch: int, step: int) -> np.ndarray | None:
+        """A gradient defense's private backward (label_gp): sets the head's gradient and returns the rows
+        to send down; None without one."""
+        for d in self.defenses:
+            noise = self.node_noise.round(type(d).__name__, phase="train", epoch=epoch, step=step)
+            if (rows := d.private_backward(self.head, fused, y, noise=noise)) is not None:
+                return rows
+        return None
+
     def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
         """Fuse the embeddings, step the head, and send back the gradient (+ forward step+1)."""
         if self.data_guard.expected is not None:
@@ -280,15 +289,20 @@ class ActiveServer(Node):
         loss = self.loss_fn(logits, y) if bool((y != UNDRAWN).any()) else logits.sum() * 0.0  # all UNDRAWN: no signal
         check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
         zero_grads([self.optimizer])
-        loss.backward()
+        private = self._private_backward(fused, y, epoch, step)  # label_gp: a DP backward in place of loss.backward()
+        if private is None:
+            loss.backward()
         step_all([self.optimizer])
         self.train_stats["loss"] += float(loss.detach()) * len(y)
         self.train_stats["correct"] += int((logits.argmax(1) == y).sum())
         self.train_stats["count"] += int(len(y))
-        if fused.grad is None:  # a user's head whose output ignores its input: nothing to send the parties
+        if private is not None:
+            grad = private
+        elif fused.grad is None:  # a user's head whose output ignores its input: nothing to send the parties
             raise ConfigError("model.head", "the head's loss does not depend on the fused embeddings; "
                               "no gradient reaches the parties")
-        grad = fused.grad.detach().cpu().numpy().astype(np.float32, copy=False)
+        else:
+            grad = fused.grad.detach().cpu().numpy().astype(np.float32, copy=False)
         server_local_steps(head=self.head, optimizer=self.optimizer, loss_fn=self.loss_fn, fused=fused, labels=y,
                            extra=self.local_steps - 1)
         nxt = step + 1 < self.schedule.steps

@@ -12,35 +12,60 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from flwr.common import Message
 
 from parties.llm.common.backbone import OptimizerFactory
 from vfl import message as wire
 from vfl.data import Dataset
-from vfl.errors import ConfigError, ProtocolError
+from vfl.errors import ConfigError, DataError, ProtocolError
 from vfl.grid import Grid
 from vfl.message import round_tag
-from vfl.optim import make_optimizer
+from vfl.optim import attach_schedule, make_optimizer, warmup_count
 from vfl.sampling import Schedule, num_batches
 from vfl.schema import RunConfig, TrainConfig
 from vfl.strategy import Strategy
 
+TEXT_PAIR = "text_pair"  # Dataset.extras key of the second text of sentence-pair tasks (train/test suffixed)
 
-def optimizer_factory(t: TrainConfig) -> OptimizerFactory:
+
+def text_pairs(ds: Dataset) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The second texts of a sentence-pair dataset (``extras['text_pair_train'/'_test']``), or (None, None)."""
+    tr, te = ds.extras.get(f"{TEXT_PAIR}_train"), ds.extras.get(f"{TEXT_PAIR}_test")
+    if (tr is None) != (te is None):
+        raise DataError(f"{ds.name}: extras has only one of {TEXT_PAIR}_train / {TEXT_PAIR}_test")
+    if tr is None or te is None:
+        return None, None
+    if len(tr) != ds.num_train or len(te) != ds.num_test:
+        raise DataError(f"{ds.name}: {len(tr)}/{len(te)} text pairs for {ds.num_train}/{ds.num_test} texts")
+    return np.asarray(tr, dtype=object), np.asarray(te, dtype=object)
+
+
+def optimizer_factory(t: TrainConfig, total_steps: int | None = None) -> OptimizerFactory:
     """``train.optimizer`` over the given parameters: Adam, AdamW or SGD (momentum) with ``train.lr``
-    and ``train.weight_decay``."""
+    and ``train.weight_decay``; with ``total_steps`` (the run's optimizer steps) also ``train.lr_schedule``
+    and its warmup."""
 
     def make(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return make_optimizer(params, name=t.optimizer, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+        opt = make_optimizer(params, name=t.optimizer, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+        return opt if total_steps is None else schedule_lr(t, opt, total_steps)
 
     return make
+
+
+def schedule_lr(t: TrainConfig, opt: torch.optim.Optimizer, total_steps: int) -> torch.optim.Optimizer:
+    """``opt`` with ``train.lr_schedule`` over ``total_steps`` optimizer steps after ``train.warmup_steps``
+    (or ``warmup_ratio`` of them)."""
+    warmup = warmup_count(total=total_steps, steps=t.warmup_steps, ratio=t.warmup_ratio)
+    return attach_schedule(opt, schedule=t.lr_schedule, warmup=warmup, total=total_steps)
 
 
 class LlmDriver(Strategy):
     """Driver base of the split-LLM strategies: one party, text data, shared conversation helpers."""
 
     server_role = "model_server"  # the vendor / model servers: transport.resources.model_server
+    supports_lr_schedule = True  # train.lr_schedule / warmup_steps / warmup_ratio (vfl/schema.py)
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
@@ -75,10 +100,32 @@ class LlmDriver(Strategy):
         return self._model
 
     def _text_dataset(self, ds: Dataset) -> Dataset:
-        """``ds`` if it is text, else a ConfigError naming ``dataset``."""
+        """``ds`` if it is text (single texts or sentence pairs) and ``params.max_len`` fits the model's
+        position table, else a ConfigError naming the key."""
+        from transformers import AutoConfig
+
+        from parties.llm.common.tokens import check_max_len
+
         if ds.modality != "text":
             raise ConfigError("dataset", f"{ds.name} is {ds.modality!r}; {self.name} needs a text dataset")
+        text_pairs(ds)  # both splits or neither
+        t = self.cfg.train
+        total = self.total_steps(ds.num_train)
+        if warmup_count(total=total, steps=t.warmup_steps, ratio=t.warmup_ratio) >= total:
+            key, got = ("train.warmup_steps", t.warmup_steps) if t.warmup_steps else ("train.warmup_ratio", t.warmup_ratio)
+            raise ConfigError(key, f"got {got}; the warmup would take all {total} optimizer steps of the run "
+                              f"(train.epochs × steps per epoch), allowed: fewer than {total} warmup steps")
+        check_max_len(AutoConfig.from_pretrained(self.model_path(), local_files_only=True), int(self.params.max_len))
         return ds
+
+    def token_types(self, ds: Dataset) -> bool:
+        """Send token types: the data are sentence pairs and the model has a segment embedding."""
+        from transformers import AutoConfig
+
+        from parties.llm.common.tokens import uses_token_types
+
+        return text_pairs(ds)[0] is not None and uses_token_types(
+            AutoConfig.from_pretrained(self.model_path(), local_files_only=True))
 
     def _schedule(self, num_train: int | None = None, num_test: int | None = None) -> Schedule:
         """The seeded batch schedule (both sides derive it; no sample ids cross the wire)."""
@@ -86,6 +133,10 @@ class LlmDriver(Strategy):
         return Schedule(seed=self.cfg.seed, num_train=self._sizes[0] if num_train is None else num_train,
                         num_test=self._sizes[1] if num_test is None else num_test, batch_size=t.batch_size,
                         eval_batch_size=max(t.batch_size, t.eval_batch_size))
+
+    def total_steps(self, num_train: int) -> int:
+        """Optimizer steps of the whole run (what the lr schedule spans)."""
+        return self.cfg.train.epochs * num_batches(num_samples=num_train, batch_size=self.cfg.train.batch_size)
 
     def steps_per_epoch(self) -> int:
         return num_batches(num_samples=self._sizes[0], batch_size=self.cfg.train.batch_size)

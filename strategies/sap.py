@@ -12,6 +12,7 @@ driver scores them against the customer's truth: EP = 1 − attack success.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from parties.llm.common.lora import lora_spec_for
 from parties.llm.sap.customer import Privatizer, SapCustomer
 from parties.llm.sap.vendor import AttackBudget, SapVendor
 from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Record, split_packed, step_config
-from strategies.llm_driver import LlmDriver, optimizer_factory
+from strategies.llm_driver import LlmDriver, optimizer_factory, schedule_lr, text_pairs
 from vfl import message as wire
 from vfl.attacks.attribute import majority_rate, split_labeled
 from vfl.attacks.inversion import token_recovery
@@ -55,7 +56,8 @@ class SapParams:
                                           "qkv_proj on Phi-3); [all-linear] = every linear layer in the blocks")
     pooling: str | None = param(None, choices=("mean", "cls", "last"), help="sentence pooling before the head; "
                                 "null = the model's default (encoder: mean, decoder: last real token)")
-    max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
+    max_len: int = param(64, ge=4, le=131072, help="tokens per text or sentence pair (truncation); at most "
+                         "the model's positions (config.max_position_embeddings, checked at prepare)")
     model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
                                   "rotary decoder (Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; default: "
                                   "packaged MiniLM); a hub id must be in the local cache")
@@ -119,6 +121,7 @@ class SAP(LlmDriver):
                              lora=lora_spec_for(arch, rank=p.lora_rank, alpha=p.lora_alpha, dropout=p.lora_dropout,
                                                 targets=tuple(p.lora_targets)),
                              make_optimizer=optimizer_factory(t), seed=self.cfg.seed, device=t.device,
+                             schedule_lr=partial(schedule_lr, t),
                              attack=AttackBudget(p.eia_samples, p.eia_steps, p.eia_lr, p.eia_temperature),
                              log_bytes=p.log_mb << 20)
         ds = data.dataset()
@@ -127,10 +130,11 @@ class SAP(LlmDriver):
         return SapCustomer(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test),
                            num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
                            split=p.split, frozen=p.frozen_bottom, privatizer=priv,
-                           schedule=self._schedule(ds.num_train, ds.num_test), make_optimizer=optimizer_factory(t),
+                           schedule=self._schedule(ds.num_train, ds.num_test),
+                           make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)),
                            seed=self.cfg.seed, upload_chunk=p.upload_chunk,
                            attribute=attribute_codes(ds, p.aia_attribute), noise_rng=self.cfg.privacy.noise_rng,
-                           device=t.device)
+                           device=t.device, pairs=text_pairs(ds), token_types=self.token_types(ds))
 
     # ---- driver ------------------------------------------------------------------------------
     def prepare(self, data: DataSource) -> None:
@@ -143,13 +147,17 @@ class SAP(LlmDriver):
         if self.params.split >= blocks:
             raise ConfigError("params.split", f"got {self.params.split}; the model has {blocks} blocks, "
                               f"allowed: 0..{blocks - 1}")
+        if self.params.split == 0 and self.token_types(ds):
+            raise ConfigError("params.split", "got 0 with sentence pairs on a model with token types: split 0 "
+                              "releases word vectors only and the segment ids would have to cross the wire; "
+                              f"allowed: 1..{blocks - 1} (the types enter the customer's bottom)")
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
 
     def setup(self, grid: Grid) -> None:
         n_train, n_test, classes = self._sizes
         sched = self._schedule()
         task = wire.config(num_train=n_train, num_test=n_test, num_classes=classes, batch_size=sched.batch_size,
-                           eval_batch_size=sched.eval_batch_size)
+                           eval_batch_size=sched.eval_batch_size, total_steps=self.total_steps(n_train))
         self._converse(grid, self._control(Kind.INIT, VENDOR_ID, round_tag(-1, -1, "setup"), **{Record.TASK: task}))
 
     def _step(self, epoch: int, step: int) -> Any:
@@ -215,6 +223,7 @@ class SAP(LlmDriver):
 
     def summary_extra(self, grid: Grid) -> dict[str, Any]:
         p = self.params
-        keys = ("test_acc", "ep_eia", "ep_aia", "eia_rate", "aia_acc", "aia_majority", "cti_tokens")
+        keys = ("test_acc", "test_f1", "test_mcc", "ep_eia", "ep_aia", "eia_rate", "aia_acc", "aia_majority",
+                "cti_tokens")
         return {**{k: self._last.get(k) for k in keys}, "eta": p.eta, "split": p.split,
                 "frozen_bottom": p.frozen_bottom, "cti": p.cti}

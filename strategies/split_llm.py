@@ -22,7 +22,7 @@ import numpy as np
 from parties.llm.common.lora import LoraSpec, lora_spec_for
 from parties.llm.p3eft.client import LlmClient, Recipe
 from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
-from strategies.llm_driver import LlmDriver, optimizer_factory
+from strategies.llm_driver import LlmDriver, optimizer_factory, text_pairs
 from strategies.llm_leak import LeakTracker
 from vfl import message as wire
 from vfl.config import param
@@ -38,7 +38,8 @@ from vfl.strategy import Progress, register
 @dataclass(frozen=True)
 class LlmParams:
     servers: int = param(1, ge=1, le=8, help="model servers, each hosting the same frozen model")
-    max_len: int = param(64, ge=4, le=512, help="tokens per text (truncation)")
+    max_len: int = param(64, ge=4, le=131072, help="tokens per text or sentence pair (truncation); at most "
+                         "the model's positions (config.max_position_embeddings, checked at prepare)")
     model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
                                   "rotary decoder (Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; default: "
                                   "packaged MiniLM); a hub id must be in the local cache")
@@ -123,8 +124,9 @@ class SplitLlm(LlmDriver):
                          num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
                          shapes=adapter_shapes(model_cfg, lora) if lora else {}, dim=self.model_arch().output_size(model_cfg),
                          recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
-                         make_optimizer=optimizer_factory(t), head_hidden=p.head_hidden, seed=self.cfg.seed,
-                         noise_rng=self.cfg.privacy.noise_rng)
+                         make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)),
+                         head_hidden=p.head_hidden, seed=self.cfg.seed,
+                         noise_rng=self.cfg.privacy.noise_rng, pairs=text_pairs(ds), token_types=self.token_types(ds))
 
     def prepare(self, data: DataSource) -> None:
         """Text data only; the model must load and the pooling and LoRA targets fit it; keep the true
@@ -166,8 +168,8 @@ class SplitLlm(LlmDriver):
             self._converse(grid, self._control(Kind.EVAL_STEP, self.client_id, round_tag(epoch, step, "eval"),
                                                **{Record.STEP: step_record(StepTag(epoch, step))}))
         m = self._client_metrics(grid, epoch, "eval")
-        self._last["test_acc"] = m["acc"]
-        return {"test_acc": m["acc"], "test_loss": m["loss"]}
+        self._last.update(test_acc=m["acc"], test_f1=m["f1"], test_mcc=m["mcc"])
+        return {"test_acc": m["acc"], "test_loss": m["loss"], "test_f1": m["f1"], "test_mcc": m["mcc"]}
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         """Leakage of what each server saw this epoch, and step timing (measured and parallel-server)."""
@@ -193,7 +195,8 @@ class SplitLlm(LlmDriver):
         per_step = {k: {"direction": v["direction"], "bytes": v["bytes"] / steps, "messages": v["messages"] / steps}
                     for k, v in sorted(grid.ledger.by_kind.items()) if k.startswith("train.")}
         worst = self._leak.worst() if self._leak else {}
-        return {"test_acc": self._last.get("test_acc"), **worst,
+        return {"test_acc": self._last.get("test_acc"), "test_f1": self._last.get("test_f1"),
+                "test_mcc": self._last.get("test_mcc"), **worst,
                 "step_s": self._last.get("step_s"), "step_s_parallel": self._last.get("step_s_parallel"),
                 "servers": self.params.servers,
                 "train_bytes_per_step": per_step}

@@ -240,7 +240,7 @@ class VerticalStrategy(Strategy):
             "information_bound_bytes_up": bound["up"],
             "information_bound_bytes_down": bound["down"],
             **getattr(self, "_psi", {}),
-            **label_privacy(cfg.defenses),
+            **label_privacy(cfg.defenses, epochs=cfg.train.epochs, delta=cfg.privacy.delta),
         }
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:

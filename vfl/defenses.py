@@ -75,6 +75,11 @@ class Defense:
         """Site ``labels``, staged: labels for true ``y`` drawn given the head's predictions ``prior`` (N, K)."""
         raise NotImplementedError
 
+    def private_backward(self, head: Any, fused: Any, y: Any, *, noise: NoiseSource) -> np.ndarray | None:
+        """Site ``gradient``: replace the server's backward (set the head's ``.grad``, return the rows to
+        send down) with a private one; None: the ordinary backward (only label_gp has one)."""
+        return None
+
     def mod(self) -> Mod | None:
         """Site ``gradient``: the mod applied to each gradient message the label holder sends."""
         return None
@@ -90,6 +95,11 @@ class Defense:
     def label_epsilon(self) -> float | None:
         """Pure label-DP ε of this defense for the whole run (None: no formal guarantee)."""
         return None
+
+    def label_dp(self, *, epochs: int, delta: float) -> tuple[float, float] | None:
+        """(ε, δ) label DP of this defense over ``epochs`` epochs at ``delta``; default: the pure ε, δ = 0."""
+        eps = self.label_epsilon()
+        return None if eps is None else (float(eps), 0.0)
 
 
 DEFENSES: Registry[type[Defense]] = Registry("defense")
@@ -163,24 +173,30 @@ def check_labels(entries: Sequence[Mapping[str, Any]], *, num_classes: int) -> N
             raise ConfigError(f"{KEY}[{i}].kind", why)
 
 
-def label_epsilon(entries: Sequence[Mapping[str, Any]]) -> float | None:
-    """The run's label-DP ε: the sum of the defenses' pure ε (basic composition); None when none has one."""
-    eps = [e for d in make_defenses(entries) if (e := d.label_epsilon()) is not None]
-    return float(sum(eps)) if eps else None
+def label_epsilon(entries: Sequence[Mapping[str, Any]], *, epochs: int = 1, delta: float = 1e-5) -> float | None:
+    """The run's label-DP ε: the sum of the defenses' ε (basic composition); None when none has one."""
+    dp = label_dp(entries, epochs=epochs, delta=delta)
+    return None if dp is None else dp[0]
+
+
+def label_dp(entries: Sequence[Mapping[str, Any]], *, epochs: int, delta: float) -> tuple[float, float] | None:
+    """(Σε, Σδ) of the defenses with a label-DP guarantee (basic composition); None when none has one."""
+    dps = [g for d in make_defenses(entries) if (g := d.label_dp(epochs=epochs, delta=delta)) is not None]
+    return (float(sum(e for e, _ in dps)), float(sum(d for _, d in dps))) if dps else None
 
 
 SCOPE_LABEL = "label privacy (label DP of every training label against every node but the label holder)"
 
 
-def label_privacy(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The summary's defense fields: ``defenses`` (kinds), and with a label-DP defense ``epsilon_label``
-    (pure, δ = 0) and its scope; {} without defenses."""
+def label_privacy(entries: Sequence[Mapping[str, Any]], *, epochs: int = 1, delta: float = 1e-5) -> dict[str, Any]:
+    """The summary's defense fields: ``defenses`` (kinds), and with a label-DP defense ``epsilon_label``,
+    ``delta_label`` (0 for pure ε) and its scope, over ``epochs`` at ``delta``; {} without defenses."""
     if not entries:
         return {}
     out: dict[str, Any] = {"defenses": [str(e["kind"]) for e in entries]}
-    eps = label_epsilon(entries)
-    if eps is not None:
-        out.update({"epsilon_label": eps, "delta_label": 0.0, "epsilon_label_scope": SCOPE_LABEL})
+    dp = label_dp(entries, epochs=epochs, delta=delta)
+    if dp is not None:
+        out.update({"epsilon_label": dp[0], "delta_label": dp[1], "epsilon_label_scope": SCOPE_LABEL})
     return out
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfl.config import param, to_dict
-from vfl.optim import OPTIMIZERS
+from vfl.optim import LR_SCHEDULES, OPTIMIZERS
 from vfl.party_files import LabelFile, PartyFile, SplitParties
 from vfl.resources import ResourcesConfig
 
@@ -67,6 +67,12 @@ class TrainConfig:
                                    help="a dead host: restart it from the last checkpoint, or fail "
                                         "(default: restart over Ray, fail in-process)")
     max_restarts: int = param(3, ge=0, le=10000, help="restarts allowed per run with on_failure=restart")
+    lr_schedule: str = param("constant", choices=LR_SCHEDULES, help="lr over the run's optimizer steps: constant, "
+                             "or linear decay to 0 at the last step (both after the warmup; split-LLM strategies)")
+    warmup_steps: int = param(0, ge=0, help="optimizer steps of linear lr warmup from 0 (split-LLM strategies; "
+                              "at most one of warmup_steps, warmup_ratio)")
+    warmup_ratio: float = param(0.0, ge=0, lt=1, help="warmup as a fraction of the run's optimizer steps "
+                                "(ceil(ratio · epochs · steps per epoch))")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
                           f"{strategy_cls.bottom_dp_refusal}")
     _check_colluders(cfg)
     _check_local_steps(cfg, strategy_cls)
+    _check_lr_schedule(cfg, strategy_cls)
     _check_attack(cfg)
     check_placement(cfg, server_role=str(strategy_cls.server_role))
     check_conflicts(cfg)  # vfl/conflicts.py: pairs of keys refused, or a warning naming which wins
@@ -85,6 +86,18 @@ def _check_local_steps(cfg: RunConfig, strategy_cls: Any) -> None:
     if q > 1 and cfg.privacy.bottom_dp is not None:
         raise ConfigError("train.local_steps", f"got {q}; with privacy.bottom_dp allowed: 1 (each local step "
                           "would be an extra DP-SGD step on the same batch, which the accountant does not count)")
+
+
+def _check_lr_schedule(cfg: RunConfig, strategy_cls: Any) -> None:
+    t = cfg.train
+    if t.warmup_steps and t.warmup_ratio:
+        raise ConfigError("train.warmup_ratio", f"got {t.warmup_ratio} with train.warmup_steps {t.warmup_steps}; "
+                          "set one of the two (the other 0)")
+    used = t.lr_schedule != "constant" or t.warmup_steps or t.warmup_ratio
+    if used and not getattr(strategy_cls, "supports_lr_schedule", False):
+        key = "train.lr_schedule" if t.lr_schedule != "constant" else "train.warmup_steps"
+        raise ConfigError(key, f"strategy {cfg.strategy!r} trains with a constant train.lr; lr schedules and "
+                          "warmup: the split-LLM strategies (sap, p3eft, split-lora, dcor, pslf, head-only)")
 
 
 def _check_attack(cfg: RunConfig) -> None:

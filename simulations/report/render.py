@@ -98,7 +98,7 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None) -
         "epsilon": s.get("epsilon"), "delta": cfg.privacy.delta if s.get("epsilon") is not None else None,
         "epsilon_scope": scope, "epsilon_scope_detail": detail, "epsilon_is_guarantee": guarantee, "noise_rng": cfg.privacy.noise_rng,
         "audit_epsilon_lower": audit.value if audit is not None else None,
-        **{k: s[k] for k in ("defenses", "epsilon_label", "epsilon_label_scope", "epsilon_by_scope") if k in s},
+        **{k: s[k] for k in ("defenses", "epsilon_label", "delta_label", "epsilon_label_scope", "epsilon_by_scope") if k in s},
         "attacks": [r.to_json() for r in results], "skipped": skipped,
         "figures": [str(Path(f).relative_to(run.path)) for f in figs], "report_s": time.perf_counter() - t0,
     }
@@ -124,7 +124,7 @@ def _markdown(r: dict[str, Any], results: list[AttackResult]) -> str:
              f"| ε is a guarantee | {_fmt(r['epsilon_is_guarantee'])} (noise_rng: {r['noise_rng']}) |",
              f"| audit ε (empirical lower bound, 95 %) | {_fmt(r['audit_epsilon_lower'])} |",
              *([f"| defenses | {', '.join(r['defenses'])} |"] if r.get("defenses") else []),
-             *([f"| label ε (pure label DP, δ = 0) | {_fmt(r['epsilon_label'])} |"]
+             *([f"| label ε (label DP, δ = {_fmt(r.get('delta_label', 0.0))}) | {_fmt(r['epsilon_label'])} |"]
                if r.get("epsilon_label") is not None else []), "",
              f"**What ε covers:** {r['epsilon_scope']}"
              + ("" if r["epsilon_scope"] == r["epsilon_scope_detail"] else f" — {r['epsilon_scope_detail']}"), "", "## Attacks (what a curious node recovered)", "",

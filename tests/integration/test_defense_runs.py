@@ -123,3 +123,11 @@ def test_label_rr_prior_weakens_label_inference_and_reports_its_epsilon(tmp_path
     summary, rr = _run(tmp_path, [{"kind": "label_rr_prior", "epsilon": 1.0, "stage_epoch": 1}])
     assert summary["epsilon_label"] == 1.0 and summary["epsilon_by_scope"]["label"] == 1.0
     assert rr.value - rr.baseline < (none.value - none.baseline) / 2, (none.value, rr.value, rr.baseline)
+
+
+def test_label_gp_weakens_label_inference_and_reports_an_epsilon_delta(tmp_path, control):
+    _, none = control
+    summary, gp = _run(tmp_path, [{"kind": "label_gp", "noise_multiplier": 1.0, "max_norm": 1.0}])
+    assert 0 < summary["epsilon_label"] < 50 and summary["delta_label"] == 1e-5
+    assert summary["epsilon_by_scope"]["label"] == summary["epsilon_label"]
+    assert gp.value - gp.baseline < (none.value - none.baseline) / 2, (none.value, gp.value, gp.baseline)

@@ -67,8 +67,11 @@ class EncoderEmbeddings(nn.Module):
         return self.emb.word_embeddings  # type: ignore[return-value]
 
     def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+                attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None
+                ) -> torch.Tensor:
         extra = {"mask": attention_mask} if self.takes_mask and attention_mask is not None else {}
+        if token_type_ids is not None:  # sentence pairs on a model with segment embeddings (BERT, ELECTRA)
+            extra["token_type_ids"] = token_type_ids
         h = self.emb(input_ids=input_ids, inputs_embeds=inputs_embeds, **extra)
         return h if self.project is None else self.project(h)
 

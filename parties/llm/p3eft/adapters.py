@@ -122,34 +122,39 @@ class LoraEncoder:
             for p in self.frozen:
                 p.data = p.data.to(self.dtype)
 
-    def activations(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """h(x, θ) for the loaded adapter; differentiable w.r.t. the LoRA slots when grad is enabled."""
+    def activations(self, ids: torch.Tensor, lengths: torch.Tensor, types: torch.Tensor | None = None
+                    ) -> torch.Tensor:
+        """h(x, θ) for the loaded adapter; differentiable w.r.t. the LoRA slots when grad is enabled.
+        ``types``: token types of a sentence pair (models with segment embeddings only)."""
         ids, lengths = ids.to(self.device), lengths.to(self.device)
         mask = attention_mask(lengths, ids.shape[1])
-        hidden = self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        extra = {} if types is None else {"token_type_ids": types.to(self.device)}
+        hidden = self.encoder(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
         return pool(hidden, mask, self.pooling).to(torch.float32)
 
     def _chunks(self, rows: torch.Tensor) -> list[torch.Tensor]:
         """``rows`` in micro-batches of ``micro_batch`` (0: one chunk)."""
         return list(rows.split(self.micro_batch)) if self.micro_batch else [rows]
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any] | None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any] | None,
+                types: torch.Tensor | None = None) -> torch.Tensor:
         self.load(adapter)
         out = []
         with torch.no_grad():
             for rows in self._chunks(torch.arange(len(ids))):
                 width = max(1, int(lengths[rows].max()))
-                out.append(self.activations(ids[rows, :width], lengths[rows]))
+                tt = None if types is None else types[rows, :width]
+                out.append(self.activations(ids[rows, :width], lengths[rows], tt))
                 self.passes += 1
         return torch.cat(out)
 
-    def backprop(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any], g: torch.Tensor
-                 ) -> dict[str, torch.Tensor]:
+    def backprop(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any], g: torch.Tensor,
+                 types: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """g_θ = (∂h/∂θ)^T g for one cotangent ``g`` (B, d)."""
-        return self.backprop_many(ids, lengths, adapter, g.unsqueeze(0))[0]
+        return self.backprop_many(ids, lengths, adapter, g.unsqueeze(0), types=types)[0]
 
     def backprop_many(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any],
-                      pieces: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+                      pieces: torch.Tensor, types: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]]:
         """(∂h/∂θ)^T ĝ_j for each piece of ``pieces`` (k, B, d). Rows where a piece is zero contribute
         nothing (examples are independent in the encoder), so only the others are run: exact. Pieces
         that touch the same rows (m >= 2) share one forward per micro-batch and take one backward
@@ -159,21 +164,22 @@ class LoraEncoder:
         out = [{n: torch.zeros(p.shape, device=p.device) for n, p in self.slots.items()} for _ in pieces]
         union = torch.nonzero(used.any(0)).squeeze(1)
         if bool((used[:, union]).all()):  # every piece touches every row any piece touches
-            self._vjp(ids, lengths, union, pieces, out)
+            self._vjp(ids, lengths, union, pieces, out, types)
         else:
             for j in range(len(pieces)):
-                self._vjp(ids, lengths, torch.nonzero(used[j]).squeeze(1), pieces[j : j + 1], out[j : j + 1])
+                self._vjp(ids, lengths, torch.nonzero(used[j]).squeeze(1), pieces[j : j + 1], out[j : j + 1], types)
         return [{n: t.detach().cpu() for n, t in grads.items()} for grads in out]
 
     def _vjp(self, ids: torch.Tensor, lengths: torch.Tensor, rows: torch.Tensor, pieces: torch.Tensor,
-             out: list[dict[str, torch.Tensor]]) -> None:
+             out: list[dict[str, torch.Tensor]], types: torch.Tensor | None = None) -> None:
         """Accumulate (∂h/∂θ)^T piece into ``out`` over ``rows``: per micro-batch, one forward (float32)
         and one backward per piece."""
         slots = list(self.slots.values())
         for chunk in self._chunks(rows) if len(rows) else []:
             width = int(lengths[chunk].max())
             with torch.enable_grad(), self._float32():
-                h = self.activations(ids[chunk, :width], lengths[chunk])
+                h = self.activations(ids[chunk, :width], lengths[chunk],
+                                     None if types is None else types[chunk, :width])
                 self.passes += 1
                 for j, piece in enumerate(pieces):
                     cotangent = piece[chunk].to(device=h.device, dtype=h.dtype)  # the server's device, not the wire's

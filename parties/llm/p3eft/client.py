@@ -25,6 +25,8 @@ from flwr.common import Message
 from torch import nn
 
 from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.common.metrics import confusion, glue_scores
+from parties.llm.common.tokens import encode
 from parties.llm.p3eft.adapters import init_adapters
 from parties.llm.p3eft.private_backprop import mix, mixing_weights, recombine, split_gradient
 from parties.llm.p3eft.regularizers import (
@@ -81,9 +83,8 @@ class Pending:
 
 
 def tokenize(tokenizer: Any, texts: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray]:
-    enc = tokenizer([str(t) for t in texts], padding="max_length", truncation=True, max_length=max_len,
-                    return_tensors="np")
-    return enc["input_ids"].astype(np.int32), enc["attention_mask"].sum(1).astype(np.int32)
+    enc = encode(tokenizer, texts, max_len)
+    return enc.ids.astype(np.int32), enc.lengths.astype(np.int32)
 
 
 def make_head(dim: int, num_classes: int, hidden: int) -> nn.Module:
@@ -99,12 +100,17 @@ class LlmClient(Node):
     def __init__(self, spec: NodeSpec, *, texts: tuple[np.ndarray, np.ndarray], labels: tuple[np.ndarray, np.ndarray],
                  num_classes: int, tokenizer: Any, max_len: int, shapes: Mapping[str, tuple[int, ...]], dim: int,
                  recipe: Recipe, schedule: Schedule, server_ids: list[int], make_optimizer: OptimizerFactory,
-                 head_hidden: int = 0, seed: int = 0, noise_rng: str = "crypto") -> None:
+                 head_hidden: int = 0, seed: int = 0, noise_rng: str = "crypto",
+                 pairs: tuple[np.ndarray | None, np.ndarray | None] = (None, None), token_types: bool = False
+                 ) -> None:
         super().__init__(spec)
         self.recipe, self.schedule, self.servers = recipe, schedule, list(server_ids)
         self.num_classes, self.seed = num_classes, seed
         self.node_noise = NodeNoise(noise_rng, seed=seed, node=spec.node_id)  # built here, never sent
-        self.tokens = {"train": tokenize(tokenizer, texts[0], max_len), "eval": tokenize(tokenizer, texts[1], max_len)}
+        enc = {ph: encode(tokenizer, x, max_len, pairs=pr, types=token_types and pr is not None)
+               for ph, x, pr in (("train", texts[0], pairs[0]), ("eval", texts[1], pairs[1]))}
+        self.tokens = {ph: (e.ids.astype(np.int32), e.lengths.astype(np.int32)) for ph, e in enc.items()}
+        self.types = {ph: e.types for ph, e in enc.items()}  # token types of sentence pairs (or None)
         y_train, self.y_test = (np.asarray(y, dtype=np.int64) for y in labels)
         self.y_true = y_train
         self.y_used = y_train
@@ -126,6 +132,7 @@ class LlmClient(Node):
         self.pending: Pending | None = None
         self.g_rms: dict[int, float] = {}  # per adapter set: running rms of g_h (noise scale of the pieces)
         self.stats = {"train": [0.0, 0, 0], "eval": [0.0, 0, 0]}  # loss sum, correct, count
+        self.confusion = {ph: np.zeros((num_classes, num_classes), np.int64) for ph in ("train", "eval")}
 
     # ---- helpers ------------------------------------------------------------------------------
     def _noise(self, purpose: str, phase: str, epoch: int = 0, step: int = 0) -> NoiseSource:
@@ -137,7 +144,8 @@ class LlmClient(Node):
 
     def _x(self, phase: str, ids: np.ndarray) -> dict[str, np.ndarray]:
         toks, lens = self.tokens[phase]
-        return inputs(toks[ids], lens[ids])
+        types = self.types[phase]
+        return inputs(toks[ids], lens[ids], None if types is None else types[ids])
 
     def _labels(self, phase: str, ids: np.ndarray) -> torch.Tensor:
         return torch.from_numpy((self.y_used if phase == "train" else self.y_test)[ids])
@@ -148,6 +156,8 @@ class LlmClient(Node):
         s[0] += loss * len(ids)
         s[1] += int((logits.argmax(1).numpy() == truth[ids]).sum())
         s[2] += len(ids)
+        self.confusion[phase] += confusion(truth=truth[ids], pred=logits.argmax(1).numpy(),
+                                           num_classes=self.num_classes)
 
     # ---- step start (driver control) ---------------------------------------------------------
     def _start(self, m: Message, phase: str) -> list[Message]:
@@ -282,7 +292,10 @@ class LlmClient(Node):
         phase = str(messages[-1].content.config_records[Record.WHICH]["phase"])
         loss, correct, count = self.stats[phase]
         self.stats[phase] = [0.0, 0, 0]
-        rec = wire.metrics(loss=loss / max(count, 1), acc=correct / max(count, 1), count=count)
+        scores = glue_scores(self.confusion[phase])
+        self.confusion[phase][:] = 0
+        rec = wire.metrics(loss=loss / max(count, 1), acc=correct / max(count, 1), count=count,
+                           f1=scores["f1"], mcc=scores["mcc"])
         return [wire.reply(messages[-1], content=wire.records(**{Record.METRICS: rec}))]
 
     def state(self) -> dict[str, Any]:

@@ -21,7 +21,15 @@ from flwr.common import ArrayRecord, Message, MetricRecord
 
 from parties.llm.common.arch import Arch
 from parties.llm.p3eft.adapters import LoraEncoder
-from parties.llm.p3eft.wire import Kind, Record, read_inputs, read_record, read_step, respond
+from parties.llm.p3eft.wire import (
+    Kind,
+    Record,
+    read_inputs,
+    read_record,
+    read_step,
+    read_types,
+    respond,
+)
 from vfl import message as wire
 from vfl.message import parse_round
 from vfl.node import Node, NodeSpec, handles
@@ -94,7 +102,8 @@ class ModelServer(Node):
         for m in messages:
             tag = read_step(m)
             ids, lengths = read_inputs(m)
-            h = self.model.forward(ids, lengths, read_record(m, Record.ADAPTER)).cpu().numpy().astype(np.float32)
+            out_h = self.model.forward(ids, lengths, read_record(m, Record.ADAPTER), types=read_types(m))
+            h = out_h.cpu().numpy().astype(np.float32)
             self.calls["forward"] += 1
             if train:
                 self.activations.add(h, epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=np.arange(len(h)))
@@ -121,7 +130,8 @@ class ModelServer(Node):
             for g in pieces:
                 nz = np.flatnonzero(g.abs().sum(1).numpy() > 0)
                 self.gradients.add(g.numpy()[nz], epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=nz)
-            for grads in self.model.backprop_many(ids, lengths, adapter, pieces):  # one forward for dense pieces
+            for grads in self.model.backprop_many(ids, lengths, adapter, pieces,  # one forward for dense pieces
+                                                  types=read_types(m)):
                 for name, t in grads.items():
                     stacked.setdefault(name, []).append(t)
                 self.calls["backprop"] += 1

@@ -81,10 +81,26 @@ def respond(to: Message, kind: str, **arrays: Mapping[str, np.ndarray]) -> Messa
     return wire.reply(to, kind, content=content)
 
 
-def inputs(ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
-    """Token ids trimmed to the longest text of the batch (int32) and per-text lengths."""
+def inputs(ids: np.ndarray, lengths: np.ndarray, types: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Token ids trimmed to the longest text of the batch (int32), per-text lengths and, for a
+    sentence pair on a model with segment embeddings, the token types (int8, same width)."""
     width = max(1, int(lengths.max())) if len(lengths) else 1
-    return {"ids": np.ascontiguousarray(ids[:, :width], dtype=np.int32), "lengths": lengths.astype(np.int32)}
+    out = {"ids": np.ascontiguousarray(ids[:, :width], dtype=np.int32), "lengths": lengths.astype(np.int32)}
+    if types is not None:
+        out["types"] = np.ascontiguousarray(types[:, :width], dtype=np.int8)
+    return out
+
+
+def read_types(m: Message) -> torch.Tensor | None:
+    """The token types of a request's inputs (None: single texts or a model without segments)."""
+    if not wire.has_array(m, Record.INPUTS, "types"):
+        return None
+    types = torch.from_numpy(wire.get_array(m, Record.INPUTS, "types").astype(np.int64))
+    ids = wire.get_array(m, Record.INPUTS, "ids")
+    if tuple(types.shape) != tuple(ids.shape) or bool(((types < 0) | (types > 1)).any()):
+        raise ProtocolError(f"{m.metadata.message_type}: malformed token types {tuple(types.shape)} "
+                            f"for ids {tuple(ids.shape)} (allowed values 0, 1)")
+    return types
 
 
 def read_inputs(m: Message) -> tuple[torch.Tensor, torch.Tensor]:

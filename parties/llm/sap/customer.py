@@ -17,6 +17,8 @@ import torch
 from flwr.common import Message
 
 from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.common.metrics import confusion, glue_scores
+from parties.llm.common.tokens import encode
 from parties.llm.sap import cti
 from parties.llm.sap.split import BottomModel, build_bottom, pack
 from parties.llm.sap.wire import VENDOR_ID, Kind, Mode, Record, read_step, send
@@ -46,7 +48,9 @@ class SapCustomer(Node):
     def __init__(self, spec: NodeSpec, *, texts: tuple[np.ndarray, np.ndarray], labels: tuple[np.ndarray, np.ndarray],
                  num_classes: int, tokenizer: Any, max_len: int, split: int, frozen: bool, privatizer: Privatizer,
                  schedule: Schedule, make_optimizer: OptimizerFactory, seed: int, upload_chunk: int = 256,
-                 attribute: np.ndarray | None = None, noise_rng: str = "crypto", device: str = "cpu") -> None:
+                 attribute: np.ndarray | None = None, noise_rng: str = "crypto", device: str = "cpu",
+                 pairs: tuple[np.ndarray | None, np.ndarray | None] = (None, None), token_types: bool = False
+                 ) -> None:
         super().__init__(spec)
         self.split, self.frozen, self.priv, self.schedule = split, frozen, privatizer, schedule
         self.seed, self.device, self.upload_chunk = seed, device, upload_chunk
@@ -55,8 +59,10 @@ class SapCustomer(Node):
         self.y_train, self.y_test = (np.asarray(y, dtype=np.int64) for y in labels)
         self.attribute = attribute
         self.special = sorted(int(i) for i in tokenizer.all_special_ids)
-        self.ids_train, self.len_train = self._tokenize(tokenizer, texts[0], max_len)
-        self.ids_test, self.len_test = self._tokenize(tokenizer, texts[1], max_len)
+        tr = encode(tokenizer, texts[0], max_len, pairs=pairs[0], types=token_types and pairs[0] is not None)
+        te = encode(tokenizer, texts[1], max_len, pairs=pairs[1], types=token_types and pairs[1] is not None)
+        self.ids_train, self.len_train, self.ids_test, self.len_test = tr.ids, tr.lengths, te.ids, te.lengths
+        self.types = {"train": tr.types, "eval": te.types}  # token types of sentence pairs: into the bottom
         self.contributing = np.zeros(0, dtype=np.int64)
         if privatizer.cti and privatizer.eta is not None:
             seqs = [row[:n] for row, n in zip(self.ids_train, self.len_train, strict=True)]
@@ -69,22 +75,18 @@ class SapCustomer(Node):
         self._pending: tuple[int, int, torch.Tensor] | None = None  # (epoch, step, released reps with graph)
         self.reset_metrics()
 
-    @staticmethod
-    def _tokenize(tokenizer: Any, texts: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray]:
-        enc = tokenizer([str(t) for t in texts], padding="max_length", truncation=True, max_length=max_len,
-                        return_tensors="np")
-        return enc["input_ids"].astype(np.int64), enc["attention_mask"].sum(1).astype(np.int64)
-
     def reset_metrics(self) -> None:
         self.train_stats = {"loss": 0.0, "correct": 0, "count": 0}
         self.eval_stats = {"correct": 0, "count": 0}
+        self.eval_confusion = np.zeros((self.num_classes, self.num_classes), np.int64)
 
     # ---- privatization ----------------------------------------------------------------------
     def _noise(self, phase: str, epoch: int, step: int) -> NoiseSource:
         """The dχ noise of one release, from this node's own source (the vendor cannot rebuild it)."""
         return self.node_noise.round("dchi", phase=phase, epoch=epoch, step=step)
 
-    def release(self, ids: np.ndarray, lengths: np.ndarray, *, noise: NoiseSource) -> torch.Tensor:
+    def release(self, ids: np.ndarray, lengths: np.ndarray, *, noise: NoiseSource,
+                types: np.ndarray | None = None) -> torch.Tensor:
         """Bottom outputs of real tokens, privatized, packed (T, d); keeps the graph when training."""
         if self.bottom is None:
             raise ProtocolError("customer has no bottom model yet (the vendor's query.sap_bottom not received)")
@@ -92,7 +94,8 @@ class SapCustomer(Node):
         x = torch.as_tensor(ids[:, :width], device=self.device)
         n = torch.as_tensor(lengths, device=self.device)
         mask = (torch.arange(width, device=self.device).unsqueeze(0) < n.unsqueeze(1)).to(torch.long)
-        flat = pack(self.bottom(x, mask), n)
+        tt = None if types is None else torch.as_tensor(types[:, :width], device=self.device)
+        flat = pack(self.bottom(x, mask, tt), n)
         if self.priv.eta is None:
             return flat
         tokens = pack(x.unsqueeze(-1), n).squeeze(-1).cpu().numpy()
@@ -103,10 +106,10 @@ class SapCustomer(Node):
         out, _ = privatize(flat, eta=eta, noise=noise, table=table)
         return out
 
-    def _reps(self, ids: np.ndarray, lengths: np.ndarray, *, noise: NoiseSource, grad: bool
-              ) -> tuple[torch.Tensor, dict[str, np.ndarray]]:
+    def _reps(self, ids: np.ndarray, lengths: np.ndarray, *, noise: NoiseSource, grad: bool,
+              types: np.ndarray | None = None) -> tuple[torch.Tensor, dict[str, np.ndarray]]:
         with torch.set_grad_enabled(grad):
-            out = self.release(ids, lengths, noise=noise)
+            out = self.release(ids, lengths, noise=noise, types=types)
         return out, {"h": out.detach().cpu().numpy().astype(np.float32, copy=False),
                      "lengths": lengths.astype(np.int32)}
 
@@ -129,7 +132,9 @@ class SapCustomer(Node):
         out = []
         for chunk, start in enumerate(range(0, len(ids), self.upload_chunk)):
             sl = slice(start, start + self.upload_chunk)
-            _, arrs = self._reps(ids[sl], lengths[sl], noise=self._noise(f"{phase}-upload", 0, chunk), grad=False)
+            types = self.types[phase]
+            _, arrs = self._reps(ids[sl], lengths[sl], noise=self._noise(f"{phase}-upload", 0, chunk), grad=False,
+                                 types=None if types is None else types[sl])
             out.append(send(kind, src=self.node_id, dst=VENDOR_ID, to=None, phase=phase, epoch=epoch, step=chunk,
                             mode=Mode.UPLOAD, offset=start, records={Record.REPS: arrs}))
         return out
@@ -150,8 +155,9 @@ class SapCustomer(Node):
         epoch, step, _, _ = read_step(messages[-1])
         sel = self.schedule.train_ids(epoch, step)
         self.bottom.train()  # type: ignore[union-attr]
-        out, arrs = self._reps(self.ids_train[sel], self.len_train[sel],
-                               noise=self._noise("train", epoch, step), grad=True)
+        types = self.types["train"]
+        out, arrs = self._reps(self.ids_train[sel], self.len_train[sel], noise=self._noise("train", epoch, step),
+                               grad=True, types=None if types is None else types[sel])
         self._pending = (epoch, step, out)
         return [send(Kind.TRAIN_REPS, src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="train", epoch=epoch,
                      step=step, records={Record.REPS: arrs})]
@@ -161,8 +167,9 @@ class SapCustomer(Node):
         epoch, step, _, _ = read_step(messages[-1])
         sel = self.schedule.test_ids(step)
         self.bottom.eval()  # type: ignore[union-attr]
-        _, arrs = self._reps(self.ids_test[sel], self.len_test[sel],
-                             noise=self._noise("eval", epoch, step), grad=False)
+        types = self.types["eval"]
+        _, arrs = self._reps(self.ids_test[sel], self.len_test[sel], noise=self._noise("eval", epoch, step),
+                             grad=False, types=None if types is None else types[sel])
         return [send(Kind.EVAL_REPS, src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="eval",
                      epoch=epoch, step=step, records={Record.REPS: arrs})]
 
@@ -208,6 +215,7 @@ class SapCustomer(Node):
             y = self.y_test[self.schedule.test_ids(step)]
             self.eval_stats["correct"] += int((z.argmax(1) == y).sum())
             self.eval_stats["count"] += len(y)
+            self.eval_confusion += confusion(truth=y, pred=z.argmax(1), num_classes=self.num_classes)
         return []
 
     # ---- control plane (the experimenter's view; not part of the protocol) -------------------
@@ -219,6 +227,8 @@ class SapCustomer(Node):
             out.update(train_loss=s["loss"] / s["count"], train_acc=s["correct"] / s["count"])
         if e["count"]:
             out["test_acc"] = e["correct"] / e["count"]
+            scores = glue_scores(self.eval_confusion)
+            out.update(test_f1=scores["f1"], test_mcc=scores["mcc"])
         out["cti_tokens"] = len(self.contributing)
         self.reset_metrics()
         return [wire.reply(messages[0], content=wire.records(**{Record.METRICS: wire.metrics(**out)}))]

@@ -57,10 +57,12 @@ class BottomModel(nn.Module):
         emb: Any = self.word_embeddings if self.split == 0 else self.embeddings.word_embeddings  # type: ignore[union-attr]
         return emb.weight  # type: ignore[no-any-return]
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         if self.split == 0:
             return self.word_embeddings(input_ids)  # type: ignore[misc]
-        h = self.embeddings(input_ids=input_ids, attention_mask=attention_mask)  # type: ignore[misc]
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}  # sentence pairs
+        h = self.embeddings(input_ids=input_ids, attention_mask=attention_mask, **extra)  # type: ignore[misc]
         return self.arch.run_blocks(self.layers, self.config, h, attention_mask, self.context)
 
     def forward_embeds(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

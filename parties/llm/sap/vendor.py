@@ -9,6 +9,7 @@ the white-box attacker of SAP §5.1) and answer the driver's ``query.eia`` / ``q
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,10 +59,12 @@ class SapVendor(Node):
 
     def __init__(self, spec: NodeSpec, *, encoder: nn.Module, split: int, pooling: str, lora: LoraSpec,
                  make_optimizer: OptimizerFactory, attack: AttackBudget, seed: int, device: str = "cpu",
-                 log_bytes: int = 64 << 20) -> None:
+                 log_bytes: int = 64 << 20,
+                 schedule_lr: Callable[[torch.optim.Optimizer, int], torch.optim.Optimizer] | None = None) -> None:
         super().__init__(spec)
         self.encoder, self.split, self.pooling, self.lora = encoder, split, pooling, lora
         self.make_optimizer, self.attack, self.seed, self.device = make_optimizer, attack, seed, device
+        self.schedule_lr = schedule_lr  # train.lr_schedule over the run's steps (learnt at setup)
         self.log: list[LogEntry] = []
         self.log_budget = log_bytes
         self.top: nn.Module | None = None
@@ -108,6 +111,8 @@ class SapVendor(Node):
         torch.manual_seed(derive_seed("sap-dropout", self.seed, self.node_id) >> 1)  # reproducible dropout
         self.top = top.to(self.device)
         self.optimizer = self.make_optimizer(params + list(top.head.parameters()))
+        if self.schedule_lr is not None and "total_steps" in c:
+            self.optimizer = self.schedule_lr(self.optimizer, wire.config_int(c, "total_steps"))
         rng = np.random.default_rng(derive_seed("sap-eia-ids", self.seed))
         k = min(self.attack.eia_samples, self.schedule.num_train)
         self.eia_ids = {int(i) for i in rng.choice(self.schedule.num_train, size=k, replace=False)}

@@ -1,0 +1,98 @@
+"""``label_gp``: gradient perturbation with a label-DP guarantee for the whole transcript (in the spirit of
+TPSL, Yang, Sun, Yao, Xie & Wang, "Differentially Private Label Protection in Split Learning", 2022).
+
+What is implemented (and proved here, not copied from the paper): DP-SGD at the label holder in which
+the released vector of one example is everything its label touches in one step. Per example i of the
+batch, from its own loss ℓᵢ = CE(head(hᵢ), yᵢ): vᵢ = (∂ℓᵢ/∂θ_head, ∂ℓᵢ/∂hᵢ), clipped jointly to L2
+norm C. The server steps its head with (Σᵢ clip(vᵢ)_head + N(0, s²I)) / B and sends down the rows
+(clip(vᵢ)_cut + N(0, s²I)) / B, s = 2·C·σ. Changing one label changes one clipped vᵢ, by at most 2C, and
+nothing else of the step given the state before it: a Gaussian mechanism with noise multiplier σ
+(relative to sensitivity 2C). The head, its optimizer and every later message are functions of these
+releases (post-processing), and an example is in one step per epoch, so the run is the adaptive
+composition of ``train.epochs`` such mechanisms per label: (ε, δ)-label-DP by RDP (dp_accounting),
+reported as ``epsilon_label``/``delta_label`` at ``privacy.delta``. Noise from the server's source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from vfl.config import param
+from vfl.defenses import Defense, register
+from vfl.privacy.accountant import DEFAULT_ORDERS, epsilon_from_rdp, gaussian_rdp
+from vfl.rng import NoiseSource
+
+EXCLUSIVE = ("label_rr", "label_rr_prior", "marvell", "cae", "dcae", "mid")  # read the labels or reshape the head
+
+
+def clipped_per_sample(head: nn.Module, fused: torch.Tensor, y: torch.Tensor, *,
+                       max_norm: float) -> tuple[torch.Tensor, int]:
+    """(B, D) per-example (head gradient, cut-layer row) of CE(head(hᵢ), yᵢ), each row clipped to
+    ``max_norm``; and D_head, where the head part ends."""
+    params = {k: v.detach() for k, v in head.named_parameters()}
+
+    def loss_one(p: dict[str, torch.Tensor], h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(functional_call(head, p, (h[None],)), t[None])
+
+    g_head, g_cut = vmap(grad(loss_one, argnums=(0, 1)), in_dims=(None, 0, 0))(params, fused.detach(), y)
+    flat = torch.cat([g_head[k].reshape(len(y), -1) for k in params] + [g_cut.reshape(len(y), -1)], dim=1)
+    scale = torch.clamp(max_norm / flat.norm(dim=1, keepdim=True).clamp_min(1e-30), max=1.0)
+    return flat * scale, sum(v.numel() for v in params.values())
+
+
+def private_backward(head: nn.Module, fused: torch.Tensor, y: torch.Tensor, *, max_norm: float,
+                     noise_multiplier: float, noise: NoiseSource) -> np.ndarray:
+    """Set the head's ``.grad`` to the noised mean of the clipped per-example gradients and return the
+    noised gradient rows of the fused input to send down (both divided by the batch size, as a mean loss)."""
+    flat, d_head = clipped_per_sample(head, fused, y, max_norm=max_norm)
+    b, std = len(y), 2.0 * max_norm * noise_multiplier
+    head_grad = (flat[:, :d_head].sum(0) + std * noise.normal(d_head).to(flat)) / b
+    rows = (flat[:, d_head:] + std * noise.normal((b, flat.shape[1] - d_head)).to(flat)) / b
+    start = 0
+    for p in head.parameters():
+        p.grad = head_grad[start:start + p.numel()].view_as(p).clone()
+        start += p.numel()
+    return rows.reshape(fused.shape).detach().cpu().numpy().astype(np.float32)
+
+
+@dataclass(frozen=True)
+class LabelGPParams:
+    noise_multiplier: float = param(1.0, gt=0, le=1e4, help="sigma: Gaussian noise std = 2 * max_norm * sigma on the "
+                                    "head's summed gradient and on every gradient row sent down (label sensitivity 2C)")
+    max_norm: float = param(1.0, gt=0, le=1e6, help="C: each example's joint (head gradient, cut-layer row) of its "
+                            "own loss is clipped to this L2 norm")
+
+
+@register("label_gp")
+class LabelGP(Defense):
+    """Label-DP gradient perturbation (TPSL-style DP-SGD at the label holder): (eps, delta)-label-DP head and gradients."""
+
+    Params = LabelGPParams
+    site = "gradient"
+    protects = "labels"
+
+    @classmethod
+    def refusal(cls, cfg: Any, params: Any) -> str | None:
+        if cfg.train.local_steps > 1:
+            return "the server's extra local steps train the head on the true labels without noise; use train.local_steps: 1"
+        both = [str(e.get("kind")) for e in cfg.defenses if isinstance(e, Mapping) and e.get("kind") in EXCLUSIVE]
+        if both:
+            return f"{both[0]} reads the labels or reshapes the head outside label_gp's accounting; list one of them"
+        return None
+
+    def private_backward(self, head: nn.Module, fused: torch.Tensor, y: torch.Tensor, *,
+                         noise: NoiseSource) -> np.ndarray:
+        p = self.params
+        return private_backward(head, fused, y, max_norm=p.max_norm, noise_multiplier=p.noise_multiplier, noise=noise)
+
+    def label_dp(self, *, epochs: int, delta: float) -> tuple[float, float]:
+        rdp = gaussian_rdp(noise_multiplier=self.params.noise_multiplier, orders=DEFAULT_ORDERS, count=epochs)
+        eps, _ = epsilon_from_rdp(orders=DEFAULT_ORDERS, rdp=rdp, delta=delta)
+        return eps, float(delta)

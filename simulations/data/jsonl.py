@@ -1,0 +1,154 @@
+"""Text tasks from JSON Lines files or Hugging Face ``datasets``, single texts or sentence pairs.
+
+``text-jsonl``: ``<data_dir>/train.jsonl`` (+ optional ``test.jsonl``, else a seeded stratified 80/20
+split); one JSON object per line with ``text``, ``label`` and, for sentence-pair tasks (QNLI, MNLI,
+MRPC, QQP, RTE), ``text_pair``. ``hf-datasets``: a dataset the installed ``datasets`` library can
+load offline (a local path or a cached hub id), e.g. ``path: glue, subset: mrpc, text_key: sentence1,
+pair_key: sentence2``. ``tiny-pairs``: the shipped MRPC-style set of ``gen_pairs``. The second text
+goes into ``extras['text_pair_train' / 'text_pair_test']`` (what the split-LLM strategies read).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulations.data.common import labels_to_ids, missing, stratified_split
+from simulations.data.registry import DATASETS
+from vfl.data import Dataset
+from vfl.errors import DataError
+
+TEST_FRACTION = 0.2
+PAIR = "text_pair"
+
+
+def _strs(items: list[str]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+def read_jsonl(path: Path, *, text_key: str = "text", pair_key: str = PAIR, label_key: str = "label"
+               ) -> tuple[list[str], list[str] | None, list[Any]]:
+    """Texts, second texts (None when no line has ``pair_key``) and raw labels of a JSONL file."""
+    texts: list[str] = []
+    pairs: list[str] = []
+    labels: list[Any] = []
+    has_pair: bool | None = None
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"text-jsonl: {path} line {n} is not JSON ({exc.msg})") from None
+            if not isinstance(row, dict) or text_key not in row or label_key not in row:
+                raise DataError(f"text-jsonl: {path} line {n} needs keys {text_key!r} and {label_key!r}")
+            if has_pair is None:
+                has_pair = pair_key in row
+            elif (pair_key in row) != has_pair:
+                raise DataError(f"text-jsonl: {path} line {n}: {pair_key!r} must be on every line or on none")
+            if isinstance(row[label_key], (dict, list)) or row[label_key] is None:
+                raise DataError(f"text-jsonl: {path} line {n} has label {row[label_key]!r}; allowed: an int or a string")
+            texts.append(str(row[text_key]))
+            if pair_key in row:
+                pairs.append(str(row[pair_key]))
+            labels.append(row[label_key])
+    if not texts:
+        raise DataError(f"text-jsonl: {path} has no lines")
+    return texts, (pairs or None), labels
+
+
+def pair_dataset(name: str, *, train: tuple[list[str], list[str] | None, list[Any]],
+                 test: tuple[list[str], list[str] | None, list[Any]] | None, seed: int) -> Dataset:
+    """A text Dataset from (texts, pairs, raw labels) of train and, if any, test; else a seeded split."""
+    te: tuple[list[str], list[str] | None, list[Any]] = test if test is not None else ([], None, [])
+    if test is not None and (train[1] is None) != (test[1] is None):
+        raise DataError(f"{name}: the train and test files must both have {PAIR!r} or neither")
+    raw = train[2] + te[2]
+    as_str = any(isinstance(v, str) for v in raw)  # strings sort by name, integers keep their order
+    ids, names = labels_to_ids(np.asarray([str(v) for v in raw]) if as_str else np.asarray(raw, dtype=np.int64))
+    if len(names) < 2:
+        raise DataError(f"{name}: needs at least 2 distinct labels, got {list(names)}")
+    x = _strs(train[0] + te[0])
+    px = _strs((train[1] or []) + (te[1] or [])) if train[1] is not None else None
+    if test is not None:
+        tr, ts = np.arange(len(train[0])), np.arange(len(train[0]), len(x))
+    else:
+        tr, ts = stratified_split(ids, test_fraction=TEST_FRACTION, seed=seed, salt=name)
+    extras = {} if px is None else {f"{PAIR}_train": px[tr], f"{PAIR}_test": px[ts]}
+    return Dataset(name, x[tr], ids[tr], x[ts], ids[ts], len(names), "text", "accuracy",
+                   tuple(str(n) for n in names), extras)
+
+
+@DATASETS.register("text-jsonl")
+def load_text_jsonl(*, data_dir: Path | None, seed: int = 0, file: str = "train.jsonl",
+                    test_file: str = "test.jsonl", text_key: str = "text", pair_key: str = PAIR,
+                    label_key: str = "label") -> Dataset:
+    """``<data_dir>/train.jsonl`` (+ optional ``test.jsonl``): text or sentence-pair classification."""
+    path = data_dir / file if data_dir is not None else None
+    if path is None or not path.is_file():
+        raise missing("text-jsonl", expected=(file, f"{test_file} (optional)"), url="your own data (JSON Lines "
+                      "with 'text', 'label' and optionally 'text_pair'; python -m simulations.data.gen_pairs "
+                      "writes an example)", data_dir=data_dir)
+    keys = dict(text_key=text_key, pair_key=pair_key, label_key=label_key)
+    test_path = path.parent / test_file
+    return pair_dataset("text-jsonl", train=read_jsonl(path, **keys),
+                        test=read_jsonl(test_path, **keys) if test_path.is_file() else None, seed=seed)
+
+
+@DATASETS.register("tiny-pairs")
+def load_tiny_pairs(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
+    """The shipped MRPC-style paraphrase pairs (240 train / 80 test, 2 classes; ``gen_pairs``)."""
+    root = files("simulations.data").joinpath("tiny_pairs")
+    parts: list[tuple[list[str], list[str] | None, list[Any]]] = []
+    for split in ("train", "test"):
+        res = root.joinpath(f"{split}.jsonl")
+        if not res.is_file():  # an install without the data files: the generator gives the same lines
+            from simulations.data.gen_pairs import generate
+
+            lines = generate()[split == "test"]
+            parts.append(([str(x["text"]) for x in lines], [str(x[PAIR]) for x in lines], [x["label"] for x in lines]))
+            continue
+        parts.append(read_jsonl(Path(str(res))))
+    ds = pair_dataset("tiny-pairs", train=parts[0], test=parts[1], seed=seed)
+    return dataclasses.replace(ds, class_names=("not_paraphrase", "paraphrase"))
+
+
+@DATASETS.register("hf-datasets")
+def load_hf_datasets(*, data_dir: Path | None = None, seed: int = 0, path: str = "", subset: str | None = None,
+                     train_split: str = "train", test_split: str = "validation", text_key: str = "sentence",
+                     pair_key: str | None = None, label_key: str = "label") -> Dataset:
+    """A Hugging Face dataset loaded offline by the ``datasets`` library (if installed)."""
+    try:
+        import datasets
+    except ImportError:
+        raise DataError("hf-datasets: the 'datasets' package is not installed (pip install datasets), or export "
+                        "the task to JSON Lines and use dataset: text-jsonl") from None
+    if not path:
+        raise DataError("hf-datasets: data.load_opts.path is required (a local dataset directory or a cached hub "
+                        "id, e.g. glue with subset: mrpc)")
+    try:
+        dd = datasets.load_dataset(path, subset, cache_dir=str(data_dir) if data_dir else None)
+    except Exception as exc:  # offline and not cached, unknown config, ...
+        raise DataError(f"hf-datasets: could not load {path!r} (subset {subset!r}) offline: "
+                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    parts: list[tuple[list[str], list[str] | None, list[Any]]] = []
+    for split in (train_split, test_split):
+        if split not in dd:
+            raise DataError(f"hf-datasets: {path!r} has no split {split!r}; it has {sorted(dd)}")
+        d = dd[split]
+        for key in (text_key, label_key, *((pair_key,) if pair_key else ())):
+            if key not in d.column_names:
+                raise DataError(f"hf-datasets: split {split!r} has no column {key!r}; it has {d.column_names}")
+        labels = list(d[label_key])
+        if any(int(v) < 0 for v in labels):  # GLUE test splits hide their labels as -1
+            raise DataError(f"hf-datasets: split {split!r} has unlabeled rows (label -1); pick a labeled split")
+        parts.append(([str(t) for t in d[text_key]], [str(t) for t in d[pair_key]] if pair_key else None, labels))
+    return pair_dataset(f"hf:{path}" + (f"/{subset}" if subset else ""), train=parts[0], test=parts[1], seed=seed)
