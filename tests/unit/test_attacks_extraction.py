@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vfl.attacks import extraction
 from vfl.attacks.extraction import (
     CountingOracle,
     extract_first_layer,
@@ -51,3 +52,22 @@ def test_recovers_at_least_90_percent_of_a_random_width_16_network():
     assert oracle.queries > 0
     other_w, other_b = _relu_net(9, (10, 16, 4))[0][0]  # a network it never queried: nothing matches
     assert match_neurons(other_w, other_b, normals, offsets)["recovered"] < 0.2
+
+
+def test_the_hyperplane_test_accepts_a_true_plane_however_exactly_its_normal_is_known():
+    """A first-layer plane passes the test whether its normal is exact or off by rounding. The old
+    probe window, symmetric about the plane, put the bend on an edge of every bisection grid, where it
+    is invisible: a true plane passed only when the normal's estimation error (finite differences,
+    ~1e-9, set by the machine's BLAS rounding) moved the bend inside a segment -- 0 of 16 exact planes
+    passed, and the width-16 extraction lost a neuron on another machine (cosine 0.971)."""
+    layers, f = _relu_net(2, (10, 16, 16, 4))
+    w, b = layers[0]
+    rng = np.random.default_rng(0)
+    for error in (0.0, 1e-12, 1e-9):
+        passed = []
+        for wj, bj in zip(w, b, strict=True):
+            n = wj / np.linalg.norm(wj) + error * rng.normal(size=len(wj))
+            n /= np.linalg.norm(n)
+            c = float(bj / np.linalg.norm(wj))
+            passed.append(extraction.test_hyperplane(f, n, c, -c * n, radius=5.0, rng=rng))
+        assert len(passed) == 16 and np.mean(passed) >= 15 / 16, (error, passed)
