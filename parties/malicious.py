@@ -4,6 +4,9 @@
 - ``arm_backdoor``: turns the party at ``attack.backdoor_party`` into a gradient-replacement
   backdoor attacker (Liu, Yi & Chen, arXiv 2007.03608, 2020; see ``vfl.attacks.backdoor``). It
   keeps speaking the protocol — its embeddings still go through its mods (PBM, noise, masking).
+- ``arm_active_completion``: turns the party at ``attack.amc_party`` into Fu et al.'s active model
+  completion attacker (USENIX Security 2022): its bottom moves ``attack.amc_scale`` times each step
+  its honest optimizer takes (see ``vfl.attacks.model_completion.scale_update``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from parties.mods.canary import canary_mod
 from parties.vertical import PassiveParty
 from vfl.attacks.audit import canary_design
 from vfl.attacks.backdoor import backdoor_design, pair_targets, replace_gradients, stamp_trigger
+from vfl.attacks.model_completion import scale_update
 from vfl.data import LabelShard
 from vfl.mods import Mod
 from vfl.sampling import Schedule
@@ -74,4 +78,29 @@ def arm_backdoor(node: PassiveParty, cfg: Any, labels: LabelShard) -> PassivePar
     node.bd_pairs = pair_targets(known, poison)  # type: ignore[attr-defined]
     node.bd_saved = {}  # type: ignore[attr-defined]
     node.bd_gamma = float(a.backdoor_amplify)  # type: ignore[attr-defined]
+    return node
+
+
+class ScaledUpdates:
+    """Mixin over a passive party class: Fu et al.'s malicious local optimizer (every own update × amc_scale)."""
+
+    amc_scale: float
+
+    def apply_gradient(self: Any, grad: np.ndarray, epoch: int, step: int) -> None:
+        params = list(self.bottom.parameters())
+        before = [p.detach().clone() for p in params]
+        super().apply_gradient(grad, epoch, step)  # type: ignore[misc]
+        scale_update(before=before, params=params, scale=self.amc_scale)
+
+
+_AMC_VARIANTS: dict[type, type] = {}
+
+
+def arm_active_completion(node: PassiveParty, cfg: Any) -> PassiveParty:
+    """Make ``node`` the active model completion attacker: same protocol, its bottom updates scaled up.
+    (The party's class then overrides ``apply_gradient``, so its host steps it on its own, not fused.)"""
+    cls = type(node)
+    variant = _AMC_VARIANTS.setdefault(cls, type(f"ActiveCompletion{cls.__name__}", (ScaledUpdates, cls), {}))
+    node.__class__ = variant
+    node.amc_scale = float(cfg.attack.amc_scale)  # type: ignore[attr-defined]
     return node

@@ -14,7 +14,7 @@ import torch
 
 from parties import vertical_wire as vw
 from parties.defenses import arm_forward  # importing registers the built-in defenses
-from parties.malicious import arm_backdoor, planted_mods
+from parties.malicious import arm_active_completion, arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
 from parties.vertical import (
     ActiveServer,
@@ -129,6 +129,8 @@ class VerticalStrategy(Strategy):
                 raise ConfigError("attack.backdoor_party", "the backdoor needs a packaged dataset (its known "
                                   "target samples come from the labels); not available with data.parties")
             party = arm_backdoor(party, cfg, labels)
+        if cfg.attack.amc_party == index:  # evaluation only: Fu et al.'s malicious local optimizer
+            party = arm_active_completion(party, cfg)
         return party
 
     def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:

@@ -143,6 +143,10 @@ class AttackConfig:
     backdoor_amplify: float = param(10.0, gt=0, help="gradient amplification gamma of the replacement")
     backdoor_trigger: float = param(3.0, help="value written into the trigger features")
     backdoor_trigger_size: int = param(4, ge=1, help="number of the attacker's features the trigger overwrites")
+    amc_party: int | None = param(None, ge=0, help="0-based index of a passive party training its bottom with "
+                                  "Fu et al.'s malicious local optimizer (active model completion; null = none)")
+    amc_scale: float = param(4.0, gt=0, le=100, help="factor the amc_party multiplies each of its own bottom "
+                             "updates by (1 = honest)")
 
 
 @dataclass(frozen=True)

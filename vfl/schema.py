@@ -102,7 +102,8 @@ def _check_lr_schedule(cfg: RunConfig, strategy_cls: Any) -> None:
 
 def _check_attack(cfg: RunConfig) -> None:
     a, m = cfg.attack, cfg.num_parties
-    for key, value in (("attack.canary_party", a.canary_party), ("attack.backdoor_party", a.backdoor_party)):
+    for key, value in (("attack.canary_party", a.canary_party), ("attack.backdoor_party", a.backdoor_party),
+                       ("attack.amc_party", a.amc_party)):
         if value is not None and value >= m:
             raise ConfigError(key, f"got {value}; allowed: a party index in [0, {m - 1}]")
     if a.canaries and not cfg.privacy.record_views:
