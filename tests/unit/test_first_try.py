@@ -48,10 +48,13 @@ def test_the_schema_defaults_are_the_demos():
     from simulations.runner import read_config_file
 
     demo, defaults = read_config_file("demo"), vfl.resolve({}).to_dict()
+    checked = []
     for section, keys in (("train", ("batch_size", "optimizer", "lr", "momentum")),
                           ("model", ("bottom", "bottom_hidden", "embed_dim", "tanh_c", "fusion", "head", "head_hidden"))):
         for key in keys:
             assert defaults[section][key] == demo[section][key], f"{section}.{key}"
+            checked.append(f"{section}.{key}")
+    assert len(checked) == 11  # every key above was compared
 
 
 def test_the_config_split_parties_writes_starts_from_the_defaults(tmp_path):

@@ -166,7 +166,9 @@ def test_lr_factor_equals_transformers_schedules(schedule, warmup):
            else get_constant_schedule_with_warmup(opt, warmup))
     ours = attach_schedule(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5), schedule=schedule,
                            warmup=warmup, total=total)
-    for step in range(total + 2):
+    steps = range(total + 2)
+    assert len(steps) == 14  # the loop below compares 14 steps
+    for step in steps:
         want = opt.param_groups[0]["lr"]
         assert lr_factor(step, schedule=schedule, warmup=warmup, total=total) * 0.5 == pytest.approx(want, abs=1e-12)
         ours.step()  # the lr used by this step is what the hook set before it

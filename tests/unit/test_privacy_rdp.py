@@ -91,7 +91,9 @@ def test_caps_hold_and_curve_is_monotone(m, b, beta):
 
 def test_more_parties_never_leak_more():
     curves = [pbm_rdp(b=8, beta=0.2, num_parties=m, orders=ORDERS) for m in (1, 2, 3, 5, 8)]
-    for fewer, more in itertools.pairwise(curves):
+    pairs = list(itertools.pairwise(curves))
+    assert len(pairs) == 4 and all(len(c) == len(ORDERS) > 0 for c in curves)  # something is compared
+    for fewer, more in pairs:
         assert np.all(more <= fewer + 1e-12)
 
 
