@@ -19,6 +19,8 @@ from parties.secagg_nodes import cfg_of, reveal_of, shares_of
 from parties.vertical_wire import SERVER_ID
 from vfl.message import Wire, round_of
 from vfl.secagg.curious import ServerView
+from vfl.secagg.keys import KEY_BYTES
+from vfl.secagg.shares import SHARE_BYTES
 
 
 def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold: int,
@@ -28,6 +30,8 @@ def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold:
     session, k = b"", 0
     vectors: dict[tuple[str, int], np.ndarray] = {}
     view = ServerView(parties=tuple(parties), threshold=threshold, k=1, session=b"-")
+    told: dict[str, tuple[int, ...]] = {}  # round -> the survivors the server named (else: vectors that arrived)
+    releases: dict[tuple[str, int], bytes] = {}
     for m in msgs:
         md = m.metadata
         kind, src = md.message_type, int(md.src_node_id)
@@ -40,21 +44,27 @@ def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold:
                 k = enc.k
         elif kind == sw.Kind.UNMASK and src == SERVER_ID:
             c = cfg_of(m)
+            if sw.Key.SURVIVORS in c:
+                told[str(c[sw.Key.ROUND])] = tuple(sorted(int(p) for p in c[sw.Key.SURVIVORS]))
             if sw.Key.DROPPED in c:  # otherwise: the parties whose vectors arrived
                 view.active[str(c[sw.Key.ROUND])] = tuple(sorted(int(p) for p in [*c[sw.Key.SURVIVORS], *c[sw.Key.DROPPED]]))
         elif kind == sw.Kind.UNMASK:
             rv = reveal_of(m)
-            for name, key in rv.self_keys.items():
-                view.self_keys[(rv.round_id, src)] = key
+            for name, release in rv.self_keys.items():  # self-mask releases (vfl.secagg.release)
+                releases[(rv.round_id, src)] = release
                 view.name = name
             for d, keys in rv.pair_keys.items():
                 view.pair_keys[(rv.round_id, src, d)] = keys[view.name]
         elif kind == sw.Kind.REVEAL_SHARES and src != SERVER_ID:
+            rnd = str(cfg_of(m)[sw.Key.ROUND])
             for owner, raw in shares_of(m).items():
                 view.seed_shares.setdefault(owner, {})[src] = raw
+                view.view_keys[(rnd, src, owner)] = raw[SHARE_BYTES:SHARE_BYTES + KEY_BYTES]
     view.session, view.k = session, k
     view.vectors = vectors
     for rnd in {r for r, _ in vectors}:
         view.active.setdefault(rnd, tuple(sorted(p for r, p in vectors if r == rnd)))
+    for (rnd, src), release in releases.items():
+        view.releases[(rnd, src)] = (told.get(rnd) or tuple(sorted(p for r, p in vectors if r == rnd)), release)
     view.sums = {r: (np.asarray(total, dtype=np.int64), tuple(summed)) for r, (total, summed) in (sums or {}).items()}
     return view

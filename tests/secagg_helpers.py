@@ -8,6 +8,7 @@ import numpy as np
 
 from vfl.secagg import SecAggClient, SecAggServer, ShareRequest, UnmaskRequest
 from vfl.secagg.curious import ServerView
+from vfl.secagg.shares import SHARE_BYTES
 
 SESSION = b"test-session"
 
@@ -63,7 +64,7 @@ def run_round(clients: dict[int, SecAggClient], server: SecAggServer, xs: dict[i
                        for p in answering}
             if view is not None:
                 for p, rv in reveals.items():
-                    view.self_keys[(rnd, p)] = rv.self_keys[name]
+                    view.releases[(rnd, p)] = (tuple(request.survivors), rv.self_keys[name])
                     for d, keys in rv.pair_keys.items():
                         view.pair_keys[(rnd, p, d)] = keys[name]
             request = server.add_unmask(rnd, reveals)
@@ -73,6 +74,7 @@ def run_round(clients: dict[int, SecAggClient], server: SecAggServer, xs: dict[i
                 for holder, got in shares.items():
                     for owner, raw in got.items():
                         view.seed_shares.setdefault(owner, {})[holder] = raw
+                        view.view_keys[(rnd, holder, owner)] = raw[SHARE_BYTES:SHARE_BYTES + 32]
             server.add_shares(rnd, shares)
             request = None
     total, summed = server.result(rnd)

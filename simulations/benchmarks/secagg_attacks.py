@@ -6,15 +6,18 @@ opens, whether an honest party detects it, and what the malicious mode costs per
 Attacks (``vfl.secagg.lying``, real clients with real X25519/AES-GCM/Ed25519 keys, M and t of the
 demo): ``key_swap`` (the roster carries the server's own keys), ``single_survivor`` (each party told
 it alone survived), ``redeclared_dropout`` (a survivor that revealed its self key is then declared
-dropped to the others), ``late_survivor`` (v told all survived, the others told v dropped).
+dropped to the others), ``late_survivor`` (v told all survived, the others told v dropped),
+``split_rebuild`` (t holders told v survived and then vanished: seed shares; the rest told v dropped).
 ``inputs_opened`` counts the parties whose exact input any of the server's candidates recovers;
-semi-honest is also played with ``auth: false`` (no identity keys: nothing binds a SecAgg key).
+semi-honest is also played with ``auth: false`` (no identity keys: nothing binds a SecAgg key), and
+as the control ``release: key``: the protocol before view-bound self-mask releases, whose
+survivors revealed raw round self keys. ``default: true`` marks the rows of the default config.
 
 Cost: the demo config (``vfl run demo``: PBM, M=4, Ray) trained ``--epochs`` epochs per mode,
 modes alternated ``--repeats`` times; ``step_ms`` = median (``step_ms_min``: minimum) over every
 epoch after each run's first (warm-up) of its training seconds / its steps; ``bytes_per_round`` =
 training bytes (up + down, signatures included) per step. Writes ``DIR/secagg_attacks.json``:
-``results`` [{attack, mode, auth, inputs_opened, detected}], ``cost`` {mode: {step_ms,
+``results`` [{attack, mode, auth, release, default, inputs_opened, detected}], ``cost`` {mode: {step_ms,
 step_ms_min, bytes_per_round, epochs_ms}}, ``malicious_overhead`` (step_ms ratio - 1; ``_min``:
 of the minima) and the config, and prints a table.
 """
@@ -35,18 +38,22 @@ from vfl.engine import Engine
 from vfl.secagg import MODES, lying
 from vfl.transport import make_transport
 
-SETTINGS = (("semi-honest", False), ("semi-honest", True), ("malicious", True))  # (mode, auth)
+# (mode, auth, release): release "key" is the control (raw self keys, before view-bound releases)
+SETTINGS = (("semi-honest", False, "view"), ("semi-honest", True, "view"), ("malicious", True, "view"),
+            ("semi-honest", True, "key"))
 
 
-def attack_rows(*, parties: int, threshold: int) -> list[dict[str, Any]]:
-    """Every attack in every mode (semi-honest also with auth off: no identity keys), inputs opened
-    and whether a party raised a typed refusal."""
+def attack_rows(*, parties: int, threshold: int, default_mode: str = "semi-honest") -> list[dict[str, Any]]:
+    """Every attack in every setting (semi-honest also with auth off, and the old raw-key release as the
+    control), inputs opened and whether a party raised a typed refusal."""
     rows = []
     for attack in lying.ATTACKS:
-        for mode, auth in SETTINGS:
-            opened, detected = lying.RUN[attack](num=parties, threshold=threshold, mode=mode, signed=auth)
-            rows.append({"attack": attack, "mode": mode, "auth": auth, "inputs_opened": int(opened),
-                         "detected": bool(detected)})
+        for mode, auth, release in SETTINGS:
+            opened, detected = lying.RUN[attack](num=parties, threshold=threshold, mode=mode, signed=auth,
+                                                 release=release)
+            rows.append({"attack": attack, "mode": mode, "auth": auth, "release": release,
+                         "default": (mode, auth, release) == (default_mode, True, "view"),
+                         "inputs_opened": int(opened), "detected": bool(detected)})
     return rows
 
 
@@ -77,8 +84,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     cfg = resolve_config(args.config, list(args.overrides))
     threshold = shamir_threshold(cfg.num_parties, int(getattr(cfg.params, "threshold", 0)))
+    mode = str(getattr(cfg.params, "secagg_mode", "semi-honest"))
     out: dict[str, Any] = {"config": args.config, "parties": cfg.num_parties, "threshold": threshold,
-                           "results": attack_rows(parties=cfg.num_parties, threshold=threshold)}
+                           "default_mode": mode,
+                           "results": attack_rows(parties=cfg.num_parties, threshold=threshold, default_mode=mode)}
     if not args.no_cost:
         runs: dict[str, list[tuple[list[float], float]]] = {m: [] for m in MODES}
         for i in range(args.repeats):
@@ -100,9 +109,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def table(out: dict[str, Any]) -> str:
     """The attack x mode table, then the cost per mode."""
-    lines = [f"M={out['parties']} t={out['threshold']}", f"{'attack':<20}{'mode':<13}{'auth':<6}{'opened':>7}  detected"]
-    lines += [f"{r['attack']:<20}{r['mode']:<13}{r['auth']!s:<6}{r['inputs_opened']:>7}  {r['detected']}"
-              for r in out["results"]]
+    lines = [f"M={out['parties']} t={out['threshold']} (default: {out['default_mode']}, auth on)",
+             f"{'attack':<20}{'mode':<13}{'auth':<6}{'release':<9}{'opened':>7}  detected"]
+    lines += [f"{r['attack']:<20}{r['mode']:<13}{r['auth']!s:<6}{r['release']:<9}{r['inputs_opened']:>7}  "
+              f"{r['detected']}{'  (default)' if r['default'] else ''}" for r in out["results"]]
     for mode, c in out.get("cost", {}).items():
         lines.append(f"{mode:<13} step {c['step_ms']:.2f} ms (median; min {c['step_ms_min']:.2f})  "
                      f"{c['bytes_per_round']:.0f} B/round")

@@ -92,7 +92,8 @@ def test_pbm_skip_party_finishes_the_round_with_the_survivors(monkeypatch: pytes
 
 
 def test_a_survivor_vanishing_before_its_keys_keeps_its_input_via_seed_shares(monkeypatch) -> None:
-    res, transport = _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1)
+    # t = 3 at M = 4: t + max(t, 2) > M, so honest parties may reveal seed shares in mode semi-honest
+    res, transport = _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3)
     (rec,) = res.summary["dropouts"]
     assert rec["party"] == "party2" and rec["contributed"] == ["party0", "party1", "party2", "party3"]
     _check_recovered_sum(transport, "train:0:2", [1, 2, 3, 4])
@@ -144,7 +145,9 @@ def test_no_private_key_seed_or_pair_secret_ever_crosses_the_wire(monkeypatch) -
     """The old design Shamir-shared the X25519 private key and rebuilt it on a dropout (then every
     past round of the party opened). Now no long-lived secret appears in any message, recovery
     rounds included: only round keys and, for a vanished survivor, shares of its seed."""
-    res, transport = _run("pbm", "party2@0:2,party1@0:4/query.secagg_unmask", monkeypatch, epochs=1)
+    # a dropout, then a vanished survivor recovered from 2 seed shares: mode malicious (t = 2, M = 4)
+    res, transport = _run("pbm", "party2@0:2,party1@0:4/query.secagg_unmask", monkeypatch, epochs=1,
+                          secagg_mode="malicious")
     assert {w.round.split(":")[0] for w in transport.wires} >= {"setup", "train", "recovery", "eval"}
     clients = [transport.nodes[p].client for p in range(1, M + 1)]
     secrets = [private_key_bytes(c._key) for c in clients] + [c._seed for c in clients]
@@ -158,3 +161,12 @@ def test_curious_server_on_the_wire_bytes_learns_nothing() -> None:
     assert row["survivor_sum_exact"] and row["late_vector_refused_by_server"]
     assert row["past_rounds_unmasked"] == row["late_vector_unmasked"] == row["single_survivor_unmasked"] == 0
     assert row["past_rounds_tried"] == 2 and row["single_survivors_tried"] == 4
+
+
+def test_at_the_default_threshold_a_vanished_survivor_fails_the_round_instead_of_opening_seed_shares(
+        monkeypatch) -> None:
+    """M = 4, t = 2: t + max(t, 2) = M, so a server telling split survivor sets could rebuild a seed whose
+    pair keys it also holds (vfl.secagg.lying.split_rebuild); the honest server does not ask for shares."""
+    with pytest.raises(PartyFailure) as info:
+        _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1)
+    assert info.value.round == "train:0:2" and "seed shares are off" in str(info.value)

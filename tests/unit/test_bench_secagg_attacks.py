@@ -13,15 +13,18 @@ def test_attack_table_json(tmp_path, capsys) -> None:
     out = main(["--out", str(tmp_path), "--no-cost"])
     saved = json.loads((tmp_path / "secagg_attacks.json").read_text())
     assert saved == json.loads(json.dumps(out)) and (saved["parties"], saved["threshold"]) == (4, 2)
-    rows = {(r["attack"], r["mode"], r["auth"]): r for r in saved["results"]}
-    attacks = {"key_swap", "single_survivor", "redeclared_dropout", "late_survivor"}
-    assert {a for a, _, _ in rows} == attacks
-    assert load_run_config({"strategy": "pbm"}).params.secagg_mode == "semi-honest"  # the default
+    rows = {(r["attack"], r["mode"], r["auth"], r["release"]): r for r in saved["results"]}
+    attacks = {"key_swap", "single_survivor", "redeclared_dropout", "late_survivor", "split_rebuild"}
+    assert {a for a, _, _, _ in rows} == attacks
+    assert load_run_config({"strategy": "pbm"}).params.secagg_mode == "semi-honest" == saved["default_mode"]
+    defaults = [r for r in saved["results"] if r["default"]]
+    assert {r["attack"] for r in defaults} == attacks and all(r["mode"] == "semi-honest" for r in defaults)
+    for r in defaults:  # the default config opens nothing under every attack
+        assert r["inputs_opened"] == 0, r
     for attack in attacks:
-        assert rows[(attack, "malicious", True)]["inputs_opened"] == 0
-        assert rows[(attack, "malicious", True)]["detected"] is True
-        if attack != "late_survivor":  # the default mode with auth on stops the other three
-            assert rows[(attack, "semi-honest", True)]["inputs_opened"] == 0
-    assert rows[("key_swap", "semi-honest", False)]["inputs_opened"] == 4  # unsigned keys: every input
-    assert rows[("late_survivor", "semi-honest", True)]["inputs_opened"] == 1  # no consistency check
+        assert rows[(attack, "malicious", True, "view")]["inputs_opened"] == 0
+        assert rows[(attack, "malicious", True, "view")]["detected"] is True
+    assert rows[("key_swap", "semi-honest", False, "view")]["inputs_opened"] == 4  # unsigned keys: every input
+    assert rows[("late_survivor", "semi-honest", True, "key")]["inputs_opened"] == 1  # control: raw self keys
+    assert rows[("split_rebuild", "semi-honest", True, "view")]["detected"] is True  # seed shares refused at t=2
     assert "late_survivor" in capsys.readouterr().out

@@ -72,6 +72,7 @@ def test_control_the_old_design_rebuilt_the_private_key_and_unmasked_every_past_
                                         party=peer), own_id=DEAD, peer_id=peer, session=server.session)
                 view.pair_keys[(f"r{r}", peer, DEAD)] = round_key(pair.mask_secret, label=PAIR_LABEL,
                                                                   session=server.session, round_id=f"r{r}", name="emb")
+        view.self_keys[(f"r{r}", DEAD)] = dead._self_key(f"r{r}", "emb")  # then a survivor revealed its self key
     assert all(unmasked(view, DEAD, f"r{r}", xs[r][DEAD]) for r in range(R))
 
 
@@ -81,13 +82,15 @@ def test_control_pair_keys_of_live_peers_would_unmask_a_survivor() -> None:
     for peer in view.active[rnd]:
         if peer != target:
             view.pair_keys[(rnd, peer, target)] = clients[peer]._pair_key(target, rnd, "emb")
+    view.self_keys[(rnd, target)] = clients[target]._self_key(rnd, "emb")  # as survivors revealed before view-bound releases
     assert unmasked(view, target, rnd, xs[R][target])
 
 
 def test_documented_limit_a_lying_server_that_tells_d_it_survived() -> None:
     """Outside the semi-honest threat model (an actively lying server, see docs/secagg.md): if DEAD
     itself revealed its round self key while the others revealed pair keys for it, its vector opens.
-    The malicious mode's consistency check refuses exactly this (late_survivor, test_secagg_malicious)."""
+    No client reveals a raw self key any more: its release stays masked by view streams unless every
+    party it was told survived was told the same (late_survivor, test_secagg_split_views)."""
     clients, server, view, xs = _session()
     view.self_keys[(f"r{R}", DEAD)] = round_key(clients[DEAD]._seed, label=SELF_LABEL, session=server.session,
                                                 round_id=f"r{R}", name="emb")

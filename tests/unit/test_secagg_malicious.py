@@ -52,7 +52,7 @@ def test_single_survivor_opened_all_inputs_on_the_old_rules(old_rules: None) -> 
 
 
 def test_redeclared_dropout_opened_the_victim_on_the_old_rules(old_rules: None) -> None:
-    assert lying.redeclared_dropout(num=M, threshold=T, mode="semi-honest") == (1, False)  # control
+    assert lying.redeclared_dropout(num=M, threshold=T, mode="semi-honest", release="key") == (1, False)  # control
 
 
 @pytest.mark.parametrize("mode", ["semi-honest", "malicious"])
@@ -61,8 +61,11 @@ def test_the_new_client_rules_refuse_both_in_either_mode(mode: str) -> None:
     assert lying.redeclared_dropout(num=M, threshold=T, mode=mode) == (0, True)
 
 
-def test_late_survivor_opens_the_victim_in_semi_honest_mode_only() -> None:
-    assert lying.late_survivor(num=M, threshold=T, mode="semi-honest") == (1, False)  # control: split views
+def test_late_survivor_opened_the_victim_with_self_keys_and_opens_nothing_with_view_bound_releases() -> None:
+    # control: the protocol before view-bound releases (raw self keys) opened the victim in semi-honest mode
+    assert lying.late_survivor(num=M, threshold=T, mode="semi-honest", release="key") == (1, False)
+    for signed in (True, False):  # the default mode, with and without auth: the victim's release stays masked
+        assert lying.late_survivor(num=M, threshold=T, mode="semi-honest", signed=signed) == (0, False)
     assert lying.late_survivor(num=M, threshold=T, mode="malicious") == (0, True)
 
 
@@ -95,7 +98,7 @@ def test_an_honest_malicious_mode_round_sums_exactly() -> None:
     view, detected = lying._view(clients, T, 16), [False]
     xs = lying._mask(clients, view, 16, seed=3)
     lying._ask(clients, view, {p: (clients, []) for p in clients}, detected)
-    assert not detected[0] and len(view.self_keys) == M  # every survivor revealed its self key
+    assert not detected[0] and len(view.releases) == M  # every survivor released its self mask
     assert not any(unmasked(view, p, lying.ROUND, xs[p]) for p in clients)
 
 

@@ -51,10 +51,10 @@ def test_masks_cancel_with_zero_to_t_minus_1_dropouts(case: tuple[int, ...], dat
 
 
 def test_vanished_survivor_keeps_its_input_via_seed_shares() -> None:
-    clients, server = make_session(6, 3, 12)
+    clients, server = make_session(6, 4, 12)  # t + max(t, 2) > M: seed shares are safe to reveal
     xs = inputs(range(6), 40, 10, 1)
     total, summed = run_round(clients, server, xs, rnd="r", k=12, vanish=[4])
-    assert summed == (0, 1, 2, 3, 4, 5)  # 4 sent its vector, its self mask came from 3 seed shares
+    assert summed == (0, 1, 2, 3, 4, 5)  # 4 sent its vector, its self mask came from 4 seed shares
     np.testing.assert_array_equal(total, mod_sum(xs.values(), 12, 40))
     assert server.dropped == {4}  # its seed is known now: it leaves the session
 
@@ -160,7 +160,7 @@ def test_server_refuses_wrong_reveals_and_forged_shares() -> None:
     request = server.open_round({p: masked[p] for p in (0, 1, 2)}, round_id=0, name="e")
     with pytest.raises(ProtocolError, match="not a survivor"):
         server.add_unmask(0, {3: clients[3].unmask(round_id=0, survivors=(0, 1, 2, 3), dropped=())})
-    clients2, server2 = make_session(4, 2, 8)
+    clients2, server2 = make_session(4, 3, 8)
     masked2 = {p: c.mask(np.arange(3), round_id=0, name="e", k=8) for p, c in clients2.items()}
     req2 = server2.open_round(masked2, round_id=0, name="e")
     share_req = server2.add_unmask(0, {p: clients2[p].unmask(round_id=0, survivors=req2.survivors, dropped=())

@@ -2,12 +2,15 @@
 
 Order of calls: ``public_key`` -> ``receive_public_keys`` -> ``make_shares`` -> ``receive_shares``
 -> per round: ``mask`` (once per (round, name)) -> ``unmask`` (the server's request: my round
-self key, plus round pair keys for the parties it declares dropped) -> ``reveal_shares`` only if
-a survivor vanished before revealing its own self key. A new session is a new client.
+self stream masked with view streams over the survivors it names (``vfl.secagg.release``), plus
+round pair keys for the parties it declares dropped) -> ``reveal_shares`` only if a survivor
+vanished before releasing. A new session is a new client.
 
 The honest-client rules are enforced here and raise :class:`RevealRefused`: keys only for the
 round masked last; never both a peer's round pair keys and shares of its seed; never anything
-about its own seed; no masking after it was declared dropped or its seed was rebuilt.
+about its own seed; no masking after it was declared dropped or its seed was rebuilt; no seed
+shares in mode semi-honest unless t + max(t, 2) > M + colluders (below that a server telling
+parties different survivor sets could rebuild a self mask whose pair keys it also got).
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ import numpy as np
 import numpy.typing as npt
 
 from vfl.errors import ProtocolError, RevealRefused
-from vfl.secagg.consistency import Identity, SurvivorCheck, check_mode, key_statement, verify_keys
+from vfl.secagg.consistency import (
+    Identity,
+    SurvivorCheck,
+    check_mode,
+    key_statement,
+    quorum,
+    verify_keys,
+)
 from vfl.secagg.keys import (
     PAIR_LABEL,
     SELF_LABEL,
@@ -32,6 +42,7 @@ from vfl.secagg.keys import (
     session_bytes,
 )
 from vfl.secagg.masking import apply_pairwise_masks
+from vfl.secagg.release import self_release, share_reveal, view_key
 from vfl.secagg.rules import Reveal, check_parties, check_view
 from vfl.secagg.shares import SeedShare, decrypt_share, encrypt_share, share_index, split_secret
 
@@ -46,7 +57,7 @@ class SecAggClient:
 
     def __init__(
         self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
-        mode: str = "semi-honest", identity: Identity | None = None,
+        mode: str = "semi-honest", identity: Identity | None = None, colluders: int = 0,
     ) -> None:
         self.party_id = int(party_id)
         self.mode = check_mode(mode, key="mode")
@@ -55,6 +66,7 @@ class SecAggClient:
         self.identity = identity
         self.parties = check_parties([*peers, self.party_id], threshold)
         self.threshold = threshold
+        self.colluders = int(colluders)  # parties assumed to collude with the server (privacy.colluders)
         self.session = session_bytes(session)
         self._key = generate_private_key()  # never shared, never leaves this object
         self._seed = new_seed()  # self-mask seed b; only Shamir shares of it leave
@@ -68,6 +80,7 @@ class SecAggClient:
         self._rounds: set[str] = set()
         self._round: str | None = None  # the round masked last
         self._names: list[str] = []
+        self._sizes: dict[str, tuple[int, int]] = {}  # name -> (values, k) masked in the current round
         self._view: tuple[frozenset[int], frozenset[int]] | None = None  # (survivors, dropped) of it
         self.check = None if identity is None or self.mode != "malicious" else SurvivorCheck(
             identity, me=self.party_id, threshold=threshold, session=self.session)
@@ -194,7 +207,7 @@ class SecAggClient:
                 raise ProtocolError(f"party {self.party_id} cannot go back to round {rnd}")
             self._active -= self._leaving
             self._leaving.clear()
-            self._round, self._names, self._view = rnd, [], None
+            self._round, self._names, self._view, self._sizes = rnd, [], None, {}
         elif self._view is not None:
             raise ProtocolError(f"round {rnd} is being unmasked; it takes no more tensors")
         if len(self._active) < 2:
@@ -211,6 +224,7 @@ class SecAggClient:
         self._used.add((rnd, name))
         self._rounds.add(rnd)
         self._names.append(name)
+        self._sizes[name] = (int(masked.size), int(k))
         return masked
 
     def unmask(
@@ -219,8 +233,8 @@ class SecAggClient:
     ) -> Reveal:
         """Answer the server's unmask request for the round masked last.
 
-        I reveal my own self key of that round (I am a survivor) and, for every party in
-        ``dropped``, our pair key of that round; never keys of another round, never pair keys for
+        I release my own self stream of that round masked with view streams over ``survivors`` (I
+        am one; ``vfl.secagg.release``) and, for every party in ``dropped``, our pair key of that round; never keys of another round, never pair keys for
         a peer whose seed shares I revealed or that was listed a survivor this round, nothing for
         fewer than max(t, 2) survivors. A repeat request must repeat the view. In malicious mode
         ``signatures`` must hold >= max(t, 2) survivors' signatures on the set I signed.
@@ -245,7 +259,7 @@ class SecAggClient:
         self._leaving |= gone
         return Reveal(
             round_id=rnd,
-            self_keys={n: self._self_key(rnd, n) for n in self._names},
+            self_keys={n: self._release(rnd, n, live) for n in self._names},
             pair_keys={d: {n: self._pair_key(d, rnd, n) for n in self._names} for d in sorted(gone)},
         )
 
@@ -268,9 +282,18 @@ class SecAggClient:
                 f"party {self.party_id} revealed pair keys of parties {both}; it never also "
                 "reveals shares of their seeds"
             )
+        left = self._view[0] - set(owners)
+        if len(left) < quorum(self.threshold):  # each share comes with my view key with its owner
+            raise RevealRefused(
+                f"round {rnd}: party {self.party_id} refuses seed shares of {owners}: fewer than max(t, 2) = "
+                f"{quorum(self.threshold)} survivors would remain, and its own view keys would open its release"
+            )
+        self._check_share_safety(rnd)
         self._shares_revealed |= set(owners)
         self._leaving |= set(owners)
-        return {p: self._held[p].to_bytes() for p in owners if p in self._held}
+        names = sorted(self._names)
+        return {p: share_reveal(self._held[p].to_bytes(), [self._view_key(p, rnd, n) for n in names])
+                for p in owners if p in self._held}
 
     # ---- internals --------------------------------------------------------------------------
     def _check_round(self, round_id: int | str, what: str) -> str:
@@ -286,6 +309,25 @@ class SecAggClient:
 
     def _self_key(self, rnd: str, name: str) -> bytes:
         return round_key(self._seed, label=SELF_LABEL, session=self.session, round_id=rnd, name=name)
+
+    def _view_key(self, peer: int, rnd: str, name: str) -> bytes:
+        return view_key(self._pairs[peer].mask_secret, session=self.session, round_id=rnd, name=name)
+
+    def _release(self, rnd: str, name: str, live: frozenset[int]) -> bytes:
+        n, k = self._sizes[name]
+        return self_release(own_id=self.party_id, self_key=self._self_key(rnd, name), round_id=rnd, name=name,
+                            view_keys={p: self._view_key(p, rnd, name) for p in sorted(live) if p != self.party_id},
+                            n=n, k=k)
+
+    def _check_share_safety(self, rnd: str) -> None:
+        """Semi-honest mode: seed shares only if no split of views can open an input (t + max(t, 2) > M + c)."""
+        m, t = len(self.parties), self.threshold
+        if self.check is None and t + quorum(t) <= m + self.colluders:
+            raise RevealRefused(
+                f"round {rnd}: party {self.party_id} refuses seed shares: with t = {t}, M = {m}, colluders = "
+                f"{self.colluders} a server telling parties different survivor sets could rebuild a self mask "
+                f"whose pair keys it also holds (needs t + max(t, 2) > M + colluders, or secagg_mode malicious)"
+            )
 
     def _pair_key(self, peer: int, rnd: str, name: str) -> bytes:
         secret = self._pairs[peer].mask_secret

@@ -5,7 +5,9 @@ turn one masked vector back into an input. Used by the tests and the dropout ben
 r from its ``ServerView``: remove all mask terms whose keys it holds (revealed round keys, or
 self keys from a seed rebuilt out of >= t shares), also trying pair keys revealed in OTHER rounds
 (what would work if keys were not bound to rounds), and the difference between the full sum of a
-round (with a late vector) and the survivors' sum (what would work without self masks). An
+round (with a late vector) and the survivors' sum (what would work without self masks). A self
+stream comes from a raw self key (what clients revealed before view-bound releases: the controls),
+a seed rebuilt from >= t shares, or a survivor's release whose view streams it can all remove. An
 attack succeeds if any candidate equals the true input; the same code succeeds on a transcript
 in which a client broke a rule, so a test with it can fail.
 """
@@ -20,8 +22,9 @@ import numpy.typing as npt
 from vfl.secagg.keys import SELF_LABEL, round_key
 from vfl.secagg.masking import pair_sign
 from vfl.secagg.modular import low_bits_mask
+from vfl.secagg.packing import unpack_bits
 from vfl.secagg.prg import accumulate_streams
-from vfl.secagg.shares import SeedShare, combine_secret
+from vfl.secagg.shares import SHARE_BYTES, SeedShare, combine_secret
 
 
 @dataclass
@@ -35,14 +38,17 @@ class ServerView:
     name: str = "emb"
     vectors: dict[tuple[str, int], npt.NDArray[np.uint32]] = field(default_factory=dict)  # (round, party)
     active: dict[str, tuple[int, ...]] = field(default_factory=dict)  # round -> parties masking in it
-    self_keys: dict[tuple[str, int], bytes] = field(default_factory=dict)  # (round, party)
+    self_keys: dict[tuple[str, int], bytes] = field(default_factory=dict)  # (round, party): raw self keys
+    # (round, party) -> (the survivors it was told, its packed self-mask release)
+    releases: dict[tuple[str, int], tuple[tuple[int, ...], bytes]] = field(default_factory=dict)
+    view_keys: dict[tuple[str, int, int], bytes] = field(default_factory=dict)  # (round, holder, other)
     pair_keys: dict[tuple[str, int, int], bytes] = field(default_factory=dict)  # (round, holder, other)
     seed_shares: dict[int, dict[int, bytes]] = field(default_factory=dict)  # owner -> holder -> share
     sums: dict[str, tuple[npt.NDArray[np.int64], tuple[int, ...]]] = field(default_factory=dict)
 
     def rebuilt_seed(self, party: int) -> bytes | None:
         """The party's seed if the server holds at least t distinct shares of it."""
-        shares = [SeedShare.from_bytes(raw) for raw in self.seed_shares.get(party, {}).values()]
+        shares = [SeedShare.from_bytes(raw[:SHARE_BYTES]) for raw in self.seed_shares.get(party, {}).values()]
         unique = list({s.index: s for s in shares}.values())
         return combine_secret(unique[: self.threshold]) if len(unique) >= self.threshold else None
 
@@ -54,6 +60,25 @@ class ServerView:
         if seed is None:
             return None
         return round_key(seed, label=SELF_LABEL, session=self.session, round_id=rnd, name=self.name)
+
+    def self_stream(self, party: int, rnd: str, n: int) -> npt.NDArray[np.uint32] | None:
+        """PRG(self key of ``party`` in ``rnd``) mod 2^32 if the server can compute it, else None."""
+        key = self.self_key(party, rnd)
+        out = np.zeros(n, dtype=np.uint32)
+        if key is not None:
+            accumulate_streams(out, terms=[(key, 1)], round_id=rnd, name=self.name)
+            return out
+        if (rnd, party) not in self.releases:
+            return None
+        told, raw = self.releases[(rnd, party)]
+        keys = [(self.view_keys.get((rnd, party, j)) or self.view_keys.get((rnd, j, party)), pair_sign(party, j))
+                for j in told if j != party]
+        if any(key is None for key, _ in keys):
+            return None  # a view stream it cannot remove: the release stays masked
+        out += unpack_bits(raw, self.k, n)
+        accumulate_streams(out, terms=[(key, -sign) for key, sign in keys if key is not None], round_id=rnd,
+                           name=self.name)
+        return out
 
     def pair_key(self, a: int, b: int, rnd: str) -> bytes | None:
         return self.pair_keys.get((rnd, a, b)) or self.pair_keys.get((rnd, b, a))
@@ -79,14 +104,14 @@ def unmask_attempts(view: ServerView, party: int, rnd: str) -> list[npt.NDArray[
     out: list[npt.NDArray[np.uint32]] = []
     if y is not None:
         peers = [p for p in view.active.get(rnd, view.parties) if p != party]
-        own = view.self_key(party, rnd)
-        base: list[tuple[bytes, int]] = [(own, 1)] if own is not None else []
+        own = view.self_stream(party, rnd, y.size)
+        y = y if own is None else ((y.reshape(-1) - own) & low_bits_mask(view.k)).reshape(y.shape)
         exact = [(key, pair_sign(party, p)) for p in peers if (key := view.pair_key(party, p, rnd))]
-        out.append(_strip(y, base + exact, rnd=rnd, name=view.name, k=view.k))
+        out.append(_strip(y, exact, rnd=rnd, name=view.name, k=view.k))
         # Key reuse: pair keys revealed in other rounds, as if they applied to this one.
         reused = [(key, pair_sign(party, p)) for p in peers for key in view.any_round_pair_keys(party, p)[:1]]
         if reused:
-            out.append(_strip(y, base + reused, rnd=rnd, name=view.name, k=view.k))
+            out.append(_strip(y, reused, rnd=rnd, name=view.name, k=view.k))
     out.extend(_sum_difference(view, party, rnd))
     return out
 
@@ -102,8 +127,16 @@ def _sum_difference(view: ServerView, party: int, rnd: str) -> list[npt.NDArray[
     acc = np.zeros(total.size, dtype=np.uint32)
     for p in members:
         acc += view.vectors[(rnd, p)].reshape(-1)
-    keys = [(key, 1) for p in members if (key := view.self_key(p, rnd)) is not None]
-    rest = _strip(acc, keys, rnd=rnd, name=view.name, k=view.k)
+    group = [view.releases.get((rnd, p)) for p in summed]
+    if all(g is not None and tuple(sorted(g[0])) == tuple(sorted(summed)) for g in group):
+        for g in group:  # told the same survivors: their view streams cancel, the self streams remain
+            acc -= unpack_bits(g[1], view.k, total.size) if g is not None else 0
+        members = tuple(p for p in members if p not in summed)
+    for p in members:
+        stream = view.self_stream(p, rnd, total.size)
+        if stream is not None:
+            acc -= stream
+    rest = acc & low_bits_mask(view.k)
     diff = (rest.astype(np.int64) - total.reshape(-1)) & int(low_bits_mask(view.k))
     return [diff.astype(np.uint32).reshape(total.shape)]
 

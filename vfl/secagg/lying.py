@@ -12,6 +12,14 @@ honest party raised a typed refusal (``RevealRefused``, ``MaliciousServer``) ins
 - ``single_survivor``: each party is told it alone survived (all others dropped).
 - ``redeclared_dropout``: everyone reveals under "all survived"; then all but v are told v dropped.
 - ``late_survivor``: v is told everyone survived; the others are told v dropped (split views).
+- ``split_rebuild``: v is told the holders H (t of its peers) dropped; H are told all survived and
+  then that v vanished (they reveal their shares of v's seed); the rest are told v dropped. Seed +
+  every pair key of v = its input, unless t + max(t, 2) > M + colluders (honest clients refuse the
+  shares otherwise, in mode semi-honest) or the malicious mode's consistency check stops it.
+
+``release="key"`` plays the protocol before view-bound releases (``vfl.secagg.release``): each
+survivor handed the server its raw round self key. It is the control: ``late_survivor`` opens the
+victim's input with it, and nothing with today's releases.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from vfl.secagg.client import SecAggClient
 from vfl.secagg.consistency import Identity, ed25519_identities
 from vfl.secagg.curious import ServerView, unmasked
 from vfl.secagg.keys import (
+    KEY_BYTES,
     PAIR_LABEL,
     derive_pair_keys,
     generate_private_key,
@@ -34,9 +43,9 @@ from vfl.secagg.keys import (
     round_key,
 )
 from vfl.secagg.rules import Reveal
-from vfl.secagg.shares import decrypt_share
+from vfl.secagg.shares import SHARE_BYTES, decrypt_share
 
-ATTACKS = ("key_swap", "single_survivor", "redeclared_dropout", "late_survivor")
+ATTACKS = ("key_swap", "single_survivor", "redeclared_dropout", "late_survivor", "split_rebuild")
 SESSION, ROUND, NAME = b"lying-server-session", "r0", "emb"
 Outcome = tuple[int, bool]  # (inputs opened, a party detected the lie)
 
@@ -81,14 +90,16 @@ def _mask(clients: Mapping[int, SecAggClient], view: ServerView, k: int, seed: i
     return xs
 
 
-def _keep(view: ServerView, party: int, rv: Reveal) -> None:
-    view.self_keys[(ROUND, party)] = rv.self_keys[NAME]
+def _keep(view: ServerView, party: int, rv: Reveal, told: frozenset[int], legacy: SecAggClient | None) -> None:
+    view.releases[(ROUND, party)] = (tuple(sorted(told)), rv.self_keys[NAME])
+    if legacy is not None:  # the control: the old client revealed its raw round self key
+        view.self_keys[(ROUND, party)] = legacy._self_key(ROUND, NAME)
     for d, keys in rv.pair_keys.items():
         view.pair_keys[(ROUND, party, d)] = keys[NAME]
 
 
 def _ask(clients: Mapping[int, SecAggClient], view: ServerView, views: Mapping[int, tuple[Iterable[int], Iterable[int]]],
-         detected: list[bool]) -> None:
+         detected: list[bool], release: str = "view") -> None:
     """Send each party in ``views`` its (survivors, dropped); in malicious mode the consistency
     round first, with every signature the server got on that party's set forwarded to it."""
     told = {p: (frozenset(s), frozenset(d)) for p, (s, d) in views.items()}
@@ -102,7 +113,8 @@ def _ask(clients: Mapping[int, SecAggClient], view: ServerView, views: Mapping[i
     for p, (live, gone) in told.items():
         try:
             _keep(view, p, clients[p].unmask(round_id=ROUND, survivors=live, dropped=gone,
-                                             signatures=sigs.get(live, {})))
+                                             signatures=sigs.get(live, {})), live,
+                  clients[p] if release == "key" else None)
         except RevealRefused:
             detected[0] = True
 
@@ -112,7 +124,7 @@ def _opened(view: ServerView, xs: Mapping[int, npt.NDArray[np.int64]]) -> int:
 
 
 def key_swap(
-    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True,
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True, release: str = "view",
 ) -> Outcome:
     clients, _ = _clients(num, threshold, mode, signed)
     view = _view(clients, threshold, k)
@@ -137,40 +149,67 @@ def key_swap(
 
 
 def single_survivor(
-    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True,
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True, release: str = "view",
 ) -> Outcome:
     clients, _ = _clients(num, threshold, mode, signed)
     _honest_setup(clients)
     view, detected = _view(clients, threshold, k), [False]
     xs = _mask(clients, view, k, seed)
-    _ask(clients, view, {p: ([p], [q for q in clients if q != p]) for p in clients}, detected)
+    _ask(clients, view, {p: ([p], [q for q in clients if q != p]) for p in clients}, detected, release)
     return _opened(view, xs), detected[0]
 
 
 def redeclared_dropout(
     *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
+    release: str = "view",
 ) -> Outcome:
     clients, _ = _clients(num, threshold, mode, signed)
     _honest_setup(clients)
     view, detected = _view(clients, threshold, k), [False]
     xs = _mask(clients, view, k, seed)
-    _ask(clients, view, {p: (clients, []) for p in clients}, detected)
+    _ask(clients, view, {p: (clients, []) for p in clients}, detected, release)
     rest = [p for p in clients if p != victim]
-    _ask(clients, view, {p: (rest, [victim]) for p in rest}, detected)
+    _ask(clients, view, {p: (rest, [victim]) for p in rest}, detected, release)
     return _opened(view, xs), detected[0]
 
 
 def late_survivor(
     *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
+    release: str = "view",
 ) -> Outcome:
     clients, _ = _clients(num, threshold, mode, signed)
     _honest_setup(clients)
     view, detected = _view(clients, threshold, k), [False]
     xs = _mask(clients, view, k, seed)
     rest = [p for p in clients if p != victim]
-    _ask(clients, view, {victim: (clients, []), **{p: (rest, [victim]) for p in rest}}, detected)
+    _ask(clients, view, {victim: (clients, []), **{p: (rest, [victim]) for p in rest}}, detected, release)
+    return _opened(view, xs), detected[0]
+
+
+def split_rebuild(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
+    release: str = "view",
+) -> Outcome:
+    clients, _ = _clients(num, threshold, mode, signed)
+    _honest_setup(clients)
+    view, detected = _view(clients, threshold, k), [False]
+    xs = _mask(clients, view, k, seed)
+    peers = [p for p in clients if p != victim]
+    holders, rest = peers[:threshold], peers[threshold:]
+    _ask(clients, view, {victim: ([victim, *rest], holders), **{h: (clients, []) for h in holders},
+                         **{p: (peers, [victim]) for p in rest}}, detected, release)
+    for h in holders:  # "v vanished before answering": shares of its seed, and the view key with it
+        try:
+            got = clients[h].reveal_shares(round_id=ROUND, owners=[victim])
+        except RevealRefused:
+            detected[0] = True
+            continue
+        for owner, raw in got.items():
+            view.seed_shares.setdefault(owner, {})[h] = raw
+            view.view_keys[(ROUND, h, owner)] = raw[SHARE_BYTES:SHARE_BYTES + KEY_BYTES]
     return _opened(view, xs), detected[0]
 
 
 RUN: dict[str, Callable[..., Outcome]] = {"key_swap": key_swap, "single_survivor": single_survivor,
-                                          "redeclared_dropout": redeclared_dropout, "late_survivor": late_survivor}
+                                          "redeclared_dropout": redeclared_dropout, "late_survivor": late_survivor,
+                                          "split_rebuild": split_rebuild}

@@ -36,10 +36,12 @@ def check_parties(parties: Iterable[int], threshold: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Reveal:
-    """A survivor's answer to an unmask request: round-bound keys only, never a long-lived secret."""
+    """A survivor's answer to an unmask request: round-bound values only, never a long-lived secret."""
 
     round_id: str
-    self_keys: dict[str, bytes]  # tensor name -> my self key of (round, name)
+    # tensor name -> my self-mask release of (round, name): the packed self stream masked with view
+    # streams over the survivors I was told (vfl.secagg.release); never the self key itself
+    self_keys: dict[str, bytes]
     pair_keys: dict[int, dict[str, bytes]]  # dropped party -> tensor name -> our pair key of (round, name)
 
 

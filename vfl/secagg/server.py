@@ -7,7 +7,8 @@ request, if any: a survivor that did not answer stays in S and has its seed rebu
 shares when nobody else dropped (``ShareRequest``); otherwise its pair masks with the dropped
 parties cannot be removed (the round aborts: a survivor is never redeclared dropped, honest clients refuse that).
 In mode ``malicious`` the round opens with a ``ConsistencyRequest``: the survivors sign the
-survivor set and the unmask request carries those signatures. ``result`` returns sum_{s in S} x_s mod 2^k. A vector from a
+survivor set and the unmask request carries those signatures. Survivors release their self streams
+masked with view streams over the survivors they were told (``vfl.secagg.release``), never self keys. ``result`` returns sum_{s in S} x_s mod 2^k. A vector from a
 party declared dropped is refused for the rest of the session, and each (round, name) is
 aggregated once; a sum over fewer than two parties is refused (it would be one party's input).
 """
@@ -25,6 +26,7 @@ from vfl.secagg.consistency import check_mode, quorum
 from vfl.secagg.keys import SELF_LABEL, round_key, session_bytes
 from vfl.secagg.masking import removal_terms
 from vfl.secagg.modular import check_bits, low_bits_mask, to_residues
+from vfl.secagg.release import read_release, split_share_reveal
 from vfl.secagg.rules import Reveal, check_parties
 from vfl.secagg.shares import SeedShare, combine_secret, share_index
 
@@ -65,7 +67,10 @@ class _Round:
     vectors: dict[int, npt.NDArray[np.uint32]]
     survivors: set[int]
     dropped: set[int]
-    self_keys: dict[int, bytes] = field(default_factory=dict)
+    self_keys: dict[int, bytes] = field(default_factory=dict)  # rebuilt from seed shares (vanished survivors)
+    releases: dict[int, npt.NDArray[np.uint32]] = field(default_factory=dict)  # survivor -> self-mask release
+    names: tuple[str, ...] = ()  # the tensors the survivors masked in this round
+    view_keys: list[tuple[int, int, bytes]] = field(default_factory=list)  # (holder, vanished owner, key)
     pair_keys: dict[tuple[int, int], bytes] = field(default_factory=dict)
     answered: set[int] = field(default_factory=set)
     pending: UnmaskRequest | ShareRequest | ConsistencyRequest | None = None
@@ -89,6 +94,12 @@ class SecAggServer:
         self._dropped: set[int] = set()
         self._done: set[tuple[str, str]] = set()
         self._open: _Round | None = None
+
+    @property
+    def seed_path(self) -> bool:
+        """Whether honest parties reveal seed shares of a vanished survivor: always in mode malicious,
+        in mode semi-honest only if t + max(t, 2) > M (else split survivor sets could open an input)."""
+        return self.mode == "malicious" or self.threshold + quorum(self.threshold) > len(self.parties)
 
     @property
     def dropped(self) -> frozenset[int]:
@@ -162,7 +173,9 @@ class SecAggServer:
                     f"round {rnd}: party {party} revealed pair keys for {sorted(reveal.pair_keys)}, "
                     f"asked for {sorted(r.dropped)}"
                 )
-            r.self_keys[party] = reveal.self_keys[r.name]
+            n = int(np.prod(r.shape)) if r.shape else 0
+            r.releases[party] = read_release(reveal.self_keys[r.name], party=party, round_id=rnd, n=n, k=self.k)
+            r.names = tuple(sorted(reveal.self_keys))
             for d, keys in reveal.pair_keys.items():
                 r.pair_keys[(party, d)] = keys[r.name]
             r.answered.add(party)
@@ -170,15 +183,16 @@ class SecAggServer:
         if not vanished:
             r.pending = None
             return None
-        if not r.dropped and len(r.survivors) - len(vanished) >= self.threshold:
+        if not r.dropped and len(r.survivors) - len(vanished) >= quorum(self.threshold) and self.seed_path:
             r.pending = ShareRequest(rnd, tuple(sorted(vanished)), tuple(sorted(r.survivors - vanished)))
             return r.pending
         # Honest clients never reveal pair keys for a party listed as a survivor: the round is lost.
         self._dropped |= vanished
         self._abort(rnd)
         raise PartyFailure(_names(vanished), rnd, "vanished before unmasking; its self mask cannot be "
-                           f"rebuilt (dropped parties {sorted(r.dropped)} or fewer than {self.threshold} "
-                           "holders answered): the round is aborted")
+                           f"rebuilt (dropped parties {sorted(r.dropped)}, fewer than max(t, 2) = "
+                           f"{quorum(self.threshold)} holders answered, or seed shares are off in mode semi-honest "
+                           "below t + max(t, 2) > M): the round is aborted")
 
     def add_shares(self, round_id: int | str, shares: Mapping[int, Mapping[int, bytes]]) -> None:
         """Rebuild the seeds of the vanished survivors from >= t shares (holder -> {owner -> share})."""
@@ -187,14 +201,15 @@ class SecAggServer:
         if not isinstance(request, ShareRequest):  # checked by _require_pending; narrows the type
             raise ProtocolError(f"round {rnd} does not expect seed shares now")
         owners = request.owners
-        short = []
+        short, index = [], r.names.index(r.name) if r.name in r.names else 0
         for owner in owners:
             got: list[SeedShare] = []
             for holder, revealed in shares.items():
                 if holder not in request.holders:
                     raise ProtocolError(f"round {rnd}: seed shares from party {holder}, not asked")
                 if owner in revealed:
-                    share = SeedShare.from_bytes(revealed[owner])
+                    raw, keys = split_share_reveal(revealed[owner], names=max(len(r.names), 1))
+                    share = SeedShare.from_bytes(raw)
                     expected = share_index(owner=owner, holder=holder, parties=self.parties)
                     if share.index != expected:
                         raise ProtocolError(
@@ -202,6 +217,7 @@ class SecAggServer:
                             f"{share.index}, expected {expected}"
                         )
                     got.append(share)
+                    r.view_keys.append((holder, owner, keys[index]))
             if len(got) < self.threshold:
                 short.append((owner, len(got)))
                 continue
@@ -216,6 +232,12 @@ class SecAggServer:
                 f"vanished before unmasking and too few seed shares to recover ({counts}; "
                 f"threshold {self.threshold})",
             )
+        keyed = {(h, o) for h, o, _ in r.view_keys}
+        keyless = sorted({h for h in shares for o in owners if (h, o) not in keyed} | set(request.holders) - set(shares))
+        if keyless:  # their releases keep view streams with the vanished owners: the sum cannot be opened
+            self._abort(rnd)
+            raise PartyFailure(_names(keyless), rnd, "released a self mask but did not reveal its view keys with "
+                               f"the vanished parties {sorted(owners)}: the round is aborted")
         r.pending = None
 
     def result(self, round_id: int | str) -> tuple[npt.NDArray[np.int64], tuple[int, ...]]:
@@ -228,11 +250,15 @@ class SecAggServer:
         total = np.zeros(n, dtype=np.uint32)
         for party in sorted(r.survivors):
             total += r.vectors[party]  # wraps mod 2^32, exact mod 2^k
+        for party in sorted(r.releases):
+            total -= r.releases[party]  # self streams; the view streams cancel over the survivors
         total -= removal_terms(
-            self_keys=[r.self_keys[s] for s in sorted(r.survivors)],
+            self_keys=[r.self_keys[s] for s in sorted(r.survivors) if s not in r.releases],
             pair_keys=[(s, d, r.pair_keys[(s, d)]) for s in sorted(r.survivors) for d in sorted(r.dropped)],
             round_id=rnd, name=r.name, n=n, k=self.k,
         )
+        # each survivor's release carried its view stream with every vanished owner: add those back
+        total += removal_terms(self_keys=[], pair_keys=r.view_keys, round_id=rnd, name=r.name, n=n, k=self.k)
         total &= low_bits_mask(self.k)
         self._done.add((rnd, r.name))
         self._open = None
