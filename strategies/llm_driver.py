@@ -64,7 +64,7 @@ def schedule_lr(t: TrainConfig, opt: torch.optim.Optimizer, total_steps: int) ->
 class LlmDriver(Strategy):
     """Driver base of the split-LLM strategies: one party, text data, shared conversation helpers."""
 
-    server_role = "model_server"  # the vendor / model servers: transport.resources.model_server
+    server_profile = "model_server"  # the vendor / model servers: transport.resources.model_server
     supports_lr_schedule = True  # train.lr_schedule / warmup_steps / warmup_ratio (vfl/schema.py)
 
     def __init__(self, cfg: RunConfig) -> None:

@@ -1,4 +1,4 @@
-"""``train.device: auto | cpu | cuda | cuda:N``, ``transport.gpus_per_actor`` and ``transport.resources.<role>.gpus``.
+"""``train.device: auto | cpu | cuda | cuda:N``, ``transport.gpus_per_actor`` and ``transport.resources.<profile>.gpus``.
 
 Devices are resolved inside each host (actor), where Ray has set ``CUDA_VISIBLE_DEVICES`` to the
 GPUs it assigned: there ``cuda`` is the first GPU *of this actor*, never another actor's by
@@ -13,25 +13,25 @@ import re
 from typing import Any
 
 from vfl.errors import ConfigError
-from vfl.resources import role_resources
+from vfl.resources import profile_resources
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
 
-def check_placement(cfg: Any, *, server_role: str = "server") -> None:
+def check_placement(cfg: Any, *, server_profile: str = "server") -> None:
     """Config-time checks of ``train.device`` and the actors' GPUs (ConfigError naming the key): over
-    Ray, ``cuda`` needs every actor of the run (the parties and the strategy's ``server_role``) to reserve a GPU."""
+    Ray, ``cuda`` needs every actor of the run (the parties and the strategy's ``server_profile``) to reserve a GPU."""
     device, t = cfg.train.device, cfg.transport
     if not isinstance(device, str) or not DEVICE.match(device):
         raise ConfigError("train.device", f"got {device!r}; allowed: auto, cpu, cuda, cuda:N (N = GPU index)")
     if t.kind != "ray" or not device.startswith("cuda"):
         return
-    for role in ("party", server_role):
-        res = role_resources(t, role)
+    for profile in ("party", server_profile):
+        res = profile_resources(t, profile)
         if res.gpus == 0:
-            raise ConfigError(res.gpu_key, f"got 0 for the {role} actors with train.device={device!r} over Ray: an "
+            raise ConfigError(res.gpu_key, f"got 0 for the {profile} actors with train.device={device!r} over Ray: an "
                               "actor sees only the GPUs Ray reserved for it; set e.g. transport.gpus_per_actor=1 "
-                              f"(or 0.5 to share one GPU between two actors, or transport.resources.{role}.gpus), "
+                              f"(or 0.5 to share one GPU between two actors, or transport.resources.{profile}.gpus), "
                               "or use train.device=auto")
 
 

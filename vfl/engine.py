@@ -76,7 +76,7 @@ class Engine:
         the protocol set-up; returns the grid that reaches them."""
         self.strategy.prepare(self.data)
         self.groups = place(self.strategy.layout(), self.cfg.transport,
-                            server_role=self.strategy.server_role)  # the runtime packs nodes into actors
+                            server_profile=self.strategy.server_profile)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
         self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
         self.grid = Grid(self.transport, self.groups, self.ledger)

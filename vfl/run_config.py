@@ -96,7 +96,7 @@ class TransportConfig:
                                 "as one Ray Compiled Graph (shared-memory channels, no task per hop); "
                                 "auto: runs of >= 2000 steps; never with on_dropout=skip-party or in-process")
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig, metadata={
-        "help": "per-role {cpus, gpus} of server, party, model_server actors (vfl/resources.py)"})
+        "help": "per-profile {cpus, gpus} of server, party, model_server actors (vfl/resources.py)"})
 
 
 @dataclass(frozen=True)

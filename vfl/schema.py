@@ -63,7 +63,7 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
     _check_local_steps(cfg, strategy_cls)
     _check_lr_schedule(cfg, strategy_cls)
     _check_attack(cfg)
-    check_placement(cfg, server_role=str(strategy_cls.server_role))
+    check_placement(cfg, server_profile=str(strategy_cls.server_profile))
     check_conflicts(cfg)  # vfl/conflicts.py: pairs of keys refused, or a warning naming which wins
     if cfg.privacy.target_epsilon is not None:  # sets params.beta / params.sigma (recorded in the resolved config)
         before, cfg = cfg, strategy_cls.calibrate_to_target(cfg)

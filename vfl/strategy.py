@@ -41,8 +41,8 @@ class Strategy(ABC):
     bottom_dp_refusal: ClassVar[str | None] = (
         "it has no vertical party bottom model for DP-SGD to protect, and no accounted releases to compose with")
     """Why ``privacy.bottom_dp`` is refused (None: supported, the ε is then end-to-end)."""
-    server_role: ClassVar[str] = "server"
-    """Resource role of the server-side nodes (``transport.resources.<role>``): ``server`` or ``model_server``."""
+    server_profile: ClassVar[str] = "server"
+    """Resource profile of the server-side nodes (``transport.resources.<profile>``): ``server`` or ``model_server``."""
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg

@@ -1,5 +1,5 @@
 """Per-role resources over real Ray actors: the server's actor and the parties' actors reserve what
-``transport.resources.<role>`` says, as Ray itself reports it inside each actor."""
+``transport.resources.<profile>`` says, as Ray itself reports it inside each actor."""
 
 from __future__ import annotations
 

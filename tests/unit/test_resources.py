@@ -1,4 +1,4 @@
-"""``transport.resources.<role>.{cpus,gpus}``: per-role actor resources, packing and the fit check."""
+"""``transport.resources.<profile>.{cpus,gpus}``: per-profile actor resources, packing and the fit check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import strategies  # noqa: F401  (registers the strategies)
 from vfl.errors import ConfigError, TransportError
 from vfl.node import NodeSpec
-from vfl.resources import actor_resources, role_resources
+from vfl.resources import actor_resources, profile_resources
 from vfl.schema import load_run_config
 from vfl.strategy import STRATEGIES
 from vfl.transport.placement import pack_nodes, place
@@ -21,7 +21,7 @@ def _cfg(strategy="npq", num_parties=4, **transport):
 
 def _groups(cfg):
     strategy = STRATEGIES.get(cfg.strategy)(cfg)
-    return {g.name: g for g in place(strategy.layout(), cfg.transport, server_role=strategy.server_role)}
+    return {g.name: g for g in place(strategy.layout(), cfg.transport, server_profile=strategy.server_profile)}
 
 
 def test_server_and_party_roles_override_the_per_actor_defaults():
@@ -43,13 +43,13 @@ def test_unset_roles_keep_cpus_per_actor_and_gpus_per_actor():
     assert {g.keys for g in groups.values()} == {("transport.cpus_per_actor", "transport.gpus_per_actor")}
 
 
-def test_model_server_is_the_role_of_the_llm_server_side_nodes():
-    assert STRATEGIES.get("sap").server_role == "model_server" and STRATEGIES.get("npq").server_role == "server"
+def test_model_server_is_the_profile_of_the_llm_server_side_nodes():
+    assert STRATEGIES.get("sap").server_profile == "model_server" and STRATEGIES.get("npq").server_profile == "server"
     specs = [NodeSpec(0, "server", "vendor", "vendor"), NodeSpec(1, "party", "customer", "customer")]
     t = _cfg(resources={"model_server": {"gpus": 1}, "server": {"gpus": 0.25}}).transport
-    groups = {g.name: g for g in pack_nodes(specs, max_actors=8, transport=t, server_role="model_server")}
+    groups = {g.name: g for g in pack_nodes(specs, max_actors=8, transport=t, server_profile="model_server")}
     assert groups["vendor"].num_gpus == 1.0 and groups["vendor"].keys[1] == "transport.resources.model_server.gpus"
-    assert groups["parties-0"].num_gpus == 0.0  # the customer is a party; the `server` role is not used here
+    assert groups["parties-0"].num_gpus == 0.0  # the customer is a party; the `server` profile is not used here
 
 
 def test_an_actor_of_several_roles_takes_the_most_per_resource():
@@ -57,7 +57,7 @@ def test_an_actor_of_several_roles_takes_the_most_per_resource():
     both = actor_resources(t, ["server", "party"])
     assert (both.cpus, both.gpus) == (2.0, 0.5)
     assert (both.cpu_key, both.gpu_key) == ("transport.resources.server.cpus", "transport.resources.party.gpus")
-    assert role_resources(t, "model_server").cpu_key == "transport.cpus_per_actor"
+    assert profile_resources(t, "model_server").cpu_key == "transport.cpus_per_actor"
 
 
 def test_pack_nodes_without_a_config_is_as_before():

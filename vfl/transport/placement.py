@@ -4,7 +4,7 @@ A strategy only declares its nodes (``Strategy.layout``); how many processes run
 runtime decision made here from ``transport.*``: every server-side node gets a host of its own
 (it is the hot spot of every round), the parties are packed into at most ``transport.max_actors``
 hosts (or ``transport.parties_per_actor`` each), so M=100 parties do not cost 100 actors. What
-each actor reserves comes from its role (``vfl.resources``: ``transport.resources.<role>``, else
+each actor reserves comes from its profile (``vfl.resources``: ``transport.resources.<profile>``, else
 ``transport.cpus_per_actor``/``gpus_per_actor``).
 """
 
@@ -17,13 +17,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from vfl.node import NodeSpec
-from vfl.resources import actor_resources, role_of
+from vfl.resources import actor_resources, profile_of
 from vfl.transport.base import HostGroup
 
 
 def pack_nodes(specs: Sequence[NodeSpec], *, max_actors: int, parties_per_actor: int = 0,
                cpus_per_actor: float = 0.1, gpus_per_actor: float = 0.0, transport: Any = None,
-               server_role: str = "server") -> list[HostGroup]:
+               server_profile: str = "server") -> list[HostGroup]:
     """Pack ``specs`` into host groups.
 
     Args:
@@ -31,19 +31,19 @@ def pack_nodes(specs: Sequence[NodeSpec], *, max_actors: int, parties_per_actor:
         max_actors: the most hosts the parties may use (ignored when ``parties_per_actor`` is set).
         parties_per_actor: parties per host; 0 spreads them evenly over ``max_actors`` hosts.
         cpus_per_actor, gpus_per_actor: what each host reserves (Ray resources) when ``transport``
-            is None; else ``transport.resources.<role>`` and ``transport.*_per_actor`` decide.
-        transport: the run's transport config (per-role resources, ``vfl.resources``).
-        server_role: the resource role of server-side nodes (``server`` or ``model_server``).
+            is None; else ``transport.resources.<profile>`` and ``transport.*_per_actor`` decide.
+        transport: the run's transport config (per-profile resources, ``vfl.resources``).
+        server_profile: the resource profile of server-side nodes (``server`` or ``model_server``).
 
     Returns:
         One group per server-side node (named after it), then ``parties-0``, ``parties-1``, ...
-        in the declared party order. A group holds one role only.
+        in the declared party order. A group holds one profile only.
     """
     if transport is None:
         transport = SimpleNamespace(cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor, resources=None)
 
     def group(name: str, members: Sequence[NodeSpec]) -> HostGroup:
-        res = actor_resources(transport, [role_of(s, server_role=server_role) for s in members])
+        res = actor_resources(transport, [profile_of(s, server_profile=server_profile) for s in members])
         return HostGroup(name, tuple(members), res.cpus, res.gpus, (res.cpu_key, res.gpu_key))
 
     groups = [group(s.name, (s,)) for s in specs if s.is_server]
@@ -62,10 +62,10 @@ def auto_max_actors(cpus: int | None) -> int:
     return max(1, min(8, 2 * (cpus or 1)))
 
 
-def place(specs: Sequence[NodeSpec], transport: Any, *, server_role: str = "server") -> list[HostGroup]:
+def place(specs: Sequence[NodeSpec], transport: Any, *, server_profile: str = "server") -> list[HostGroup]:
     """``pack_nodes`` with the run's ``transport`` config (``max_actors``, 0 = ``auto_max_actors`` of this
     machine's cores; ``parties_per_actor``, ``cpus_per_actor``, ``gpus_per_actor``, ``resources``: Ray then
     sets each actor's CUDA_VISIBLE_DEVICES)."""
     max_actors = transport.max_actors or auto_max_actors(os.cpu_count())
     return pack_nodes(specs, max_actors=max_actors, parties_per_actor=transport.parties_per_actor,
-                      transport=transport, server_role=server_role)
+                      transport=transport, server_profile=server_profile)

@@ -1,7 +1,7 @@
 """All actors of a run or none: an admission check with one Ray placement group before any actor starts.
 
 Without it, an actor whose resources the cluster cannot give (``transport.gpus_per_actor=1`` on a
-CPU-only cluster, more ``cpus_per_actor`` or ``transport.resources.<role>.cpus`` than a node has) is queued forever and the run hangs on
+CPU-only cluster, more ``cpus_per_actor`` or ``transport.resources.<profile>.cpus`` than a node has) is queued forever and the run hangs on
 its first call. Here the request is checked against the cluster's totals first (one line naming
 the resource), then reserved as a whole within ``transport.schedule_timeout_s`` (one line naming
 what was asked and what is free).
