@@ -285,8 +285,12 @@ class ActiveServer(Node):
         fused = self.fuse(messages).detach().requires_grad_(True)
         y = self._staged_labels(y, fused, epoch, step)  # label_rr_prior: stage-2 labels drawn / put to use
         set_mode(self.head, training=True)
+        if (arm := getattr(self.head, "arm", None)) is not None:  # a head defense (mid): this step's noise
+            arm(self.node_noise.round("head", phase="train", epoch=epoch, step=step))
         logits = self.head(fused)
         loss = self.loss_fn(logits, y) if bool((y != UNDRAWN).any()) else logits.sum() * 0.0  # all UNDRAWN: no signal
+        if (penalty := getattr(self.head, "penalty", None)) is not None:  # mid: + lambda * KL of the bottleneck
+            loss = loss + penalty
         check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
         zero_grads([self.optimizer])
         private = self._private_backward(fused, y, epoch, step)  # label_gp: a DP backward in place of loss.backward()

@@ -32,7 +32,7 @@ from strategies.psi import build_aligned_node, run_alignment
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
 from vfl.data import DataSource, KeyedDataSource, LabelShard, PartyShard
-from vfl.defenses import check_labels, label_privacy, make_defenses
+from vfl.defenses import check_labels, label_privacy, make_defenses, wrap_head
 from vfl.errors import ConfigError, ProtocolError
 from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
@@ -52,7 +52,7 @@ class VerticalStrategy(Strategy):
                          "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
     unmask_hops = 0  # extra server -> parties -> server hops per round (secure aggregation: 1)
     supports_local_steps = True  # train.local_steps (FedBCD): see parties/local_updates.py
-    defense_sites = ("labels", "gradient", "forward")  # `defenses:` the server / parties apply (vfl/defenses.py)
+    defense_sites = ("labels", "gradient", "forward", "head")  # `defenses:` the server / parties apply (vfl/defenses.py)
 
     @cached_property
     def dropouts(self) -> Dropouts:
@@ -95,8 +95,9 @@ class VerticalStrategy(Strategy):
     def server_node(self, spec: NodeSpec, labels: LabelShard, sched: Schedule) -> Node:
         cfg, m, t = self.cfg, self.cfg.model, self.cfg.train
         in_dim = m.embed_dim if m.fusion == "sum" else m.embed_dim * cfg.num_parties
-        head = self._seeded("head", spec.node_id, lambda: HEADS.get(m.head, "model.head")(
-            in_dim=in_dim, num_classes=labels.num_classes, hidden=m.head_hidden))
+        head = self._seeded("head", spec.node_id, lambda: wrap_head(HEADS.get(m.head, "model.head")(
+            in_dim=in_dim, num_classes=labels.num_classes, hidden=m.head_hidden), make_defenses(cfg.defenses),
+            in_dim=in_dim, parts=1 if m.fusion == "sum" else cfg.num_parties))  # e.g. mid: a bottleneck before it
         opt = make_optimizer(head.parameters(), name=t.optimizer, lr=t.lr, momentum=t.momentum,
                              weight_decay=t.weight_decay)
         return self.make_server(spec, labels=labels, head=head, optimizer=opt, schedule=sched,

@@ -17,8 +17,9 @@ for. A third-party package registers its own from its ``vfl.plugins`` entry poin
 
 Sites: ``labels`` (the label holder trains on transformed labels), ``gradient`` (a mod on the
 gradient message the label holder sends down) and ``forward`` (a loss term each passive party adds
-to its bottom's objective, shaping the embedding it sends up). A strategy lists the sites it offers
-in ``defense_sites`` (vertical strategies: all three; the LLM strategies: none).
+to its bottom's objective, shaping the embedding it sends up) and ``head`` (a layer the label holder puts
+between the fused input and its head, e.g. MID's bottleneck). A strategy lists the sites it offers
+in ``defense_sites`` (vertical strategies: all four; the LLM strategies: none).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from vfl.mods import Mod
     from vfl.rng import NoiseSource
 
-SITES = ("labels", "gradient", "forward")
+SITES = ("labels", "gradient", "forward", "head")
 KEY = "defenses"
 UNDRAWN = -100  # a training label a staged defense has not drawn yet: the head's loss ignores it (ignore_index)
 
@@ -87,6 +88,10 @@ class Defense:
     def penalty(self, x: Any, emb: Any) -> Any:
         """Site ``forward``: a scalar torch loss of a party's batch inputs ``x`` and embedding ``emb``."""
         raise NotImplementedError
+
+    def wrap_head(self, head: Any, *, in_dim: int, parts: int) -> Any:
+        """Site ``head``: the server's head behind this defense's layer (``parts`` party blocks of ``in_dim``)."""
+        return head
 
     def label_refusal(self, *, num_classes: int) -> str | None:
         """Why this defense cannot run on labels of ``num_classes`` classes (checked when the data is known)."""
@@ -164,6 +169,14 @@ def check_defenses(cfg: Any, strategy_cls: Any) -> tuple[dict[str, Any], ...]:
 def make_defenses(entries: Sequence[Mapping[str, Any]]) -> list[Defense]:
     """The defense objects of validated ``defenses`` entries, in order."""
     return [cls(params) for _, cls, params in (_entry(i, e) for i, e in enumerate(entries))]
+
+
+def wrap_head(head: Any, defenses: Sequence[Defense], *, in_dim: int, parts: int) -> Any:
+    """The server's head behind every ``head``-site defense's layer, in list order (built before its optimizer)."""
+    for d in defenses:
+        if d.site == "head":
+            head = d.wrap_head(head, in_dim=in_dim, parts=parts)
+    return head
 
 
 def check_labels(entries: Sequence[Mapping[str, Any]], *, num_classes: int) -> None:

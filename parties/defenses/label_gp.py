@@ -84,7 +84,8 @@ class LabelGP(Defense):
             return "the server's extra local steps train the head on the true labels without noise; use train.local_steps: 1"
         both = [str(e.get("kind")) for e in cfg.defenses if isinstance(e, Mapping) and e.get("kind") in EXCLUSIVE]
         if both:
-            return f"{both[0]} reads the labels or reshapes the head outside label_gp's accounting; list one of them"
+            what = "reshapes the head" if both[0] == "mid" else "reads the training labels"
+            return f"{both[0]} {what} outside label_gp's per-example accounting; list one of them"
         return None
 
     def private_backward(self, head: nn.Module, fused: torch.Tensor, y: torch.Tensor, *,

@@ -131,3 +131,9 @@ def test_label_gp_weakens_label_inference_and_reports_an_epsilon_delta(tmp_path,
     assert 0 < summary["epsilon_label"] < 50 and summary["delta_label"] == 1e-5
     assert summary["epsilon_by_scope"]["label"] == summary["epsilon_label"]
     assert gp.value - gp.baseline < (none.value - none.baseline) / 2, (none.value, gp.value, gp.baseline)
+
+
+def test_mid_weakens_label_inference(tmp_path, control):
+    _, none = control
+    _, mid = _run(tmp_path, [{"kind": "mid", "lam": 0.1}])
+    assert mid.value - mid.baseline < (none.value - none.baseline) / 2, (none.value, mid.value, mid.baseline)

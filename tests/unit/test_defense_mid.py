@@ -1,0 +1,110 @@
+"""mid: the bottleneck's KL and reparameterised sample, and the server's loss = CE + lambda * KL."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import strategies  # noqa: F401
+from parties import vertical_wire as vw
+from parties.defenses.mid import Bottleneck, MIDHead, kl_standard_normal
+from parties.vertical import step_config
+from simulations.datasource import ConfigDataSource
+from vfl import message as wire
+from vfl.errors import ConfigError
+from vfl.node import NodeSpec
+from vfl.rng import NodeNoise, NoiseSource
+from vfl.schema import load_run_config
+from vfl.strategy import STRATEGIES
+
+
+def test_kl_matches_the_closed_form_of_torch_distributions():
+    g = torch.Generator().manual_seed(0)
+    mu, std = torch.randn(5, 3, generator=g), torch.rand(5, 3, generator=g) + 0.1
+    ref = torch.distributions.kl_divergence(torch.distributions.Normal(mu, std), torch.distributions.Normal(0.0, 1.0))
+    assert torch.allclose(kl_standard_normal(mu, std), ref.sum(1), atol=1e-6)
+    assert float(kl_standard_normal(torch.zeros(1, 4), torch.ones(1, 4))) == 0.0
+
+
+def test_the_sample_is_mu_plus_sigma_times_the_servers_noise():
+    torch.manual_seed(0)
+    layer = Bottleneck(6, bottleneck=4, hidden=8)
+    x = torch.randn(1, 6).expand(20_000, 6)
+    mu, s = layer.enc(x[:1]).chunk(2, dim=1)
+    std = nn.functional.softplus(s - 5.0)
+    layer.dec = nn.Identity()  # read z itself
+    z, _ = layer(x, NoiseSource.fresh().normal((20_000, 4)))
+    n = len(z)
+    assert torch.allclose(z.mean(0), mu[0], atol=float(5 * std.max().detach() / math.sqrt(n)))
+    assert torch.allclose(z.std(0), std[0], rtol=5 * math.sqrt(2 / n))
+    mean, _ = layer(x[:3], None)  # evaluation: the mean, no noise
+    assert torch.allclose(mean, mu.expand(3, 4))
+
+
+def test_one_bottleneck_per_party_block_and_refuses_unarmed_training():
+    head = MIDHead(nn.Linear(12, 3), in_dim=12, parts=3, lam=0.5, bottleneck=2, hidden=4)
+    assert len(head.layers) == 3
+    with pytest.raises(RuntimeError, match="arm"):
+        head(torch.randn(2, 12))
+    head.arm(NoiseSource.fresh())
+    head(torch.randn(2, 12))
+    assert head.penalty is not None and float(head.penalty) > 0
+    head.eval()
+    head(torch.randn(2, 12))
+    assert head.penalty is None
+
+
+M, P = 2, 8
+
+
+def _server(defenses, fusion="concat"):
+    cfg = load_run_config({"strategy": "npq", "dataset": "digits", "num_parties": M, "defenses": defenses,
+                           "privacy": {"noise_rng": "seeded"}, "model": {"embed_dim": P, "fusion": fusion},
+                           "train": {"batch_size": 32}})
+    strat = STRATEGIES.get("npq")(cfg)
+    data = ConfigDataSource.from_config(cfg)
+    strat.prepare(data)
+    return strat.build_node(NodeSpec(0, "server", "server", "server"), data)
+
+
+def _msgs():
+    rng = np.random.default_rng(0)
+    kind = vw.Kind.TRAIN_FORWARD if hasattr(vw, "Kind") else vw.TRAIN_FORWARD
+    return [wire.make(kind, src=i + 1, dst=0, round=wire.round_tag(0, 0),
+                      content=wire.records(emb=wire.arrays(e=rng.normal(size=(32, P)).astype(np.float32)),
+                                           step=step_config(epoch=0, step=0, forward=True)))
+            for i in range(M)]
+
+
+@pytest.mark.parametrize(("fusion", "parts"), [("concat", M), ("sum", 1)])
+def test_the_server_trains_head_and_bottleneck_on_ce_plus_lambda_kl(fusion, parts):
+    server = _server([{"kind": "mid", "lam": 0.5}], fusion=fusion)
+    assert isinstance(server.head, MIDHead) and len(server.head.layers) == parts
+    trained = {id(p) for g in server.optimizer.param_groups for p in g["params"]}
+    assert all(id(p) in trained for p in server.head.parameters())  # the bottleneck is trained too
+    twin = _server([{"kind": "mid", "lam": 0.5}], fusion=fusion)  # seeded: same weights, same noise
+    fused = twin.aggregate(sorted(_msgs(), key=lambda m: int(m.metadata.src_node_id)))
+    y = torch.as_tensor(twin.labels.y_train[twin.schedule.train_ids(0, 0)])
+    twin.head.train()
+    twin.head.arm(NodeNoise("seeded", seed=twin.schedule.seed, node=0).round("head", phase="train", epoch=0, step=0))
+    logits = twin.head(fused)
+    ce = float(nn.functional.cross_entropy(logits, y))
+    server.train_step(_msgs(), 0, 0)
+    loss = server.train_stats["loss"] / server.train_stats["count"]
+    assert loss == pytest.approx(ce + float(twin.head.penalty), rel=1e-5) and float(twin.head.penalty) > 1e-3
+
+
+def test_mid_refusals_and_composition():
+    with pytest.raises(ConfigError, match=r"^defenses\[0\]\.kind: mid is not available here: .*local_steps: 1$"):
+        load_run_config({"strategy": "npq", "train": {"local_steps": 2}, "defenses": [{"kind": "mid"}]})
+    with pytest.raises(ConfigError, match=r"^defenses\[0\]\.kind: label_gp is not available here: mid reshapes"):
+        load_run_config({"strategy": "npq", "defenses": [{"kind": "label_gp"}, {"kind": "mid"}]})
+    with pytest.raises(ConfigError, match=r"^defenses\[0\]\.kind: mid acts on the label holder's head, which strategy "
+                                          r"'p3eft' does not expose"):
+        load_run_config({"strategy": "p3eft", "num_parties": 1, "dataset": "sst2-tiny", "defenses": [{"kind": "mid"}]})
+    for strategy in ("pbm", "ldp", "npq+secagg"):
+        assert load_run_config({"strategy": strategy, "defenses": [{"kind": "mid"}]}).defenses[0]["lam"] == 0.1
