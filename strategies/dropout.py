@@ -39,18 +39,18 @@ class Hop:
 
 
 class Dropouts:
-    """Dropout policy and records of one run (lives on the driver-side strategy object)."""
+    """Dropout policy and the dropouts of one run (lives on the driver-side strategy object)."""
 
     def __init__(self, cfg: RunConfig) -> None:
         self.policy = cfg.train.on_dropout
         self.timeout = float(cfg.transport.round_timeout_s)
         self.active = cfg.num_parties
-        self.records: list[dict[str, Any]] = []
+        self.dropped: list[dict[str, Any]] = []  # one entry per dropout (summary key "dropouts")
         self.summed: dict[int, int] = {}  # epoch -> fewest parties summed in one of its rounds
         self._window: list[Hop] = []
         self._grid: Grid | None = None
         self._epoch = 0
-        self._pending_records: list[tuple[str, str]] = []
+        self._pending: list[tuple[str, str]] = []
         self._fetched: dict[int, tuple[Any, Outcome]] = {}
 
     # ---- the pipelined training loop ------------------------------------------------------------
@@ -126,7 +126,7 @@ class Dropouts:
                 break
             pending, out = out, []
         self._window, self._fetched = [], {}
-        if self._pending_records:
+        if self._pending:
             grid.drain()
             self._record(grid, step, before, phase)
         return out
@@ -137,7 +137,7 @@ class Dropouts:
             return item  # produced by a host: counted when its outbox is drained
         return grid.emit(item)  # counted, and signed by its src node's host when authenticated
 
-    # ---- records ---------------------------------------------------------------------------------
+    # ---- the dropouts ----------------------------------------------------------------------------
     def parties_summed(self, epoch: int, default: int) -> int:
         """The fewest parties whose inputs were summed in one round of ``epoch`` (privacy events)."""
         return self.summed.get(epoch, default)
@@ -146,7 +146,7 @@ class Dropouts:
         setup = sum(row["bytes"] for kind, row in grid.ledger.by_kind.items() if kind in sw.SETUP_KINDS)
         rec = grid.ledger.totals(sw.Phase.RECOVERY)
         return {"secagg_setup_bytes": setup, "recovery_bytes": rec["bytes_up"] + rec["bytes_down"],
-                "dropouts": list(self.records)}
+                "dropouts": list(self.dropped)}
 
     # ---- internals -------------------------------------------------------------------------------
     def _require_grid(self) -> Grid:
@@ -229,7 +229,7 @@ class Dropouts:
                            content=wire.records(**{vw.Record.DROP: wire.config(**{vw.Key.PARTIES: ids})}))
         grid.send([notice])
         hop = self._window[index]
-        self._pending_records += [(n, cause[g]) for g in sorted(groups) for n in names[g]]
+        self._pending += [(n, cause[g]) for g in sorted(groups) for n in names[g]]
         return [w for g in grid.groups if g.name in hop.handles and g.name not in groups
                 for w in self._outcome(hop.handles[g.name]).wires]
 
@@ -244,7 +244,7 @@ class Dropouts:
         contributed = [grid.specs[p].name for p in summed]
         if phase == "train":  # the privacy accountant needs the fewest parties summed in the epoch
             self.summed[self._epoch] = min(self.summed.get(self._epoch, self.active), len(summed), self.active)
-        for name, cause in self._pending_records:
-            self.records.append({"party": name, "epoch": self._epoch, "step": step, "phase": phase,
+        for name, cause in self._pending:
+            self.dropped.append({"party": name, "epoch": self._epoch, "step": step, "phase": phase,
                                  "cause": cause, "contributed": contributed, "recovery_bytes": spent})
-        self._pending_records = []
+        self._pending = []
