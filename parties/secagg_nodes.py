@@ -89,13 +89,14 @@ class SecAggParty(PassiveParty):
         c = cfg_of(m)
         session, threshold, mode = bytes(c[sw.Key.SESSION]), int(c[sw.Key.THRESHOLD]), str(c.get(sw.Key.MODE, "semi-honest"))
         ident = Identity(*self.identity) if self.identity is not None else None  # auth on: keys are signed
+        colluders = int(c.get(sw.Key.COLLUDERS, 0))
         client = SecAggClient(self.node_id, [int(p) for p in c[sw.Key.PARTIES]], threshold, session, mode=mode,
-                              identity=ident)
+                              identity=ident, colluders=colluders)
         self._secagg = client
         signed = {sw.Key.KEY_SIG: client.key_signature()} if ident is not None else {}
         return [wire.reply(m, src=self.node_id, content=_records(**{
             sw.Key.PUBLIC_KEY: client.public_key(), sw.Key.SESSION: session, sw.Key.THRESHOLD: threshold, sw.Key.MODE: mode,
-            **signed}))]
+            **signed, **({sw.Key.COLLUDERS: colluders} if colluders else {})}))]
 
     @handles(sw.Kind.ROSTER)
     def on_roster(self, messages: list[Message]) -> list[Message]:
@@ -176,7 +177,8 @@ class SecAggActiveServer(ActiveServer):
                             for m, c in zip(messages, cfgs, strict=True)}
         sigs = {int(m.metadata.src_node_id): bytes(c[sw.Key.KEY_SIG]) for m, c in zip(messages, cfgs, strict=True)
                 if sw.Key.KEY_SIG in c}
-        self.secagg = SecAggServer(self.party_ids, threshold, self.k, session, mode=mode)
+        self.secagg = SecAggServer(self.party_ids, threshold, self.k, session, mode=mode,
+                                   colluders=int(cfgs[0].get(sw.Key.COLLUDERS, 0)))
         ids = sorted(self.public_keys)
         signed = {sw.Key.KEY_SIGS: [sigs[i] for i in ids]} if set(sigs) == set(ids) else {}
         return [wire.make(sw.Kind.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),

@@ -53,6 +53,7 @@ class Key:
     ROUND, SURVIVORS, DROPPED, OWNERS = "round", "survivors", "dropped", "owners"
     NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "names", "self", "pd", "pk", "shares"
     MODE, KEY_SIG, KEY_SIGS, SIG, SIG_PARTIES, SIGS = "mode", "ks", "kss", "sig", "sp", "ss"
+    COLLUDERS = "c"  # privacy.colluders (sent only when > 0): the clients' seed-share rule counts them
 
 
 class Phase:

@@ -49,11 +49,14 @@ def shamir_threshold(num_parties: int, threshold: int) -> int:
     return threshold or max(1, math.ceil(2 * (num_parties - 1) / 3))
 
 
-def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, mode: str = "semi-honest") -> None:
+def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, mode: str = "semi-honest",
+                  colluders: int = 0) -> None:
     """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase."""
     ids = [party_node_id(i) for i in range(num_parties)]
     setup: dict[str, bytes | int | str | list[int]] = {sw.Key.SESSION: new_session_id(), sw.Key.PARTIES: ids,
                                                        sw.Key.THRESHOLD: shamir_threshold(num_parties, threshold), sw.Key.MODE: mode}
+    if colluders:  # seed shares need t + max(t, 2) > M + colluders in mode semi-honest (vfl.secagg.client)
+        setup[sw.Key.COLLUDERS] = int(colluders)
     start = wire.make(sw.Kind.SETUP, src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
                       content=wire.records(**{sw.Record.SECAGG: wire.config(**setup)}))
     grid.run_until_quiet([start])
@@ -102,7 +105,7 @@ class SecureSumStrategy(VerticalStrategy):
     def setup(self, grid: Grid) -> None:
         if self.uses_secagg:
             run_key_setup(grid, num_parties=self.cfg.num_parties, threshold=self.params.threshold,
-                          mode=self.secagg_mode)
+                          mode=self.secagg_mode, colluders=self.cfg.privacy.colluders)
 
     def bits_per_element(self) -> int:
         return self.k

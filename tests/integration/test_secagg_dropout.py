@@ -49,13 +49,14 @@ class Keeping(InProcessTransport):
 
 
 def _run(strategy: str, fault: str, monkeypatch: pytest.MonkeyPatch, *, on_dropout: str = "skip-party",
-         epochs: int = 2, **params: Any) -> tuple[Any, Keeping]:
+         epochs: int = 2, privacy: dict[str, Any] | None = None, **params: Any) -> tuple[Any, Keeping]:
     monkeypatch.setenv(FAULT_ENV, fault)
     monkeypatch.setenv(AUDIT_ENV, "1")
     monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
     cfg = load_run_config({"strategy": strategy, "num_parties": M, "seed": 1, "params": params,
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
-                           "train": {"epochs": epochs, "batch_size": 50, "on_dropout": on_dropout}})
+                           "train": {"epochs": epochs, "batch_size": 50, "on_dropout": on_dropout},
+                           **({"privacy": privacy} if privacy else {})})
     transport = Keeping()
     return Engine(cfg, transport, BlobSource(num_parties=M, num_train=300), progress=False).run(), transport
 
@@ -170,3 +171,9 @@ def test_at_the_default_threshold_a_vanished_survivor_fails_the_round_instead_of
     with pytest.raises(PartyFailure) as info:
         _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1)
     assert info.value.round == "train:0:2" and "seed shares are off" in str(info.value)
+
+
+def test_colluders_reach_the_seed_share_rule(monkeypatch) -> None:
+    """t = 3, M = 4 recovers a vanished survivor (above); with privacy.colluders = 2, 3 + 3 = M + c: off."""
+    with pytest.raises(PartyFailure, match="seed shares are off"):
+        _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3, privacy={"colluders": 2})

@@ -156,3 +156,21 @@ def test_no_split_of_views_or_share_requests_determines_an_input_in_the_default_
             view.view_keys[(lying.ROUND, h, owner)] = raw[34:66]
     assert determined_inputs(view, parties) == []
     assert not any(unmasked(view, p, lying.ROUND, xs[p]) for p in parties)
+
+
+def test_colluders_count_against_the_seed_path() -> None:
+    """privacy.colluders = c hand the server their shares and pair keys: seed shares need t + max(t, 2) > M + c."""
+    from vfl.secagg.server import SecAggServer
+
+    assert SecAggServer(range(4), 3, 8, b"s").seed_path
+    assert SecAggServer(range(4), 3, 8, b"s", colluders=1).seed_path  # 6 > 5
+    assert not SecAggServer(range(4), 3, 8, b"s", colluders=2).seed_path  # 6 = 6
+    assert SecAggServer(range(4), 2, 8, b"s", mode="malicious", colluders=2).seed_path  # the consistency check
+    clients, _ = lying._clients(4, 3, "semi-honest")
+    lying._honest_setup(clients)
+    for c in clients.values():
+        c.colluders = 2
+        c.mask([1, 2], round_id="r", name="emb", k=8)
+    clients[1].unmask(round_id="r", survivors=range(4), dropped=())
+    with pytest.raises(RevealRefused, match="colluders = 2"):
+        clients[1].reveal_shares(round_id="r", owners=[0])

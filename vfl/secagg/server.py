@@ -85,8 +85,9 @@ class SecAggServer:
     """Aggregator for ``parties`` with Shamir threshold ``threshold`` over Z_{2^k}."""
 
     def __init__(self, parties: Iterable[int], threshold: int, k: int, session: bytes | str, *,
-                 mode: str = "semi-honest") -> None:
+                 mode: str = "semi-honest", colluders: int = 0) -> None:
         self.parties = check_parties(parties, threshold)
+        self.colluders = int(colluders)
         self.mode = check_mode(mode, key="mode")
         self.threshold = threshold
         self.k = check_bits(k)
@@ -98,8 +99,8 @@ class SecAggServer:
     @property
     def seed_path(self) -> bool:
         """Whether honest parties reveal seed shares of a vanished survivor: always in mode malicious,
-        in mode semi-honest only if t + max(t, 2) > M (else split survivor sets could open an input)."""
-        return self.mode == "malicious" or self.threshold + quorum(self.threshold) > len(self.parties)
+        in mode semi-honest only if t + max(t, 2) > M + colluders (else split survivor sets could open an input)."""
+        return self.mode == "malicious" or self.threshold + quorum(self.threshold) > len(self.parties) + self.colluders
 
     @property
     def dropped(self) -> frozenset[int]:
