@@ -1,10 +1,17 @@
 """Driver-side label-leakage scoring of what each model server saw (the experimenter's view).
 
-A server's log holds rows it observed — activations it returned and gradient pieces it received —
-keyed by (epoch, step, adapter, row). The driver maps keys to sample ids through the shared batch
+A server's log holds rows it observed or computed, keyed by (epoch, step, adapter, row): ``act``
+the activations it returned, ``grad`` the gradient pieces it received, ``theta`` the g_h rows it
+recovered from two successive adapter states (the θ-difference attack,
+``parties/llm/p3eft/curious.py``) and ``cat`` the concatenation [h(x, θ_1) … h(x, θ_n)] of every
+adapter set it holds (key adapter −1). The driver maps keys to sample ids through the shared batch
 schedule, looks up the TRUE labels (which the server never has) and scores every stream (server,
-source, adapter set) with the windowed spectral/norm/k-means metrics. Per epoch each metric is
-the max over streams; the run reports the worst (max) epoch, as P3EFT's Tables do.
+source, adapter set): the windowed spectral/norm/k-means metrics, on gradient-like streams also the
+sign-invariant clustering attack (``sign``), and a cross-validated logistic-regression probe
+(``probe``, supervised: reported beside ``leak``, not in it). Per epoch each metric is the max over
+streams; the run reports the worst (max) epoch, as P3EFT's Tables do. ``leak_act`` is the max over
+the activation-like streams (act, cat: what the paper reports), ``leak_grad`` over the gradient-like
+ones (grad, theta), ``leak`` over all unsupervised attacks.
 """
 
 from __future__ import annotations
@@ -14,11 +21,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from vfl.attacks.label_probes import probe_accuracy, sign_invariant_accuracy
 from vfl.attacks.leakage import METRICS, windowed_leak
 from vfl.sampling import Schedule, derive_seed
 
-SOURCES = ("act", "grad")
-KEYS = ("leak", *(f"leak_{m}" for m in METRICS), *(f"leak_{s}" for s in SOURCES))
+SOURCES = ("act", "grad", "theta", "cat")
+GRADIENT_LIKE = ("grad", "theta")  # rows known up to a sign per example: the sign-invariant attack applies
+GROUPS = {"act": ("act", "cat"), "grad": GRADIENT_LIKE}
+EXTRA = ("sign", "probe")
+KEYS = ("leak", *(f"leak_{m}" for m in (*METRICS, *EXTRA)), *(f"leak_{g}" for g in GROUPS),
+        *(f"leak_{s}" for s in SOURCES[2:]))
 
 
 def _max(a: float, b: float) -> float:
@@ -30,11 +42,13 @@ def _max(a: float, b: float) -> float:
 class LeakTracker:
     """Scores server logs epoch by epoch and keeps the worst value of every metric over training."""
 
-    def __init__(self, *, y_train: np.ndarray, schedule: Schedule, window: int, seed: int) -> None:
+    def __init__(self, *, y_train: np.ndarray, schedule: Schedule, window: int, seed: int, probe: bool = True) -> None:
         self.y, self.schedule, self.window, self.seed = np.asarray(y_train), schedule, window, seed
+        self.probe = probe
         self.epoch_values = dict.fromkeys(KEYS, math.nan)
         self.worst_values = dict.fromkeys(KEYS, math.nan)
         self.streams: dict[str, float] = {}
+        self.probes: dict[str, float] = {}
         self._calls = 0
 
     def sample_ids(self, keys: np.ndarray) -> np.ndarray:
@@ -45,23 +59,42 @@ class LeakTracker:
             out[sel] = self.schedule.train_ids(int(e), int(s))[keys[sel, 3]]
         return out
 
+    def _put(self, key: str, value: float) -> None:
+        self.epoch_values[key] = _max(self.epoch_values[key], value)
+
     def observe(self, *, server: int, log: Callable[[str], np.ndarray]) -> None:
-        """Score one server's drained log (``log(name)`` reads ``{act,grad}_{rows,keys}``)."""
+        """Score one server's drained log (``log(name)`` reads ``{act,grad,theta,cat}_{rows,keys}``;
+        a source missing from the log is skipped)."""
         self._calls += 1
         rng = np.random.default_rng(derive_seed("leak", self.seed, self._calls))
         for source in SOURCES:
-            rows, keys = log(f"{source}_rows"), log(f"{source}_keys")
+            try:
+                rows, keys = log(f"{source}_rows"), log(f"{source}_keys")
+            except KeyError:
+                continue
             for adapter in np.unique(keys[:, 2]) if len(keys) else []:
                 sel = keys[:, 2] == adapter
                 if sel.sum() < 4:
                     continue
-                res = windowed_leak(rows[sel], self.y[self.sample_ids(keys[sel])], window=self.window, rng=rng)
-                for m in METRICS:
-                    self.epoch_values[f"leak_{m}"] = _max(self.epoch_values[f"leak_{m}"], res[m])
-                self.epoch_values["leak"] = _max(self.epoch_values["leak"], res["leak"])
-                self.epoch_values[f"leak_{source}"] = _max(self.epoch_values[f"leak_{source}"], res["leak"])
+                x, y = rows[sel], self.y[self.sample_ids(keys[sel])]
+                res = windowed_leak(x, y, window=self.window, rng=rng)
+                if source in GRADIENT_LIKE:
+                    res["sign"] = sign_invariant_accuracy(x, y, seed=int(rng.integers(2**31 - 1)))
+                    res["leak"] = _max(res["leak"], res["sign"])
+                for m in (*METRICS, "sign"):
+                    self._put(f"leak_{m}", res.get(m, math.nan))
+                self._put("leak", res["leak"])
+                for group, members in GROUPS.items():
+                    if source in members:
+                        self._put(f"leak_{group}", res["leak"])
+                if f"leak_{source}" in self.epoch_values:
+                    self._put(f"leak_{source}", res["leak"])
                 name = f"server{server}/{source}/adapter{int(adapter)}"
                 self.streams[name] = _max(self.streams.get(name, math.nan), res["leak"])
+                if self.probe:
+                    acc = probe_accuracy(x, y, seed=int(rng.integers(2**31 - 1)))
+                    self._put("leak_probe", acc)
+                    self.probes[name] = _max(self.probes.get(name, math.nan), acc)
 
     def epoch_summary(self) -> dict[str, float]:
         """This epoch's values (NaN where a server saw nothing) and reset; updates the worst."""
@@ -73,25 +106,13 @@ class LeakTracker:
 
     def worst(self) -> dict[str, object]:
         """Worst (max over epochs) value of every metric, same keys as the epoch lines, and per stream."""
-        return {**self.worst_values, "leak_by_stream": dict(sorted(self.streams.items()))}
+        return {**self.worst_values, "leak_by_stream": dict(sorted(self.streams.items())),
+                "probe_by_stream": dict(sorted(self.probes.items()))}
 
 
 def sign_invariant_label_attack(rows: np.ndarray, y: np.ndarray, *, num_classes: int, seed: int) -> float:
-    """What a server holding P3EFT's m = B pieces learns about the labels: each piece is one example's
-    unit gradient direction times a secret random sign, so the attacker clusters the sign-free
-    outer products x xᵀ into ``num_classes`` groups (k-means) and is scored by the best matching of
-    groups to labels (accuracy; chance ≈ the largest class share). Binary labels without a
-    regularizer give every example the same direction ±(w₁ − w₀): nothing to cluster, chance.
-    K > 2 classes give K directions: the labels come out (the case P3EFT's m = B proof excludes)."""
-    from scipy.optimize import linear_sum_assignment
-    from sklearn.cluster import KMeans
-
-    x = np.asarray(rows, dtype=np.float64)
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-30)
-    iu = np.triu_indices(x.shape[1])
-    feats = np.einsum("bi,bj->bij", x, x)[:, iu[0], iu[1]]
-    groups = KMeans(n_clusters=num_classes, n_init=10, random_state=seed).fit_predict(feats)
-    confusion = np.zeros((num_classes, num_classes))
-    np.add.at(confusion, (groups, np.asarray(y, dtype=np.int64)), 1)
-    r, c = linear_sum_assignment(-confusion)
-    return float(confusion[r, c].sum() / len(x))
+    """The sign-invariant clustering attack on m = B pieces (``vfl.attacks.label_probes``); kept under
+    this name for the m = B refusal's tests. ``num_classes`` must be the number of label values."""
+    if len(np.unique(y)) != num_classes:
+        raise ValueError(f"{len(np.unique(y))} label values for num_classes={num_classes}")
+    return sign_invariant_accuracy(rows, y, seed=seed)

@@ -35,6 +35,12 @@ class P3eftParams(LoraParams):
     grad_noise: float = param(30.0, gt=0, le=1e4, help="std of the random pieces / rms(g_h) (m >= 2)")
     probe_l2: float = param(0.1, ge=0, help="L2 of the per-batch logistic-regression probe (on standardized h)")
     probe_steps: int = param(20, ge=1, le=1000, help="L-BFGS iterations of the probe fit")
+    rotate_servers: bool = param(False, help="alternate two server groups (even/odd server ids) step by step, so "
+                                 "no server receives the adapters of two consecutive steps (P3EFT §3.3's defence "
+                                 "against the θ-difference attack); needs servers >= 4 with m >= 2, >= 2 with m = 0")
+    theta_noise: float = param(0.0, ge=0, le=10, help="std σ of fresh Gaussian noise added to every adapter tensor "
+                               "sent in training (P3EFT §3.3's noise on parameters: the server's θ-difference "
+                               "reads −lr·g_θ + z' − z); the forward and gradient are at θ + z; 0 = off")
 
 
 @register
@@ -52,6 +58,10 @@ class P3eft(SplitLlm):
         if p.m == 1:
             raise ConfigError("params.m", "got 1; one piece is g_h itself (plain backprop, use split-lora); "
                               "allowed: 0 (one piece per example) or >= 2")
+        need = 1 if p.m == PER_EXAMPLE else 2  # servers per step: m >= 2 pieces go to >= 2 different servers
+        if p.rotate_servers and p.servers < 2 * need:
+            raise ConfigError("params.rotate_servers", f"needs two groups of {need} server(s) (servers >= {2 * need} "
+                              f"with m = {p.m}); got servers = {p.servers}")
         if p.servers == 1 and p.m != PER_EXAMPLE and p.m < batch:
             raise ConfigError("params.m", f"got {p.m} with one server: it would receive all pieces and could "
                               f"recover g_h for batches of {batch}; use m=0 (one piece per example) or servers >= 2")
@@ -81,4 +91,5 @@ class P3eft(SplitLlm):
     def recipe(self) -> Recipe:
         p = self.params
         return Recipe(adapters=p.n_adapters, m=p.m, grad_noise=p.grad_noise, xi_scale=p.xi_scale,
-                      reg="adversarial", reg_weight=p.alpha, probe_l2=p.probe_l2, probe_steps=p.probe_steps)
+                      reg="adversarial", reg_weight=p.alpha, probe_l2=p.probe_l2, probe_steps=p.probe_steps,
+                      rotate=p.rotate_servers, theta_noise=p.theta_noise)

@@ -13,13 +13,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulations.report import audit_run, figures, llm, model_attacks, vertical_attacks  # noqa: F401  (register attacks)
+from simulations.report import (  # noqa: F401  (register attacks)
+    audit_run,
+    completion,
+    figures,
+    inference_time,
+    llm,
+    model_attacks,
+    vertical_attacks,
+)
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped, load_run
 from vfl.privacy.events import GaussianEvent, PBMEvent
 
 ORDER = ("label_inference", "feature_reconstruction", "gradient_inversion", "membership", "extraction", "backdoor",
-         "audit", "llm_leak")
+         "passive_model_completion", "active_model_completion", "grn_feature_inference", "noisy_samples",
+         "missing_features", "audit", "llm_leak")
 
 
 def default_scope(run: RunArtifacts) -> str:

@@ -21,6 +21,7 @@ from flwr.common import ArrayRecord, Message, MetricRecord
 
 from parties.llm.common.arch import Arch
 from parties.llm.p3eft.adapters import LoraEncoder
+from parties.llm.p3eft.curious import Curious
 from parties.llm.p3eft.wire import (
     Kind,
     Record,
@@ -71,9 +72,11 @@ class ModelServer(Node):
 
     accepts_broadcast = False
 
-    def __init__(self, spec: NodeSpec, *, model: LoraEncoder, keep_received: int = 100_000) -> None:
+    def __init__(self, spec: NodeSpec, *, model: LoraEncoder, keep_received: int = 100_000,
+                 curious: Curious | None = None) -> None:
         super().__init__(spec)
         self.model = model
+        self.curious = curious  # the θ-difference and concatenation attacks it runs on what it keeps
         self.dim = Arch.output_size(model.encoder.config)
         self.received: list[Received] = []
         self.keep_received = keep_received
@@ -107,6 +110,9 @@ class ModelServer(Node):
             self.calls["forward"] += 1
             if train:
                 self.activations.add(h, epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=np.arange(len(h)))
+            if train and self.curious is not None:
+                self.curious.note(epoch=tag.epoch, step=tag.step, adapter=tag.adapter, ids=ids, lengths=lengths,
+                                  tensors=read_record(m, Record.ADAPTER))
             out.append(respond(m, kind, **{Record.ACT: {"h": h}}))
         return out
 
@@ -125,6 +131,9 @@ class ModelServer(Node):
             tag = read_step(m)
             ids, lengths = read_inputs(m)
             adapter = read_record(m, Record.ADAPTER)
+            if self.curious is not None:
+                self.curious.note(epoch=tag.epoch, step=tag.step, adapter=tag.adapter, ids=ids, lengths=lengths,
+                                  tensors=adapter)
             pieces = torch.from_numpy(np.array(wire.get_array(m, Record.GRAD, "g")))
             stacked: dict[str, list[torch.Tensor]] = {}
             for g in pieces:
@@ -144,6 +153,9 @@ class ModelServer(Node):
         """Drain the observation log (driver control plane; the experimenter scores it)."""
         act, grad = self.activations.drain(self.dim), self.gradients.drain(self.dim)
         arrays = {"act_rows": act["rows"], "act_keys": act["keys"], "grad_rows": grad["rows"], "grad_keys": grad["keys"]}
+        if self.curious is not None:  # the attacks it runs on what it kept (theta: g_h rows, cat: [h_1 … h_n])
+            for source, got in self.curious.run(self.model).items():
+                arrays.update({f"{source}_rows": got["rows"], f"{source}_keys": got["keys"]})
         stats = wire.metrics(busy_train_s=self.busy.get("train", 0.0), busy_eval_s=self.busy.get("eval", 0.0),
                              forward_calls=self.calls["forward"],
                              backprop_calls=self.calls["backprop"])

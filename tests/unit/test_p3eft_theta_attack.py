@@ -1,0 +1,128 @@
+"""P3EFT §3.3's θ-difference attack, played by a model server with what it keeps (successive adapter
+states, the inputs, its own model): it inverts the client's optimizer to g_θ and solves Jᵀ g_h = g_θ
+by least squares. Control: on today's p3eft (m = 2 pieces, mixing, regularizer) it recovers g_h and
+the labels while the piece/activation metrics read near chance; with ``params.theta_noise`` (fresh
+noise on the adapters sent) it reads chance. Rotation (``params.rotate_servers``) keeps every server
+off consecutive steps, which is all the paper asks, and is measured NOT to be enough (θ_t vs θ_{t+2})."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from parties.llm.common.arch import arch_of
+from parties.llm.common.backbone import load_encoder, load_tokenizer
+from parties.llm.common.lora import lora_spec_for
+from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
+from parties.llm.p3eft.curious import _flat, recover_cotangent
+from simulations.runner import execute, resolve_config
+from tests.tiny_lms import SENTENCES, tiny_lm_dir
+from vfl.attacks.leakage import spectral_auc
+from vfl.attacks.theta_difference import cosine, optimizer_gradient
+from vfl.errors import ConfigError
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return tiny_lm_dir(tmp_path_factory.mktemp("llama"), "llama")
+
+
+def _texts(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = " ".join(SENTENCES).replace(",", "").split()
+    return [" ".join(rng.choice(words, size=int(rng.integers(4, 12)))) for _ in range(n)]
+
+
+def test_optimizer_gradient_inverts_torch_sgd_momentum_and_weight_decay():
+    p = torch.nn.Parameter(torch.randn(50, dtype=torch.float64))
+    opt = torch.optim.SGD([p], lr=0.05, momentum=0.9, weight_decay=0.01)
+    states, grads = [p.detach().clone()], [torch.randn(50, dtype=torch.float64) for _ in range(3)]
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+        states.append(p.detach().clone())
+    prev = torch.zeros(50, dtype=torch.float64)  # step 0: torch starts the buffer at the first gradient
+    for t, g in enumerate(grads):
+        est, prev = optimizer_gradient(states[t], states[t + 1], optimizer="sgd", lr=0.05, momentum=0.9,
+                                       weight_decay=0.01, prev_buf=prev)
+        torch.testing.assert_close(est, g)
+    with pytest.raises(ConfigError, match="train.optimizer"):
+        optimizer_gradient(states[0], states[1], optimizer="lion", lr=0.1)
+
+
+def test_least_squares_recovers_g_h_and_labels_from_one_sgd_step(llama):
+    """The server's own Jacobian at (x_t, θ_t) and θ_{t+1} − θ_t give back g_h (cosine) and the labels."""
+    model = load_encoder(llama)
+    enc = LoraEncoder(model, lora_spec_for(arch_of(model), rank=4, alpha=16.0), pooling="last")
+    batch = load_tokenizer(llama)(_texts(16), padding=True, return_tensors="pt")
+    ids, lengths = batch["input_ids"], batch["attention_mask"].sum(1)
+    gen = torch.Generator().manual_seed(0)
+    adapter = {k: v if ".lora_A." in k else 0.1 * torch.randn(v.shape, generator=gen)
+               for k, v in init_adapters(enc.shapes, generator=gen).items()}
+    y = torch.arange(16) % 2
+    w = torch.randn(32, generator=gen)
+    g_h = (0.2 + 0.5 * torch.rand(16, 1, generator=gen)) * (2.0 * y - 1).unsqueeze(1) * w / 16
+    names = list(enc.slots)
+    theta = _flat(adapter, names)
+    nxt = theta - 0.01 * _flat(enc.backprop(ids, lengths, adapter, g_h), names)  # the client's SGD step
+    g_theta, _ = optimizer_gradient(theta, nxt, optimizer="sgd", lr=0.01)
+    rec = recover_cotangent(enc, ids, lengths, adapter, g_theta, iters=200)
+    assert cosine(rec, g_h) > 0.9
+    assert spectral_auc(rec.numpy(), y.numpy()) == 1.0
+    noisy = nxt + 1e-2 * torch.randn(nxt.shape, generator=gen, dtype=nxt.dtype)  # theta_noise's effect
+    g_noisy, _ = optimizer_gradient(theta, noisy, optimizer="sgd", lr=0.01)
+    assert cosine(recover_cotangent(enc, ids, lengths, adapter, g_noisy, iters=200), g_h) < 0.3
+
+
+def _run(llama, tmp_path, **params):
+    raw = {"name": "theta", "strategy": "p3eft", "num_parties": 1, "seed": 1, "dataset": "rt-polarity",
+           "data": {"train_subsample": 96, "test_subsample": 16},
+           "train": {"epochs": 1, "batch_size": 16, "optimizer": "sgd", "lr": 0.01},
+           "params": {"max_len": 16, "model_dir": llama, "lora_rank": 4, "leak_window": 96, "leak_theta_steps": 5,
+                      **params}}
+    return execute(resolve_config(raw), out_dir=tmp_path, progress=False).summary
+
+
+@pytest.mark.slow
+def test_control_theta_attack_reads_labels_that_the_old_metrics_miss_and_noise_closes_it(llama, tmp_path):
+    control = _run(llama, tmp_path / "control")
+    assert control["leak_theta"] > 0.9  # g_h recovered from successive adapters: labels out
+    assert max(control["leak_act"], control["leak_by_stream"]["server0/grad/adapter0"]) < control["leak_theta"] - 0.2
+    assert control["leak"] == max(control["leak_act"], control["leak_grad"])
+    noisy = _run(llama, tmp_path / "noisy", theta_noise=1e-3)
+    assert noisy["leak_theta"] < 0.75
+
+
+@pytest.mark.slow
+def test_rotation_keeps_servers_off_consecutive_steps_but_two_step_differences_still_leak(llama, tmp_path):
+    from parties.llm.p3eft.server import ModelServer
+    from vfl.transport.inprocess import InProcessTransport
+
+    transport = InProcessTransport()
+    raw = {"name": "rot", "strategy": "p3eft", "num_parties": 1, "seed": 1, "dataset": "rt-polarity",
+           "data": {"train_subsample": 96, "test_subsample": 16},
+           "train": {"epochs": 1, "batch_size": 16, "optimizer": "sgd", "lr": 0.01},
+           "params": {"max_len": 16, "model_dir": llama, "lora_rank": 4, "leak_window": 96, "leak_theta_steps": 5,
+                      "servers": 4, "rotate_servers": True}}
+    summary = execute(resolve_config(raw), out_dir=tmp_path, progress=False, transport=transport).summary
+    servers = [n for h in transport.hosts.values() for n in h.nodes.values() if isinstance(n, ModelServer)]
+    for s in servers:
+        steps = sorted({int(r.round.split(":")[2]) for r in s.received if r.kind.startswith("train.")})
+        assert steps and all(b - a >= 2 for a, b in zip(steps, steps[1:], strict=False)), (s.node_id, steps)
+        assert {x % 2 for x in steps} == {s.node_id % 2}
+    assert summary["leak_theta"] > 0.8  # θ_{t+2} − θ_t = −lr(g_t + g_{t+1}): g_t's rows still stand out
+
+
+@pytest.mark.parametrize(("params", "key"), [({"rotate_servers": True}, "params.rotate_servers"),
+                                             ({"servers": 1, "m": 0, "rotate_servers": True}, "params.rotate_servers"),
+                                             ({"theta_noise": -1.0}, "params.theta_noise")])
+def test_mitigation_keys_are_validated(params, key):
+    from strategies.p3eft import P3eft
+    from vfl.schema import load_run_config
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        cfg = load_run_config({"name": "v", "strategy": "p3eft", "num_parties": 1, "params": params})
+        P3eft.validate_config(cfg)
