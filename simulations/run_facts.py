@@ -35,6 +35,8 @@ def calibrated_params(cfg: RunConfig) -> dict[str, Any]:
         got = getattr(again.params, f.name)
         if isinstance(got, (int, float)) and math.isclose(got, value, rel_tol=1e-9):
             out[f"params.{f.name}"] = value
+    if cfg.privacy.bottom_dp is not None and getattr(cls, "calibrates_bottom_dp", False):  # split LLMs' DP-SGD σ
+        out["privacy.bottom_dp.noise_multiplier"] = cfg.privacy.bottom_dp.noise_multiplier
     return out
 
 

@@ -97,6 +97,8 @@ class SAP(LlmDriver):
     name = "sap"
     summary = "split-and-privatize LM fine-tuning: dχ-privatized bottom outputs, LoRA top at the vendor, EIA/AIA"
     Params = SapParams
+    bottom_dp_refusal = ("the vendor trains on each sample's dχ-privatized representation (metric DP, not composed "
+                         "by the accountant), so a DP-SGD epsilon of the customer's part would not bound what it learns")
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)

@@ -20,9 +20,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from parties.llm.common.lora import LoraSpec, lora_spec_for
-from parties.llm.p3eft.client import LlmClient, Recipe
+from parties.llm.p3eft.client import Recipe
 from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
-from strategies.llm_driver import LlmDriver, optimizer_factory, text_pairs
+from strategies.llm_dp import DCOR_REFUSAL, PSLF_REFUSAL, DpLoraDriver
+from strategies.llm_driver import optimizer_factory, text_pairs
 from strategies.llm_leak import LeakTracker
 from vfl import message as wire
 from vfl.config import param
@@ -62,9 +63,6 @@ class LoraParams(LlmParams):
     lora_targets: tuple[str, ...] = param((), help="module names that get LoRA adapters; empty = the model's "
                                           "defaults (the attention query/value projections, fused qkv_proj on "
                                           "Phi-3); [all-linear] = every linear layer in the blocks")
-    leak_theta_steps: int = param(2, ge=0, le=100_000, help="pairs of successive adapter states each model server "
-                                  "attacks per epoch and adapter set (θ-difference attack: leak_theta); 0 = off")
-    leak_theta_iters: int = param(60, ge=1, le=10_000, help="least-squares (CGLS) iterations of that attack")
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ class PslfParams(LoraParams):
     epsilon: float = param(1.0, ge=0, le=50, help="label-DP ε: keep a label with p = e^ε/(e^ε + K − 1)")
 
 
-class SplitLlm(LlmDriver):
+class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapters + head (strategies/llm_dp.py)
     """Shared driver of the split-LLM strategies; subclasses give the client's ``Recipe``."""
 
     Params: ClassVar[type] = LlmParams
@@ -99,17 +97,6 @@ class SplitLlm(LlmDriver):
             return None
         return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets))
 
-    def curious(self) -> Any:
-        """The attacks every model server runs on what it keeps (``parties.llm.p3eft.curious.Curious``), with
-        the client's optimizer as public knowledge; None for head-only (no adapters)."""
-        from parties.llm.p3eft.curious import Curious, OptimizerGuess
-
-        p, t = self.params, self.cfg.train
-        if not hasattr(p, "leak_theta_steps") or self.recipe().adapters == 0:
-            return None
-        return Curious(OptimizerGuess(t.optimizer, t.lr, t.momentum, t.weight_decay), steps=p.leak_theta_steps,
-                       iters=p.leak_theta_iters)
-
     # ---- topology ---------------------------------------------------------------------------
     @property
     def client_id(self) -> int:
@@ -130,12 +117,12 @@ class SplitLlm(LlmDriver):
         if spec.is_server:  # the server gets the model only: never the data or the labels
             pooling = self.model_arch().check_pooling(p.pooling)
             return ModelServer(spec, model=LoraEncoder(load_encoder(path, dtype=p.dtype), lora, pooling=pooling,
-                                                       device=t.device, micro_batch=p.micro_batch),
-                               curious=self.curious())
+                                                       device=t.device, micro_batch=p.micro_batch))
         ds = data.dataset()
         model_cfg = AutoConfig.from_pretrained(path, local_files_only=True)
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
-        return LlmClient(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test),
+        client_cls, dp_kwargs = self.client_class()  # LlmClient, or DpLlmClient with privacy.bottom_dp
+        return client_cls(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test), **dp_kwargs,
                          num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
                          shapes=adapter_shapes(model_cfg, lora) if lora else {}, dim=self.model_arch().output_size(model_cfg),
                          recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
@@ -248,6 +235,7 @@ class Dcor(SplitLlm):
     name = "dcor"
     summary = "split LoRA + distance-correlation regularizer λ·log dCor²(h, y)"
     Params = DcorParams
+    bottom_dp_refusal = DCOR_REFUSAL
 
     def recipe(self) -> Recipe:
         return Recipe(adapters=1, reg="dcor", reg_weight=self.params.dcor_weight)
@@ -260,6 +248,7 @@ class Pslf(SplitLlm):
     name = "pslf"
     summary = "split LoRA on randomized-response labels, p_keep = e^ε/(e^ε + K − 1)"
     Params = PslfParams
+    bottom_dp_refusal = PSLF_REFUSAL
 
     def recipe(self) -> Recipe:
         return Recipe(adapters=1, label_epsilon=self.params.epsilon)

@@ -49,11 +49,24 @@ def test_strategies_whose_releases_are_not_dp_are_refused(strategy, why):
     assert info.value.key == "privacy.bottom_dp"
 
 
-@pytest.mark.parametrize("config", ["sap-rt", "p3eft-rt", "head-only-rt", "split-lora-rt", "dcor-rt", "pslf-rt"])
-def test_llm_strategies_are_refused(config):
-    with pytest.raises(ConfigError, match="no vertical party bottom model") as info:
+@pytest.mark.parametrize(("config", "why"), [("sap-rt", "dχ-privatized"), ("dcor-rt", "statistic of the whole batch"),
+                                           ("pslf-rt", "randomized-response labels")])
+def test_llm_strategies_where_clipping_bounds_nothing_are_refused(config, why):
+    with pytest.raises(ConfigError, match=why) as info:
         _load(ON, config=config)
     assert info.value.key == "privacy.bottom_dp"
+
+
+@pytest.mark.parametrize("config", ["split-lora-rt", "head-only-rt", "p3eft-rt"])
+def test_split_llm_strategies_accept_it(config):
+    """DP-SGD of the client's adapters + head (tests/unit/test_llm_dp.py); p3eft without its regularizer."""
+    if config == "p3eft-rt":
+        with pytest.raises(ConfigError) as info:
+            _load(ON, config=config)
+        assert info.value.key == "params.alpha"
+        assert _load(ON, "params.alpha=0", config=config).privacy.bottom_dp is not None
+    else:
+        assert _load(ON, config=config).privacy.bottom_dp is not None
 
 
 @pytest.mark.parametrize("strategy", ["pbm", "ldp"])

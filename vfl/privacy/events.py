@@ -107,9 +107,18 @@ class DPSGDEvent:
         return 2.0 * self.max_grad_norm
 
 
+@dataclass(frozen=True, kw_only=True)
+class LoraDPSGDEvent(DPSGDEvent):
+    """``count`` DP-SGD steps of a split-LLM client's adapters + head (``privacy.bottom_dp`` on
+    split-lora/p3eft/head-only), each holding a given example exactly once. Neighbours replace one
+    training example (text and label); same Gaussian as ``DPSGDEvent``, its own ``epsilon_scope``."""
+
+    kind: ClassVar[str] = "dpsgd-lora"
+
+
 PrivacyEvent = PBMEvent | GaussianEvent | DPSGDEvent
 EVENT_TYPES: dict[str, type[PBMEvent] | type[GaussianEvent] | type[DPSGDEvent]] = {
-    "pbm": PBMEvent, "gaussian": GaussianEvent, "dpsgd": DPSGDEvent}
+    "pbm": PBMEvent, "gaussian": GaussianEvent, "dpsgd": DPSGDEvent, "dpsgd-lora": LoraDPSGDEvent}
 
 
 def event_to_dict(event: PrivacyEvent) -> dict[str, Any]:
