@@ -63,6 +63,9 @@ class LoraParams(LlmParams):
     lora_targets: tuple[str, ...] = param((), help="module names that get LoRA adapters; empty = the model's "
                                           "defaults (the attention query/value projections, fused qkv_proj on "
                                           "Phi-3); [all-linear] = every linear layer in the blocks")
+    leak_theta_steps: int = param(2, ge=0, le=100_000, help="pairs of successive adapter states each model server "
+                                  "attacks per epoch and adapter set (θ-difference attack: leak_theta); 0 = off")
+    leak_theta_iters: int = param(60, ge=1, le=10_000, help="least-squares (CGLS) iterations of that attack")
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,17 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
             return None
         return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets))
 
+    def curious(self) -> Any:
+        """The attacks every model server runs on what it keeps (``parties.llm.p3eft.curious.Curious``), with
+        the client's optimizer as public knowledge; None for head-only (no adapters)."""
+        from parties.llm.p3eft.curious import Curious, OptimizerGuess
+
+        p, t = self.params, self.cfg.train
+        if not hasattr(p, "leak_theta_steps") or self.recipe().adapters == 0:
+            return None
+        return Curious(OptimizerGuess(t.optimizer, t.lr, t.momentum, t.weight_decay), steps=p.leak_theta_steps,
+                       iters=p.leak_theta_iters)
+
     # ---- topology ---------------------------------------------------------------------------
     @property
     def client_id(self) -> int:
@@ -117,7 +131,8 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         if spec.is_server:  # the server gets the model only: never the data or the labels
             pooling = self.model_arch().check_pooling(p.pooling)
             return ModelServer(spec, model=LoraEncoder(load_encoder(path, dtype=p.dtype), lora, pooling=pooling,
-                                                       device=t.device, micro_batch=p.micro_batch))
+                                                       device=t.device, micro_batch=p.micro_batch),
+                               curious=self.curious())
         ds = data.dataset()
         model_cfg = AutoConfig.from_pretrained(path, local_files_only=True)
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)

@@ -66,6 +66,8 @@ class Recipe:
     probe_l2: float = 0.1
     probe_steps: int = 20
     label_epsilon: float | None = None  # PSLF randomized response
+    rotate: bool = False  # alternate two server groups step by step: no server sees two consecutive θ
+    theta_noise: float = 0.0  # std of fresh Gaussian noise on every adapter tensor sent in training
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Pending:
     alphas: dict[int, torch.Tensor] = field(default_factory=dict)
     routes: dict[int, tuple[int, list[int]]] = field(default_factory=dict)  # tag -> (adapter, piece ids)
     pieces: dict[int, dict[int, dict[str, torch.Tensor]]] = field(default_factory=dict)
+    sent: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # adapter set -> tensors as sent
 
 
 def tokenize(tokenizer: Any, texts: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -105,6 +108,7 @@ class LlmClient(Node):
                  ) -> None:
         super().__init__(spec)
         self.recipe, self.schedule, self.servers = recipe, schedule, list(server_ids)
+        self.all_servers = list(server_ids)  # self.servers: those of the current step (rotate: one group)
         self.num_classes, self.seed = num_classes, seed
         self.node_noise = NodeNoise(noise_rng, seed=seed, node=spec.node_id)  # built here, never sent
         enc = {ph: encode(tokenizer, x, max_len, pairs=pr, types=token_types and pr is not None)
@@ -139,6 +143,15 @@ class LlmClient(Node):
         """Privacy noise (mixing weights, gradient pieces, label coins) from this node's own source."""
         return self.node_noise.round(purpose, phase=phase, epoch=epoch, step=step)
 
+    def step_servers(self, phase: str, epoch: int, step: int) -> list[int]:
+        """The servers of this step. ``rotate``: training step k (counted over the run) goes to group k mod 2
+        (servers 0, 2, 4, … or 1, 3, 5, …), so no server holds the adapters of two consecutive steps;
+        evaluation after epoch e goes to the group of the next training step, which sees the same θ."""
+        if not self.recipe.rotate:
+            return self.all_servers
+        k = epoch * self.schedule.steps + step if phase == "train" else (epoch + 1) * self.schedule.steps
+        return self.all_servers[k % 2::2]
+
     def _batch(self, phase: str, epoch: int, step: int) -> np.ndarray:
         return self.schedule.train_ids(epoch, step) if phase == "train" else self.schedule.test_ids(step)
 
@@ -159,10 +172,25 @@ class LlmClient(Node):
         self.confusion[phase] += confusion(truth=truth[ids], pred=logits.argmax(1).numpy(),
                                            num_classes=self.num_classes)
 
+    def _sent(self, p: Pending, i: int) -> dict[str, np.ndarray]:
+        """Adapter set ``i`` as sent this step. With ``theta_noise`` σ > 0 in training: θ + z, z ~ N(0, σ²)
+        fresh per step and set from this node's noise source, the same z for the step's forward and
+        backprop (the gradient is the one at θ + z, applied to the clean θ the client keeps), so two
+        steps' tensors differ by −lr·g_θ + z' − z and the θ-difference attack reads mostly noise."""
+        if i not in p.sent:
+            sent = to_numpy(self.adapters[i])
+            sigma = self.recipe.theta_noise
+            if sigma > 0 and p.phase == "train":
+                noise = self._noise(f"p3eft-theta-{i}", "train", p.epoch, p.step)
+                sent = {k: v + sigma * noise.normal(v.shape).numpy() for k, v in sorted(sent.items())}
+            p.sent[i] = sent
+        return p.sent[i]
+
     # ---- step start (driver control) ---------------------------------------------------------
     def _start(self, m: Message, phase: str) -> list[Message]:
         t = read_step(m)
         ids = self._batch(phase, t.epoch, t.step)
+        self.servers = self.step_servers(phase, t.epoch, t.step)
         self.pending = Pending(phase, t.epoch, t.step, ids)
         if self.recipe.adapters == 0 and not np.isnan(self.cache[phase][ids]).any():
             return self._finish(self.pending, [torch.from_numpy(self.cache[phase][ids])])
@@ -171,7 +199,7 @@ class LlmClient(Node):
         for i in range(max(1, self.recipe.adapters)):
             arrays: dict[str, Any] = {Record.INPUTS: self._x(phase, ids)}
             if self.recipe.adapters:
-                arrays[Record.ADAPTER] = to_numpy(self.adapters[i])
+                arrays[Record.ADAPTER] = self._sent(self.pending, i)
             out.append(request(kind, src=self.node_id, dst=self.servers[i % len(self.servers)], phase=phase,
                                tag=StepTag(t.epoch, t.step, i, i), records=arrays))
         return out
@@ -255,7 +283,7 @@ class LlmClient(Node):
             by_server: dict[int, list[int]] = {}
             for j in range(len(pieces)):
                 by_server.setdefault((i + origin[j]) % len(self.servers), []).append(j)
-            adapter = to_numpy(self.adapters[i])
+            adapter = self._sent(p, i)
             for s, js in by_server.items():
                 tag = len(p.routes)
                 p.routes[tag] = (i, js)
