@@ -42,7 +42,7 @@ from vfl.secagg import (
 
 
 def cfg_of(message: Message) -> Any:
-    """The ``sw.RECORD`` config record every secure-aggregation message carries."""
+    """The ``sw.Record.SECAGG`` config record every secure-aggregation message carries."""
     return wire.config_of(message, sw.Record.SECAGG)
 
 
