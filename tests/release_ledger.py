@@ -12,8 +12,6 @@ from vfl.message import parse_round
 from vfl.privacy import Accountant, PBMEvent
 from vfl.schema import RunConfig
 
-SERVER = 0
-
 
 def decoded_rounds(taps: list[WireTap], *, use_rows: bool) -> Counter[tuple[int, int]]:
     """(epoch, step) -> how many times the server decoded that batch's sum, over every process.
@@ -29,7 +27,7 @@ def decoded_rounds(taps: list[WireTap], *, use_rows: bool) -> Counter[tuple[int,
         else:
             items = [(w.src, w.kind, w.round, w.payload) for w in tap.wires.values()]
         for src, kind, rnd, payload in items:
-            if src == SERVER and kind == vw.Kind.TRAIN_FORWARD and payload > 0:
+            if src == vw.SERVER_ID and kind == vw.Kind.TRAIN_FORWARD and payload > 0:
                 phase, epoch, step = parse_round(rnd)
                 if phase == "train":
                     count[(epoch, step)] += 1
