@@ -46,8 +46,9 @@ STRENGTHS: dict[str, tuple[str, list[float], list[float]]] = {
     "dcor": ("alpha", [0.1, 0.5], [0.05, 0.2, 1.0]),
 }
 BINARY_ONLY = {"marvell"}  # run on the binary config only (they refuse multi-class labels)
-QUICK_ATTACKS = ("label_inference", "feature_reconstruction")
-LOWER_IS_STRONGER = {"feature_reconstruction"}  # an MSE: the attack succeeds when it is low
+QUICK_ATTACKS = ("label_inference", "feature_reconstruction", "passive_model_completion", "grn_feature_inference",
+                 "noisy_samples", "missing_features")  # active_model_completion needs --set attack.amc_party=I
+LOWER_IS_STRONGER = {"feature_reconstruction", "grn_feature_inference"}  # MSEs: the attack succeeds when they are low
 BETA = 0.5  # DCS weight of the main task (VFLAIR's default)
 
 
@@ -157,8 +158,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default="bench-out/matrix")
     ap.add_argument("--full", action="store_true", help="3 strengths per defense, 20 epochs, every defense on both configs")
     ap.add_argument("--epochs", type=int, help="training epochs per point (default 5; --full 20)")
-    ap.add_argument("--attacks", help="comma-separated attacks, or 'all' (default: label_inference,"
-                    "feature_reconstruction; --full: all)")
+    ap.add_argument("--attacks", help="comma-separated attacks, or 'all' (default: " + ",".join(QUICK_ATTACKS)
+                    + "; --full: all)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="extra config overrides")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)

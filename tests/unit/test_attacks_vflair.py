@@ -139,3 +139,15 @@ def test_amc_party_must_name_a_party():
         load_run_config({"strategy": "npq", "dataset": "digits", "num_parties": 2, "attack": {"amc_party": 2}})
     with pytest.raises(ConfigError, match="attack.amc_scale"):
         load_run_config({"strategy": "npq", "dataset": "digits", "num_parties": 2, "attack": {"amc_scale": 0}})
+
+
+def test_the_matrix_runs_the_new_attacks_and_scores_grn_as_an_mse():
+    from simulations.benchmarks.matrix import QUICK_ATTACKS, attack_success
+    from simulations.report.render import ORDER, RUN_ATTACKS
+
+    new = ("passive_model_completion", "active_model_completion", "grn_feature_inference", "noisy_samples",
+           "missing_features")
+    assert all(n in RUN_ATTACKS and n in ORDER for n in new)  # `vfl report` and `--attacks all` run them
+    assert set(new) - {"active_model_completion"} <= set(QUICK_ATTACKS)  # the quick grid too
+    assert attack_success("grn_feature_inference", 0.25, 1.0) == 0.75  # MSE at a quarter of the mean guess
+    assert attack_success("missing_features", 0.12, 0.0) == 0.12  # an accuracy drop counts as it is
