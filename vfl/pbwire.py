@@ -197,7 +197,7 @@ def _probe() -> Message:
     """A message through flwr's public constructors with every field this writer emits set."""
     from flwr.app.message.message import make_message
 
-    md = Metadata(7, "m-1", 3, 2**32 - 1, "r-0", "train:1:2", 12.5, 3600.0, "train.forward")
+    md = Metadata(7, "m-1", 3, 2**32 - 1, "r-0", "train:1:2", 12.5, 3600.0, "train.probe")  # any kind: not a vocabulary one
     arrays = ArrayRecord({"x": Array(dtype="float32", shape=(2, 3), stype="raw", data=bytes(range(24)))})
     config = ConfigRecord({"b": True, "i": -5, "f": -0.0, "s": "é", "y": b"\x00\x01"})
     return make_message(md, RecordDict({"emb": arrays, "step": config}))
