@@ -15,6 +15,7 @@ from vfl.attacks.model_completion import completion_accuracy, known_label_ids
 from vfl.rng import seeded_numpy
 
 PER_CLASS = 4  # known labels per class: 40 on a 10-class task (Fu et al. use 40 on CIFAR-10)
+MAX_EVAL = 2000  # scored samples (a seeded subset beyond that: one forward pass of the bottom each)
 
 
 def _own_outputs(run: RunArtifacts, party: int, x: np.ndarray) -> np.ndarray:
@@ -28,19 +29,24 @@ def complete(run: RunArtifacts, party: int) -> dict[str, float]:
     set), beside the same head fitted on its raw features; known labels: ``PER_CLASS`` per class."""
     shards, labels = run.parts
     y, k = labels.y_train, int(labels.num_classes)
-    known = known_label_ids(y=y, per_class=PER_CLASS, rng=seeded_numpy("report-completion", run.cfg.seed))
+    rng = seeded_numpy("report-completion", run.cfg.seed)
+    known = known_label_ids(y=y, per_class=PER_CLASS, rng=rng)
     rest = np.setdiff1d(np.arange(len(y)), known)
-    x, xt = shards[party].x_train, shards[party].x_test
-    emb, emb_t = _own_outputs(run, party, x), _own_outputs(run, party, xt)
-    flat = x.reshape(len(x), -1)
+    rest = np.sort(rng.choice(rest, size=min(MAX_EVAL, len(rest)), replace=False))
+    test = np.sort(rng.choice(len(labels.y_test), size=min(MAX_EVAL, len(labels.y_test)), replace=False))
+    x, xt = shards[party].x_train, shards[party].x_test[test]
+    ids = np.concatenate([known, rest])
+    emb, emb_t = _own_outputs(run, party, x[ids]), _own_outputs(run, party, xt)
+    flat = x[ids].reshape(len(ids), -1)
+    kn, ev = np.arange(len(known)), np.arange(len(known), len(ids))  # rows of emb / flat
     seed = run.cfg.seed + party
-    return {"accuracy": completion_accuracy(known_x=emb[known], known_y=y[known], eval_x=emb[rest], eval_y=y[rest],
+    return {"accuracy": completion_accuracy(known_x=emb[kn], known_y=y[known], eval_x=emb[ev], eval_y=y[rest],
                                             num_classes=k, seed=seed),
-            "raw_features_accuracy": completion_accuracy(known_x=flat[known], known_y=y[known], eval_x=flat[rest],
+            "raw_features_accuracy": completion_accuracy(known_x=flat[kn], known_y=y[known], eval_x=flat[ev],
                                                          eval_y=y[rest], num_classes=k, seed=seed),
-            "test_accuracy": completion_accuracy(known_x=emb[known], known_y=y[known], eval_x=emb_t,
-                                                 eval_y=labels.y_test, num_classes=k, seed=seed),
-            "known_labels": float(len(known))}
+            "test_accuracy": completion_accuracy(known_x=emb[kn], known_y=y[known], eval_x=emb_t,
+                                                 eval_y=labels.y_test[test], num_classes=k, seed=seed),
+            "known_labels": float(len(known)), "scored": float(len(rest))}
 
 
 def _result(run: RunArtifacts, name: str, parties: list[int], threat: str,
@@ -50,7 +56,7 @@ def _result(run: RunArtifacts, name: str, parties: list[int], threat: str,
     best = per[best_name]
     y = run.parts[1].y_train
     details: dict[str, Any] = {"party": best_name, "test_accuracy": best["test_accuracy"],
-                               "known_labels": int(best["known_labels"]),
+                               "known_labels": int(best["known_labels"]), "scored_samples": int(best["scored"]),
                                "majority_rate": float(np.bincount(y).max() / len(y)),
                                "parties": {p: v["accuracy"] for p, v in per.items()},
                                "baseline_is": "the same completion head fitted on the party's raw features",
