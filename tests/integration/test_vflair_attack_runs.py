@@ -59,14 +59,18 @@ def test_passive_completion_beats_the_raw_features_and_falls_back_under_gradient
     assert rand.value < rand.details["majority_rate"] + 0.1
 
 
-def test_active_completion_beats_the_same_party_when_honest(honest, tmp_path):
+def test_active_completion_beats_the_same_party_when_honest_and_falls_back_under_gradient_noise(honest, tmp_path):
     with pytest.raises(Exception, match="attack.amc_party"):
         _attack(honest, "active_model_completion")  # Skipped: nobody armed
-    amc = _attack(_run(tmp_path, attack={"amc_party": 0, "amc_scale": 4.0}), "active_model_completion")
+    armed = {"amc_party": 0, "amc_scale": 4.0}
+    amc = _attack(_run(tmp_path / "amc", attack=armed), "active_model_completion")
     passive_same_party = _attack(honest, "passive_model_completion").details["parties"]["party0"]
     assert amc.value > amc.baseline + 0.1
     assert amc.value > amc.details["passive_same_run"] + 0.08  # the honest party of the same run learns less
     assert amc.value > passive_same_party, (amc.value, passive_same_party)  # and so did this party when honest
+    noisy = _attack(_run(tmp_path / "noisy", attack=armed, defenses=[{"kind": "grad_noise", "scale": 0.05}]),
+                    "active_model_completion")
+    assert noisy.value - noisy.baseline < (amc.value - amc.baseline) / 2, (noisy.value, noisy.baseline)
 
 
 def test_grn_beats_the_mean_guess_and_not_with_shuffled_predictions(honest):
