@@ -134,12 +134,14 @@ def test_accountant_matches_dp_accounting(nm, epochs, delta):
 
 
 # ---- real runs ---------------------------------------------------------------------------------
-def _config(strategy: str, model_dir: str, noise_rng: str = "crypto", **extra):
+def _config(strategy: str, model_dir: str, noise_rng: str = "crypto", epochs: int = 1, budget: float | None = None,
+            **extra):
     params = {"max_len": 16, "leak_window": 16, "model_dir": model_dir,
               **({} if strategy == "head-only" else {"lora_rank": 2}), **extra}
     return load_run_config({"strategy": strategy, "num_parties": 1, "seed": 3,
-                            "train": {"epochs": 1, "batch_size": 8, "optimizer": "sgd", "lr": 0.5},
-                            "privacy": {"bottom_dp": DP, "noise_rng": noise_rng}, "params": params})
+                            "train": {"epochs": epochs, "batch_size": 8, "optimizer": "sgd", "lr": 0.5},
+                            "privacy": {"bottom_dp": DP, "noise_rng": noise_rng, "epsilon_budget": budget},
+                            "params": params})
 
 
 def _run(cfg):
@@ -173,6 +175,16 @@ def test_noise_replays_only_when_seeded(llama):
     for k, v in adapters["s1"].items():
         torch.testing.assert_close(adapters["s2"][k], v)
     assert any(not torch.equal(adapters["c1"][k], v) for k, v in adapters["s1"].items() if ".lora_B." in k)
+
+
+def test_epsilon_budget_stops_before_the_epoch_that_would_pass_it(llama):
+    one, two = (Accountant(), Accountant())
+    one.record(LoraDPSGDEvent(count=1, **DP))
+    two.record(LoraDPSGDEvent(count=2, **DP))
+    budget = (one.epsilon(1e-5)[0] + two.epsilon(1e-5)[0]) / 2
+    summary, _ = _run(_config("split-lora", llama, epochs=3, budget=budget))
+    assert summary["epochs"] == 1 and summary["stopped"]["before_epoch"] == 1
+    assert summary["epsilon"] == pytest.approx(one.epsilon(1e-5)[0], rel=1e-12) and summary["epsilon"] <= budget
 
 
 # ---- configuration -----------------------------------------------------------------------------
