@@ -165,7 +165,7 @@ class ActiveServer(Node):
         super().__init__(spec)
         self.labels = labels
         self.defenses = list(defenses)  # vfl/defenses.py: relabel once (site labels), mods on GRAD (site gradient)
-        self.mods = [m for d in self.defenses if d.site == "gradient" and (m := d.mod()) is not None]
+        self.mods = [m for d in self.defenses if (m := d.mod()) is not None]  # site gradient, or dcae's DiscreteSGD
         self._noise_rng = noise_rng
         self._node_noise: NodeNoise | None = None  # built at first use (a defense that draws), never sent
         self.data_guard = DataGuard(spec.name)  # a resumed server refuses labels other than its checkpoint's
@@ -277,6 +277,20 @@ class ActiveServer(Node):
                 return rows
         return None
 
+    def _targets(self, y: torch.Tensor) -> torch.Tensor:
+        """What the head's loss compares with: ``y``, or a label defense's soft targets (cae: confused labels)."""
+        for d in self.defenses:
+            if (soft := d.soft_targets(y, num_classes=self.labels.num_classes)) is not None:
+                return soft
+        return y
+
+    def _decode(self, logits: torch.Tensor) -> torch.Tensor:
+        """Class probabilities of the head's ``logits`` (cae: decoded from the confused label space)."""
+        probs = torch.softmax(logits, 1)
+        for d in self.defenses:
+            probs = d.decode(probs)
+        return probs
+
     def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
         """Fuse the embeddings, step the head, and send back the gradient (+ forward step+1)."""
         if self.data_guard.expected is not None:
@@ -288,7 +302,7 @@ class ActiveServer(Node):
         if (arm := getattr(self.head, "arm", None)) is not None:  # a head defense (mid): this step's noise
             arm(self.node_noise.round("head", phase="train", epoch=epoch, step=step))
         logits = self.head(fused)
-        loss = self.loss_fn(logits, y) if bool((y != UNDRAWN).any()) else logits.sum() * 0.0  # all UNDRAWN: no signal
+        loss = self.loss_fn(logits, self._targets(y)) if bool((y != UNDRAWN).any()) else logits.sum() * 0.0  # all UNDRAWN: no signal
         if (penalty := getattr(self.head, "penalty", None)) is not None:  # mid: + lambda * KL of the bottleneck
             loss = loss + penalty
         check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
@@ -298,7 +312,7 @@ class ActiveServer(Node):
             loss.backward()
         step_all([self.optimizer])
         self.train_stats["loss"] += float(loss.detach()) * len(y)
-        self.train_stats["correct"] += int((logits.argmax(1) == y).sum())
+        self.train_stats["correct"] += int((self._decode(logits.detach()).argmax(1) == y).sum())
         self.train_stats["count"] += int(len(y))
         if private is not None:
             grad = private
@@ -342,7 +356,7 @@ class ActiveServer(Node):
         set_mode(self.head, training=False)
         with torch.no_grad():
             logits = self.head(self.fuse(messages))
-        self.eval_scores.append(torch.softmax(logits, 1).cpu().numpy())
+        self.eval_scores.append(self._decode(logits).cpu().numpy())
         self.eval_labels.append(self.labels.y_test[self.schedule.test_ids(step)])
         return []
 

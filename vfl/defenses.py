@@ -89,6 +89,14 @@ class Defense:
         """Site ``forward``: a scalar torch loss of a party's batch inputs ``x`` and embedding ``emb``."""
         raise NotImplementedError
 
+    def soft_targets(self, y: Any, *, num_classes: int) -> Any:
+        """Site ``labels``: soft targets (N, K) the head trains on in place of ``y`` (None: ``y`` itself; cae)."""
+        return None
+
+    def decode(self, probs: Any) -> Any:
+        """Site ``labels``: the class probabilities a prediction ``probs`` stands for (cae: its decoder)."""
+        return probs
+
     def wrap_head(self, head: Any, *, in_dim: int, parts: int) -> Any:
         """Site ``head``: the server's head behind this defense's layer (``parts`` party blocks of ``in_dim``)."""
         return head

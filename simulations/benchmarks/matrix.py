@@ -40,6 +40,8 @@ STRENGTHS: dict[str, tuple[str, list[float], list[float]]] = {
     "label_rr_prior": ("epsilon", [4.0, 1.0], [8.0, 2.0, 0.5]),
     "label_gp": ("noise_multiplier", [0.5, 1.0], [0.3, 1.0, 3.0]),
     "mid": ("lam", [0.01, 0.1], [0.001, 0.01, 0.1]),
+    "cae": ("lam", [0.01, 0.1], [0.0, 0.01, 0.1]),
+    "dcae": ("lam", [0.01, 0.1], [0.0, 0.01, 0.1]),
     "grad_noise": ("scale", [0.01, 0.05], [0.003, 0.01, 0.05]),
     "grad_topk": ("keep", [0.5, 0.1], [0.5, 0.25, 0.05]),
     "marvell": ("strength", [1.0, 4.0], [0.5, 2.0, 8.0]),
