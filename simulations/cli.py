@@ -78,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("datasets", help="list registered datasets")
     c = sub.add_parser("config-help", help="every config key with its default and allowed values")
     c.add_argument("--strategy", help="also list this strategy's params")
+    c.add_argument("--json", action="store_true", help="print the config's JSON Schema (editor completion: every "
+                   "key with its type, range, default and help; params per strategy, options per defense)")
 
     a = sub.add_parser("account", help="privacy accounting of a mechanism (prints JSON)")
     a.add_argument("--mechanism", choices=("pbm", "ldp"), required=True)
@@ -223,6 +225,13 @@ def _cmd_config_help(args: argparse.Namespace) -> int:
     from vfl.schema import RunConfig
     from vfl.strategy import STRATEGIES
 
+    if args.json:
+        from vfl.config_schema import registered_schema
+        from vfl.plugins import load_plugins
+
+        load_plugins()  # plugin strategies and defenses belong in the schema too
+        print(json.dumps(registered_schema(), indent=2))
+        return 0
     rows = [r for r in help_table(RunConfig) if r[0] != "params"] + help_rows()
     if args.strategy:
         rows += help_table(STRATEGIES.get(args.strategy, "--strategy").Params, "params")
