@@ -11,29 +11,45 @@ next step's input is this step's output), and a failure is a PartyFailure for th
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from strategies.compiled_auto import TASK, PathChoice
 from vfl.errors import ProtocolError
 from vfl.grid import Grid
 from vfl.message import Wire, round_tag
 from vfl.schema import RunConfig
 from vfl.strategy import Progress
 
-MIN_AUTO_STEPS = 2000  # compiled_graph: auto (the default) compiles runs with at least this many training steps
+MIN_AUTO_STEPS = 2000  # compiled_graph: auto (the default) probes runs with at least this many training steps
 
 
-def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, unmask_hops: int, steps: int) -> Any:
+def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, unmask_hops: int, steps: int,
+                   choice: PathChoice | None = None) -> Any:
     """The chain for one training step, or None where the task path is used: ``off``, the
-    in-process transport, ``on_dropout: skip-party``, or ``auto`` on a run shorter than
-    ``MIN_AUTO_STEPS`` steps (compiling costs a few seconds once: a proxy actor is started)."""
+    in-process transport, ``on_dropout: skip-party``, ``auto`` on a run shorter than
+    ``MIN_AUTO_STEPS`` steps (compiling costs seconds once: a proxy actor is started), or ``auto``
+    once ``choice`` (``strategies.compiled_auto``) measured the task path faster."""
     mode = cfg.transport.compiled_graph
     if mode == "off" or cfg.train.on_dropout != "fail":
+        if choice is not None:
+            choice.decide_without_probe(TASK, "off" if mode == "off" else "train.on_dropout: skip-party")
         return None
     if mode == "auto" and steps * cfg.train.epochs < MIN_AUTO_STEPS:
+        if choice is not None:
+            choice.decide_without_probe(TASK, f"short run: < {MIN_AUTO_STEPS} training steps")
+        return None
+    if choice is not None and choice.chosen == TASK:
         return None
     parties = tuple(grid.party_groups)
     hops = [(server,)] + [parties, (server,)] * unmask_hops + [parties]
-    return grid.chain(hops)
+    t0 = time.perf_counter()
+    chain = grid.chain(hops)
+    if chain is None and choice is not None:
+        choice.decide_without_probe(TASK, "no compiled graph on this transport")
+    elif choice is not None and choice.compile_s is None:
+        choice.compile_s = time.perf_counter() - t0
+    return chain
 
 
 def train_epoch_compiled(grid: Grid, chain: Any, *, start: Wire, epoch: int, steps: int, sync_every: int,

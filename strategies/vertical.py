@@ -26,6 +26,7 @@ from parties.vertical import (
     sum_aggregator,
 )
 from parties.vertical_wire import SERVER_ID, party_node_id
+from strategies.compiled_auto import PathChoice, train_epoch_probing
 from strategies.compiled_epoch import compiled_chain, train_epoch_compiled
 from strategies.dropout import Dropouts
 from strategies.psi import build_aligned_node, run_alignment
@@ -58,6 +59,11 @@ class VerticalStrategy(Strategy):
     def dropouts(self) -> Dropouts:
         """Driver-side dropout policy and records (train.on_dropout)."""
         return Dropouts(self.cfg)
+
+    @cached_property
+    def path_choice(self) -> PathChoice:
+        """``transport.compiled_graph: auto``: the measured choice of task path or compiled graph."""
+        return PathChoice()
 
     # ---- topology ---------------------------------------------------------------------------
     def layout(self) -> list[NodeSpec]:
@@ -185,7 +191,14 @@ class VerticalStrategy(Strategy):
                                     content=wire.records(**{vw.Record.STEP: step_config(epoch=epoch, step=0, forward=True)})))
         server, guard = [grid.group_of[SERVER_ID]], self.dropouts
         guard.start_epoch(grid, epoch)
-        chain = compiled_chain(grid, self.cfg, server=server[0], unmask_hops=self.unmask_hops, steps=steps)
+        auto = self.cfg.transport.compiled_graph == "auto"
+        chain = compiled_chain(grid, self.cfg, server=server[0], unmask_hops=self.unmask_hops, steps=steps,
+                               choice=self.path_choice if auto else None)
+        if chain is not None and auto and self.path_choice.chosen is None:  # time both paths on these steps
+            train_epoch_probing(grid, chain, self.path_choice, guard, start=start, epoch=epoch, steps=steps,
+                                server=server[0], unmask_hops=self.unmask_hops, timeout_s=guard.timeout,
+                                progress=progress)
+            return guard.finish_epoch()
         if chain is not None:  # Ray Compiled Graph: one channel write/read per step (same wires)
             train_epoch_compiled(grid, chain, start=start, epoch=epoch, steps=steps, sync_every=self.SYNC,
                                  timeout_s=guard.timeout, progress=progress)
@@ -243,6 +256,7 @@ class VerticalStrategy(Strategy):
             "information_bound_bytes_up": bound["up"],
             "information_bound_bytes_down": bound["down"],
             **getattr(self, "_psi", {}),
+            **(self.path_choice.summary() if cfg.transport.compiled_graph == "auto" else {}),
             **label_privacy(cfg.defenses, epochs=cfg.train.epochs, delta=cfg.privacy.delta),
         }
 

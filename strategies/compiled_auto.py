@@ -1,0 +1,141 @@
+"""``transport.compiled_graph: auto``: time the task path and the compiled graph on the run's own
+training steps and keep the faster one for the rest of the run.
+
+Which path wins depends on the machine's load, the bottoms' width and M (a compiled graph's actors
+wait on shared-memory channels; on a loaded machine that can cost more than the task hops it
+saves), so no fixed rule picks right everywhere. At the run's start the driver runs blocks of real
+steps alternately over both paths (the chain is compiled first, its compile time reported apart),
+after one untimed warm-up block each; the compiled graph is kept only if its median ms per step
+beats the task path's by more than ``WIN_MARGIN``, otherwise the graph is torn down. The probe's
+steps are ordinary training steps: both paths deliver the same wires to the same hosts in the same
+order, so losses, parameters, bytes and epsilon equal a run on either path
+(``tests/integration/test_compiled_auto.py``). The choice and its timings are in the summary
+(``compiled_graph_choice``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from strategies.dropout import Dropouts
+from vfl.grid import Grid
+from vfl.message import Wire, round_tag
+from vfl.strategy import Progress
+
+PROBE_BLOCK = 16  # steps per timed block (the task path syncs every 16 steps too: its real cost)
+WARM_STEPS = 4  # untimed steps per path before the timed blocks (first tasks, the graph's first run)
+PROBE_ROUNDS = 3  # timed blocks per path, interleaved task, compiled, task, ...
+WIN_MARGIN = 0.05  # the compiled graph is kept only if >= 5 % faster per step (else: noise, keep tasks)
+TASK, COMPILED = "task", "compiled"
+
+
+@dataclass
+class PathChoice:
+    """The probe's plan and what it measured; ``chosen`` is None while probing."""
+
+    rounds: int = PROBE_ROUNDS
+    block: int = PROBE_BLOCK
+    warm: int = WARM_STEPS
+    chosen: str | None = None
+    reason: str = ""
+    compile_s: float | None = None
+    blocks: dict[str, list[float]] = field(default_factory=lambda: {TASK: [], COMPILED: []})
+    _plan: list[tuple[str, int, bool]] = field(default_factory=list)
+    _started: bool = False
+
+    def decide_without_probe(self, chosen: str, reason: str) -> None:
+        """Settle on ``chosen`` without timing (the graph cannot be used, or the run is too short)."""
+        if self.chosen is None:
+            self.chosen, self.reason = chosen, reason
+
+    def next_block(self) -> tuple[str, int, bool]:
+        """(path, steps, timed) of the next probe block; call while ``chosen`` is None."""
+        if not self._started:
+            self._started = True
+            self._plan = [(TASK, self.warm, False), (COMPILED, self.warm, False)]
+            self._plan += [(p, self.block, True) for _ in range(self.rounds) for p in (TASK, COMPILED)]
+        return self._plan[0]
+
+    def record(self, path: str, steps: int, seconds: float, *, planned: int, timed: bool) -> None:
+        """Book a block that ran ``steps`` of its ``planned`` steps (an epoch may end inside it)."""
+        left = planned - steps
+        if timed and steps >= max(1, self.block // 2):  # a short tail is too noisy to time
+            self.blocks[path].append(seconds / steps * 1e3)
+        if left > 0 and not timed:
+            self._plan[0] = (path, left, timed)  # finish the warm-up in the next epoch
+            return
+        self._plan.pop(0)
+        if not self._plan:
+            self._decide()
+
+    def _decide(self) -> None:
+        if not (self.blocks[TASK] and self.blocks[COMPILED]):
+            self.chosen, self.reason = TASK, "measured: too few steps timed"
+            return
+        task, compiled = (statistics.median(self.blocks[p]) for p in (TASK, COMPILED))
+        wins = compiled < task * (1 - WIN_MARGIN)
+        self.chosen = COMPILED if wins else TASK
+        self.reason = f"measured: compiled {'<' if wins else '>='} task x {1 - WIN_MARGIN:g}"
+
+    def summary(self) -> dict[str, Any]:
+        """``compiled_graph_choice`` for the run summary."""
+        med = {p: round(statistics.median(v), 3) if v else None for p, v in self.blocks.items()}
+        return {"compiled_graph_choice": {
+            "chosen": self.chosen or TASK, "reason": self.reason or "not decided", "task_ms": med[TASK],
+            "compiled_ms": med[COMPILED], "task_blocks_ms": [round(v, 3) for v in self.blocks[TASK]],
+            "compiled_blocks_ms": [round(v, 3) for v in self.blocks[COMPILED]],
+            "compile_s": None if self.compile_s is None else round(self.compile_s, 3), "block_steps": self.block}}
+
+
+def train_epoch_probing(grid: Grid, chain: Any, choice: PathChoice, guard: Dropouts, *, start: Wire, epoch: int,
+                        steps: int, server: str, unmask_hops: int, timeout_s: float, progress: Progress,
+                        clock: Callable[[], float] = time.perf_counter) -> None:
+    """One epoch while ``auto`` is still probing (and the rest of it once decided): blocks of
+    steps over the task path or the chain, each fed the parties' replies of the block before."""
+    wires = grid.collect(grid.submit([[start]], to=grid.party_groups), round=round_tag(epoch, 0))
+    step = 0
+    while step < steps:
+        if choice.chosen is None:
+            path, planned, timed = choice.next_block()
+        else:
+            path, planned, timed = choice.chosen, choice.block, False
+        n = min(planned, steps - step)
+        t0 = clock()
+        if path == COMPILED:
+            for s in range(step, step + n):
+                wires = chain.run(wires, round=round_tag(epoch, s), timeout_s=timeout_s)
+        else:
+            wires = _task_block(grid, guard, wires, first=step, n=n, server=server, unmask_hops=unmask_hops)
+        seconds = clock() - t0
+        if choice.chosen is None:
+            choice.record(path, n, seconds, planned=planned, timed=timed)
+            if choice.chosen == TASK:
+                chain.close()  # its actors go back to ordinary tasks
+        step += n
+        progress(n)
+    grid.drain()
+    if wires:
+        from vfl.errors import ProtocolError
+
+        raise ProtocolError(f"parties sent {len(wires)} messages after the last step of epoch {epoch}")
+
+
+def _task_block(grid: Grid, guard: Dropouts, wires: list[Wire], *, first: int, n: int, server: str,
+                unmask_hops: int) -> list[Wire]:
+    """Steps ``first .. first+n-1`` hop by hop (the task path's pipelined loop), synced at the end;
+    returns the parties' replies of the last step."""
+    parts: list[Any] = [wires]
+    ups: dict[str, Any] = {}
+    for step in range(first, first + n):
+        downs = guard.hop(step, grid.submit(parts, to=[server]))
+        for _ in range(unmask_hops):
+            ups = guard.hop(step, grid.submit(list(downs.values()), to=grid.party_groups))
+            downs = guard.hop(step, grid.submit(list(ups.values()), to=[server]))
+        ups = guard.hop(step + 1, grid.submit(list(downs.values()), to=grid.party_groups))
+        parts = list(ups.values())
+    _, _, left = guard.sync(ups, step=first + n - 1)  # on_dropout: fail (auto never probes skip-party)
+    return left

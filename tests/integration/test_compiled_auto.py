@@ -1,0 +1,101 @@
+"""``transport.compiled_graph: auto`` times both paths on the run's own steps and keeps the faster:
+whichever it keeps (forced here through the margin), losses, parameters, bytes and epsilon equal
+the task path's bit for bit; the probe's plan and decision rule; the choice in the summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import strategies  # noqa: F401
+from strategies import compiled_auto, compiled_epoch, vertical
+from strategies.compiled_auto import COMPILED, TASK, PathChoice
+from tests.helpers import run_with_states
+from tests.integration.test_compiled_graph import LEDGER_KEYS, _cfg, _params, _Spy
+
+N, B = 240, 50  # 5 steps per epoch, 2 epochs
+
+
+def test_the_probe_alternates_warm_then_timed_blocks_and_keeps_compiled_only_past_the_margin():
+    choice = PathChoice(rounds=2, block=4, warm=2)
+    seen = []
+    ms = {TASK: 10.0, COMPILED: 9.9}  # 1 % faster: within the margin, the task path is kept
+    while choice.chosen is None:
+        path, n, timed = choice.next_block()
+        seen.append((path, n, timed))
+        choice.record(path, n, ms[path] * n / 1e3, planned=n, timed=timed)
+    assert seen == [(TASK, 2, False), (COMPILED, 2, False)] + [(TASK, 4, True), (COMPILED, 4, True)] * 2
+    assert choice.chosen == TASK and choice.blocks == {TASK: [10.0, 10.0], COMPILED: [9.9, 9.9]}
+    fast = PathChoice(rounds=1, block=4, warm=1)
+    for path, secs in ((TASK, 1.0), (COMPILED, 1.0), (TASK, 0.040), (COMPILED, 0.020)):
+        n = fast.next_block()[1]
+        fast.record(path, n, secs, planned=n, timed=n == 4)
+    out = fast.summary()["compiled_graph_choice"]
+    assert (out["chosen"], out["task_ms"], out["compiled_ms"]) == (COMPILED, 10.0, 5.0)
+    assert out["reason"].startswith("measured")
+
+
+def test_a_warm_block_cut_by_the_epoch_end_resumes_and_a_short_timed_tail_is_not_timed():
+    choice = PathChoice(rounds=1, block=4, warm=3)
+    path, n, timed = choice.next_block()
+    choice.record(path, 1, 0.5, planned=n, timed=timed)  # the epoch ended after 1 of 3 warm steps
+    assert choice.next_block() == (TASK, 2, False)
+    choice.record(TASK, 2, 0.5, planned=2, timed=False)
+    choice.record(COMPILED, 3, 0.5, planned=3, timed=False)
+    choice.record(TASK, 1, 0.001, planned=4, timed=True)  # 1 of 4 timed steps: too short to count
+    assert choice.blocks[TASK] == [] and choice.next_block() == (COMPILED, 4, True)
+    choice.record(COMPILED, 4, 0.004, planned=4, timed=True)
+    assert choice.chosen == TASK and "too few" in choice.reason  # nothing timed for tasks: keep them
+
+
+def _auto_run(monkeypatch: pytest.MonkeyPatch, margin: float) -> tuple[Any, ...]:
+    from vfl.transport.ray_transport import RayTransport
+
+    monkeypatch.setattr(compiled_epoch, "MIN_AUTO_STEPS", 1)  # probe this 10-step run
+    monkeypatch.setattr(compiled_auto, "WIN_MARGIN", margin)
+    monkeypatch.setattr(vertical, "PathChoice", lambda: PathChoice(rounds=1, block=2, warm=2))
+    transport = RayTransport()
+    spy = _Spy(transport)
+    s, h, states = run_with_states(_cfg("npq+secagg", {}, compiled="auto", max_actors=2), num_train=N,
+                                   transport=transport)
+    return s, h, states, spy.runs
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_auto_equals_the_task_path_whichever_path_it_keeps(ray_local, monkeypatch):
+    from vfl.transport.ray_transport import RayTransport
+
+    ref_s, ref_h, ref_states = run_with_states(_cfg("npq+secagg", {}, compiled="off", max_actors=2), num_train=N,
+                                               transport=RayTransport())
+    # probe: task warm 2, compiled warm 2, task 1 (epoch 0 ends), compiled 2, then the kept path
+    for margin, chosen, runs in ((-100.0, COMPILED, 2 + 2 + 3), (0.999, TASK, 2 + 2)):
+        s, h, states, spied = _auto_run(monkeypatch, margin)
+        choice = s["compiled_graph_choice"]
+        assert choice["chosen"] == chosen and spied == runs, (choice, spied)
+        assert choice["task_ms"] is not None and choice["compiled_ms"] is not None and choice["compile_s"] > 0
+        assert [r["train_loss"] for r in h] == [r["train_loss"] for r in ref_h]
+        assert [r["test_acc"] for r in h] == [r["test_acc"] for r in ref_h]
+        for key in LEDGER_KEYS:
+            assert s.get(key) == ref_s.get(key), key
+        for a, b in zip(_params(states), _params(ref_states), strict=True):
+            assert torch.equal(a, b)
+    assert "compiled_graph_choice" not in ref_s  # only auto reports a choice
+
+
+def test_auto_without_a_graph_or_on_a_short_run_reports_the_task_path():
+    class G:
+        party_groups = ["p0", "p1"]
+
+        def chain(self, hops):
+            return None  # the in-process transport
+
+    choice = PathChoice()
+    cfg = _cfg("npq", {}, compiled="auto")
+    assert compiled_epoch.compiled_chain(G(), cfg, server="s", unmask_hops=0, steps=5, choice=choice) is None
+    assert (choice.chosen, choice.reason) == (TASK, f"short run: < {compiled_epoch.MIN_AUTO_STEPS} training steps")
+    choice = PathChoice()
+    assert compiled_epoch.compiled_chain(G(), cfg, server="s", unmask_hops=0, steps=10**6, choice=choice) is None
+    assert (choice.chosen, choice.reason) == (TASK, "no compiled graph on this transport")
