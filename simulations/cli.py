@@ -90,9 +90,9 @@ def _parser() -> argparse.ArgumentParser:
                    "minimizing epsilon, with --epochs --dim --delta; not with --target-epsilon)")
     a.add_argument("--target-epsilon", type=float, help="calibrate: print the beta (pbm, at fixed b) or sigma "
                    "(ldp) reaching this epsilon over --epochs (needs --dim, --delta)")
-    a.add_argument("--epochs", type=int)
-    a.add_argument("--batch", type=int)
-    a.add_argument("--dataset-size", type=int)
+    a.add_argument("--epochs", type=int, help="releases per sample (one per epoch) composed into epsilon")
+    a.add_argument("--batch", type=int, help="with --c0 only: batch size B of the paper's T = epochs*N/B")
+    a.add_argument("--dataset-size", type=int, help="with --c0 only: training samples N of the paper's T")
     a.add_argument("--dim", type=int, help="embedding dimension P")
     a.add_argument("--delta", type=float)
     a.add_argument("--c", type=float, default=1.0, help="embedding range C")

@@ -28,6 +28,7 @@ def account(*, mechanism: str, b: int, parties: int, beta: float | None = None, 
                        epochs=epochs, dim=dim, delta=delta, c=c)
     if beta is None:
         raise ConfigError("--beta", "required (or give --target-epsilon to calibrate)")
+    _check_paper_shape(mechanism=mechanism, batch=batch, dataset_size=dataset_size, c0=c0)
     kw: dict[str, Any] = dict(mechanism=mechanism, b=b, beta=beta, parties=parties, epochs=epochs, batch=batch,
                               dataset_size=dataset_size, dim=dim, delta=delta, c=c, c0=c0)
     chosen = alpha is None
@@ -42,6 +43,16 @@ def account(*, mechanism: str, b: int, parties: int, beta: float | None = None, 
     if warning:
         report["warnings"] = [warning]
     return report
+
+
+def _check_paper_shape(*, mechanism: str, batch: int | None, dataset_size: int | None, c0: float | None) -> None:
+    """--batch/--dataset-size only set the paper's T = epochs·N/B (Theorem 6.1 with --c0): refuse them
+    elsewhere instead of silently ignoring them (the epsilon has no sampling amplification in VFL)."""
+    flag = "--batch" if batch is not None else "--dataset-size" if dataset_size is not None else None
+    if flag and (c0 is None or mechanism != "pbm"):
+        raise ConfigError(flag, "only used with --mechanism pbm --c0 (the paper's Theorem 6.1 over T = epochs·N/B "
+                          "iterations); the epsilon does not depend on it: every sample is used once per epoch "
+                          "and VFL has no sampling amplification")
 
 
 def edge_warning(order: float | None, orders: tuple[float, ...] = DEFAULT_ORDERS) -> str | None:

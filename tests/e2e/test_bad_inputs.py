@@ -245,3 +245,16 @@ ACCOUNT = ["account", "--mechanism", "pbm", "--b", "16", "--beta", "0.25", "--al
 def test_account_bad_values(extra, needle, capsys):
     assert main([*ACCOUNT, *extra]) == 2
     assert needle in _one_line(capsys)
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (["--batch", "100", "--dataset-size", "1000"], "--batch"),                   # the epsilon ignores them
+    (["--dataset-size", "1000"], "--dataset-size"),
+    (["--mechanism", "ldp", "--c0", "1", "--batch", "10", "--dataset-size", "100"], "--batch"),  # paper's T is PBM's
+])
+def test_account_refuses_shape_flags_that_change_nothing(extra, flag, capsys):
+    """--batch/--dataset-size only set the paper's T (Theorem 6.1 with --c0); elsewhere they used to be
+    accepted and ignored (the same epsilon whatever their value)."""
+    assert main([*ACCOUNT, "--parties", "4", "--delta", "1e-5", *extra]) == 2
+    line = _one_line(capsys)
+    assert line.count(flag) >= 1 and "--c0" in line

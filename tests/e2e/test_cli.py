@@ -80,10 +80,12 @@ def test_strategies_and_account_commands(capsys):
     for n in ("npq", "pbm", "ldp", "npq+secagg", "p3eft", "split-lora", "sap"):
         assert n in names
     assert main(["account", "--mechanism", "pbm", "--b", "16", "--beta", "0.25", "--parties", "10", "--alpha", "2",
-                 "--epochs", "10", "--batch", "100", "--dataset-size", "7352", "--dim", "16", "--delta", "1e-5"]) == 0
+                 "--epochs", "10", "--batch", "100", "--dataset-size", "7352", "--dim", "16", "--delta", "1e-5",
+                 "--c0", "1"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["rdp"] == pytest.approx(2.4315, abs=1e-3)
     assert rep["epsilon"] > 0 and rep["delta"] == 1e-5
+    assert rep["theorem_6_1"]["iterations"] == pytest.approx(10 * 7352 / 100)  # what --batch/--dataset-size set
 
 
 def test_help_lists_the_commands(capsys):
