@@ -23,8 +23,8 @@ from parties.llm.sap.vendor import AttackBudget, SapVendor
 from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Record, split_packed, step_config
 from strategies.llm_driver import LlmDriver, optimizer_factory, schedule_lr, text_pairs
 from vfl import message as wire
-from vfl.attacks.attribute import majority_rate, split_labeled
-from vfl.attacks.inversion import token_recovery
+from vfl.attacks.attribute import PROBES, bootstrap_ci, majority_rate, split_labeled
+from vfl.attacks.inversion import token_recovery, token_recovery_counts
 from vfl.config import param
 from vfl.data import Dataset, DataSource
 from vfl.errors import ConfigError, DataError
@@ -46,7 +46,8 @@ class SapParams:
     snap: bool = param(True, help="split 0 only: replace each noisy vector by its nearest token embedding")
     cti: bool = param(False, help="contributing-token identification: less noise on class-skewed tokens")
     cti_fraction: float = param(0.01, gt=0, le=1, help="contributing tokens cover at most this share of token occurrences")
-    cti_factor: float = param(0.1, ge=0, le=1, help="noise multiplier on contributing tokens (η/factor; 0 = exact)")
+    cti_factor: float = param(0.0, ge=0, le=1, help="noise multiplier on contributing tokens (η/factor); 0 = released "
+                              "exact, as SAP's Algorithm 1 (noise on non-contributing tokens only)")
     cti_smoothing: float = param(1.0, gt=0, help="Laplace smoothing of the per-class token frequencies")
     lora_rank: int = param(8, ge=1, le=1024)
     lora_alpha: float = param(16.0, gt=0)
@@ -199,9 +200,12 @@ class SAP(LlmDriver):
         if eia is not None and len(ask):
             guesses = split_packed(wire.get_array(eia, Record.EIA, "tokens"), wire.get_array(eia, Record.EIA, "lengths"))
             by_sample = [[g for s, g in zip(sample, guesses, strict=True) if s == sid] for sid in ask]
-            rate = token_recovery(predicted=by_sample, truth=split_packed(get("tokens"), get("lengths")),
-                                  ignore=get("special").tolist())
+            truth_tokens = split_packed(get("tokens"), get("lengths"))
+            rate = token_recovery(predicted=by_sample, truth=truth_tokens, ignore=get("special").tolist())
             out.update(eia_rate=rate, ep_eia=1.0 - rate)
+            hits, totals = token_recovery_counts(predicted=by_sample, truth=truth_tokens, ignore=get("special").tolist())
+            lo, hi = bootstrap_ci(hits, totals, rng=np.random.default_rng(derive_seed("sap-eia-ci", self.cfg.seed, epoch)))
+            out.update(ep_eia_ci_low=1.0 - hi, ep_eia_ci_high=1.0 - lo)  # 95 % bootstrap over the attacked samples
         attr = get("attribute") if wire.has_array(truth, Record.TRUTH, "attribute") else np.zeros(0, np.int64)
         if len(np.unique(attr)) > 1:  # a constant attribute has nothing to infer
             rng = np.random.default_rng(derive_seed("sap-aia", self.cfg.seed, epoch))
@@ -210,8 +214,17 @@ class SAP(LlmDriver):
                               **{Record.AUX: wire.arrays(ids=known.astype(np.int64), values=attr[known])})
             ids, pred = wire.get_array(rep, Record.AIA, "ids"), wire.get_array(rep, Record.AIA, "pred")
             if len(ids):
-                acc = float((pred == attr[ids]).mean())
-                out.update(aia_acc=acc, aia_majority=majority_rate(attr[ids]), ep_aia=1.0 - acc)
+                correct = (pred == attr[ids]).astype(np.float64)
+                acc = float(correct.mean())
+                out.update(aia_acc=acc, aia_majority=majority_rate(attr[ids]), ep_aia=1.0 - acc, aia_targets=len(ids))
+                for probe in PROBES:  # each probe's reading: linear = the old pooled-only one, length = the confound
+                    if wire.has_array(rep, Record.AIA, f"pred_{probe}"):
+                        got = wire.get_array(rep, Record.AIA, f"pred_{probe}")
+                        out[f"aia_{probe}_acc"] = float((got == attr[ids]).mean())
+                if wire.has_array(rep, Record.AIA, "probe"):  # the probe the attacker chose (index in PROBES)
+                    out["aia_probe"] = int(wire.get_array(rep, Record.AIA, "probe")[0])
+                lo, hi = bootstrap_ci(correct, rng=np.random.default_rng(derive_seed("sap-aia-ci", self.cfg.seed, epoch)))
+                out.update(ep_aia_ci_low=1.0 - hi, ep_aia_ci_high=1.0 - lo)
         return out
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
@@ -226,6 +239,7 @@ class SAP(LlmDriver):
     def summary_extra(self, grid: Grid) -> dict[str, Any]:
         p = self.params
         keys = ("test_acc", "test_f1", "test_mcc", "ep_eia", "ep_aia", "eia_rate", "aia_acc", "aia_majority",
-                "cti_tokens")
+                "cti_tokens", "ep_eia_ci_low", "ep_eia_ci_high", "ep_aia_ci_low", "ep_aia_ci_high", "aia_linear_acc",
+                "aia_length_acc", "aia_mlp_acc", "aia_linear_length_acc", "aia_probe", "aia_targets")
         return {**{k: self._last.get(k) for k in keys}, "eta": p.eta, "split": p.split,
                 "frozen_bottom": p.frozen_bottom, "cti": p.cti}

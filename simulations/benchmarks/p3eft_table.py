@@ -9,6 +9,13 @@ estimated with the servers in parallel (measured step − the non-critical serve
 measured over Ray actors (one per server, really in parallel). Default: a subsample that finishes
 in well under 30 min on 2 CPU cores; ``--full`` uses all data.
 
+Besides the paper's metrics every row carries the attacks of P3EFT §3.3 that a server can run on
+what it keeps: ``leak_theta`` (g_h recovered from successive adapter states, the θ-difference
+attack), ``leak_cat`` (all adapter sets' activations concatenated), ``leak_sign`` (sign-invariant
+clustering) and ``leak_probe`` (cross-validated logistic regression, supervised). The rows
+``p3eft+rotate`` (params.rotate_servers, 4 servers) and ``p3eft+noise`` (params.theta_noise) are the
+paper's two mitigations. ``--model-dir`` runs on another (e.g. tiny) model.
+
     python -m simulations.benchmarks.p3eft_table --out bench-out
 """
 
@@ -21,9 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-STRATEGIES = ("head-only", "split-lora", "dcor", "pslf", "p3eft")
-ROW_KEYS = ("test_acc", "leak", "leak_act", "leak_grad", "leak_spectral", "leak_norm", "leak_kmeans", "step_s",
-            "step_s_parallel", "total_bytes_up", "total_bytes_down", "wall_s")
+STRATEGIES = ("head-only", "split-lora", "dcor", "pslf", "p3eft", "p3eft+rotate", "p3eft+noise")
+VARIANTS = {"p3eft+rotate": ("p3eft", {"servers": 4, "rotate_servers": True}),  # + theta_noise: --theta-noise
+            "p3eft+noise": ("p3eft", {})}
+ROW_KEYS = ("test_acc", "leak", "leak_act", "leak_grad", "leak_spectral", "leak_norm", "leak_kmeans", "leak_theta",
+            "leak_cat", "leak_sign", "leak_probe", "step_s", "step_s_parallel", "total_bytes_up", "total_bytes_down",
+            "wall_s")
 
 
 def run_config(args: argparse.Namespace, strategy: str, *, epochs: int | None = None, train: int | None = None,
@@ -31,13 +41,20 @@ def run_config(args: argparse.Namespace, strategy: str, *, epochs: int | None = 
     """The bundled ``<strategy>-rt`` config with this benchmark's data, epochs and transport."""
     from simulations.runner import read_config_file
 
+    strategy, extra = VARIANTS.get(strategy, (strategy, {}))
     cfg = read_config_file(f"{strategy}-rt")
     sub = {} if args.full and train is None else {"train_subsample": train or args.train, "test_subsample": args.test}
     cfg.update(name=f"table-{strategy}", dataset=args.dataset, seed=args.seed, data=sub,
                transport={"kind": transport, "cpus_per_actor": 0.5})
     cfg["train"] = {**cfg.get("train", {}), "epochs": epochs or args.epochs, "batch_size": args.batch_size,
-                    "lr": args.lr}
-    cfg["params"] = {**cfg.get("params", {}), "max_len": args.max_len}
+                    "lr": args.lr, **({"optimizer": args.optimizer} if args.optimizer else {})}
+    cfg["params"] = {**cfg.get("params", {}), "max_len": args.max_len, **extra}
+    if args.model_dir:
+        cfg["params"]["model_dir"] = args.model_dir
+    if args.leak_window:
+        cfg["params"]["leak_window"] = args.leak_window
+    if strategy != "head-only":
+        cfg["params"]["leak_theta_steps"] = args.leak_theta_steps
     return cfg
 
 
@@ -45,7 +62,10 @@ def run_row(args: argparse.Namespace, strategy: str, out: Path) -> dict[str, Any
     from simulations.runner import execute, resolve_config
 
     t0 = time.perf_counter()
-    res = execute(resolve_config(run_config(args, strategy)), out_dir=out / "runs" / strategy, progress=False)
+    cfg = run_config(args, strategy)
+    if strategy == "p3eft+noise":
+        cfg["params"]["theta_noise"] = args.theta_noise
+    res = execute(resolve_config(cfg), out_dir=out / "runs" / strategy, progress=False)
     row = {"strategy": strategy, **{k: res.summary.get(k) for k in ROW_KEYS}}
     per_kind = res.summary.get("train_bytes_per_step", {})
     row["bytes_per_step"] = sum(v["bytes"] for v in per_kind.values() if v["direction"] != "control")
@@ -116,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
     ap.add_argument("--timing-steps", type=int, default=12, help="steps of the Ray timing runs (0 = skip)")
+    ap.add_argument("--model-dir", default=None, help="params.model_dir of every row (default: the packaged MiniLM)")
+    ap.add_argument("--optimizer", default=None, choices=("sgd", "adam", "adamw"), help="train.optimizer "
+                    "(default: the configs', adamw)")
+    ap.add_argument("--leak-window", type=int, default=0, help="params.leak_window (0: the configs')")
+    ap.add_argument("--leak-theta-steps", type=int, default=8, help="params.leak_theta_steps (theta-difference "
+                    "attack pairs per epoch and adapter set)")
+    ap.add_argument("--theta-noise", type=float, default=1e-3, help="params.theta_noise of the p3eft+noise row")
     args = ap.parse_args(argv)
     import torch
 
@@ -136,12 +163,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.timing_steps:
             ray = ray_step_times(args, out)
             timing.update(ray_step_s=ray, ray_ratio=ray["p3eft"] / ray["split-lora"])
-    print(f"\n{'strategy':<11} {'acc %':>6} {'leak %':>7} {'act %':>6} {'grad %':>7} {'step s':>7} "
-          f"{'par. s':>7} {'KB/step':>8}")
+    print(f"\n{'strategy':<13} {'acc %':>6} {'leak %':>7} {'act %':>6} {'grad %':>7} {'theta %':>8} {'cat %':>6} "
+          f"{'sign %':>7} {'probe %':>8} {'step s':>7} {'par. s':>7} {'KB/step':>8}")
     for r in rows:
-        print(f"{r['strategy']:<11} {fmt(r['test_acc'], 100):>6} {fmt(r['leak'], 100):>7} {fmt(r['leak_act'], 100):>6} "
-              f"{fmt(r['leak_grad'], 100):>7} {fmt(r['step_s'], 1, 3):>7} {fmt(r['step_s_parallel'], 1, 3):>7} "
-              f"{fmt(r['bytes_per_step'], 1e-3, 0):>8}")
+        print(f"{r['strategy']:<13} {fmt(r['test_acc'], 100):>6} {fmt(r['leak'], 100):>7} {fmt(r['leak_act'], 100):>6} "
+              f"{fmt(r['leak_grad'], 100):>7} {fmt(r['leak_theta'], 100):>8} {fmt(r['leak_cat'], 100):>6} "
+              f"{fmt(r['leak_sign'], 100):>7} {fmt(r['leak_probe'], 100):>8} {fmt(r['step_s'], 1, 3):>7} "
+              f"{fmt(r['step_s_parallel'], 1, 3):>7} {fmt(r['bytes_per_step'], 1e-3, 0):>8}")
     for k, v in timing.items():
         print(f"{k}: {v if isinstance(v, dict) else round(v, 3)}")
     report = {"config": {k: v for k, v in vars(args).items()}, "rows": rows, "timing": timing}

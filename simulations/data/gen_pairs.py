@@ -1,9 +1,11 @@
 """Generate ``tiny-pairs``: a small MRPC-style paraphrase task in the ``text-jsonl`` format, no download.
 
-Each line is ``{"text": ..., "text_pair": ..., "label": 0|1}``. ``text`` is a news-like sentence built
+Each line is ``{"text": ..., "text_pair": ..., "label": 0|1, "topic": ...}``. ``text`` is a news-like sentence built
 from a subject, an action and a time; ``text_pair`` (label 1) says the same with synonyms and the
 time moved to the front, or (label 0) says it with one of subject/action/time swapped for another,
-also reworded, so word overlap alone does not give the label away. Seeded and deterministic: the
+also reworded, so word overlap alone does not give the label away. ``topic`` (``government`` or
+``business``: who the subject of ``text`` is) is a private attribute for SAP's attribute-inference
+attack, independent of the label and about the content, not the length. Seeded and deterministic: the
 files shipped in ``simulations/data/tiny_pairs/`` are this script's output for the default seed
 (a test regenerates and compares them).
 CLI: ``python -m simulations.data.gen_pairs OUT_DIR [--seed N] [--train N] [--test N]``.
@@ -23,6 +25,7 @@ SEED = 26
 SUBJECTS = [("the committee", "the panel"), ("the company", "the firm"), ("the senator", "the lawmaker"),
             ("the city council", "the municipal council"), ("the bank", "the lender"), ("the union", "the labor group"),
             ("the court", "the judges"), ("the airline", "the carrier")]
+TOPICS = ("government", "business", "government", "government", "business", "business", "government", "business")
 ACTIONS = [("approved the budget", "backed the spending plan"), ("rejected the proposal", "turned down the plan"),
            ("raised its forecast", "lifted its outlook"), ("cut hundreds of jobs", "eliminated hundreds of positions"),
            ("delayed the vote", "postponed the ballot"), ("signed the agreement", "inked the deal"),
@@ -46,7 +49,7 @@ def _line(rng: np.random.Generator) -> dict[str, object]:
         pair = f"{TIMES[t2][1].capitalize()}, {SUBJECTS[s2][1]} {ACTIONS[a2][1]}."
     else:
         pair = f"{SUBJECTS[s2][1].capitalize()} {ACTIONS[a2][1]} {TIMES[t2][1]}."
-    return {"text": text, "text_pair": pair, "label": label}
+    return {"text": text, "text_pair": pair, "label": label, "topic": TOPICS[s]}
 
 
 def generate(*, seed: int = SEED, sizes: tuple[int, int] = SIZES) -> tuple[list[dict[str, object]], list[dict[str, object]]]:

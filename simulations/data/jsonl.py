@@ -14,7 +14,7 @@ import dataclasses
 import json
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,12 +33,22 @@ def _strs(items: list[str]) -> np.ndarray:
     return out
 
 
-def read_jsonl(path: Path, *, text_key: str = "text", pair_key: str = PAIR, label_key: str = "label"
-               ) -> tuple[list[str], list[str] | None, list[Any]]:
-    """Texts, second texts (None when no line has ``pair_key``) and raw labels of a JSONL file."""
+class Part(NamedTuple):
+    """One split as read: texts, second texts (None: single texts), raw labels, other columns."""
+
+    texts: list[str]
+    pairs: list[str] | None
+    labels: list[Any]
+    columns: dict[str, list[Any]] = {}  # noqa: RUF012 (never mutated: a fresh dict per read)
+
+
+def read_jsonl(path: Path, *, text_key: str = "text", pair_key: str = PAIR, label_key: str = "label") -> Part:
+    """Texts, second texts (None when no line has ``pair_key``), raw labels and every other key that
+    is on every line (e.g. a private attribute for the attribute-inference attack) of a JSONL file."""
     texts: list[str] = []
     pairs: list[str] = []
     labels: list[Any] = []
+    columns: dict[str, list[Any]] = {}
     has_pair: bool | None = None
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):
@@ -56,19 +66,26 @@ def read_jsonl(path: Path, *, text_key: str = "text", pair_key: str = PAIR, labe
                 raise DataError(f"text-jsonl: {path} line {n}: {pair_key!r} must be on every line or on none")
             if isinstance(row[label_key], (dict, list)) or row[label_key] is None:
                 raise DataError(f"text-jsonl: {path} line {n} has label {row[label_key]!r}; allowed: an int or a string")
+            other = {k: v for k, v in row.items() if k not in (text_key, pair_key, label_key)}
+            if not texts:
+                columns = {k: [] for k, v in other.items() if isinstance(v, (str, int, float, bool))}
+            for k, col in columns.items():
+                if k not in other:
+                    raise DataError(f"text-jsonl: {path} line {n} has no {k!r} (line 1 has it: every line or none)")
+                col.append(other[k])
             texts.append(str(row[text_key]))
             if pair_key in row:
                 pairs.append(str(row[pair_key]))
             labels.append(row[label_key])
     if not texts:
         raise DataError(f"text-jsonl: {path} has no lines")
-    return texts, (pairs or None), labels
+    return Part(texts, (pairs or None), labels, columns)
 
 
-def pair_dataset(name: str, *, train: tuple[list[str], list[str] | None, list[Any]],
-                 test: tuple[list[str], list[str] | None, list[Any]] | None, seed: int) -> Dataset:
-    """A text Dataset from (texts, pairs, raw labels) of train and, if any, test; else a seeded split."""
-    te: tuple[list[str], list[str] | None, list[Any]] = test if test is not None else ([], None, [])
+def pair_dataset(name: str, *, train: Part, test: Part | None, seed: int) -> Dataset:
+    """A text Dataset from the train and, if any, test ``Part``; else a seeded split. Extra columns
+    on both go into ``extras`` (``<col>`` train then test, ``<col>_train``, ``<col>_test``)."""
+    te = test if test is not None else Part([], None, [], {k: [] for k in train.columns})
     if test is not None and (train[1] is None) != (test[1] is None):
         raise DataError(f"{name}: the train and test files must both have {PAIR!r} or neither")
     raw = train[2] + te[2]
@@ -83,6 +100,9 @@ def pair_dataset(name: str, *, train: tuple[list[str], list[str] | None, list[An
     else:
         tr, ts = stratified_split(ids, test_fraction=TEST_FRACTION, seed=seed, salt=name)
     extras = {} if px is None else {f"{PAIR}_train": px[tr], f"{PAIR}_test": px[ts]}
+    for col in sorted(set(train.columns) & set(te.columns)):
+        vals = np.asarray(train.columns[col] + te.columns[col])
+        extras.update({f"{col}_train": vals[tr], f"{col}_test": vals[ts], col: np.concatenate([vals[tr], vals[ts]])})
     return Dataset(name, x[tr], ids[tr], x[ts], ids[ts], len(names), "text", "accuracy",
                    tuple(str(n) for n in names), extras)
 
@@ -107,14 +127,15 @@ def load_text_jsonl(*, data_dir: Path | None, seed: int = 0, file: str = "train.
 def load_tiny_pairs(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """The shipped MRPC-style paraphrase pairs (240 train / 80 test, 2 classes; ``gen_pairs``)."""
     root = files("simulations.data").joinpath("tiny_pairs")
-    parts: list[tuple[list[str], list[str] | None, list[Any]]] = []
+    parts: list[Part] = []
     for split in ("train", "test"):
         res = root.joinpath(f"{split}.jsonl")
         if not res.is_file():  # an install without the data files: the generator gives the same lines
             from simulations.data.gen_pairs import generate
 
             lines = generate()[split == "test"]
-            parts.append(([str(x["text"]) for x in lines], [str(x[PAIR]) for x in lines], [x["label"] for x in lines]))
+            parts.append(Part([str(x["text"]) for x in lines], [str(x[PAIR]) for x in lines], [x["label"] for x in lines],
+                              {"topic": [x["topic"] for x in lines]}))
             continue
         parts.append(read_jsonl(Path(str(res))))
     ds = pair_dataset("tiny-pairs", train=parts[0], test=parts[1], seed=seed)
@@ -139,7 +160,7 @@ def load_hf_datasets(*, data_dir: Path | None = None, seed: int = 0, path: str =
     except Exception as exc:  # offline and not cached, unknown config, ...
         raise DataError(f"hf-datasets: could not load {path!r} (subset {subset!r}) offline: "
                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    parts: list[tuple[list[str], list[str] | None, list[Any]]] = []
+    parts: list[Part] = []
     for split in (train_split, test_split):
         if split not in dd:
             raise DataError(f"hf-datasets: {path!r} has no split {split!r}; it has {sorted(dd)}")
@@ -150,5 +171,5 @@ def load_hf_datasets(*, data_dir: Path | None = None, seed: int = 0, path: str =
         labels = list(d[label_key])
         if any(int(v) < 0 for v in labels):  # GLUE test splits hide their labels as -1
             raise DataError(f"hf-datasets: split {split!r} has unlabeled rows (label -1); pick a labeled split")
-        parts.append(([str(t) for t in d[text_key]], [str(t) for t in d[pair_key]] if pair_key else None, labels))
+        parts.append(Part([str(t) for t in d[text_key]], [str(t) for t in d[pair_key]] if pair_key else None, labels))
     return pair_dataset(f"hf:{path}" + (f"/{subset}" if subset else ""), train=parts[0], test=parts[1], seed=seed)

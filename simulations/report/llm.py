@@ -11,11 +11,13 @@ def llm_leak_attack(run: RunArtifacts) -> list[AttackResult]:
     s = run.summary
     out = []
     if s.get("leak") is not None:  # P3EFT and its baselines: worst epoch over every model server's log
-        out.append(AttackResult("label_leak_server", "leak (max of spectral/norm AUC, k-means acc; worst epoch)",
-                                float(s["leak"]), 0.5, threat="model server: activations it returned and gradient "
-                                "pieces it received (P3EFT §4.2 metrics)",
-                                details={k: s[k] for k in ("leak_spectral", "leak_norm", "leak_kmeans", "leak_act",
-                                                           "leak_grad") if s.get(k) is not None}))
+        out.append(AttackResult("label_leak_server", "leak (max of spectral/norm AUC, k-means acc, sign-invariant "
+                                "k-means; worst epoch)", float(s["leak"]), 0.5, threat="model server: activations it "
+                                "returned, gradient pieces it received (P3EFT §4.2 metrics), g_h it recovers from "
+                                "successive adapter states (θ-difference, §3.3) and all adapters' activations",
+                                details={k: s[k] for k in ("leak_spectral", "leak_norm", "leak_kmeans", "leak_sign",
+                                                           "leak_act", "leak_grad", "leak_theta", "leak_cat",
+                                                           "leak_probe") if s.get(k) is not None}))
     if s.get("eia_rate") is not None:  # SAP: embedding inversion by the vendor
         out.append(AttackResult("embedding_inversion", "token recovery rate (EIA)", float(s["eia_rate"]), 0.0,
                                 threat="vendor: the privatized representations it received"))

@@ -90,8 +90,8 @@ def _run(llama, tmp_path, **params):
 def test_control_theta_attack_reads_labels_that_the_old_metrics_miss_and_noise_closes_it(llama, tmp_path):
     control = _run(llama, tmp_path / "control")
     assert control["leak_theta"] > 0.9  # g_h recovered from successive adapters: labels out
-    assert max(control["leak_act"], control["leak_by_stream"]["server0/grad/adapter0"]) < control["leak_theta"] - 0.2
-    assert control["leak"] == max(control["leak_act"], control["leak_grad"])
+    assert max(control["leak_act"], control["leak_grad"], control["leak_cat"]) < control["leak_theta"] - 0.2
+    assert control["leak"] == max(control[f"leak_{s}"] for s in ("act", "grad", "theta", "cat"))
     noisy = _run(llama, tmp_path / "noisy", theta_noise=1e-3)
     assert noisy["leak_theta"] < 0.75
 

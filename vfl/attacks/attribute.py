@@ -1,5 +1,9 @@
 """Attribute inference attack (AIA, SAP §5.1): predict a private attribute from representations.
 
+Probes: ``attribute_inference`` (linear, pooled vectors only: the old, weak reading) and
+``mlp_attribute_inference`` (an MLP over pooled vectors plus ``length_features``: the token counts
+the attacker sees on the wire); ``bootstrap_ci`` gives an interval for any attack success rate.
+
 The attacker holds the attribute for a labelled fraction of the samples it saw, fits a classifier
 on their (mean-pooled) representations and predicts the rest. Success = accuracy on the rest;
 empirical privacy EP = 1 − accuracy (compare with the majority-class rate: a blind guess).
@@ -45,3 +49,78 @@ def majority_rate(y: np.ndarray) -> float:
     """Accuracy of always guessing the most common value (the no-information baseline)."""
     _, counts = np.unique(y, return_counts=True)
     return float(counts.max() / counts.sum()) if len(y) else float("nan")
+
+
+def length_features(lengths: np.ndarray) -> np.ndarray:
+    """(N, 2) what the token counts on the wire tell: log(1 + L) and 1/L (the attacker sees every L)."""
+    n = np.asarray(lengths, dtype=np.float64)
+    return np.stack([np.log1p(n), 1.0 / np.maximum(n, 1.0)], axis=1).astype(np.float32)
+
+
+def mlp_attribute_inference(*, train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, seed: int,
+                            hidden: int = 64, l2: float = 1.0, max_iter: int = 600) -> np.ndarray:
+    """The stronger probe: standardized features -> one hidden ReLU layer (scikit-learn MLP, Adam,
+    L2 ``l2``); it can use nonlinear cues (lengths, norms) a linear probe on pooled vectors misses."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    classes = np.unique(train_y)
+    if len(classes) < 2:
+        return np.full(len(test_x), classes[0] if len(classes) else 0)
+    clf = make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(hidden,), alpha=l2, max_iter=max_iter,
+                                                        random_state=seed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(train_x, train_y)
+    return clf.predict(test_x)  # type: ignore[no-any-return]
+
+
+def bootstrap_ci(hits: np.ndarray, totals: np.ndarray | None = None, *, rng: np.random.Generator,
+                 resamples: int = 1000, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``sum(hits) / sum(totals)`` over units drawn with replacement
+    (an attack's success: per-sample correct/1 for AIA, recovered/real tokens per sample for EIA)."""
+    h = np.asarray(hits, dtype=np.float64)
+    t = np.ones_like(h) if totals is None else np.asarray(totals, dtype=np.float64)
+    if len(h) == 0:
+        return float("nan"), float("nan")
+    idx = rng.integers(0, len(h), size=(resamples, len(h)))
+    num, den = h[idx].sum(1), t[idx].sum(1)
+    stats = np.divide(num, den, out=np.full(resamples, np.nan), where=den > 0)
+    a = (1.0 - level) / 2
+    return float(np.nanquantile(stats, a)), float(np.nanquantile(stats, 1.0 - a))
+
+
+PROBES = ("mlp", "linear", "length", "linear_length")  # what the attacker may fit; see ``attacker_inference``
+
+
+def attacker_inference(*, pooled: np.ndarray, lengths: np.ndarray, known: np.ndarray, known_y: np.ndarray,
+                       targets: np.ndarray, seed: int, folds: int = 3) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+    """The attribute attacker with everything it holds: pooled noisy vectors and the token counts on the
+    wire. It fits every probe of ``PROBES`` (MLP on vectors + lengths; linear on vectors only, the old
+    reading; linear on lengths only; linear on both) and answers with the one whose ``folds``-fold
+    cross-validated accuracy on its own labelled samples is best (ties: the earlier in ``PROBES``).
+    Returns (its predictions for ``targets``, every probe's predictions, the chosen probe)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    lens = length_features(lengths)
+    feats = {"mlp": np.concatenate([pooled, lens], axis=1), "linear": pooled, "length": lens,
+             "linear_length": np.concatenate([pooled, lens], axis=1)}
+    fit = {"mlp": mlp_attribute_inference, "linear": attribute_inference, "length": attribute_inference,
+           "linear_length": attribute_inference}
+    preds = {p: np.asarray(fit[p](train_x=feats[p][known], train_y=known_y, test_x=feats[p][targets], seed=seed))
+             for p in PROBES}
+    _, counts = np.unique(known_y, return_counts=True)
+    k = min(folds, int(counts.min())) if len(counts) > 1 else 0
+    if k < 2:  # too few labelled samples per value to validate: the strongest probe by design
+        return preds["mlp"], preds, "mlp"
+    score = dict.fromkeys(PROBES, 0.0)
+    for tr, va in StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(known, known_y):
+        for p in PROBES:
+            got = fit[p](train_x=feats[p][known[tr]], train_y=known_y[tr], test_x=feats[p][known[va]], seed=seed)
+            score[p] += float((np.asarray(got) == known_y[va]).mean()) / k
+    best = max(PROBES, key=lambda p: (score[p], -PROBES.index(p)))
+    return preds[best], preds, best

@@ -70,3 +70,20 @@ def token_recovery(*, predicted: Sequence[Sequence[np.ndarray]], truth: Sequence
         hit += int((found & keep).sum())
         total += int(keep.sum())
     return hit / total if total else float("nan")
+
+
+def token_recovery_counts(*, predicted: Sequence[Sequence[np.ndarray]], truth: Sequence[np.ndarray],
+                          ignore: Iterable[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample: real tokens recovered by at least one observation, and real tokens (the units of
+    ``token_recovery``'s ratio, for a bootstrap interval over samples)."""
+    skip = np.fromiter(ignore, dtype=np.int64)
+    hits, totals = [], []
+    for guesses, true in zip(predicted, truth, strict=True):
+        true = np.asarray(true)
+        keep = ~np.isin(true, skip)
+        found = np.zeros(len(true), dtype=bool)
+        for g in guesses:
+            found |= np.asarray(g)[: len(true)] == true
+        hits.append(int((found & keep).sum()))
+        totals.append(int(keep.sum()))
+    return np.asarray(hits, dtype=np.int64), np.asarray(totals, dtype=np.int64)

@@ -6,7 +6,9 @@ applied for that call only: nothing about the client is kept between calls excep
 LOG — an honest-but-curious server's record of what it saw: every received message's kind,
 record and array names/shapes (``received``), plus the training activations it returned and
 the gradient pieces it received (``observed``), which the driver drains with ``query.log`` to
-score label leakage against the true labels.
+score label leakage against the true labels. With a ``Curious`` keep (``parties/llm/p3eft/curious.py``)
+it also runs, at ``query.log``, the attacks it could run on what it kept: g_h from successive
+adapter states (θ-difference) and every adapter set's activations concatenated.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class Privatizer:
     snap: bool = True
     cti: bool = False
     cti_fraction: float = 0.01
-    cti_factor: float = 0.1
+    cti_factor: float = 0.0  # SAP Algorithm 1: contributing tokens get no noise
     cti_smoothing: float = 1.0
 
 

@@ -23,7 +23,7 @@ from parties.llm.common.lora import LoraSpec, inject_lora
 from parties.llm.sap.split import bottom_state, split_encoder, unpack
 from parties.llm.sap.wire import CUSTOMER_ID, Kind, Mode, Record, read_step, send, split_packed
 from vfl import message as wire
-from vfl.attacks.attribute import attribute_inference
+from vfl.attacks.attribute import PROBES, attacker_inference
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
@@ -75,6 +75,7 @@ class SapVendor(Node):
         self.eia_ids: set[int] = set()
         self.obs_full: dict[int, list[np.ndarray]] = {}
         self.obs_pooled: dict[int, list[np.ndarray]] = {}
+        self.obs_len: dict[int, int] = {}  # each sample's token count, as the ``lengths`` on the wire show it
         self._pending: tuple[int, int, torch.Tensor, torch.Tensor] | None = None
 
     def handle(self, messages: list[Message]) -> list[Message]:
@@ -129,6 +130,7 @@ class SapVendor(Node):
             if sid in self.eia_ids:
                 self.obs_full.setdefault(sid, []).append(np.array(r))
             self.obs_pooled.setdefault(sid, []).append(np.asarray(r, dtype=np.float32).mean(0))
+            self.obs_len[sid] = len(r)
 
     def _forward(self, flat: np.ndarray, lengths: np.ndarray, *, train: bool, input_grad: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -260,14 +262,23 @@ class SapVendor(Node):
         feats = {sid: np.mean(self.obs_pooled[sid], axis=0) for sid in seen.tolist()}
         have = np.isin(known_ids, seen)
         targets = np.setdiff1d(seen, known_ids)
-        pred = np.zeros(0, np.int64)
-        if len(targets) and have.any():
-            pred = attribute_inference(train_x=np.stack([feats[int(i)] for i in known_ids[have]]),
-                                       train_y=known_y[have], test_x=np.stack([feats[int(i)] for i in targets]),
-                                       seed=self.seed).astype(np.int64)
+        preds = {"pred": np.zeros(0, np.int64), **{f"pred_{p}": np.zeros(0, np.int64) for p in PROBES}}
+        chosen = -1
+        if len(targets) and have.any():  # everything it holds: pooled noisy vectors and the lengths on the wire
+            pooled = np.stack([feats[int(i)] for i in seen])
+            lengths = np.array([self.obs_len[int(i)] for i in seen])
+            row = {int(sid): r for r, sid in enumerate(seen)}
+            best, each, name = attacker_inference(pooled=pooled, lengths=lengths,
+                                                  known=np.array([row[int(i)] for i in known_ids[have]]),
+                                                  known_y=known_y[have], targets=np.array([row[int(i)] for i in targets]),
+                                                  seed=self.seed)
+            preds = {"pred": best, **{f"pred_{p}": v for p, v in each.items()}}
+            chosen = PROBES.index(name)
         else:
             targets = np.zeros(0, np.int64)
-        return [wire.reply(m, content=wire.records(**{Record.AIA: wire.arrays(ids=targets, pred=pred)}))]
+        arrays = {"ids": targets, "probe": np.array([chosen], np.int64),
+                  **{k: np.asarray(v).astype(np.int64) for k, v in preds.items()}}
+        return [wire.reply(m, content=wire.records(**{Record.AIA: wire.arrays(**arrays)}))]
 
     def state(self) -> dict[str, Any]:
         if self.top is None:
