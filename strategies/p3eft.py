@@ -6,7 +6,10 @@ set's activations with an adversarial logistic-regression probe (α·reg), and c
 adapter gradient with private_backprop: g_h is split into m random pieces with secret
 coefficients, each piece goes to a different server (m = 2 with two non-colluding servers;
 m = 0 means one piece per example, m = B, for a single server). Gradients are recovered
-exactly, so training follows the same loss as without the obfuscation.
+exactly, so training follows the same loss as without the obfuscation. Every server also gets the
+adapters θ every step, and two states give g_h back by least squares (the θ-difference attack of
+§3.3, measured as ``leak_theta``): ``theta_noise`` perturbs the adapters sent (closes it);
+``rotate_servers`` keeps servers off consecutive steps (the paper's other remedy; not enough alone).
 """
 
 from __future__ import annotations
