@@ -53,8 +53,8 @@ def _p3eft(num_classes: int, **params):
     cfg = load_run_config({"name": "m-b", "strategy": "p3eft", "num_parties": 1, "dataset": "rt-polarity",
                            "train": {"batch_size": 8}, "params": {"servers": 1, "m": 0, **params}})
     strat = P3eft(cfg)
-    ds = SimpleNamespace(modality="text", num_train=16, num_test=8, num_classes=num_classes,
-                         y_train=np.arange(16) % num_classes)
+    ds = SimpleNamespace(name="rt-polarity", modality="text", num_train=16, num_test=8, num_classes=num_classes,
+                         y_train=np.arange(16) % num_classes, extras={})
     return strat, SimpleNamespace(dataset=lambda: ds)
 
 
