@@ -110,7 +110,30 @@ def default_out_dir(cfg: RunConfig, root: str | Path = "runs") -> Path:
 
 def validate(cfg: RunConfig) -> None:
     """Every check ``execute`` makes before it writes anything (``vfl run --dry-run``)."""
-    _preflight(cfg, make_data_source(cfg), None)
+    data = make_data_source(cfg)
+    _preflight(cfg, data, None)
+    _check_local_resources(cfg, data)
+
+
+def _check_local_resources(cfg: RunConfig, data: DataSource) -> None:
+    """A local Ray run's actors (num_cpus/num_gpus per actor, as placed) must fit this machine: the
+    check Ray's admission makes at start-up, made by ``--dry-run`` without starting Ray."""
+    if cfg.transport.kind != "ray" or cfg.transport.address:
+        return  # a cluster's resources are checked when the run joins it (vfl/transport/ray_placement.py)
+    import torch
+
+    from vfl.errors import TransportError
+    from vfl.transport.placement import place
+    from vfl.transport.ray_placement import check_local_fit
+
+    strategy = STRATEGIES.get(cfg.strategy, "strategy")(cfg)
+    strategy.prepare(data)
+    groups = place(strategy.layout(), cfg.transport, server_profile=strategy.server_profile)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        check_local_fit(groups, cpus=os.cpu_count() or 1, gpus=gpus)
+    except TransportError as exc:  # a config this machine cannot run: bad input (exit 2), like the other checks
+        raise ConfigError("", f"{exc} (a local run's cluster is this machine)") from None
 
 
 def _check_memory(cfg: RunConfig, data: DataSource) -> None:

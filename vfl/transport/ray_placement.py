@@ -71,3 +71,11 @@ def admit(ray: Any, groups: Sequence[HostGroup], *, timeout_s: float) -> None:
                              f"free now: {free}") from None
     finally:
         remove_placement_group(group)
+
+
+def check_local_fit(groups: Sequence[HostGroup], *, cpus: float, gpus: float) -> None:
+    """``vfl run --dry-run`` of a local Ray run: the actors must fit the cluster Ray would start here
+    (this machine's ``cpus`` cores and ``gpus`` CUDA devices); the same one line ``admit`` would give
+    at start-up, without starting Ray."""
+    check_fits([bundle_of(g) for g in groups], [g.name for g in groups], {"CPU": float(cpus), "GPU": float(gpus)},
+               [g.keys for g in groups])
