@@ -48,19 +48,23 @@ STRENGTHS: dict[str, tuple[str, list[float], list[float]]] = {
     "dcor": ("alpha", [0.1, 0.5], [0.05, 0.2, 1.0]),
 }
 BINARY_ONLY = {"marvell"}  # run on the binary config only (they refuse multi-class labels)
-QUICK_ATTACKS = ("label_inference", "feature_reconstruction", "passive_model_completion", "grn_feature_inference",
-                 "noisy_samples", "missing_features")  # active_model_completion needs --set attack.amc_party=I
-LOWER_IS_STRONGER = {"feature_reconstruction", "grn_feature_inference"}  # MSEs: the attack succeeds when they are low
+QUICK_ATTACKS = ("label_inference", "feature_reconstruction", "gradient_inversion", "passive_model_completion",
+                 "grn_feature_inference", "noisy_samples", "missing_features")  # active_model_completion needs --set attack.amc_party=I
+# MSEs: the attack succeeds when they are low (dlg_input: gradient_inversion's recovered head input)
+LOWER_IS_STRONGER = {"feature_reconstruction", "grn_feature_inference", "dlg_input"}
 BETA = 0.5  # DCS weight of the main task (VFLAIR's default)
 
 
-def points(*, full: bool, binary: bool | None = None) -> list[tuple[str, float | None, dict[str, Any] | None]]:
+def points(*, full: bool, binary: bool | None = None,
+           only: tuple[str, ...] | None = None) -> list[tuple[str, float | None, dict[str, Any] | None]]:
     """(defense, strength, defenses entry) for "none" and every registered defense with known strengths;
-    ``binary``: only the binary-only defenses (True), only the others (False), all (None)."""
+    ``binary``: only the binary-only defenses (True), only the others (False), all (None); ``only``: these."""
     out: list[tuple[str, float | None, dict[str, Any] | None]] = [("none", None, None)]
     for name in DEFENSES.names():
         if name not in STRENGTHS or (binary is not None and (name in BINARY_ONLY) != binary):
             continue  # a third-party defense: no default strengths to sweep
+        if only is not None and name not in only:
+            continue
         key, quick, many = STRENGTHS[name]
         out += [(name, s, {"kind": name, key: s}) for s in (many if full else quick)]
     return out
@@ -163,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--attacks", help="comma-separated attacks, or 'all' (default: " + ",".join(QUICK_ATTACKS)
                     + "; --full: all)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="extra config overrides")
+    ap.add_argument("--defenses", help="comma-separated defenses to run beside none (default: every one with strengths)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     # digits (10 classes) for every defense; breast-cancer (binary) for the binary-only ones (+ all with --full)
@@ -172,13 +177,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     attacks = None if chosen == "all" else tuple(a.strip() for a in chosen.split(",") if a.strip())
     for a in attacks or ():
         RUN_ATTACKS.get(a, "--attacks")
+    only = None if not args.defenses else tuple(d.strip() for d in args.defenses.split(",") if d.strip())
+    for d in only or ():
+        if d not in STRENGTHS:
+            raise SystemExit(f"--defenses: unknown defense {d!r}; allowed: {', '.join(STRENGTHS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     print(f"{'dataset':>18} {'defense':>11} {'strength':>8} {'test_acc':>8}  attacks (value / baseline)")
     for base, binary in bases.items():
-        for defense, strength, entry in points(full=args.full, binary=binary):
+        for defense, strength, entry in points(full=args.full, binary=binary, only=only):
             tag = f"{base}-{defense}" + ("" if strength is None else f"-{strength:g}")
             try:
                 run, results, why = run_point(base, args.overrides, entry, tag, epochs=epochs, out=out, attacks=attacks)

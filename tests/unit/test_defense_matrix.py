@@ -41,3 +41,17 @@ def test_score_ranks_a_defense_that_reaches_chance_at_full_accuracy_first():
     table = score(rows)
     assert table["good"]["dcs"] == 1.0  # at chance with the undefended accuracy: the ideal point
     assert list(table) == ["good", "none", "costly"]  # 0.6 accuracy lost weighs more than 0.35 leak kept
+
+
+def test_a_narrowed_grid_keeps_none_and_only_the_named_defenses():
+    narrowed = points(full=False, only=("label_gp", "cae"))
+    assert narrowed[0] == ("none", None, None)
+    assert {d for d, _, _ in narrowed} == {"none", "label_gp", "cae"}
+    assert all(e == {"kind": d, STRENGTHS[d][0]: s} for d, s, e in narrowed[1:])
+
+
+def test_the_quick_grid_runs_the_attack_cae_targets_and_scores_dlg_input_as_an_mse():
+    from simulations.benchmarks.matrix import QUICK_ATTACKS
+
+    assert "gradient_inversion" in QUICK_ATTACKS  # dlg_label / idlg_label: label recovery from one gradient row
+    assert attack_success("dlg_input", 0.5, 2.0) == 0.75
