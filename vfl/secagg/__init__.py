@@ -14,22 +14,27 @@ Round r, tensor n. Keys are bound to the round: self_i = HKDF(b_i, session|r|n) 
 k_ij = HKDF(s_ij, session|r|n). Party i sends y_i = x_i + PRG(self_i) + sum_{j>i} PRG(k_ij) -
 sum_{j<i} PRG(k_ij) mod 2^k over the active parties (PRG = AES-256-CTR). The server takes the
 vectors that arrived (survivors S; the other active parties D are dropped for the rest of the
-session) and asks each survivor for its own round self key and, for each d in D, the round pair
-key k_sd. It subtracts the survivors' self masks and their terms for D and gets exactly
-sum_{s in S} x_s. A survivor that vanishes before answering is moved to D (the others reveal
-pair keys for it) or, when nobody else dropped, keeps its contribution: t holders reveal their
-shares of its seed and the server rebuilds its self key. Those are the only secrets that ever
-leave a party: one round's keys and, for a vanished survivor, shares of its seed.
+session) and asks each survivor for its self-mask release (``vfl.secagg.release``: PRG(self_i)
+masked with view streams over the survivors it was told, which cancel only among parties told
+the same set) and, for each d in D, the round pair key k_sd. It subtracts the survivors' releases
+and their terms for D and gets exactly sum_{s in S} x_s. A survivor that vanishes before
+answering keeps its contribution when nobody else dropped and the seed path is on (mode
+malicious, or t + max(t, 2) > M + colluders): the holders reveal their shares of its seed with
+their view keys with it and the server rebuilds its self key; otherwise the round aborts. Those
+are the only secrets that ever leave a party: one round's keys and, for a vanished survivor,
+shares of its seed.
 
 Threat model. Fewer than t parties collude with the server; the driver's authentication roster
 of identity keys is authentic (a PKI). Keys bound to identities (``auth`` on, both modes): each
 party signs (session, id, SecAgg key) with its Ed25519 identity key and peers verify against the
 identity keys of the authentication roster, not the server's, so a server that hands out its own
-keys (``key_swap``) is stopped at set-up with ``KeySwapDetected``. ``secagg_mode: semi-honest``:
-the server follows the protocol and keeps everything it received. It learns only the sums:
+keys (``key_swap``) is stopped at set-up with ``KeySwapDetected``. ``secagg_mode: semi-honest``
+(default): even a server that tells parties different survivor sets gets releases it cannot
+unmask (``late_survivor``, ``split_rebuild``: 0 inputs open, tests/unit/test_secagg_split_views.py).
+It learns only the sums:
 (a) earlier rounds of a dropped party d stay masked: only round-r keys were revealed, and HKDF
 makes them useless for any other round; (b) d's late vector of round r is refused, and even kept
-it stays masked by PRG(self_d), whose key d never revealed and whose seed's shares honest
+it stays masked by PRG(self_d), which d released only masked and whose seed's shares honest
 parties refuse to reveal once they revealed pair keys for d; (c) a single survivor's vector
 keeps its pair masks with the other survivors. The honest client (``SecAggClient``,
 ``vfl.secagg.rules``) refuses with ``RevealRefused``: keys for any round but the one it masked
