@@ -94,7 +94,8 @@ class TransportConfig:
                              "fails the run naming the host (a hang detector: keep it above the slowest step)")
     compiled_graph: str = param("auto", choices=("auto", "on", "off"), help="vertical training steps over Ray "
                                 "as one Ray Compiled Graph (shared-memory channels, no task per hop); "
-                                "auto: runs of >= 2000 steps; never with on_dropout=skip-party or in-process")
+                                "auto: runs of >= 2000 steps time both paths on their first ~104 steps and keep the "
+                                "faster; never with on_dropout=skip-party or in-process")
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig, metadata={
         "help": "per-profile {cpus, gpus} of server, party, model_server actors (vfl/resources.py)"})
 
