@@ -127,24 +127,28 @@ def test_the_checker_finds_the_controls() -> None:
     assert sign in (1, -1)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.integers(3, 5), st.data())
 def test_no_split_of_views_or_share_requests_determines_an_input_in_the_default_mode(
         num: int, data: st.DataObject) -> None:
+    """Without the seed-share rule (the ``shares_at_any_threshold`` client) this search finds
+    ``split_rebuild`` (8 runs of 8 when tried); with it, none in 15 runs of 150 examples."""
     threshold = data.draw(st.integers(1, num - 1))
     clients, _ = lying._clients(num, threshold, "semi-honest")
     lying._honest_setup(clients)
     view, detected = lying._view(clients, threshold, 12), [False]
     xs = lying._mask(clients, view, 12, seed=num)
     parties = sorted(clients)
-    # a few survivor sets, each party told one of them (with itself): the split views that matter
-    sets = data.draw(st.lists(st.sets(st.sampled_from(parties)), min_size=1, max_size=3))
+    # a few survivor sets, each party told one of them (with itself): "all", "all but v" and random
+    # ones, the split views that matter
+    v = data.draw(st.sampled_from(parties))
+    sets = [set(parties), set(parties) - {v}, *data.draw(st.lists(st.sets(st.sampled_from(parties)), max_size=2))]
     views = {}
     for p in parties:
         live = data.draw(st.sampled_from(sets)) | {p}
         views[p] = (live, set(parties) - live)
     lying._ask(clients, view, views, detected)
-    vanished = data.draw(st.sets(st.sampled_from(parties)))  # then "these survivors vanished", to everyone
+    vanished = data.draw(st.sampled_from([{v}, set()]) | st.sets(st.sampled_from(parties)))  # then "they vanished"
     for h in parties:
         owners = sorted(vanished & views[h][0] - {h})
         try:
