@@ -109,7 +109,7 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         if not hasattr(p, "leak_theta_steps") or self.recipe().adapters == 0:
             return None
         return Curious(OptimizerGuess(t.optimizer, t.lr, t.momentum, t.weight_decay), steps=p.leak_theta_steps,
-                       iters=p.leak_theta_iters)
+                       iters=p.leak_theta_iters, steps_per_epoch=self.steps_per_epoch())
 
     # ---- topology ---------------------------------------------------------------------------
     @property

@@ -126,3 +126,19 @@ def test_mitigation_keys_are_validated(params, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         cfg = load_run_config({"name": "v", "strategy": "p3eft", "num_parties": 1, "params": params})
         P3eft.validate_config(cfg)
+
+
+def test_curious_keeps_a_bounded_window_around_its_targets():
+    """With the schedule's steps per epoch the server keeps ≤ 5 states per target and attacks one pair of
+    successive states (≤ 2 steps apart) per target, also when it sees every other step (rotation)."""
+    from parties.llm.p3eft.curious import Curious, OptimizerGuess
+
+    for stride in (1, 2):
+        c = Curious(OptimizerGuess("sgd", 0.1), steps=3, steps_per_epoch=50)
+        for step in range(0, 50, stride):
+            c.note(epoch=0, step=step, adapter=0, ids=torch.zeros(2, 3, dtype=torch.long),
+                   lengths=torch.ones(2, dtype=torch.long), tensors={"a": torch.full((2,), float(step))})
+        kept = sorted(c.seen[0])
+        assert len(kept) <= 5 * 3 and c._targets() == [0, 23, 46]
+        starts = [kept[i][1] for i in c._pairs(kept)]
+        assert starts == ([0, 23, 46] if stride == 1 else [0, 24, 46])

@@ -102,20 +102,48 @@ class Seen:
 @dataclass
 class Curious:
     """The server's keep of (x_t, θ_i^t) and the attacks it runs on them (``steps``: pairs attacked per
-    log drain per adapter set, evenly spread; 0 = none)."""
+    log drain per adapter set, evenly spread; 0 = none). With ``steps_per_epoch`` (public: the batch
+    schedule) only the steps around ``steps`` evenly spread targets t are kept (t − 1 … t + 3: the
+    momentum buffer, the pair (t, t + 1), or (t + 1, t + 3) for a server that sees every other
+    step), so memory stays ≤ 5·steps adapter states per set; the concatenation is computed on them."""
 
     optimizer: OptimizerGuess
     steps: int = 8
     iters: int = 60
     concat: bool = True
+    steps_per_epoch: int = 0  # 0: keep every step (tests, tiny runs)
     seen: dict[int, dict[tuple[int, int], Seen]] = field(default_factory=dict)  # adapter -> (epoch, step) -> Seen
 
     def note(self, *, epoch: int, step: int, adapter: int, ids: torch.Tensor, lengths: torch.Tensor,
              tensors: Mapping[str, torch.Tensor]) -> None:
         """Keep the first (x, θ) received for this (epoch, step, adapter set)."""
+        if self.steps_per_epoch and not any(step - t in (-1, 0, 1, 2, 3) for t in self._targets()):
+            return
         per = self.seen.setdefault(adapter, {})
         if (epoch, step) not in per and tensors:
             per[(epoch, step)] = Seen(ids.clone(), lengths.clone(), {k: torch.as_tensor(v).clone() for k, v in tensors.items()})
+
+    def _targets(self) -> list[int]:
+        spe = self.steps_per_epoch
+        return sorted({int(round(x)) for x in np.linspace(0, max(spe - 4, 0), self.steps)}) if self.steps else []
+
+    def _pairs(self, order: list[tuple[int, int]]) -> list[int]:
+        """Indices i of the pairs (order[i], order[i + 1]) to attack: evenly spread over what is kept, or
+        with ``steps_per_epoch`` the first pair at most two steps apart starting at t or t + 1 per target."""
+        if not self.steps_per_epoch:
+            pairs = list(range(len(order) - 1))
+            if self.steps and len(pairs) > self.steps:
+                pairs = sorted({int(round(i)) for i in np.linspace(0, len(pairs) - 1, self.steps)})
+            return pairs if self.steps else []
+        taken: set[tuple[int, int]] = set()
+        out = []
+        for i in range(len(order) - 1):
+            (e, s), (e2, s2) = order[i], order[i + 1]
+            hit = [t for t in self._targets() if s in (t, t + 1) and (e, t) not in taken]
+            if hit and e2 == e and s2 - s <= 2:
+                taken.add((e, hit[0]))
+                out.append(i)
+        return out
 
     def run(self, model: LoraEncoder) -> dict[str, dict[str, np.ndarray]]:
         """Recovered g_h rows and concatenated activations since the last call, keyed (epoch, step,
@@ -128,10 +156,7 @@ class Curious:
         opt = self.optimizer
         for a, per in sorted(self.seen.items()):
             order = sorted(per)
-            pairs = list(range(len(order) - 1))
-            if self.steps and len(pairs) > self.steps:
-                pairs = sorted({int(round(i)) for i in np.linspace(0, len(pairs) - 1, self.steps)})
-            for i in pairs if self.steps else []:
+            for i in self._pairs(order):
                 t, t2 = order[i], order[i + 1]
                 if per[t].attacked:
                     continue
