@@ -237,3 +237,29 @@ def test_theta_difference_attack_reads_labels_without_dp_and_chance_with_it(llam
     assert control["leak_theta"] > 0.9 and "epsilon" not in control
     dp = run("dp", bottom_dp={"noise_multiplier": 1.0, "max_grad_norm": 0.1})
     assert dp["leak_theta"] < 0.75 and math.isfinite(dp["epsilon"]) and dp["epsilon_scope"] == SCOPE_LLM_DPSGD
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_dp_split_lora_over_ray_actors_matches_inprocess(ray_local, llama):
+    """The DP client built inside its Ray actor trains as in-process (seeded noise: the same draws)."""
+    from simulations.datasource import ConfigDataSource
+    from vfl.transport.ray_transport import RayTransport
+
+    raw = {"name": "dp-ray", "strategy": "split-lora", "num_parties": 1, "seed": 1, "dataset": "rt-polarity",
+           "data": {"train_subsample": 32, "test_subsample": 16},
+           "train": {"epochs": 1, "batch_size": 16, "optimizer": "sgd", "lr": 0.1},
+           "privacy": {"bottom_dp": DP, "noise_rng": "seeded"},
+           "params": {"max_len": 16, "leak_window": 16, "lora_rank": 2, "model_dir": llama}}
+    cfg = load_run_config({**raw, "transport": {"kind": "ray", "cpus_per_actor": 0.1}})
+    engine = Engine(cfg, RayTransport(), ConfigDataSource.from_config(cfg), progress=False)
+    try:
+        res = engine.run()
+    finally:
+        engine.transport.shutdown()
+    ref = Engine(load_run_config(raw), InProcessTransport(), ConfigDataSource.from_config(cfg), progress=False).run()
+    assert res.summary["transport"] == "ray" and res.summary["epsilon_scope"] == SCOPE_LLM_DPSGD
+    assert res.summary["epsilon"] == ref.summary["epsilon"]
+    for key in ("payload_bytes_up", "payload_bytes_down", "messages_up", "messages_down"):
+        assert res.summary[key] == ref.summary[key], key
+    assert res.history[0]["train_loss"] == pytest.approx(ref.history[0]["train_loss"], rel=1e-4)
