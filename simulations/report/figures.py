@@ -77,16 +77,33 @@ def _wrap(text: str, width: int) -> list[str]:
     return [*lines, cur] if cur else lines
 
 
-def attacks(results: Sequence[Any], out: Path) -> str | None:
-    """attacks.png: every attack's value beside its chance baseline (one panel per attack)."""
+LEAK, NO_LEAK, UNDECIDED = "tab:red", "tab:blue", "tab:olive"  # the attack bar's colour by verdict
+VERDICT = {LEAK: "beats chance", NO_LEAK: "no better than chance", UNDECIDED: "no verdict"}
+
+
+def attack_bars(results: Sequence[Any]) -> list[dict[str, Any]]:
+    """One panel per attack: its value, the chance baseline, the colour of its verdict (red only when
+    it beats chance: a failed attack whose metric is large, e.g. a reconstruction error, is not a red
+    bar) and which way leakage points (``up``: larger = more leaked; ``down``: smaller)."""
     rows = [r for r in results if r.name != "audit" and math.isfinite(r.value) and math.isfinite(r.baseline)]
-    if not rows:
+    colour = {True: LEAK, False: NO_LEAK, None: UNDECIDED}
+    return [{"name": r.name, "value": r.value, "baseline": r.baseline, "colour": colour[r.succeeded],
+             "leaks": "up" if r.higher_is_better_attack else "down"} for r in rows]
+
+
+def attacks(results: Sequence[Any], out: Path) -> str | None:
+    """attacks.png: every attack's value beside its chance baseline (one panel per attack), coloured
+    by verdict, the panel's title saying which way is more leakage."""
+    bars = attack_bars(results)
+    if not bars:
         return None
-    fig, axes = plt.subplots(1, len(rows), figsize=(1.9 * len(rows) + 1, 3.2), squeeze=False)
-    for ax, r in zip(axes[0], rows, strict=True):
-        ax.bar([0, 1], [r.value, r.baseline], color=["tab:red", "tab:gray"])
+    fig, axes = plt.subplots(1, len(bars), figsize=(1.9 * len(bars) + 1, 3.4), squeeze=False)
+    for ax, b in zip(axes[0], bars, strict=True):
+        ax.bar([0, 1], [b["value"], b["baseline"]], color=[b["colour"], "tab:gray"])
         ax.set_xticks([0, 1], ["attack", "chance"], fontsize=7)
-        ax.set_title(r.name.replace("_", "\n"), fontsize=8)
+        arrow = "↑ more = leak" if b["leaks"] == "up" else "↓ less = leak"
+        ax.set_title(b["name"].replace("_", "\n") + f"\n({arrow})", fontsize=8)
+        ax.set_xlabel(VERDICT[b["colour"]], fontsize=7, color=b["colour"])
         ax.tick_params(axis="y", labelsize=7)
     return _save(fig, out / "attacks.png")
 

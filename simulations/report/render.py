@@ -101,20 +101,29 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None) -
     guarantee = s.get("epsilon_is_guarantee", cfg.privacy.noise_rng == "crypto" if s.get("epsilon") is not None
                       else None)
     report: dict[str, Any] = {
-        "run": str(run.path), "name": cfg.name, "strategy": cfg.strategy, "dataset": cfg.dataset,
+        # "run": the directory report.json sits in (by name): every path in the report is relative to it
+        "run": run.path.name, "name": cfg.name, "strategy": cfg.strategy, "dataset": cfg.dataset,
         "num_parties": cfg.num_parties, "params": _params(cfg), "final_test_acc": s.get("final_test_acc"),
         "total_bytes": (s.get("total_bytes_up") or 0) + (s.get("total_bytes_down") or 0),
         "epsilon": s.get("epsilon"), "delta": cfg.privacy.delta if s.get("epsilon") is not None else None,
         "epsilon_scope": scope, "epsilon_scope_detail": detail, "epsilon_is_guarantee": guarantee, "noise_rng": cfg.privacy.noise_rng,
         "audit_epsilon_lower": audit.value if audit is not None else None,
         **{k: s[k] for k in ("defenses", "epsilon_label", "delta_label", "epsilon_label_scope", "epsilon_by_scope") if k in s},
-        "attacks": [r.to_json() for r in results], "skipped": skipped,
+        "attacks": [_relative_figure(r.to_json(), run.path) for r in results], "skipped": skipped,
         "figures": [str(Path(f).relative_to(run.path)) for f in figs], "report_s": time.perf_counter() - t0,
     }
     with open(run.path / "report.json", "w") as f:
         json.dump(report, f, indent=2, default=str)
     (run.path / "report.md").write_text(_markdown(report, results))
     return report
+
+
+def _relative_figure(attack: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """An attack's ``figure`` relative to the run directory (the report moves with it)."""
+    fig, root = attack.get("figure"), run_dir.resolve()
+    if fig and Path(fig).resolve().is_relative_to(root):
+        attack["figure"] = Path(fig).resolve().relative_to(root).as_posix()
+    return attack
 
 
 def _params(cfg: Any) -> dict[str, Any]:
