@@ -77,6 +77,7 @@ class MIDHead(nn.Module):
             outs.append(out)
             kl = kl + k.mean()
         self.penalty = self.lam * kl if sample else None
+        self.noise = None  # one arm per training forward; a NoiseSource is never copied or pickled with the head
         return self.head(torch.cat(outs, dim=1))
 
 

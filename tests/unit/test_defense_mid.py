@@ -108,3 +108,15 @@ def test_mid_refusals_and_composition():
         load_run_config({"strategy": "p3eft", "num_parties": 1, "dataset": "sst2-tiny", "defenses": [{"kind": "mid"}]})
     for strategy in ("pbm", "ldp", "npq+secagg"):
         assert load_run_config({"strategy": strategy, "defenses": [{"kind": "mid"}]}).defenses[0]["lam"] == 0.1
+
+
+def test_the_trained_head_holds_no_noise_source_and_can_be_copied():
+    """The report deep-copies the server's head (gradient_inversion); a NoiseSource refuses to be copied."""
+    import copy
+
+    head = MIDHead(nn.Linear(4, 2), in_dim=4, parts=1, lam=0.1, bottleneck=2, hidden=0)
+    head.arm(NoiseSource.fresh())
+    with pytest.raises(TypeError, match="must not be pickled"):  # control: an armed head
+        copy.deepcopy(head)
+    head(torch.randn(3, 4))
+    assert head.noise is None and isinstance(copy.deepcopy(head), MIDHead)
