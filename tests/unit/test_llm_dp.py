@@ -168,6 +168,7 @@ def test_tiny_runs_train_by_dp_sgd_and_report_epsilon(llama, strategy, extra):
         assert b and all(bool(torch.isfinite(v).all()) for v in b) and any(float(v.detach().abs().sum()) > 0 for v in b)
 
 
+@pytest.mark.slow  # three (two) engine runs
 def test_noise_replays_only_when_seeded(llama):
     adapters = {}
     for run, mode in (("s1", "seeded"), ("s2", "seeded"), ("c1", "crypto")):
@@ -177,6 +178,7 @@ def test_noise_replays_only_when_seeded(llama):
     assert any(not torch.equal(adapters["c1"][k], v) for k, v in adapters["s1"].items() if ".lora_B." in k)
 
 
+@pytest.mark.slow  # three (two) engine runs
 def test_epsilon_budget_stops_before_the_epoch_that_would_pass_it(llama):
     one, two = (Accountant(), Accountant())
     one.record(LoraDPSGDEvent(count=1, **DP))
