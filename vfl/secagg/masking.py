@@ -37,14 +37,18 @@ def apply_pairwise_masks(
 
     ``seeds`` maps each peer to the key of this (round, tensor); ``x`` are residues in [0, 2^k).
     """
-    x = to_residues(values, k=k)
-    y = np.array(x, dtype=np.uint32, copy=True).reshape(-1)
+    src = np.asarray(values)
+    x = to_residues(src, k=k)
+    y = x.reshape(-1)
+    if np.shares_memory(y, src):  # to_residues returned the caller's own array: never write into it
+        y = y.copy()
     # uint32 wrap-around is exact mod 2^k since 2^k | 2^32
     terms = [(seed, pair_sign(own_id, peer)) for peer, seed in seeds.items()]
     if self_key is not None:
         terms.append((self_key, 1))
     accumulate_streams(y, terms=terms, round_id=round_id, name=name)
-    y &= low_bits_mask(k)
+    if k < 32:  # mod 2^32 is the uint32 wrap itself
+        y &= low_bits_mask(k)
     return y.reshape(x.shape)
 
 
