@@ -49,7 +49,7 @@ def kl_standard_normal(mu: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
 
 
 class MIDHead(nn.Module):
-    """The server's head behind one bottleneck per party block; ``penalty`` = λ·mean KL of the last training forward."""
+    """The server's head behind one bottleneck per party block; ``penalty``: λ·mean KL of the last training forward."""
 
     def __init__(self, head: nn.Module, *, in_dim: int, parts: int, lam: float, bottleneck: int, hidden: int) -> None:
         super().__init__()
@@ -59,7 +59,13 @@ class MIDHead(nn.Module):
         self.layers = nn.ModuleList(Bottleneck(in_dim // parts, bottleneck=bottleneck, hidden=hidden)
                                     for _ in range(parts))
         self.noise: NoiseSource | None = None
-        self.penalty: torch.Tensor | None = None
+        self._penalty: torch.Tensor | None = None
+
+    @property
+    def penalty(self) -> torch.Tensor | None:
+        """λ·mean KL of the last training forward, handed out once (the module then holds no autograd graph)."""
+        out, self._penalty = self._penalty, None
+        return out
 
     def arm(self, noise: NoiseSource) -> None:
         """The noise of this step's reparameterisation (the server's own source, never a seeded generator)."""
@@ -76,7 +82,7 @@ class MIDHead(nn.Module):
             out, k = layer(x, eps)
             outs.append(out)
             kl = kl + k.mean()
-        self.penalty = self.lam * kl if sample else None
+        self._penalty = self.lam * kl if sample else None
         self.noise = None  # one arm per training forward; a NoiseSource is never copied or pickled with the head
         return self.head(torch.cat(outs, dim=1))
 

@@ -52,7 +52,8 @@ def test_one_bottleneck_per_party_block_and_refuses_unarmed_training():
         head(torch.randn(2, 12))
     head.arm(NoiseSource.fresh())
     head(torch.randn(2, 12))
-    assert head.penalty is not None and float(head.penalty) > 0
+    penalty = head.penalty
+    assert penalty is not None and float(penalty) > 0 and head.penalty is None  # handed out once
     head.eval()
     head(torch.randn(2, 12))
     assert head.penalty is None
@@ -92,10 +93,11 @@ def test_the_server_trains_head_and_bottleneck_on_ce_plus_lambda_kl(fusion, part
     twin.head.train()
     twin.head.arm(NodeNoise("seeded", seed=twin.schedule.seed, node=0).round("head", phase="train", epoch=0, step=0))
     logits = twin.head(fused)
+    penalty = float(twin.head.penalty)
     ce = float(nn.functional.cross_entropy(logits, y))
     server.train_step(_msgs(), 0, 0)
     loss = server.train_stats["loss"] / server.train_stats["count"]
-    assert loss == pytest.approx(ce + float(twin.head.penalty), rel=1e-5) and float(twin.head.penalty) > 1e-3
+    assert loss == pytest.approx(ce + penalty, rel=1e-5) and penalty > 1e-3
 
 
 def test_mid_refusals_and_composition():
@@ -119,4 +121,5 @@ def test_the_trained_head_holds_no_noise_source_and_can_be_copied():
     with pytest.raises(TypeError, match="must not be pickled"):  # control: an armed head
         copy.deepcopy(head)
     head(torch.randn(3, 4))
+    assert head.penalty is not None  # what the server adds to its loss
     assert head.noise is None and isinstance(copy.deepcopy(head), MIDHead)
