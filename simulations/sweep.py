@@ -85,10 +85,11 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and sample standard deviation (0 for one value); (None, None) for none."""
+    """Mean and sample standard deviation; the std is None for one value (undefined, not 0: one seed
+    says nothing about the spread), both None for none."""
     if not values:
         return None, None
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 def table_rows(results: list[dict[str, Any]], keys: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
@@ -111,7 +112,7 @@ def _fmt(row: dict[str, Any], keys: Sequence[str], metrics: Sequence[str]) -> li
     cells = [str(row[k]) for k in keys] + [str(row["n"])]
     for m in metrics:
         mean, std = row[f"{m}_mean"], row[f"{m}_std"]
-        cells.append("-" if mean is None else f"{mean:.4g} ± {std:.2g}")
+        cells.append("-" if mean is None else f"{mean:.4g}" if std is None else f"{mean:.4g} ± {std:.2g}")
     return cells
 
 
@@ -240,7 +241,8 @@ def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int]
         summaries = [kept[i] for i in range(len(runs))]
     else:
         summaries = _run_one_by_one(args, runs, dirs, notes, metrics, kept=kept)
-    results = [{"setting": point, "seed": seed, "run_dir": str(d), "summary": summary}
+    # run_dir relative to the sweep directory (sweep.json sits in it): the directory can be moved whole
+    results = [{"setting": point, "seed": seed, "run_dir": d.relative_to(out).as_posix(), "summary": summary}
                for (point, seed, _), d, summary in zip(runs, dirs, summaries, strict=True)]
     rows = table_rows(results, keys, metrics)
     with open(out / "sweep.csv", "w", newline="") as f:

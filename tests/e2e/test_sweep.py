@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 import yaml
 
 from simulations.cli import main
-from simulations.sweep import mean_std, parse_grid, split_values
+from simulations.sweep import mean_std, parse_grid, print_table, split_values, table_rows
 
 TINY = {"name": "tiny", "strategy": "npq", "dataset": "digits", "num_parties": 2,
         "data": {"train_subsample": 128, "test_subsample": 64},
@@ -28,12 +29,13 @@ def test_sweep_writes_one_row_per_setting_with_mean_and_std(tmp_path, capsys):
     assert [r["train.lr"] for r in rows] == ["0.01", "0.2"] and all(r["n"] == "2" for r in rows)
     runs = json.loads((out / "sweep.json").read_text())["runs"]
     assert len(runs) == 4 and {r["seed"] for r in runs} == {0, 1}
+    assert all(not Path(r["run_dir"]).is_absolute() and (out / r["run_dir"]).is_dir() for r in runs)
     for row in rows:
-        accs = [json.loads(open(f"{r['run_dir']}/summary.json").read())["final_test_acc"]
+        accs = [json.loads((out / r["run_dir"] / "summary.json").read_text())["final_test_acc"]
                 for r in runs if str(r["setting"]["train.lr"]) == row["train.lr"]]
         assert float(row["final_test_acc_mean"]) == pytest.approx(statistics.fmean(accs))
         assert float(row["final_test_acc_std"]) == pytest.approx(statistics.stdev(accs))
-        cfg_used = yaml.safe_load(open(f"{runs[0]['run_dir']}/config.resolved.yaml"))
+        cfg_used = yaml.safe_load((out / runs[0]["run_dir"] / "config.resolved.yaml").read_text())
         assert cfg_used["train"]["lr"] == 0.01 and cfg_used["seed"] == 0
     assert "final_test_acc" in printed and "±" in printed and "sweep.csv" in printed
 
@@ -49,5 +51,18 @@ def test_a_bad_value_anywhere_in_the_grid_fails_before_any_run(tmp_path, capsys)
 def test_grid_parsing_keeps_bracketed_values_whole():
     assert split_values("1, 2,[3,4],{a: 1, b: 2}") == ["1", "2", "[3,4]", "{a: 1, b: 2}"]
     assert parse_grid(["a=1,2", "b.c=x"]) == [("a", ["1", "2"]), ("b.c", ["x"])]
-    assert mean_std([1.0]) == (1.0, 0.0) and mean_std([]) == (None, None)
+    assert mean_std([1.0]) == (1.0, None) and mean_std([]) == (None, None)  # one seed: no spread, not 0
     assert mean_std([1.0, 3.0]) == (2.0, pytest.approx(2 ** 0.5))
+
+
+def test_a_single_seed_prints_no_spread(capsys):
+    """One seed per setting: the mean alone (was 'mean ± 0', a spread nobody measured); the CSV's std
+    cell stays empty. Two seeds: mean ± sample std."""
+    one = [{"setting": {"b": 8}, "seed": 0, "summary": {"acc": 0.9}}]
+    two = [*one, {"setting": {"b": 8}, "seed": 1, "summary": {"acc": 0.7}}]
+    print_table(table_rows(one, ["b"], ["acc"]), ["b"], ["acc"])
+    single = capsys.readouterr().out
+    assert "0.9" in single and "±" not in single
+    assert table_rows(one, ["b"], ["acc"])[0]["acc_std"] is None
+    print_table(table_rows(two, ["b"], ["acc"]), ["b"], ["acc"])
+    assert "0.8 ± 0.14" in capsys.readouterr().out

@@ -66,7 +66,7 @@ def test_a_piped_sweep_announces_each_run_and_switches_strategy_without_params_r
     assert len([ln for ln in done.stdout.splitlines() if ln.startswith("  epoch ")]) == 4
     assert re.search(r"^run 2/2 done: final_test_acc ", done.stdout, re.M)
     runs = json.loads((out / "sweep.json").read_text())["runs"]
-    params = [yaml.safe_load((Path(r["run_dir"]) / "config.resolved.yaml").read_text())["params"] for r in runs]
+    params = [yaml.safe_load((out / r["run_dir"] / "config.resolved.yaml").read_text())["params"] for r in runs]
     assert params[0] == {} and params[1]["b"] == 16 and params[1]["beta"] == 0.25
 
 
@@ -89,7 +89,7 @@ def test_a_sweep_resumes_keeping_finished_runs(tmp_path):
     args = ["sweep", str(cfg), "--transport", "inprocess", "--seeds", "0,1,2", "--out", str(out)]
     assert _cli(*args).returncode == 0
     table = (out / "sweep.csv").read_text()
-    runs = [Path(r["run_dir"]) for r in json.loads((out / "sweep.json").read_text())["runs"]]
+    runs = [out / r["run_dir"] for r in json.loads((out / "sweep.json").read_text())["runs"]]  # relative to out
     kept_mtime = (runs[0] / "summary.json").stat().st_mtime_ns
     (runs[1] / "summary.json").unlink()  # killed after its last checkpoint, before the summary
     for p in sorted(runs[2].rglob("*"), reverse=True):  # never started
