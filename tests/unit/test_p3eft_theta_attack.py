@@ -142,3 +142,26 @@ def test_curious_keeps_a_bounded_window_around_its_targets():
         assert len(kept) <= 5 * 3 and c._targets() == [0, 23, 46]
         starts = [kept[i][1] for i in c._pairs(kept)]
         assert starts == ([0, 23, 46] if stride == 1 else [0, 24, 46])
+
+
+def test_leak_report_scores_sign_free_rows_with_the_sign_invariant_attack_and_the_probe():
+    """A server's m = B-like stream (one direction per class, secret sign per row, K = 3) in the leak
+    report: ``leak_sign`` reads the labels, the probe is reported beside ``leak``; a missing source
+    (head-only servers run no θ attack) is skipped."""
+    from strategies.llm_leak import LeakTracker
+    from vfl.sampling import Schedule
+
+    rng = np.random.default_rng(0)
+    y = np.arange(192) % 3
+    sched = Schedule(seed=0, num_train=192, num_test=8, batch_size=16, eval_batch_size=16)
+    tracker = LeakTracker(y_train=y, schedule=sched, window=192, seed=0)
+    dirs = rng.normal(size=(3, 16))
+    keys = np.array([(0, s, 0, r) for s in range(12) for r in range(16)], dtype=np.int64)
+    labels = y[tracker.sample_ids(keys)]
+    rows = dirs[labels] * rng.choice([-1.0, 1.0], size=(len(keys), 1)) + 0.05 * rng.normal(size=(len(keys), 16))
+    log = {"grad_rows": rows, "grad_keys": keys, "act_rows": rng.normal(size=(len(keys), 16)), "act_keys": keys}
+    tracker.observe(server=0, log=lambda name: log[name])
+    out = tracker.epoch_summary()
+    assert out["leak_sign"] > 0.95 and out["leak_grad"] >= out["leak_sign"]
+    assert np.isnan(out["leak_theta"]) and 0.0 <= out["leak_probe"] <= 1.0
+    assert out["leak"] == max(out["leak_act"], out["leak_grad"])
