@@ -36,3 +36,11 @@ bench: $(STAMP)
 
 clean:
 	rm -rf runs bench-out .pytest_cache
+
+LOWER_VENV ?= .venv-lower
+.PHONY: test-lower
+test-lower:  ## the fast suite in a second venv on the lower bounds of flwr, dp-accounting, peft, transformers, opacus, numpy (constraints/lower.txt)
+	test -x $(LOWER_VENV)/bin/python || $(PYTHON) -m venv $(LOWER_VENV)
+	$(LOWER_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LOWER_VENV)/bin/python -m pip install -q -e '.[test]' -c constraints/lower.txt
+	$(LOWER_VENV)/bin/pytest -q -m "not gpu and not ray and not slow"
