@@ -89,10 +89,11 @@ def run_point(base: str, overrides: list[str], entry: dict[str, Any] | None, tag
     cfg = resolve_config(base, sets)
     path = out / "runs" / tag
     shutil.rmtree(path, ignore_errors=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()  # cpu_s: this process's CPU, the quiet-machine cost
     summary = execute(cfg, out_dir=path, progress=False).summary
     results, skipped = run_attacks(load_run(path), attacks)
     run = {"test_acc": summary.get("final_test_acc"), "wall_s": time.perf_counter() - t0,
+           "cpu_s": time.process_time() - c0,
            "epsilon": {"feature": summary.get("epsilon"), "label": summary.get("epsilon_label")}}
     shutil.rmtree(path / "views", ignore_errors=True)  # large; the numbers are kept
     return run, [{"attack": r.name, "value": r.value, "baseline": r.baseline} for r in results], skipped
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
+    t_grid, c_grid = time.perf_counter(), time.process_time()
     print(f"{'dataset':>18} {'defense':>11} {'strength':>8} {'test_acc':>8}  attacks (value / baseline)")
     for base, binary in bases.items():
         for defense, strength, entry in points(full=args.full, binary=binary, only=only):
@@ -198,14 +200,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             skipped.update({f"{tag}/{k}": v for k, v in why.items()})
             for res in results:
                 rows.append({"dataset": base, "defense": defense, "strength": strength, **res,
-                             "test_acc": run["test_acc"], "epsilon": run["epsilon"], "wall_s": run["wall_s"]})
+                             "test_acc": run["test_acc"], "epsilon": run["epsilon"], "wall_s": run["wall_s"],
+                             "cpu_s": run["cpu_s"]})
             cells = "  ".join(f"{r['attack']} {r['value']:.3f}/{r['baseline']:.3f}" for r in results)
             print(f"{base:>18} {defense:>11} {'' if strength is None else strength:>8} {run['test_acc']:>8.3f}  {cells}",
                   flush=True)
     table = score(rows)
     command = "python -m simulations.benchmarks.matrix " + " ".join(argv if argv is not None else sys.argv[1:])
     doc = {"configs": list(bases), "epochs": epochs, "strategy": "npq", "command": command, "beta": BETA,
-           "rows": rows, "dcs": table, "skipped": skipped}
+           "rows": rows, "dcs": table, "skipped": skipped,
+           "wall_s": time.perf_counter() - t_grid, "cpu_s": time.process_time() - c_grid}
     with open(out / "matrix.json", "w") as f:
         json.dump(doc, f, indent=2)
     plot_matrix(rows, out / "matrix.png")
@@ -213,6 +217,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("DCS (mean over strengths and attacks; higher is better):")
     for d, v in table.items():
         print(f"  {d:>11}  {v['dcs']:.3f}  ({v['points']} points)")
+    print(f"grid: {doc['wall_s']:.0f} s wall, {doc['cpu_s']:.0f} s CPU (one process, one thread)")
     print(f"wrote {out / 'matrix.json'}, {out / 'matrix.png'}, {out / 'frontier.png'}")
     return doc
 
