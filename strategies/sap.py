@@ -49,9 +49,9 @@ class SapParams:
     cti_factor: float = param(0.0, ge=0, le=1, help="noise multiplier on contributing tokens (η/factor); 0 = released "
                               "exact, as SAP's Algorithm 1 (noise on non-contributing tokens only)")
     cti_smoothing: float = param(1.0, gt=0, help="Laplace smoothing of the per-class token frequencies")
-    lora_rank: int = param(8, ge=1, le=1024)
-    lora_alpha: float = param(16.0, gt=0)
-    lora_dropout: float = param(0.0, ge=0, lt=1)
+    lora_rank: int = param(8, ge=1, le=1024, help="LoRA rank r of the adapters")
+    lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
+    lora_dropout: float = param(0.0, ge=0, lt=1, help="dropout on the LoRA path (0 keeps calls deterministic)")
     lora_targets: tuple[str, ...] = param((), help="module names in the top blocks that get LoRA; empty = the "
                                           "model's defaults (the attention query/value projections, fused "
                                           "qkv_proj on Phi-3); [all-linear] = every linear layer in the blocks")

@@ -58,7 +58,7 @@ class LlmParams:
 
 @dataclass(frozen=True)
 class LoraParams(LlmParams):
-    lora_rank: int = param(8, ge=1, le=1024)
+    lora_rank: int = param(8, ge=1, le=1024, help="LoRA rank r of the adapters")
     lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
     lora_targets: tuple[str, ...] = param((), help="module names that get LoRA adapters; empty = the model's "
                                           "defaults (the attention query/value projections, fused qkv_proj on "

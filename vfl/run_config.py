@@ -44,12 +44,12 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = param(10, ge=1, le=100000)
-    batch_size: int = param(64, ge=1, le=1000000)  # the defaults are the demo's (digits: ~0.95 test acc)
+    epochs: int = param(10, ge=1, le=100000, help="passes over the training set")
+    batch_size: int = param(64, ge=1, le=1000000, help="training samples per step (one shared batch order)")  # the defaults are the demo's (digits: ~0.95 test acc)
     optimizer: str = param("sgd", choices=OPTIMIZERS, help="adam: torch Adam; adamw: torch AdamW")
-    lr: float = param(0.05, gt=0, le=10)
+    lr: float = param(0.05, gt=0, le=10, help="learning rate of every model's optimizer")
     momentum: float = param(0.9, ge=0, lt=1, help="SGD momentum (ignored by adam/adamw)")
-    weight_decay: float = param(0.0, ge=0)
+    weight_decay: float = param(0.0, ge=0, help="L2 weight decay of the optimizer")
     device: str = param("cpu", help="torch device of every model: auto|cpu|cuda|cuda:N (resolved in each actor)")
     eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")
     eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
@@ -77,7 +77,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class TransportConfig:
-    kind: str = param("inprocess", choices=("inprocess", "ray"))
+    kind: str = param("inprocess", choices=("inprocess", "ray"), help="inprocess: every node in this process; "
+                      "ray: nodes in Ray actors (a local cluster, or transport.address)")
     address: str | None = param(None, help="HOST:PORT of an existing Ray cluster (else a local one)")
     parties_per_actor: int = param(0, ge=0, help="parties hosted by one Ray actor (0 = auto)")
     cpus_per_actor: float = param(0.1, gt=0, le=64, help="Ray num_cpus reserved by each actor")
@@ -153,7 +154,8 @@ class AttackConfig:
 @dataclass(frozen=True)
 class RunConfig:
     name: str = param("run", help="run name (output folder prefix)")
-    seed: int = param(0, ge=0)
+    seed: int = param(0, ge=0, help="seed of the data split, model init and batch order (privacy noise: see "
+                                      "privacy.noise_rng)")
     strategy: str = param("npq", help="registered strategy (see `vfl strategies`)")
     dataset: str = param("digits", help="registered dataset (see README data table) or \"module:factory\"")
     num_parties: int = param(4, ge=1, le=100000, help="number of passive parties M")

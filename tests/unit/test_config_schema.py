@@ -70,3 +70,26 @@ def test_what_the_loader_refuses_the_schema_refuses(bad: dict) -> None:
     with pytest.raises(ConfigError):
         vfl.api.validate({"dataset": "digits", **bad})
     assert list(VALIDATOR.iter_errors(bad))
+
+
+
+def _leaves(node: dict, path: str = "") -> list[tuple[str, dict]]:
+    """(key, schema) of every config key: nested sections, per-strategy params (``if``/``then``)
+    and per-kind defense options (``items.allOf``)."""
+    out = []
+    for name, sub in node.get("properties", {}).items():
+        key = f"{path}.{name}" if path else name
+        out += _leaves(sub, key) if "properties" in sub else [(key, sub)]
+        for branch in sub.get("items", {}).get("allOf", []):  # defenses[kind=NAME].option
+            kind = branch["if"]["properties"]["kind"]["const"]
+            out += [(k, v) for k, v in _leaves(branch["then"], f"{key}[kind={kind}]") if not k.endswith(".kind")]
+    for branch in node.get("allOf", []):  # params of strategy NAME
+        name = branch["if"]["properties"]["strategy"]["const"]
+        out += _leaves(branch["then"]["properties"]["params"], f"params[{name}]")
+    return out
+
+
+def test_every_key_of_every_strategy_and_defense_has_help() -> None:
+    leaves = dict(_leaves(SCHEMA))
+    assert "params[pbm].b" in leaves and "defenses[kind=label_rr].epsilon" in leaves and "train.lr" in leaves
+    assert [k for k, s in leaves.items() if not s.get("description")] == []
