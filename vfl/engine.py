@@ -337,7 +337,20 @@ class Engine:
             summary["stopped"] = self.stopped
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
+        summary.update(self._replayed_label_privacy(summary))
         return summary
+
+    def _replayed_label_privacy(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """The label ε over every epoch attempt: each restart or resume may have redone one epoch whose
+        failed attempt already sent label-noised gradients (fresh noise), so it is charged one more epoch."""
+        redone = len(self.recovery.restarts) + len(self.recovery.resumes)
+        if "epsilon_label" not in summary or not redone:
+            return {}
+        from vfl.defenses import label_privacy
+
+        epochs = self.cfg.train.epochs + redone
+        return {**label_privacy(self.cfg.defenses, epochs=epochs, delta=self.cfg.privacy.delta),
+                "label_epochs_charged": epochs}
 
 
 def torch_threads(train: Any, kind: str) -> int:
