@@ -7,6 +7,10 @@ a parsed protobuf whose schema fixes the types, or from ``vfl.message.to_array``
 objects are built directly: the same classes with the same attributes as flwr's constructors leave
 (``tests/unit/test_fastrecords.py`` compares them with flwr's own ``message_from_proto`` on every
 kind of wire). Encoding writes the protobuf bytes directly: ``vfl/pbwire.py``.
+
+The objects are laid out as flwr's constructors leave them in the flwr releases tested; once per
+process ``path()`` decodes a probe message both ways and, should another flwr lay them out
+differently, every message is decoded by flwr's own ``message_from_proto`` instead.
 """
 
 from __future__ import annotations
@@ -105,6 +109,12 @@ def _config_values(items: Any) -> dict[str, Any]:
 def message_from_proto(proto: Any) -> Message:
     """``flwr.common.serde.message_from_proto`` for messages with content: the same Message, built
     directly (a message with an error, or a record kind not on the hot path, goes to flwr's)."""
+    if _PATH[0] != DIRECT and path() != DIRECT:
+        return serde.message_from_proto(proto)
+    return _from_proto(proto)
+
+
+def _from_proto(proto: Any) -> Message:
     if proto.HasField("error") or not proto.HasField("content"):
         return serde.message_from_proto(proto)
     records: dict[str, Any] = {}
@@ -125,3 +135,43 @@ def message_from_proto(proto: Any) -> Message:
                                     dst_node_id=md.dst_node_id, reply_to_message_id=md.reply_to_message_id,
                                     group_id=md.group_id, created_at=md.created_at, ttl=md.ttl,
                                     message_type=md.message_type), record_dict(records))
+
+
+DIRECT, FLWR = "direct", "flwr"  # the two decoder paths ``path()`` reports
+_PATH = [""]  # the checked path of this process ("" until the first decode)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Same type and, recursively, the same attributes / items / value (flwr's objects compare
+    only part of their state with ==)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "__dict__") and not callable(a):
+        return _same(vars(a), vars(b))
+    return bool(a == b)
+
+
+def _probe_proto() -> Any:
+    """A message through flwr's public constructors with every kind of record and value decoded here."""
+    md = Metadata(7, "m-1", 3, 2**32 - 1, "r-0", "train:1:2", 12.5, 3600.0, "train.probe")
+    arrays = ArrayRecord({"x": Array(dtype="float32", shape=(2, 3), stype="raw", data=bytes(range(24)))})
+    config = ConfigRecord({"b": True, "i": -5, "f": 0.5, "s": "é", "y": b"\x00\x01", "l": [1, 2]})
+    return serde.message_to_proto(make_message(md, RecordDict({"emb": arrays, "step": config})))
+
+
+def path() -> str:
+    """Which decoder this process uses with the installed flwr: ``"direct"`` (this module) when a
+    probe decodes to objects with exactly the state of flwr's ``message_from_proto``, else ``"flwr"``.
+    Checked once, then cached."""
+    if not _PATH[0]:
+        try:
+            proto = _probe_proto()
+            ok = _same(_from_proto(proto), serde.message_from_proto(proto))
+        except Exception:  # another flwr layout (a renamed private attribute, a changed constructor)
+            ok = False
+        _PATH[0] = DIRECT if ok else FLWR
+    return _PATH[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from flwr import __version__ as flwr_version
 from flwr.common import Array, ArrayRecord, ConfigRecord, Error, Message, RecordDict, serde
 
 from vfl import fastrecords
@@ -145,3 +146,39 @@ def test_encode_of_odd_values_gives_flwr_bytes() -> None:
     signed = _signed(_messages()[0])
     decoded = wire.decode(signed.data)
     assert wire.encode(decoded) == serde.message_to_proto(decoded).SerializeToString()
+
+
+def _hot_proto() -> object:
+    emb = np.arange(32, dtype=np.float32).reshape(2, 16)
+    m = wire.make("train.forward", src=3, dst=0, round="train:3:70", reply_to="000000000000002a",
+                  content=wire.records(emb=wire.arrays(float=emb), step=wire.config(epoch=3, step=70)))
+    return serde.ProtoMessage.FromString(wire.encode(m))
+
+
+@pytest.mark.parametrize("path", [f"{fastrecords.path()}-flwr{flwr_version}"])
+def test_the_decoder_path_this_flwr_gets_gives_flwrs_objects(path: str) -> None:
+    """The test id names the decoder path the installed flwr got (``-v``, e.g. in ``make test-lower``);
+    either way the decoded message has the state of flwr's own."""
+    assert path.startswith((fastrecords.DIRECT + "-", fastrecords.FLWR + "-"))
+    proto = _hot_proto()
+    assert_same_message(fastrecords.message_from_proto(proto), serde.message_from_proto(proto))
+
+
+def test_a_flwr_with_another_layout_gets_its_own_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects built here that miss an attribute flwr's constructor sets (another flwr's layout) turn
+    the direct decoder off for the process; the control is the installed flwr, where it is on."""
+    assert fastrecords.path() == fastrecords.DIRECT  # control
+    real = fastrecords.new_metadata
+
+    def with_an_extra_attribute(**kw: object) -> object:  # as if flwr had added an attribute we do not set
+        md = real(**kw)  # type: ignore[arg-type]
+        md.__dict__["_not_in_flwr"] = 1
+        return md
+
+    monkeypatch.setattr(fastrecords, "_PATH", [""])
+    monkeypatch.setattr(fastrecords, "new_metadata", with_an_extra_attribute)
+    assert fastrecords.path() == fastrecords.FLWR
+    proto = _hot_proto()
+    decoded = fastrecords.message_from_proto(proto)
+    assert "_not_in_flwr" not in vars(decoded.metadata)  # flwr's decoder built it
+    assert_same_message(decoded, serde.message_from_proto(proto))
