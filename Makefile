@@ -10,10 +10,10 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: setup demo test test-fast lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,mlflow,tensorboard,wandb]'  # every extra together: their pins must agree
+	$(PY) -m pip install -q -e '.[dev,mlflow,tensorboard,wandb]' -c constraints/ci.txt  # every extra together, on CI's tested set
 	touch $(STAMP)
 
 setup: $(STAMP)
