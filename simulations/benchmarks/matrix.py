@@ -146,12 +146,15 @@ def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, attack, label in ((axes[0], "label_inference", "label leak (passive party)"),
                               (axes[1], "feature_reconstruction", "feature MSE / chance MSE (server)")):
-        for defense in sorted({r["defense"] for r in rows}):
+        first = rows[0]["dataset"] if rows else None  # one curve per (config, defense): configs never joined
+        for dataset, defense in sorted({(r["dataset"], r["defense"]) for r in rows}):
             pts = sorted((r["value"] / r["baseline"] if attack in LOWER_IS_STRONGER else r["value"], r["test_acc"])
                          for r in rows if r["defense"] == defense and r["attack"] == attack
+                         and r["dataset"] == dataset
                          and r["value"] is not None and r["test_acc"] is not None and r["baseline"])
             if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", label=defense)
+                ax.plot(*zip(*pts, strict=True), marker="o",
+                        label=defense if dataset == first else f"{defense} ({dataset})")
         ax.set(xlabel=label, ylabel="test accuracy")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -209,6 +212,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     command = "python -m simulations.benchmarks.matrix " + " ".join(argv if argv is not None else sys.argv[1:])
     doc = {"configs": list(bases), "epochs": epochs, "strategy": "npq", "command": command, "beta": BETA,
            "rows": rows, "dcs": table, "skipped": skipped,
+           "dcs_by_config": {b: score([r for r in rows if r["dataset"] == b]) for b in bases},
            "wall_s": time.perf_counter() - t_grid, "cpu_s": time.process_time() - c_grid}
     with open(out / "matrix.json", "w") as f:
         json.dump(doc, f, indent=2)
