@@ -53,6 +53,9 @@ class LlmParams:
     head_hidden: int = param(0, ge=0, le=4096, help="client head: 0 = linear, else one hidden ReLU layer")
     micro_batch: int = param(0, ge=0, help="rows per forward/backward pass on the model servers (0 = the whole "
                              "batch): bounds their activation memory; exact (examples are independent)")
+    gradient_checkpointing: bool = param(False, help="model servers keep only each transformer block's input "
+                                         "and re-run the block in the backward (activation memory of one block "
+                                         "instead of all; one extra forward per backprop call); exact")
     leak_window: int = param(512, ge=16, help="rows per window of the leak metrics (per epoch: max over windows)")
 
 
@@ -131,7 +134,8 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         if spec.is_server:  # the server gets the model only: never the data or the labels
             pooling = self.model_arch().check_pooling(p.pooling)
             return ModelServer(spec, model=LoraEncoder(load_encoder(path, dtype=p.dtype), lora, pooling=pooling,
-                                                       device=t.device, micro_batch=p.micro_batch),
+                                                       device=t.device, micro_batch=p.micro_batch,
+                                                       checkpointing=p.gradient_checkpointing),
                                curious=self.curious())
         ds = data.dataset()
         model_cfg = AutoConfig.from_pretrained(path, local_files_only=True)

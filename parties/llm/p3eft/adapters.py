@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from parties.llm.common.backbone import pool
+from parties.llm.common.checkpointing import checkpoint_blocks
 from parties.llm.common.lora import LoraSpec, inject_lora
 from vfl.errors import ProtocolError
 
@@ -68,8 +69,10 @@ class LoraEncoder:
     test_llm_dtype.py). Cost: float32 weights during a backprop call (peak memory of an fp32 model)."""
 
     def __init__(self, encoder: nn.Module, spec: LoraSpec | None, *, pooling: str = "mean", device: str = "cpu",
-                 vjp_fp32: bool = True, micro_batch: int = 0) -> None:
+                 vjp_fp32: bool = True, micro_batch: int = 0, checkpointing: bool = False) -> None:
         self.encoder = encoder.to(device)
+        if checkpointing:  # params.gradient_checkpointing: blocks re-run in the backward (exact)
+            checkpoint_blocks(self.encoder)
         self.encoder.eval()
         for p in self.encoder.parameters():
             p.requires_grad_(False)

@@ -1,0 +1,94 @@
+"""``params.gradient_checkpointing`` on the model servers: activations and every piece's VJP equal the
+non-checkpointed path (fp32 tolerance), also with bf16 weights and micro-batches, and the forward
+keeps far fewer activation bytes for the backward (counted with saved-tensor hooks)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from parties.llm.common.arch import arch_of
+from parties.llm.common.backbone import load_encoder, load_tokenizer
+from parties.llm.common.lora import lora_spec_for
+from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
+from parties.llm.p3eft.private_backprop import split_gradient
+from tests.tiny_lms import tiny_gpt2_dir, tiny_lm_dir
+from vfl.rng import NoiseSource
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat", "dull", "one of the best movies",
+         "tedious, overlong and painfully predictable"]
+POOLING = {"llama": "last", "mistral": "last", "gpt2": "last", "t5": "mean", "deberta_v2": "mean"}
+
+
+def _model_dir(root, family, dtype="float32"):
+    return tiny_gpt2_dir(root) if family == "gpt2" else tiny_lm_dir(root, family, dtype=dtype)
+
+
+def _server(path, family, *, checkpointing, dtype="fp32", micro_batch=0):
+    model = load_encoder(path, dtype=dtype)
+    return LoraEncoder(model, lora_spec_for(arch_of(model), rank=2, alpha=4.0), pooling=POOLING[family],
+                       micro_batch=micro_batch, checkpointing=checkpointing)
+
+
+def _inputs(path):
+    batch = load_tokenizer(path)(TEXTS, padding=True, return_tensors="pt")
+    return batch["input_ids"], batch["attention_mask"].sum(1)
+
+
+def _adapter(server):
+    gen = torch.Generator().manual_seed(0)
+    return {k: v if ".lora_A." in k else 0.1 * torch.randn(v.shape, generator=gen)
+            for k, v in init_adapters(server.shapes, generator=gen).items()}
+
+
+@pytest.mark.parametrize(("family", "dtype", "micro_batch"), [
+    ("llama", "fp32", 0), ("llama", "bf16", 2), ("mistral", "fp32", 0), ("gpt2", "fp32", 3),
+    ("t5", "fp32", 0), ("deberta_v2", "fp32", 2)])
+def test_checkpointed_server_equals_the_plain_one(tmp_path, family, dtype, micro_batch):
+    path = _model_dir(tmp_path, family)
+    ids, lengths = _inputs(path)
+    plain = _server(path, family, checkpointing=False, dtype=dtype, micro_batch=micro_batch)
+    ckpt = _server(path, family, checkpointing=True, dtype=dtype, micro_batch=micro_batch)
+    assert all(getattr(b.forward, "checkpointed", False) for b in arch_of(ckpt.encoder).blocks(ckpt.encoder))
+    adapter = _adapter(plain)
+    torch.testing.assert_close(ckpt.forward(ids, lengths, adapter), plain.forward(ids, lengths, adapter))
+    dim = plain.forward(ids, lengths, adapter).shape[1]
+    g_h = 0.01 * torch.randn(len(TEXTS), dim, generator=torch.Generator().manual_seed(1))
+    pieces, _ = split_gradient(g_h, m=2, std=0.3, noise=NoiseSource.seeded("test-ckpt", 2))
+    a = plain.backprop_many(ids, lengths, adapter, pieces)  # two pieces: retain_graph across backwards
+    b = ckpt.backprop_many(ids, lengths, adapter, pieces)
+    scale = max(float(t.abs().max()) for ga in a for t in ga.values())
+    assert scale > 0
+    for ga, gb in zip(a, b, strict=True):
+        for name in ga:
+            torch.testing.assert_close(gb[name], ga[name], rtol=1e-5, atol=1e-6 * scale)
+
+
+def saved_bytes(server: LoraEncoder, ids: torch.Tensor, lengths: torch.Tensor) -> int:
+    """Bytes the differentiable forward keeps for the backward (autograd's saved tensors, by storage)."""
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if not t.is_floating_point() or t.requires_grad and t.is_leaf:  # parameters are not activations
+            return t
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        server.activations(ids, lengths)
+    frozen = {p.untyped_storage().data_ptr() for p in server.encoder.parameters()}
+    return sum(n for ptr, n in seen.items() if ptr not in frozen)
+
+
+def test_checkpointing_keeps_fewer_activations(tmp_path):
+    path = _model_dir(tmp_path, "llama")
+    ids, lengths = _inputs(path)
+    plain = _server(path, "llama", checkpointing=False)
+    ckpt = _server(path, "llama", checkpointing=True)
+    plain.load(_adapter(plain))
+    ckpt.load(_adapter(ckpt))
+    full, kept = saved_bytes(plain, ids, lengths), saved_bytes(ckpt, ids, lengths)
+    hidden = ids.numel() * plain.encoder.config.hidden_size * 4  # one (B, T, d) float32 tensor
+    assert kept < full / 3  # only each block's input (and what runs outside the blocks) is kept
+    assert kept >= len(arch_of(ckpt.encoder).blocks(ckpt.encoder)) * hidden  # at least the blocks' inputs
