@@ -169,6 +169,13 @@ def _preflight(cfg: RunConfig, data: DataSource, transport: Transport | None) ->
         probe(cfg.transport.address, timeout_s=cfg.transport.connect_timeout_s)
 
 
+def epoch_log() -> EpochCallback:
+    """One printed line per epoch: ``vfl.run``'s display in a notebook that cannot draw a bar."""
+    from simulations.epoch_log import EpochLog
+
+    return EpochLog()
+
+
 def execute(cfg: RunConfig, *, out_dir: str | Path | None, resume: bool = False, progress: bool | None = None,
             on_epoch_end: EpochCallback | None = None, on_step: StepCallback | None = None,
             transport: Transport | None = None, note: str = "created") -> EngineResult:

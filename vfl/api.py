@@ -11,18 +11,27 @@ Overrides are ``key=value`` strings (as ``--set``) or a mapping of dotted keys t
 (``{"train.lr": 0.1, "params": {}}``). ``on_epoch_end(epoch, row, engine)`` and
 ``on_step(epoch, steps_done, engine)`` are called in the driver after every committed epoch and
 every training step: the escape hatch for custom logging, early stopping (raise) or plots.
+
+``progress=None`` (the default) picks the display (``vfl/progress.py``): a notebook bar inside a
+Jupyter kernel with ipywidgets, one line per epoch in a kernel without them, else the terminal bar.
+``transport="inprocess"`` is the default here while ``vfl run`` keeps the config's
+``transport.kind`` (the demo's is ray): no Ray start-up in a notebook; pass ``transport=None`` to
+run as the CLI does.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vfl.accounting import account
+from vfl.errors import ConfigError
 from vfl.plugins import backend
+from vfl.progress import choose, detect, engine_progress
 from vfl.schema import RunConfig
 
 __all__ = ["RunResult", "account", "resolve", "resume_run", "run", "validate"]
@@ -58,6 +67,42 @@ class RunResult:
         return self.summary.get("stopped")
 
 
+_noted_transport: list[str] = []  # the in-process default is announced once per process
+
+
+def _note_transport(config: ConfigSource, overrides: Overrides) -> None:
+    """Warn (once) that the API's in-process default replaces a config's Ray transport, as the CLI does not."""
+    if _noted_transport:
+        return
+    try:
+        kind = (config if isinstance(config, RunConfig) else resolve(config, overrides=overrides)).transport.kind
+    except ConfigError:
+        return  # the run's own resolve names the error
+    if kind != "inprocess":
+        _noted_transport.append(kind)
+        warnings.warn(f"vfl.run runs in-process by default; this config's transport.kind is {kind!r}, which "
+                      f"`vfl run` uses: pass transport=None (or transport={kind!r}) to run as the CLI does",
+                      UserWarning, stacklevel=3)
+
+
+def _display(progress: bool | None, on_epoch_end: EpochHook | None) -> tuple[bool | None, EpochHook | None]:
+    """The engine's ``progress`` and ``on_epoch_end`` for the display ``choose`` picks here."""
+    mode = choose(progress=progress, env=detect())
+    line_log = getattr(backend(), "epoch_log", None) if mode == "lines" else None
+    if line_log is None:
+        return engine_progress(mode, progress), on_epoch_end
+    printer = line_log()
+    if on_epoch_end is None:
+        return False, printer
+    user_hook = on_epoch_end
+
+    def both(epoch: int, row: dict[str, Any], engine: Any) -> None:
+        printer(epoch, row, engine)
+        user_hook(epoch, row, engine)
+
+    return False, both
+
+
 def resolve(config: ConfigSource, *, overrides: Overrides = (), transport: str | None = None,
             address: str | None = None) -> RunConfig:
     """A validated ``RunConfig`` from a YAML path, a bundled config name (``"demo"``), a mapping or
@@ -75,27 +120,33 @@ def validate(config: ConfigSource, **kwargs: Any) -> RunConfig:
 
 
 def run(config: ConfigSource, *, out_dir: str | Path | None = None, transport: str | None = "inprocess",
-        overrides: Overrides = (), address: str | None = None, progress: bool | None = False,
+        overrides: Overrides = (), address: str | None = None, progress: bool | None = None,
         note: str = "created by: vfl.run", on_epoch_end: EpochHook | None = None,
         on_step: StepHook | None = None) -> RunResult:
     """Run an experiment. ``out_dir=None`` writes nothing (the result is only returned); a directory
     gets config, metrics.jsonl, checkpoints, summary.json and plots, as with ``vfl run --out``.
-    ``transport`` overrides ``transport.kind`` (``None``: as the config says); ``on_epoch_end`` /
-    ``on_step`` are called after every committed epoch / training step (see the module docstring)."""
+    ``transport`` overrides ``transport.kind``: in-process by default, unlike ``vfl run`` (no Ray
+    start-up); ``transport=None``: the config's, as the CLI does. ``progress``: None picks a terminal
+    bar, a notebook bar or epoch lines (see the module docstring), False shows nothing.
+    ``on_epoch_end`` / ``on_step`` are called after every committed epoch / training step."""
     if isinstance(config, RunConfig) and not overrides and transport is None and address is None:
         cfg = config
     else:
+        if transport == "inprocess" and address is None:
+            _note_transport(config, overrides)
         cfg = resolve(config, overrides=overrides, transport=transport, address=address)
+    progress, on_epoch_end = _display(progress, on_epoch_end)
     result = backend().execute(cfg, out_dir=out_dir, progress=progress, note=note, on_epoch_end=on_epoch_end,
                                on_step=on_step)
     return RunResult(result.summary, result.history, cfg, Path(out_dir) if out_dir is not None else None)
 
 
 def resume_run(run_dir: str | Path, *, overrides: Overrides = (), transport: str | None = None,
-               address: str | None = None, progress: bool | None = False, on_epoch_end: EpochHook | None = None,
+               address: str | None = None, progress: bool | None = None, on_epoch_end: EpochHook | None = None,
                on_step: StepHook | None = None) -> RunResult:
     """Continue the run in ``run_dir`` from its newest intact checkpoint (``vfl run --resume``)."""
     b = backend()
+    progress, on_epoch_end = _display(progress, on_epoch_end)
     result = b.resume_run(run_dir, progress=progress, overrides=override_list(overrides), transport=transport,
                           address=address, on_epoch_end=on_epoch_end, on_step=on_step)
     cfg = b.resolve_config(_stored_config(run_dir))

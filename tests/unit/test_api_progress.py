@@ -1,0 +1,90 @@
+"""``vfl.run`` in a notebook: which progress display it picks (vfl/progress.py, environment injected),
+that the kernel fallback really prints one line per epoch, and that the API keeps the CLI's options
+and names its different default transport."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import pytest
+
+import vfl
+import vfl.api
+from simulations.cli import _parser as build_parser
+from vfl.progress import Environment, choose, detect, engine_progress, in_kernel
+
+TERMINAL = Environment(kernel=False, notebook_bar=False)
+NOTEBOOK = Environment(kernel=True, notebook_bar=True)
+BARE_KERNEL = Environment(kernel=True, notebook_bar=False)  # a kernel without ipywidgets
+TINY = {"params.b": 8, "data.train_subsample": 128, "data.test_subsample": 64, "train.epochs": 2}
+
+
+@pytest.mark.parametrize(("progress", "env", "mode", "engine"), [
+    (None, TERMINAL, "terminal", None),   # today's bar: tqdm draws it only on a terminal
+    (True, TERMINAL, "terminal", True),
+    (None, NOTEBOOK, "notebook", True),   # tqdm.auto's widget bar, drawn whatever stdout is
+    (True, NOTEBOOK, "notebook", True),
+    (None, BARE_KERNEL, "lines", False),  # no widgets: lines, not a garbled \r bar
+    (False, NOTEBOOK, "off", False),
+    (False, TERMINAL, "off", False),
+])
+def test_the_display_follows_the_environment(progress, env, mode, engine):
+    assert choose(progress=progress, env=env) == mode
+    assert engine_progress(mode, progress) is engine
+
+
+def _ipython(shell: object) -> types.SimpleNamespace:
+    return types.SimpleNamespace(get_ipython=lambda: shell)
+
+
+def test_a_kernel_is_ipykernel_with_a_shell_that_has_a_kernel():
+    kernel_shell = types.SimpleNamespace(kernel=object())
+    assert in_kernel({"ipykernel": object(), "IPython": _ipython(kernel_shell)})
+    assert not in_kernel({"IPython": _ipython(kernel_shell)})                        # no ipykernel loaded
+    assert not in_kernel({"ipykernel": object(), "IPython": _ipython(None)})         # plain python
+    assert not in_kernel({"ipykernel": object(), "IPython": _ipython(object())})     # terminal IPython
+    assert detect(modules={}) == TERMINAL
+
+
+def test_a_kernel_without_widgets_prints_one_line_per_epoch(monkeypatch, capsys):
+    monkeypatch.setattr(vfl.api, "detect", lambda: BARE_KERNEL)
+    seen = []
+    result = vfl.run("demo", overrides=TINY, on_epoch_end=lambda e, row, engine: seen.append(e))
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("epoch ")]
+    assert [ln.split()[1] for ln in lines] == ["1/2", "2/2"] and seen == [0, 1]  # the user's hook still runs
+    assert f"{result.history[-1]['train_loss']:.4f}" in lines[-1]
+
+
+def test_progress_false_prints_nothing_even_in_a_kernel(monkeypatch, capsys):
+    monkeypatch.setattr(vfl.api, "detect", lambda: BARE_KERNEL)
+    vfl.run("demo", overrides=TINY, progress=False)
+    assert not [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("epoch ")]
+
+
+def test_the_api_default_transport_differs_from_the_cli_and_says_so():
+    run_default = inspect.signature(vfl.run).parameters["transport"].default
+    assert run_default == "inprocess" and vfl.resolve("demo").transport.kind == "ray"  # the CLI's: the config's
+    assert build_parser().parse_args(["run", "demo"]).transport is None
+    assert "transport=None" in (vfl.run.__doc__ or "") and "vfl run" in (vfl.run.__doc__ or "")
+
+
+def test_the_in_process_default_over_a_ray_config_warns_once(monkeypatch, recwarn):
+    monkeypatch.setattr(vfl.api, "_noted_transport", [])
+    vfl.api._note_transport({"transport": {"kind": "inprocess"}}, ())  # nothing replaced: silent
+    assert not recwarn.list
+    with pytest.warns(UserWarning, match=r"transport.kind is 'ray'.*transport=None"):
+        result = vfl.run("demo", overrides=TINY, progress=False)  # the demo's kind is ray
+    assert result.summary["transport"] == "inprocess"
+    vfl.api._note_transport("demo", ())  # once per process, not once per call
+    assert not [w for w in recwarn.list if "transport" in str(w.message)]
+
+
+def test_every_vfl_run_option_has_its_api_keyword():
+    run_parser = build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    dests = {a.dest for a in run_parser._actions} - {"help", "config", "dry_run", "trust_code"}
+    api = {"overrides": "overrides", "out": "out_dir", "transport": "transport", "address": "address",
+           "resume": "run_dir", "no_progress": "progress"}
+    assert dests == set(api)  # a new `vfl run` flag must be mapped here (and given to vfl.run)
+    keywords = set(inspect.signature(vfl.run).parameters) | set(inspect.signature(vfl.resume_run).parameters)
+    assert {api[d] for d in dests} <= keywords
