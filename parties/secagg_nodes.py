@@ -23,6 +23,8 @@ from flwr.common import Message
 from parties import secagg_wire as sw
 from parties import vertical_wire as vw
 from parties.mods.encoding import AUDIT, read_encoded
+from parties.round_plan import RoundPlan, round_plan
+from parties.secagg_round import ServerRound
 from parties.vertical import ActiveServer, PassiveParty
 from vfl import faults
 from vfl import message as wire
@@ -156,14 +158,14 @@ class SecAggActiveServer(ActiveServer):
     """The active party: relays set-up messages and unmasks only the SUM of the parties' vectors."""
 
     def __init__(self, *args: Any, k: int, decode_sum: Callable[[np.ndarray, int], torch.Tensor],
-                 **kwargs: Any) -> None:
+                 plan: RoundPlan | None = None, **kwargs: Any) -> None:
         super().__init__(*args, aggregate=self._unmasked_sum, **kwargs)
         self.k = k
         self.decode_sum = decode_sum  # (sum of the integers, number of parties summed) -> head input
+        self.plan = plan  # the strategy's round plan; None: the plan of the mode the set-up names
         self.public_keys: dict[int, bytes] = {}
         self.secagg: SecAggServer | None = None
-        self._open: tuple[dict[int, Message], Callable[[list[Message]], list[Message]]] | None = None
-        self._fused: torch.Tensor | None = None
+        self.round = ServerRound(plan.exchanges if plan is not None else ())
         self.audit: dict[str, tuple[list[int], list[int]]] = {}
 
     @handles(sw.Kind.SETUP)
@@ -179,6 +181,11 @@ class SecAggActiveServer(ActiveServer):
                 if sw.Key.KEY_SIG in c}
         self.secagg = SecAggServer(self.party_ids, threshold, self.k, session, mode=mode,
                                    colluders=int(cfgs[0].get(sw.Key.COLLUDERS, 0)))
+        exchanges = round_plan(secagg=True, mode=mode).exchanges
+        if self.plan is not None and self.plan.exchanges != exchanges:
+            raise ProtocolError(f"secure-aggregation set-up in mode {mode!r} needs the exchanges {list(exchanges)}; "
+                                f"the round plan declares {list(self.plan.exchanges)}")
+        self.round = ServerRound(exchanges)
         ids = sorted(self.public_keys)
         signed = {sw.Key.KEY_SIGS: [sigs[i] for i in ids]} if set(sigs) == set(ids) else {}
         return [wire.make(sw.Kind.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),
@@ -200,12 +207,12 @@ class SecAggActiveServer(ActiveServer):
     @handles(vw.Kind.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         epoch, step = self._check_round(messages, "train")
-        return self._open_round(messages, lambda ms: self.train_step(ms, epoch, step))
+        return self._open_round(messages, phase="train", epoch=epoch, step=step)
 
     @handles(vw.Kind.EVAL_FORWARD)
     def on_eval(self, messages: list[Message]) -> list[Message]:
-        _, step = self._check_round(messages, "eval")
-        return self._open_round(messages, lambda ms: self.eval_step(ms, step))
+        epoch, step = self._check_round(messages, "eval")
+        return self._open_round(messages, phase="eval", epoch=epoch, step=step)
 
     @handles(sw.Kind.UNMASK)
     def on_unmask(self, messages: list[Message]) -> list[Message]:
@@ -230,7 +237,7 @@ class SecAggActiveServer(ActiveServer):
             raise ProtocolError("masked vectors arrived before the secure-aggregation set-up")
         return self.secagg
 
-    def _open_round(self, messages: list[Message], then: Callable[[list[Message]], list[Message]]) -> list[Message]:
+    def _open_round(self, messages: list[Message], *, phase: str, epoch: int, step: int) -> list[Message]:
         masked: dict[int, np.ndarray] = {}
         for m in messages:
             enc = read_encoded(m)
@@ -240,48 +247,55 @@ class SecAggActiveServer(ActiveServer):
             masked[int(m.metadata.src_node_id)] = enc.values
         rnd = round_of(messages[0])
         request = self._server().open_round(masked, round_id=rnd, name=vw.Record.EMB)
-        self._open = ({int(m.metadata.src_node_id): m for m in messages}, then)
+        self.round.open(phase=phase, epoch=epoch, step=step, messages=messages)
         return self._next(request)
 
     def _next(self, request: UnmaskRequest | ShareRequest | ConsistencyRequest | None) -> list[Message]:
-        """The next request to the parties, or (round complete) the continuation of the round."""
-        if self._open is None:
-            raise ProtocolError("no secure-aggregation round is open")
+        """The next request to the parties, or (round complete) the head's step on the unmasked sum."""
+        self.round.require_open()
+        if request is None:
+            return self._step()
+        return [self._ask(request)]
+
+    def _ask(self, request: UnmaskRequest | ShareRequest | ConsistencyRequest) -> Message:
+        """The request message for the parties (recovery-tagged once a party dropped)."""
         if isinstance(request, ConsistencyRequest):
-            return [self._request(sw.Kind.CONSISTENCY, request.round_id, bool(request.dropped), **{
-                sw.Key.ROUND: request.round_id, sw.Key.SURVIVORS: list(request.survivors)})]
+            return self._request(sw.Kind.CONSISTENCY, request.round_id, bool(request.dropped), **{
+                sw.Key.ROUND: request.round_id, sw.Key.SURVIVORS: list(request.survivors)})
         if isinstance(request, UnmaskRequest):
             signed = {sw.Key.SURVIVORS: list(request.survivors), sw.Key.SIG_PARTIES: [p for p, _ in request.signatures],
                       sw.Key.SIGS: [s for _, s in request.signatures]} if request.signatures else {}
             if not request.dropped:  # everyone arrived: "all of you" needs no list
-                return [self._request(sw.Kind.UNMASK, request.round_id, False, **{sw.Key.ROUND: request.round_id, **signed})]
-            return [self._request(sw.Kind.UNMASK, request.round_id, True, **{
+                return self._request(sw.Kind.UNMASK, request.round_id, False, **{sw.Key.ROUND: request.round_id, **signed})
+            return self._request(sw.Kind.UNMASK, request.round_id, True, **{
                 sw.Key.ROUND: request.round_id, sw.Key.SURVIVORS: list(request.survivors),
-                sw.Key.DROPPED: list(request.dropped), **signed})]
-        if isinstance(request, ShareRequest):
-            return [self._request(sw.Kind.REVEAL_SHARES, request.round_id, True, **{
-                sw.Key.ROUND: request.round_id, sw.Key.OWNERS: list(request.owners)})]
-        messages, then = self._open
-        rnd = round_of(next(iter(messages.values())))
-        total, summed = self._server().result(rnd)
-        if faults.audit_enabled():
-            self.audit[rnd] = (total.ravel().tolist(), list(summed))
-        self._open = None
-        self._fused = self.decode_sum(total, len(summed))
+                sw.Key.DROPPED: list(request.dropped), **signed})
+        return self._request(sw.Kind.REVEAL_SHARES, request.round_id, True, **{
+            sw.Key.ROUND: request.round_id, sw.Key.OWNERS: list(request.owners)})
+
+    def _step(self) -> list[Message]:
+        """The round is unmasked: the head's train or eval step on the decoded sum, then no round."""
+        r = self.round
+        rnd = round_of(next(iter(r.messages.values())))
         try:
-            return then([messages[p] for p in summed])
+            total, summed = self._server().result(rnd)
+            if faults.audit_enabled():
+                self.audit[rnd] = (total.ravel().tolist(), list(summed))
+            messages = r.unmasked(self.decode_sum(total, len(summed)), list(summed))
+            if r.phase == "train":
+                return self.train_step(messages, r.epoch, r.step)
+            return self.eval_step(messages, r.step)
         finally:
-            self._fused = None
+            r.close()
 
     def _request(self, kind: str, rnd: str, recovering: bool, **values: Any) -> Message:
+        self.round.ask(kind, recovering=recovering)
         _, epoch, step = parse_round(rnd)
         tag = round_tag(epoch, step, sw.Phase.RECOVERY) if recovering else rnd
         return wire.make(kind, src=self.node_id, dst=BROADCAST, round=tag, content=_records(**values))
 
     def _unmasked_sum(self, messages: list[Message]) -> torch.Tensor:
-        if self._fused is None:
-            raise ProtocolError("the server fused embeddings outside an unmasked round")
-        return self._fused
+        return self.round.sum()
 
     def audit_sums(self) -> dict[str, tuple[list[int], list[int]]]:
         """Unmasked sums and the parties summed, per round (only with VFL_SECAGG_AUDIT=1)."""

@@ -12,6 +12,7 @@ from flwr.common import Message
 
 from parties import secagg_wire as sw
 from parties.mods import read_encoded
+from parties.round_plan import RoundPlan, round_plan
 from parties.secagg_nodes import SecAggActiveServer, SecAggParty
 from parties.vertical import ActiveServer, PassiveParty
 from parties.vertical_wire import SERVER_ID, party_node_id
@@ -79,13 +80,10 @@ class SecureSumStrategy(VerticalStrategy):
         """``semi-honest`` or ``malicious`` (``params.secagg_mode``)."""
         return str(getattr(self.params, "secagg_mode", "semi-honest"))
 
-    @property
-    def unmask_hops(self) -> int:  # type: ignore[override]
+    def round_plan(self, phase: str = "train") -> RoundPlan:
         """Secure aggregation adds one round trip per round (the survivors reveal round keys), the
         malicious mode a second one before it (the survivors sign the survivor set)."""
-        if not self.uses_secagg:
-            return 0
-        return 2 if self.secagg_mode == "malicious" else 1
+        return round_plan(phase=phase, secagg=self.uses_secagg, mode=self.secagg_mode)
 
     def decode_sum(self, total: np.ndarray, num_parties: int) -> torch.Tensor:
         raise NotImplementedError
@@ -96,7 +94,7 @@ class SecureSumStrategy(VerticalStrategy):
 
     def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
         if self.uses_secagg:
-            return SecAggActiveServer(spec, k=self.k, decode_sum=self.decode_sum, **kwargs)
+            return SecAggActiveServer(spec, k=self.k, decode_sum=self.decode_sum, plan=self.round_plan(), **kwargs)
         return ActiveServer(spec, aggregate=self._plain_sum, **kwargs)
 
     def make_party(self, spec: NodeSpec, **kwargs: Any) -> PassiveParty:

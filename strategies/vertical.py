@@ -1,8 +1,9 @@
 """The vertical-FL template shared by NPQ, PBM and LDP: server node 0, parties 1..M.
 
-Per step the driver makes two hops: the server's broadcast (gradient of step t + "forward step
-t+1") goes to every party, and the parties' embeddings go to the server. Subclasses change only
-the party mods and the server's aggregation (decode) — the round itself is the same.
+Per step the driver makes the hops of ``round_plan()`` (``parties/round_plan.py``): the parties'
+embeddings go to the server (+ one exchange per secure-aggregation request), and the server's
+broadcast (gradient of step t + "forward step t+1") goes to every party. Subclasses change the
+party mods, the server's aggregation (decode) and, with SecAgg, the plan's exchanges.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from parties import vertical_wire as vw
 from parties.defenses import arm_forward  # importing registers the built-in defenses
 from parties.malicious import arm_active_completion, arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
+from parties.round_plan import RoundPlan, round_plan
 from parties.vertical import (
     ActiveServer,
     Aggregator,
@@ -30,6 +32,7 @@ from strategies.compiled_auto import PathChoice, train_epoch_probing
 from strategies.compiled_epoch import compiled_chain, train_epoch_compiled
 from strategies.dropout import Dropouts
 from strategies.psi import build_aligned_node, run_alignment
+from strategies.round_loop import task_step
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
 from vfl.data import DataSource, KeyedDataSource, LabelShard, PartyShard
@@ -51,7 +54,6 @@ class VerticalStrategy(Strategy):
     SYNC = 16  # steps between driver syncs in the pipelined training loop
     bottom_dp_refusal: ClassVar[str | None] = ("it releases each sample's embedding without DP noise, so no end-to-end epsilon "
                          "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
-    unmask_hops = 0  # extra server -> parties -> server hops per round (secure aggregation: 1)
     supports_local_steps = True  # train.local_steps (FedBCD): see parties/local_updates.py
     defense_sites = ("labels", "gradient", "forward", "head")  # `defenses:` the server / parties apply (vfl/defenses.py)
 
@@ -64,6 +66,16 @@ class VerticalStrategy(Strategy):
     def path_choice(self) -> PathChoice:
         """``transport.compiled_graph: auto``: the measured choice of task path or compiled graph."""
         return PathChoice()
+
+    def round_plan(self, phase: str = "train") -> RoundPlan:
+        """The hops of one step (``parties/round_plan.py``): what the task loop, the compiled graph
+        and the SecAgg server follow. Plain vertical FL: embeddings up, gradient down."""
+        return round_plan(phase=phase)
+
+    @property
+    def unmask_hops(self) -> int:
+        """Extra server -> parties -> server hops per step (secure aggregation: 1, malicious: 2)."""
+        return self.round_plan().unmask_hops
 
     # ---- topology ---------------------------------------------------------------------------
     def layout(self) -> list[NodeSpec]:
@@ -192,11 +204,12 @@ class VerticalStrategy(Strategy):
         server, guard = [grid.group_of[SERVER_ID]], self.dropouts
         guard.start_epoch(grid, epoch)
         auto = self.cfg.transport.compiled_graph == "auto"
-        chain = compiled_chain(grid, self.cfg, server=server[0], unmask_hops=self.unmask_hops, steps=steps,
+        plan = self.round_plan()
+        chain = compiled_chain(grid, self.cfg, server=server[0], plan=plan, steps=steps,
                                choice=self.path_choice if auto else None)
         if chain is not None and auto and self.path_choice.chosen is None:  # time both paths on these steps
             train_epoch_probing(grid, chain, self.path_choice, guard, start=start, epoch=epoch, steps=steps,
-                                server=server[0], unmask_hops=self.unmask_hops, timeout_s=guard.timeout,
+                                server=server[0], plan=plan, timeout_s=guard.timeout,
                                 progress=progress)
             return guard.finish_epoch()
         if chain is not None:  # Ray Compiled Graph: one channel write/read per step (same wires)
@@ -205,12 +218,8 @@ class VerticalStrategy(Strategy):
             return guard.finish_epoch()
         ups = guard.hop(0, grid.submit([[start]], to=grid.party_groups))
         done, step = 0, 0
-        while step < steps:
-            downs = guard.hop(step, grid.submit(list(ups.values()), to=server))  # embeddings -> server
-            for _ in range(self.unmask_hops):  # secure aggregation: the survivors reveal round keys
-                ups = guard.hop(step, grid.submit(list(downs.values()), to=grid.party_groups))
-                downs = guard.hop(step, grid.submit(list(ups.values()), to=server))
-            ups = guard.hop(step + 1, grid.submit(list(downs.values()), to=grid.party_groups))  # gradient
+        while step < steps:  # the hops of one step: ``self.round_plan()`` (parties/round_plan.py)
+            ups = task_step(grid, guard, list(ups.values()), step=step, plan=plan, server=server[0])
             if (step + 1) % self.SYNC == 0 or step == steps - 1:
                 step, ups, left = guard.sync(ups, step=step)  # a dropout: back to the step it completed
                 progress(step + 1 - done)
