@@ -92,3 +92,30 @@ def test_checkpointing_keeps_fewer_activations(tmp_path):
     hidden = ids.numel() * plain.encoder.config.hidden_size * 4  # one (B, T, d) float32 tensor
     assert kept < full / 3  # only each block's input (and what runs outside the blocks) is kept
     assert kept >= len(arch_of(ckpt.encoder).blocks(ckpt.encoder)) * hidden  # at least the blocks' inputs
+
+
+def _llama_saved(tmp_path, *, layers, checkpointing, d=64, f=160, rank=4, batch=2, width=32):
+    """Saved-activation bytes of a random Llama (all-linear LoRA, sdpa attention) on full-length rows."""
+    from transformers import LlamaConfig, LlamaModel
+
+    cfg = LlamaConfig(vocab_size=100, hidden_size=d, intermediate_size=f, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2 * width)
+    cfg._attn_implementation = "sdpa"
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = LlamaModel(cfg).eval()
+    server = LoraEncoder(model, lora_spec_for(arch_of(model), rank=rank, alpha=8.0, targets=("all-linear",)),
+                         pooling="last", checkpointing=checkpointing)
+    server.load(_adapter(server))
+    ids = torch.randint(0, 100, (batch, width), generator=torch.Generator().manual_seed(0))
+    return saved_bytes(server, ids, torch.full((batch,), width))
+
+
+def test_docs_activation_formula(tmp_path):
+    """docs/llm.md's 7B arithmetic: per token and block, float32 (8d + 4f + 7r + 6) values kept without
+    checkpointing (all-linear LoRA of rank r), d with it (the block's input)."""
+    d, f, rank, tokens = 64, 160, 4, 2 * 32
+    for checkpointing, floats in ((False, 8 * d + 4 * f + 7 * rank + 6), (True, d)):
+        per_block = (_llama_saved(tmp_path, layers=4, checkpointing=checkpointing)
+                     - _llama_saved(tmp_path, layers=2, checkpointing=checkpointing)) / 2 / tokens
+        assert per_block == pytest.approx(4 * floats, rel=0.05), checkpointing
