@@ -70,19 +70,24 @@ class RunResult:
 _noted_transport: list[str] = []  # the in-process default is announced once per process
 
 
-def _note_transport(config: ConfigSource, overrides: Overrides) -> None:
-    """Warn (once) that the API's in-process default replaces a config's Ray transport, as the CLI does not."""
-    if _noted_transport:
-        return
+def _api_transport(config: ConfigSource, overrides: Overrides, address: str | None) -> str | None:
+    """``"inprocess"``, warning (once) where it replaces a config's Ray transport, as the CLI does not;
+    None (the config's Ray, as ``vfl run``) where ``address`` or ``transport.address`` names a cluster."""
+    if address is not None:
+        return None  # `--address` implies ray
     try:
-        kind = (config if isinstance(config, RunConfig) else resolve(config, overrides=overrides)).transport.kind
+        asked = (config if isinstance(config, RunConfig) else resolve(config, overrides=overrides)).transport
     except ConfigError:
-        return  # the run's own resolve names the error
-    if kind != "inprocess":
+        return "inprocess"  # the run's own resolve names the error
+    if asked.address:
+        return None
+    kind = asked.kind
+    if kind != "inprocess" and not _noted_transport:
         _noted_transport.append(kind)
         warnings.warn(f"vfl.run runs in-process by default; this config's transport.kind is {kind!r}, which "
                       f"`vfl run` uses: pass transport=None (or transport={kind!r}) to run as the CLI does",
                       UserWarning, stacklevel=3)
+    return "inprocess"
 
 
 def _display(progress: bool | None, on_epoch_end: EpochHook | None) -> tuple[bool | None, EpochHook | None]:
@@ -126,14 +131,15 @@ def run(config: ConfigSource, *, out_dir: str | Path | None = None, transport: s
     """Run an experiment. ``out_dir=None`` writes nothing (the result is only returned); a directory
     gets config, metrics.jsonl, checkpoints, summary.json and plots, as with ``vfl run --out``.
     ``transport`` overrides ``transport.kind``: in-process by default, unlike ``vfl run`` (no Ray
-    start-up); ``transport=None``: the config's, as the CLI does. ``progress``: None picks a terminal
-    bar, a notebook bar or epoch lines (see the module docstring), False shows nothing.
+    start-up; warned once where the config says ray); ``transport=None``: the config's, as the
+    CLI does, and so when ``address`` or ``transport.address`` names a Ray cluster. ``progress``:
+    None picks a terminal bar, a notebook bar or epoch lines (module docstring), False nothing.
     ``on_epoch_end`` / ``on_step`` are called after every committed epoch / training step."""
     if isinstance(config, RunConfig) and not overrides and transport is None and address is None:
         cfg = config
     else:
-        if transport == "inprocess" and address is None:
-            _note_transport(config, overrides)
+        if transport == "inprocess":
+            transport = _api_transport(config, overrides, address)
         cfg = resolve(config, overrides=overrides, transport=transport, address=address)
     progress, on_epoch_end = _display(progress, on_epoch_end)
     result = backend().execute(cfg, out_dir=out_dir, progress=progress, note=note, on_epoch_end=on_epoch_end,

@@ -71,13 +71,21 @@ def test_the_api_default_transport_differs_from_the_cli_and_says_so():
 
 def test_the_in_process_default_over_a_ray_config_warns_once(monkeypatch, recwarn):
     monkeypatch.setattr(vfl.api, "_noted_transport", [])
-    vfl.api._note_transport({"transport": {"kind": "inprocess"}}, ())  # nothing replaced: silent
+    assert vfl.api._api_transport({"transport": {"kind": "inprocess"}}, (), None) == "inprocess"  # silent
     assert not recwarn.list
     with pytest.warns(UserWarning, match=r"transport.kind is 'ray'.*transport=None"):
         result = vfl.run("demo", overrides=TINY, progress=False)  # the demo's kind is ray
     assert result.summary["transport"] == "inprocess"
-    vfl.api._note_transport("demo", ())  # once per process, not once per call
+    assert vfl.api._api_transport("demo", (), None) == "inprocess"  # once per process, not once per call
     assert not [w for w in recwarn.list if "transport" in str(w.message)]
+
+
+def test_a_cluster_address_keeps_ray_as_the_cli_does():
+    assert vfl.api._api_transport("demo", (), "10.0.0.1:6379") is None  # `--address` implies ray
+    assert vfl.api._api_transport("demo", {"transport.address": "10.0.0.1:6379"}, None) is None
+    with pytest.raises(vfl.ConfigError):  # what the in-process default met before: a refusal
+        vfl.resolve("demo", transport="inprocess", address="10.0.0.1:6379")
+    assert vfl.resolve("demo", transport=None, address="10.0.0.1:6379").transport.kind == "ray"
 
 
 def test_every_vfl_run_option_has_its_api_keyword():
