@@ -67,6 +67,15 @@ class RunResult:
         return self.summary.get("stopped")
 
 
+class _DefaultTransport(str):
+    """``vfl.run``'s default ``"inprocess"``, told apart (``is``) from one a caller passes: only the
+    default warns or yields to a cluster address; an explicit ``"inprocess"`` is obeyed as given."""
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+
+INPROCESS_DEFAULT = _DefaultTransport("inprocess")
 _noted_transport: list[str] = []  # the in-process default is announced once per process
 
 
@@ -124,7 +133,7 @@ def validate(config: ConfigSource, **kwargs: Any) -> RunConfig:
     return cfg
 
 
-def run(config: ConfigSource, *, out_dir: str | Path | None = None, transport: str | None = "inprocess",
+def run(config: ConfigSource, *, out_dir: str | Path | None = None, transport: str | None = INPROCESS_DEFAULT,
         overrides: Overrides = (), address: str | None = None, progress: bool | None = None,
         note: str = "created by: vfl.run", on_epoch_end: EpochHook | None = None,
         on_step: StepHook | None = None) -> RunResult:
@@ -138,7 +147,7 @@ def run(config: ConfigSource, *, out_dir: str | Path | None = None, transport: s
     if isinstance(config, RunConfig) and not overrides and transport is None and address is None:
         cfg = config
     else:
-        if transport == "inprocess":
+        if transport is INPROCESS_DEFAULT:
             transport = _api_transport(config, overrides, address)
         cfg = resolve(config, overrides=overrides, transport=transport, address=address)
     progress, on_epoch_end = _display(progress, on_epoch_end)

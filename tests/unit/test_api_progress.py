@@ -88,6 +88,15 @@ def test_a_cluster_address_keeps_ray_as_the_cli_does():
     assert vfl.resolve("demo", transport=None, address="10.0.0.1:6379").transport.kind == "ray"
 
 
+def test_an_explicit_inprocess_is_obeyed_silently(monkeypatch, recwarn):
+    monkeypatch.setattr(vfl.api, "_noted_transport", [])
+    result = vfl.run("demo", overrides=TINY, transport="inprocess", progress=False)  # as `vfl sweep` tasks pass it
+    assert result.summary["transport"] == "inprocess" and not vfl.api._noted_transport
+    assert not [w for w in recwarn.list if "transport" in str(w.message)]
+    with pytest.raises(vfl.ConfigError):  # explicit in-process with a cluster address: refused, never rerouted
+        vfl.run("demo", overrides={**TINY, "transport.address": "10.0.0.1:6379"}, transport="inprocess")
+
+
 def test_every_vfl_run_option_has_its_api_keyword():
     run_parser = build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
     dests = {a.dest for a in run_parser._actions} - {"help", "config", "dry_run", "trust_code"}
