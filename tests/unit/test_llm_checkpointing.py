@@ -119,3 +119,26 @@ def test_docs_activation_formula(tmp_path):
         per_block = (_llama_saved(tmp_path, layers=4, checkpointing=checkpointing)
                      - _llama_saved(tmp_path, layers=2, checkpointing=checkpointing)) / 2 / tokens
         assert per_block == pytest.approx(4 * floats, rel=0.05), checkpointing
+
+
+@pytest.mark.parametrize(("family", "checkpointing", "micro_batch"), [
+    ("llama", False, 0), ("llama", True, 2), ("gpt2", False, 3), ("t5", True, 0), ("deberta_v2", False, 2)])
+def test_batched_vjps_equal_one_backward_per_piece(tmp_path, family, checkpointing, micro_batch):
+    """``is_grads_batched`` (one vmapped backward for the k pieces, the default) equals one backward each."""
+    path = _model_dir(tmp_path, family)
+    ids, lengths = _inputs(path)
+    batched = _server(path, family, checkpointing=checkpointing, micro_batch=micro_batch)
+    single = _server(path, family, checkpointing=checkpointing, micro_batch=micro_batch)
+    single.batched_vjp = False
+    assert batched.batched_vjp
+    adapter = _adapter(batched)
+    dim = batched.forward(ids, lengths, adapter).shape[1]
+    g_h = 0.01 * torch.randn(len(TEXTS), dim, generator=torch.Generator().manual_seed(2))
+    pieces, _ = split_gradient(g_h, m=3, std=0.3, noise=NoiseSource.seeded("test-batched", 3))
+    a, b = single.backprop_many(ids, lengths, adapter, pieces), batched.backprop_many(ids, lengths, adapter, pieces)
+    assert len(a) == len(b) == 3
+    scale = max(float(t.abs().max()) for ga in a for t in ga.values())
+    assert scale > 0
+    for ga, gb in zip(a, b, strict=True):
+        for name in ga:
+            torch.testing.assert_close(gb[name], ga[name], rtol=1e-5, atol=1e-6 * scale)

@@ -69,7 +69,8 @@ class LoraEncoder:
     test_llm_dtype.py). Cost: float32 weights during a backprop call (peak memory of an fp32 model)."""
 
     def __init__(self, encoder: nn.Module, spec: LoraSpec | None, *, pooling: str = "mean", device: str = "cpu",
-                 vjp_fp32: bool = True, micro_batch: int = 0, checkpointing: bool = False) -> None:
+                 vjp_fp32: bool = True, micro_batch: int = 0, checkpointing: bool = False,
+                 batched_vjp: bool = True) -> None:
         self.encoder = encoder.to(device)
         if checkpointing:  # params.gradient_checkpointing: blocks re-run in the backward (exact)
             checkpoint_blocks(self.encoder)
@@ -87,6 +88,7 @@ class LoraEncoder:
         self.pooling, self.device = pooling, device
         self.vjp_fp32 = vjp_fp32  # False: backprop in the weights' dtype (the inexact old behaviour; tests)
         self.micro_batch = micro_batch  # rows per forward/backward (0: the whole batch); exact either way
+        self.batched_vjp = batched_vjp  # k pieces' VJPs in one vmapped backward (False: one backward each)
         self.passes = 0  # forward passes run (the cost the shared forward of backprop_many saves)
 
     @property
@@ -160,8 +162,8 @@ class LoraEncoder:
                       pieces: torch.Tensor, types: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]]:
         """(∂h/∂θ)^T ĝ_j for each piece of ``pieces`` (k, B, d). Rows where a piece is zero contribute
         nothing (examples are independent in the encoder), so only the others are run: exact. Pieces
-        that touch the same rows (m >= 2) share one forward per micro-batch and take one backward
-        each; pieces on disjoint rows (m = B) run their own rows only (one example each)."""
+        that touch the same rows (m >= 2) share one forward and one batched backward per micro-batch
+        (``batched_vjp``); pieces on disjoint rows (m = B) run their own rows only (one example each)."""
         self.load(adapter)
         used = pieces.reshape(len(pieces), len(ids), -1).abs().sum(-1) > 0  # (k, B)
         out = [{n: torch.zeros(p.shape, device=p.device) for n, p in self.slots.items()} for _ in pieces]
@@ -176,7 +178,8 @@ class LoraEncoder:
     def _vjp(self, ids: torch.Tensor, lengths: torch.Tensor, rows: torch.Tensor, pieces: torch.Tensor,
              out: list[dict[str, torch.Tensor]], types: torch.Tensor | None = None) -> None:
         """Accumulate (∂h/∂θ)^T piece into ``out`` over ``rows``: per micro-batch, one forward (float32)
-        and one backward per piece."""
+        and, with ``batched_vjp``, one backward for all pieces (``is_grads_batched``: the k VJPs
+        vmapped over one graph), else one backward per piece."""
         slots = list(self.slots.values())
         for chunk in self._chunks(rows) if len(rows) else []:
             width = int(lengths[chunk].max())
@@ -184,8 +187,14 @@ class LoraEncoder:
                 h = self.activations(ids[chunk, :width], lengths[chunk],
                                      None if types is None else types[chunk, :width])
                 self.passes += 1
-                for j, piece in enumerate(pieces):
-                    cotangent = piece[chunk].to(device=h.device, dtype=h.dtype)  # the server's device, not the wire's
+                cotangents = pieces[:, chunk].to(device=h.device, dtype=h.dtype)  # the server's device, not the wire's
+                if self.batched_vjp and len(pieces) > 1:  # batched VJPs: one backward for the k pieces
+                    batched = torch.autograd.grad(h, slots, grad_outputs=cotangents, is_grads_batched=True)
+                    for name, t in zip(self.slots, batched, strict=True):
+                        for j in range(len(pieces)):
+                            out[j][name] += t[j]
+                    continue
+                for j, cotangent in enumerate(cotangents):
                     grads = torch.autograd.grad(h, slots, grad_outputs=cotangent, retain_graph=j < len(pieces) - 1)
                     for name, t in zip(self.slots, grads, strict=True):
                         out[j][name] += t
