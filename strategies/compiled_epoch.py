@@ -1,8 +1,7 @@
 """The vertical training loop over a Ray Compiled Graph (``transport.compiled_graph``).
 
-Every step of a vertical round is the same hop chain, the round's ``RoundPlan``
-(``parties/round_plan.py``): parties -> server (-> parties -> server per secure-aggregation
-exchange) -> parties. Compiled once (``vfl.transport.ray_chain``), a step is
+Every step of a vertical round is the same hop chain: parties -> server (-> parties -> server per
+secure-aggregation unmask hop) -> parties. Compiled once (``vfl.transport.ray_chain``), a step is
 one write and one read of shared-memory channels instead of a task per hop; the hosts run the
 same ``deliver_piped`` and log the same outbox rows, so messages, bytes and results equal the
 task path's (``tests/integration/test_compiled_graph.py``). The driver waits for every step (the
@@ -12,11 +11,9 @@ next step's input is this step's output), and a failure is a PartyFailure for th
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from parties.round_plan import RoundPlan, plan_for_hops
-from strategies.compiled_auto import TASK, PathChoice
+from strategies.compiled_auto import TASK, LazyChain, PathChoice
 from vfl.errors import ProtocolError
 from vfl.grid import Grid
 from vfl.message import Wire, round_tag
@@ -26,10 +23,9 @@ from vfl.strategy import Progress
 MIN_AUTO_STEPS = 2000  # compiled_graph: auto (the default) probes runs with at least this many training steps
 
 
-def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, steps: int, plan: RoundPlan | None = None,
-                   unmask_hops: int = 0, choice: PathChoice | None = None) -> Any:
-    """The chain for one training step (the hops of ``plan``; ``unmask_hops`` names the training
-    plan with that many SecAgg exchanges), or None where the task path is used: ``off``, the
+def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, unmask_hops: int, steps: int,
+                   choice: PathChoice | None = None) -> Any:
+    """The chain for one training step, or None where the task path is used: ``off``, the
     in-process transport, ``on_dropout: skip-party``, ``auto`` on a run shorter than
     ``MIN_AUTO_STEPS`` steps (compiling costs seconds once: a proxy actor is started), or ``auto``
     once ``choice`` (``strategies.compiled_auto``) measured the task path faster."""
@@ -44,15 +40,12 @@ def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, steps: int, plan:
         return None
     if choice is not None and choice.chosen == TASK:
         return None
-    plan = plan if plan is not None else plan_for_hops(unmask_hops)
-    hops = plan.targets(server=server, parties=tuple(grid.party_groups))
-    t0 = time.perf_counter()
-    chain = grid.chain(hops)
-    if chain is None and choice is not None:
-        choice.decide_without_probe(TASK, "no compiled graph on this transport")
-    elif choice is not None and choice.compile_s is None:
-        choice.compile_s = time.perf_counter() - t0
-    return chain
+    parties = tuple(grid.party_groups)
+    hops = [(server,)] + [parties, (server,)] * unmask_hops + [parties]
+    if choice is None:
+        return grid.chain(hops)
+    chain = LazyChain(grid, hops, choice)  # while probing: compiled after the task blocks
+    return chain if choice.chosen is None else chain.build()
 
 
 def train_epoch_compiled(grid: Grid, chain: Any, *, start: Wire, epoch: int, steps: int, sync_every: int,

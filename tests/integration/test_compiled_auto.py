@@ -1,6 +1,7 @@
 """``transport.compiled_graph: auto`` times both paths on the run's own steps and keeps the faster:
 whichever it keeps (forced here through the margin), losses, parameters, bytes and epsilon equal
-the task path's bit for bit; the probe's plan and decision rule; the choice in the summary."""
+the task path's bit for bit; the probe's plan (tasks first, then the graph) and decision rule; the
+choice in the summary."""
 
 from __future__ import annotations
 
@@ -18,36 +19,47 @@ from tests.integration.test_compiled_graph import LEDGER_KEYS, _cfg, _params, _S
 N, B = 240, 50  # 5 steps per epoch, 2 epochs
 
 
-def test_the_probe_alternates_warm_then_timed_blocks_and_keeps_compiled_only_past_the_margin():
-    choice = PathChoice(rounds=2, block=4, warm=2)
+def _probe(choice: PathChoice, ms: dict[str, float]) -> list[tuple[str, int, bool]]:
+    """Drive ``choice`` to a decision with ``ms`` per step per path; the blocks it asked for."""
     seen = []
-    ms = {TASK: 10.0, COMPILED: 9.9}  # 1 % faster: within the margin, the task path is kept
     while choice.chosen is None:
         path, n, timed = choice.next_block()
         seen.append((path, n, timed))
         choice.record(path, n, ms[path] * n / 1e3, planned=n, timed=timed)
-    assert seen == [(TASK, 2, False), (COMPILED, 2, False)] + [(TASK, 4, True), (COMPILED, 4, True)] * 2
+    return seen
+
+
+def test_the_probe_times_tasks_first_then_the_graph_and_keeps_it_only_past_the_margin():
+    choice = PathChoice(rounds=2, block=4, warm=2)
+    seen = _probe(choice, {TASK: 10.0, COMPILED: 9.9})  # 1 % faster: within the margin, tasks kept
+    assert seen == [(TASK, 2, False), (TASK, 4, True), (TASK, 4, True),  # no graph alive while tasks are timed
+                    (COMPILED, 2, False), (COMPILED, 4, True), (COMPILED, 4, True)]
     assert choice.chosen == TASK and choice.blocks == {TASK: [10.0, 10.0], COMPILED: [9.9, 9.9]}
-    fast = PathChoice(rounds=1, block=4, warm=1)
-    for path, secs in ((TASK, 1.0), (COMPILED, 1.0), (TASK, 0.040), (COMPILED, 0.020)):
-        n = fast.next_block()[1]
-        fast.record(path, n, secs, planned=n, timed=n == 4)
+    fast = PathChoice(rounds=2, block=4, warm=1)
+    _probe(fast, {TASK: 10.0, COMPILED: 8.0})
     out = fast.summary()["compiled_graph_choice"]
-    assert (out["chosen"], out["task_ms"], out["compiled_ms"]) == (COMPILED, 10.0, 5.0)
-    assert out["reason"].startswith("measured")
+    assert (out["chosen"], out["task_ms"], out["compiled_ms"]) == (COMPILED, 10.0, 8.0)
+    assert out["reason"].startswith("measured") and out["reason"].endswith("(2+2 timed blocks)")
 
 
-def test_a_warm_block_cut_by_the_epoch_end_resumes_and_a_short_timed_tail_is_not_timed():
+def test_a_decisive_first_compiled_block_ends_the_probe_early():
+    for ratio, chosen, compiled_blocks in ((2.5, TASK, 1), (0.4, COMPILED, 1), (1.5, TASK, 3)):
+        choice = PathChoice(rounds=3, block=4, warm=1)
+        seen = _probe(choice, {TASK: 10.0, COMPILED: 10.0 * ratio})
+        assert choice.chosen == chosen and sum(p == COMPILED and t for p, _, t in seen) == compiled_blocks, ratio
+
+
+def test_a_block_cut_by_the_epoch_end_goes_on_in_the_next_epoch_with_its_times_summed():
     choice = PathChoice(rounds=1, block=4, warm=3)
     path, n, timed = choice.next_block()
     choice.record(path, 1, 0.5, planned=n, timed=timed)  # the epoch ended after 1 of 3 warm steps
     assert choice.next_block() == (TASK, 2, False)
     choice.record(TASK, 2, 0.5, planned=2, timed=False)
-    choice.record(COMPILED, 3, 0.5, planned=3, timed=False)
-    choice.record(TASK, 1, 0.001, planned=4, timed=True)  # 1 of 4 timed steps: too short to count
-    assert choice.blocks[TASK] == [] and choice.next_block() == (COMPILED, 4, True)
-    choice.record(COMPILED, 4, 0.004, planned=4, timed=True)
-    assert choice.chosen == TASK and "too few" in choice.reason  # nothing timed for tasks: keep them
+    choice.record(TASK, 1, 0.010, planned=4, timed=True)  # 1 of 4 timed steps, then the epoch ends
+    assert choice.blocks[TASK] == [] and choice.next_block() == (TASK, 3, True)
+    choice.record(TASK, 3, 0.050, planned=3, timed=True)
+    assert choice.blocks[TASK] == [pytest.approx(15.0)]  # 60 ms over 4 steps
+    assert choice.next_block() == (COMPILED, 3, False)
 
 
 def _auto_run(monkeypatch: pytest.MonkeyPatch, margin: float) -> tuple[Any, ...]:
@@ -70,8 +82,8 @@ def test_auto_equals_the_task_path_whichever_path_it_keeps(ray_local, monkeypatc
 
     ref_s, ref_h, ref_states = run_with_states(_cfg("npq+secagg", {}, compiled="off", max_actors=2), num_train=N,
                                                transport=RayTransport())
-    # probe: task warm 2, compiled warm 2, task 1 (epoch 0 ends), compiled 2, then the kept path
-    for margin, chosen, runs in ((-100.0, COMPILED, 2 + 2 + 3), (0.999, TASK, 2 + 2)):
+    # probe: task warm 2, task 2, compiled warm 1 (epoch 0 ends) + 1, compiled 2, then 2 on the kept path
+    for margin, chosen, runs in ((-100.0, COMPILED, 1 + 1 + 2 + 2), (0.999, TASK, 1 + 1 + 2)):
         s, h, states, spied = _auto_run(monkeypatch, margin)
         choice = s["compiled_graph_choice"]
         assert choice["chosen"] == chosen and spied == runs, (choice, spied)
@@ -97,5 +109,6 @@ def test_auto_without_a_graph_or_on_a_short_run_reports_the_task_path():
     assert compiled_epoch.compiled_chain(G(), cfg, server="s", unmask_hops=0, steps=5, choice=choice) is None
     assert (choice.chosen, choice.reason) == (TASK, f"short run: < {compiled_epoch.MIN_AUTO_STEPS} training steps")
     choice = PathChoice()
-    assert compiled_epoch.compiled_chain(G(), cfg, server="s", unmask_hops=0, steps=10**6, choice=choice) is None
+    lazy = compiled_epoch.compiled_chain(G(), cfg, server="s", unmask_hops=0, steps=10**6, choice=choice)
+    assert choice.chosen is None and lazy.build() is None  # built when the probe first needs it
     assert (choice.chosen, choice.reason) == (TASK, "no compiled graph on this transport")
