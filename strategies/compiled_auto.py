@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from parties.round_plan import RoundPlan
 from strategies.dropout import Dropouts
+from strategies.round_loop import task_step
 from vfl.grid import Grid
 from vfl.message import Wire, round_tag
 from vfl.strategy import Progress
@@ -138,7 +140,7 @@ class LazyChain:
 
 
 def train_epoch_probing(grid: Grid, chain: Any, choice: PathChoice, guard: Dropouts, *, start: Wire, epoch: int,
-                        steps: int, server: str, unmask_hops: int, timeout_s: float, progress: Progress,
+                        steps: int, server: str, plan: RoundPlan, timeout_s: float, progress: Progress,
                         clock: Callable[[], float] = time.perf_counter) -> None:
     """One epoch while ``auto`` is still probing (and the rest of it once decided): blocks of
     steps over the task path or the chain, each fed the parties' replies of the block before."""
@@ -157,7 +159,7 @@ def train_epoch_probing(grid: Grid, chain: Any, choice: PathChoice, guard: Dropo
             for s in range(step, step + n):
                 wires = chain.run(wires, round=round_tag(epoch, s), timeout_s=timeout_s)
         else:
-            wires = _task_block(grid, guard, wires, first=step, n=n, server=server, unmask_hops=unmask_hops)
+            wires = _task_block(grid, guard, wires, first=step, n=n, server=server, plan=plan)
         seconds = clock() - t0
         if choice.chosen is None:
             choice.record(path, n, seconds, planned=planned, timed=timed)
@@ -173,17 +175,13 @@ def train_epoch_probing(grid: Grid, chain: Any, choice: PathChoice, guard: Dropo
 
 
 def _task_block(grid: Grid, guard: Dropouts, wires: list[Wire], *, first: int, n: int, server: str,
-                unmask_hops: int) -> list[Wire]:
-    """Steps ``first .. first+n-1`` hop by hop (the task path's pipelined loop), synced at the end;
-    returns the parties' replies of the last step."""
+                plan: RoundPlan) -> list[Wire]:
+    """Steps ``first .. first+n-1`` hop by hop (the task path's pipelined loop, ``task_step``),
+    synced at the end; returns the parties' replies of the last step."""
     parts: list[Any] = [wires]
     ups: dict[str, Any] = {}
     for step in range(first, first + n):
-        downs = guard.hop(step, grid.submit(parts, to=[server]))
-        for _ in range(unmask_hops):
-            ups = guard.hop(step, grid.submit(list(downs.values()), to=grid.party_groups))
-            downs = guard.hop(step, grid.submit(list(ups.values()), to=[server]))
-        ups = guard.hop(step + 1, grid.submit(list(downs.values()), to=grid.party_groups))
+        ups = task_step(grid, guard, parts, step=step, plan=plan, server=server)
         parts = list(ups.values())
     _, _, left = guard.sync(ups, step=first + n - 1)  # on_dropout: fail (auto never probes skip-party)
     return left

@@ -1,7 +1,8 @@
 """The vertical training loop over a Ray Compiled Graph (``transport.compiled_graph``).
 
-Every step of a vertical round is the same hop chain: parties -> server (-> parties -> server per
-secure-aggregation unmask hop) -> parties. Compiled once (``vfl.transport.ray_chain``), a step is
+Every step of a vertical round is the same hop chain, the round's ``RoundPlan``
+(``parties/round_plan.py``): parties -> server (-> parties -> server per secure-aggregation
+exchange) -> parties. Compiled once (``vfl.transport.ray_chain``), a step is
 one write and one read of shared-memory channels instead of a task per hop; the hosts run the
 same ``deliver_piped`` and log the same outbox rows, so messages, bytes and results equal the
 task path's (``tests/integration/test_compiled_graph.py``). The driver waits for every step (the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from parties.round_plan import RoundPlan, plan_for_hops
 from strategies.compiled_auto import TASK, LazyChain, PathChoice
 from vfl.errors import ProtocolError
 from vfl.grid import Grid
@@ -23,9 +25,10 @@ from vfl.strategy import Progress
 MIN_AUTO_STEPS = 2000  # compiled_graph: auto (the default) probes runs with at least this many training steps
 
 
-def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, unmask_hops: int, steps: int,
-                   choice: PathChoice | None = None) -> Any:
-    """The chain for one training step, or None where the task path is used: ``off``, the
+def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, steps: int, plan: RoundPlan | None = None,
+                   unmask_hops: int = 0, choice: PathChoice | None = None) -> Any:
+    """The chain for one training step (the hops of ``plan``; ``unmask_hops`` names the training
+    plan with that many SecAgg exchanges), or None where the task path is used: ``off``, the
     in-process transport, ``on_dropout: skip-party``, ``auto`` on a run shorter than
     ``MIN_AUTO_STEPS`` steps (compiling costs seconds once: a proxy actor is started), or ``auto``
     once ``choice`` (``strategies.compiled_auto``) measured the task path faster."""
@@ -40,8 +43,8 @@ def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, unmask_hops: int,
         return None
     if choice is not None and choice.chosen == TASK:
         return None
-    parties = tuple(grid.party_groups)
-    hops = [(server,)] + [parties, (server,)] * unmask_hops + [parties]
+    plan = plan if plan is not None else plan_for_hops(unmask_hops)
+    hops = plan.targets(server=server, parties=tuple(grid.party_groups))
     if choice is None:
         return grid.chain(hops)
     chain = LazyChain(grid, hops, choice)  # while probing: compiled after the task blocks
