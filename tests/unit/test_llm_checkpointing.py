@@ -142,3 +142,12 @@ def test_batched_vjps_equal_one_backward_per_piece(tmp_path, family, checkpointi
     for ga, gb in zip(a, b, strict=True):
         for name in ga:
             torch.testing.assert_close(gb[name], ga[name], rtol=1e-5, atol=1e-6 * scale)
+
+
+def test_server_passes_benchmark_runs():
+    """``simulations.benchmarks.llm_server_passes`` (the docs' numbers) runs and sees the saving."""
+    from simulations.benchmarks.llm_server_passes import measure
+
+    rows = measure(hidden=32, blocks=2, batch=2, width=8, pieces=2, rank=2, repeats=1)
+    by = {(r["checkpointing"], r["batched_vjp"]): r["saved_bytes"] for r in rows}
+    assert len(by) == 4 and by[True, True] == by[True, False] < by[False, True] == by[False, False]
