@@ -153,3 +153,55 @@ def test_undrawn_examples_send_zero_gradient_rows_and_drawn_ones_do_not():
     drawn = server.train_labels()[server.schedule.train_ids(0, 0)] != UNDRAWN
     assert 0 < drawn.sum() < len(drawn)
     assert (np.abs(grad[~drawn]).max(1) == 0).all() and (np.abs(grad[drawn]).max(1) > 0).all()
+
+
+def test_the_stage_split_is_label_blind_and_drawn_from_the_crypto_source():
+    """Two servers from one config (same seed) split differently (crypto coins, not the seed), and every
+    class lands in stage 1 at the first_stage rate (the split never looks at the label)."""
+    a, b = _server(first_stage=0.5).train_labels(), _server(first_stage=0.5).train_labels()
+    assert not np.array_equal(a != UNDRAWN, b != UNDRAWN)
+    y = _server(first_stage=0.5).labels.y_train
+    for c in range(10):
+        share = float(np.mean(a[y == c] != UNDRAWN))
+        assert abs(share - 0.5) < _z(0.5, int((y == c).sum())), (c, share)
+
+
+def test_the_stage_two_prior_is_the_heads_prediction_and_ignores_the_label_it_randomizes():
+    """Audit of Alg. 3's prior: each stage-2 draw gets softmax(head(fused row)) of that example, and
+    changing the true labels of the stage-2 examples changes no prior (only the features speak)."""
+    import copy
+    import dataclasses
+
+    import torch
+
+    server = _server(first_stage=0.3, stage_epoch=1)
+    undrawn = server.train_labels() == UNDRAWN
+    twin = _server(first_stage=0.3, stage_epoch=1)
+    twin.load_state(state_from_bytes(state_to_bytes(server.state())))  # same head, optimizer and stage-1 draws
+    twin.data_guard.expect(None)  # on purpose: the twin holds other labels for the same features
+    other = twin.labels.y_train.copy()
+    other[undrawn] = (other[undrawn] + 1) % 10
+    twin.labels = dataclasses.replace(twin.labels, y_train=other)  # a copy: the loaded dataset is shared
+    assert np.array_equal(twin.train_labels(), server.train_labels())
+    assert not np.array_equal(twin.labels.y_train, server.labels.y_train)
+    seen: dict[str, list[np.ndarray]] = {"server": [], "twin": []}
+    for name, node in (("server", server), ("twin", twin)):
+        d = node.defenses[0]
+
+        def spy(y, *, prior, noise, _draw=d.draw_staged, _out=seen[name]):
+            _out.append(prior)
+            return _draw(y, prior=prior, noise=noise)
+
+        d.draw_staged = spy
+    for step in range(3):
+        head = copy.deepcopy(server.head).eval()
+        rng = np.random.default_rng(step)  # the same embeddings _step sends (fusion = sum)
+        rows = len(server.schedule.train_ids(0, step))
+        fused = sum(rng.normal(size=(rows, P)).astype(np.float32) for _ in range(M))
+        ids = server.schedule.train_ids(0, step)
+        with torch.no_grad():
+            want = torch.softmax(head(torch.as_tensor(fused)[torch.as_tensor(undrawn[ids])]), 1).double().numpy()
+        _step(server, 0, step)
+        _step(twin, 0, step)
+        np.testing.assert_allclose(seen["server"][-1], want, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(seen["twin"][-1], seen["server"][-1], rtol=0, atol=0)
