@@ -151,3 +151,29 @@ def test_server_passes_benchmark_runs():
     rows = measure(hidden=32, blocks=2, batch=2, width=8, pieces=2, rank=2, repeats=1)
     by = {(r["checkpointing"], r["batched_vjp"]): r["saved_bytes"] for r in rows}
     assert len(by) == 4 and by[True, True] == by[True, False] < by[False, True] == by[False, False]
+
+
+def test_batched_vjps_fall_back_to_one_backward_per_piece(tmp_path, monkeypatch):
+    """An op without a vmap rule on the server's device (as a GPU kernel may lack): the batched backward
+    raises, the server warns once, re-runs the forward and answers with one backward per piece."""
+    path = _model_dir(tmp_path, "llama")
+    ids, lengths = _inputs(path)
+    server, reference = _server(path, "llama", checkpointing=True), _server(path, "llama", checkpointing=True)
+    reference.batched_vjp = False
+    adapter = _adapter(server)
+    pieces, _ = split_gradient(0.01 * torch.randn(len(TEXTS), 32, generator=torch.Generator().manual_seed(3)),
+                               m=2, std=0.3, noise=NoiseSource.seeded("test-fallback", 2))
+    grad = torch.autograd.grad
+
+    def no_vmap(*args, **kwargs):
+        if kwargs.get("is_grads_batched"):
+            raise RuntimeError("Batching rule not implemented for aten::some_kernel")
+        return grad(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd, "grad", no_vmap)
+    with pytest.warns(RuntimeWarning, match="batched VJPs failed"):
+        got = server.backprop_many(ids, lengths, adapter, pieces)
+    assert not server.batched_vjp
+    for ga, gb in zip(reference.backprop_many(ids, lengths, adapter, pieces), got, strict=True):
+        for name in ga:
+            torch.testing.assert_close(gb[name], ga[name])

@@ -15,6 +15,7 @@ last real token's state (``pooling="last"``).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -189,11 +190,20 @@ class LoraEncoder:
                 self.passes += 1
                 cotangents = pieces[:, chunk].to(device=h.device, dtype=h.dtype)  # the server's device, not the wire's
                 if self.batched_vjp and len(pieces) > 1:  # batched VJPs: one backward for the k pieces
-                    batched = torch.autograd.grad(h, slots, grad_outputs=cotangents, is_grads_batched=True)
-                    for name, t in zip(self.slots, batched, strict=True):
-                        for j in range(len(pieces)):
-                            out[j][name] += t[j]
-                    continue
+                    try:
+                        batched = torch.autograd.grad(h, slots, grad_outputs=cotangents, is_grads_batched=True)
+                    except RuntimeError as e:  # an op without a vmap rule here: one backward per piece from now on
+                        warnings.warn(f"batched VJPs failed on {self.device} ({str(e)[:160]}); "
+                                      "one backward per piece from now on", RuntimeWarning, stacklevel=2)
+                        self.batched_vjp = False
+                        h = self.activations(ids[chunk, :width], lengths[chunk],  # that backward freed the graph
+                                             None if types is None else types[chunk, :width])
+                        self.passes += 1
+                    else:
+                        for name, t in zip(self.slots, batched, strict=True):
+                            for j in range(len(pieces)):
+                                out[j][name] += t[j]
+                        continue
                 for j, cotangent in enumerate(cotangents):
                     grads = torch.autograd.grad(h, slots, grad_outputs=cotangent, retain_graph=j < len(pieces) - 1)
                     for name, t in zip(self.slots, grads, strict=True):
