@@ -34,3 +34,13 @@ def test_p3eft_runs_with_checkpointing_in_bf16(llama_dir, tmp_path):
 def test_non_boolean_is_refused(llama_dir, tmp_path):
     with pytest.raises(ConfigError, match="gradient_checkpointing"):
         run("p3eft", llama_dir, tmp_path, gradient_checkpointing="yes")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_p3eft_with_checkpointing_on_cuda(llama_dir, tmp_path):
+    """The checkpointed, micro-batched, batched-VJP model server on a GPU in bf16 (float32 VJPs)."""
+    from tests.e2e.test_llm_gpu import _run  # train.device: cuda, params.dtype: bf16
+
+    s = _run("p3eft", llama_dir, tmp_path, alpha=1.0, leak_window=16, gradient_checkpointing=True, micro_batch=8)
+    assert s["bytes_by_kind"]["train.backprop"]["messages"] == 2 * 2 * 2
