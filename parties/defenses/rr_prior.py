@@ -30,9 +30,11 @@ EXCLUSIVE = ("label_rr", "label_gp", "marvell", "cae", "dcae")  # also read or r
 @dataclass(frozen=True)
 class LabelRRPriorParams:
     epsilon: float = param(1.0, gt=0, le=50, help="label-DP epsilon of every label's one RRWithPrior draw")
-    first_stage: float = param(0.3, gt=0, lt=1, help="fraction of training examples drawn before training with a "
+    # defaults measured on digits-5p/npq, 5 epochs, eps = 1 (docs/attacks.md section 7): a short run's
+    # stage-1 head is a weak prior, so most labels go to stage 1 and the head trains 3 epochs on them first
+    first_stage: float = param(0.8, gt=0, lt=1, help="fraction of training examples drawn before training with a "
                                "uniform prior (stage 1); the rest wait for the stage-1 model as their prior")
-    stage_epoch: int = param(2, ge=1, le=100_000, help="first epoch that trains on the stage-2 labels (drawn "
+    stage_epoch: int = param(3, ge=1, le=100_000, help="first epoch that trains on the stage-2 labels (drawn "
                              "during epoch stage_epoch - 1 from the head's predictions); < train.epochs")
 
 

@@ -143,7 +143,7 @@ def test_refusals_name_the_entry_and_the_reason():
                                           r"also draws"):
         load_run_config({"strategy": "pbm", "defenses": [{"kind": "label_rr"}, {"kind": "label_rr_prior"}]})
     cfg = load_run_config({"strategy": "ldp", "defenses": [{"kind": "label_rr_prior"}]})
-    assert cfg.defenses[0] == {"kind": "label_rr_prior", "epsilon": 1.0, "first_stage": 0.3, "stage_epoch": 2}
+    assert cfg.defenses[0] == {"kind": "label_rr_prior", "epsilon": 1.0, "first_stage": 0.8, "stage_epoch": 3}
 
 
 def test_undrawn_examples_send_zero_gradient_rows_and_drawn_ones_do_not():
