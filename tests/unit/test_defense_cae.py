@@ -38,7 +38,9 @@ def test_entropy_of_the_confused_labels_grows_with_lambda():
 
 def test_the_autoencoder_sees_no_data_and_is_the_same_every_time():
     a, b = train_autoencoder(5, lam=0.01, alpha=2.0), train_autoencoder(5, lam=0.01, alpha=2.0)
-    for x, y in zip(a[0].parameters(), b[0].parameters(), strict=True):
+    pairs = list(zip(a[0].parameters(), b[0].parameters(), strict=True))
+    assert pairs  # the encoder has parameters to compare
+    for x, y in pairs:
         assert torch.equal(x, y)  # a restart rebuilds the same confusion (nothing to checkpoint)
 
 
