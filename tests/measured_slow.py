@@ -4,7 +4,8 @@ stays under a minute on a quiet 2-core machine.
 Measured once with ``pytest -q -m "not gpu and not ray and not slow" --durations=60 -p no:cacheprovider``
 on the shared 2-core machine (times ~3x a quiet one): 1282 tests in 505 s, of which these 59 (every
 test at >= 1.87 s there, setup included) took 352 s. A second pass on a quiet machine (the lane
-still took 86 s) added every test >= 0.49 s there: the lane then ran 1186 tests in 50.6 s. ``tests/conftest.py`` adds the mark;
+still took 86 s) added every test >= 0.49 s there: the lane then ran 1186 tests in 50.6 s. A third pass after the lane grew to 1403 tests in 79 s marked every
+new test >= 0.40 s (43 tests, 36 s). ``tests/conftest.py`` adds the mark;
 the tests themselves stay
 as they are and still run in the full suite (``make test``). Seconds measured there, per node id:
 """
@@ -117,4 +118,48 @@ MEASURED_SLOW: dict[str, float] = {
     "tests/e2e/test_sweep_lock.py::test_the_control_a_free_directory_sweeps_and_resumes": 0.49,
     "tests/integration/test_release_ledger.py::test_vfl_run_resume_lists_the_resume_and_charges_it": 0.49,
     "tests/e2e/test_configs.py::test_paper_config_runs_one_epoch_on_real_format_fixtures[phishing-10p]": 0.49,
+    # third pass (2026-11-24, load ~1.5): the lane had grown to 1403 tests in 79 s; every new test >= 0.40 s
+    "tests/unit/test_sap_aia.py::test_sap_reports_the_attackers_reading_the_length_baseline_and_intervals": 4.92,
+    "tests/e2e/test_llm_checkpointing_run.py::test_p3eft_runs_with_checkpointing_in_bf16": 2.73,
+    "tests/unit/test_llm_dp.py::test_tiny_runs_train_by_dp_sgd_and_report_epsilon[p3eft-extra2]": 2.44,
+    "tests/contract/test_all_strategies.py::test_two_epochs_inprocess_ledger_is_the_sum_of_the_wires[p3eft]": 2.01,
+    "tests/contract/test_all_strategies.py::test_two_epochs_inprocess_ledger_is_the_sum_of_the_wires[ldp]": 1.98,
+    "tests/e2e/test_llm_checkpointing_run.py::test_split_lora_with_checkpointing_equals_the_plain_run": 1.77,
+    "tests/unit/test_p3eft_theta_attack.py::test_least_squares_recovers_g_h_and_labels_from_one_sgd_step": 1.74,
+    "tests/e2e/test_bad_party_files.py::test_zero_padded_ids_in_one_party_meet_plain_ids_in_another": 0.86,
+    "tests/e2e/test_resume_rules.py::test_unsafe_override_is_refused_before_anything_is_written[model.embed_dim=32-model.embed_dim-cannot change on resume (run has 16, got 32)]": 0.85,
+    "tests/unit/test_import_graph.py::test_vfl_never_imports_the_layers_above": 0.78,
+    "tests/unit/test_secagg_split_views.py::test_no_split_of_views_or_share_requests_determines_an_input_in_the_default_mode": 0.77,
+    "tests/unit/test_attacks_vflair.py::test_grn_recovers_victim_features_from_predictions_and_not_from_shuffled_ones": 0.74,
+    "tests/unit/test_llm_dp.py::test_tiny_runs_train_by_dp_sgd_and_report_epsilon[split-lora-extra0]": 0.69,
+    "tests/integration/test_party_batch.py::test_parties_with_different_hyperparameters_step_one_by_one": 0.65,
+    "tests/e2e/test_decoder_llm.py::test_p3eft_family_runs_with_a_decoder[split-lora-params1]": 0.63,
+    "tests/integration/test_release_ledger.py::test_server_averaging_the_repeats_gains_and_the_old_restore_hid_it": 0.6,
+    "tests/unit/test_llm_families.py::test_p3eft_step_through_the_model_server_trains[targets0-opt]": 0.51,
+    "tests/unit/test_tracking.py::test_a_list_of_trackers_and_the_callbacks": 0.51,
+    "tests/integration/test_test_hooks.py::test_plain_inputs_are_kept_only_by_a_test_driver_that_opts_in[vfl-run]": 0.51,
+    "tests/unit/test_sap_aia.py::test_contributing_tokens_are_released_exact_by_default[None]": 0.51,
+    "tests/e2e/test_tracker_extras.py::test_tensorboard_scalars_per_epoch_and_the_config": 0.5,
+    "tests/e2e/test_run_failures.py::test_privacy_budget_stop_does_not_suggest_resuming": 0.48,
+    "tests/unit/test_attacks_label_reconstruction.py::test_decoder_inverts_a_noisy_linear_embedding_and_not_pure_noise": 0.48,
+    "tests/integration/test_psi_alignment.py::test_without_a_split_column_the_intersection_gets_a_uniform_split_of_fixed_size": 0.47,
+    "tests/unit/test_sap_aia.py::test_the_mlp_probe_learns_nothing_where_there_is_nothing": 0.47,
+    "tests/e2e/test_no_half_made_run.py::test_an_existing_empty_directory_is_emptied_not_removed": 0.46,
+    "tests/e2e/test_configs.py::test_paper_config_runs_one_epoch_on_real_format_fixtures[phishing-5p]": 0.46,
+    "tests/e2e/test_resume_rules.py::test_safe_overrides_are_kept_in_the_config_history": 0.45,
+    "tests/unit/test_sap_aia.py::test_contributing_tokens_are_released_exact_by_default[0.1]": 0.44,
+    "tests/unit/test_chain_errors.py::test_the_failure_of_a_compiled_step_frees_what_the_read_held[timeout]": 0.44,
+    "tests/e2e/test_no_half_made_run.py::test_a_run_that_committed_an_epoch_keeps_its_directory": 0.44,
+    "tests/unit/test_defense_cae.py::test_entropy_of_the_confused_labels_grows_with_lambda": 0.44,
+    "tests/e2e/test_decoder_llm.py::test_cli_runs_a_bundled_config_on_a_decoder_by_setting_model_dir": 0.42,
+    "tests/unit/test_chain_errors.py::test_the_failure_of_a_compiled_step_frees_what_the_read_held[get-timeout]": 0.42,
+    "tests/integration/test_resume_data_digest.py::test_the_control_unchanged_files_resume": 0.42,
+    "tests/integration/test_psi_split_privacy.py::test_a_resumed_run_trains_on_the_split_it_started_with[control-not-kept]": 0.41,
+    "tests/integration/test_psi_split_privacy.py::test_a_resumed_run_trains_on_the_split_it_started_with[split-in-checkpoint]": 0.41,
+    "tests/unit/test_chain_errors.py::test_the_failure_of_a_compiled_step_frees_what_the_read_held[channel-closed]": 0.41,
+    "tests/contract/test_all_strategies.py::test_two_epochs_inprocess_ledger_is_the_sum_of_the_wires[pslf]": 0.41,
+    "tests/integration/test_resume_data_digest.py::test_a_resume_on_changed_per_party_files_is_refused_naming_the_node[negate_party1_features-party1: its data changed since the checkpoint]": 0.41,
+    "tests/integration/test_resume_data_digest.py::test_a_resume_on_changed_per_party_files_is_refused_naming_the_node[flip_labels-server: its data changed since the checkpoint]": 0.41,
+    "tests/e2e/test_decoder_llm.py::test_sap_runs_with_a_decoder[True]": 0.4,
+    "tests/e2e/test_observability.py::test_csv_tracking_mirrors_metrics_and_summary_records_versions": 0.4,
 }
