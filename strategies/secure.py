@@ -75,6 +75,15 @@ class SecureSumStrategy(VerticalStrategy):
     def k(self) -> int:
         """Bits per element on the wire (the integers' width; 2^k > the largest sum)."""
 
+    def epsilon_assumptions(self) -> list[str]:
+        """In ``semi-honest`` SecAgg the ε holds against a server that keeps the survivor protocol: one that tells
+        parties different survivor sets can learn sums of fewer parties (never one input; docs/secagg.md)."""
+        if not self.uses_secagg or self.secagg_mode != "semi-honest":
+            return []
+        return ["the server keeps the SecAgg survivor protocol (params.secagg_mode: semi-honest; a server that "
+                "tells parties different survivor sets can learn sums of >= max(t, 2) parties, never one input; "
+                "malicious detects it)"]
+
     @property
     def secagg_mode(self) -> str:
         """``semi-honest`` or ``malicious`` (``params.secagg_mode``)."""

@@ -331,7 +331,8 @@ class Engine:
         from vfl.privacy.noise_report import noise_fields
 
         summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None,
-                                    caveats=self.strategy.epsilon_caveats(), colluders=cfg.privacy.colluders))
+                                    caveats=self.strategy.epsilon_caveats(), colluders=cfg.privacy.colluders,
+                                    assumptions=self.strategy.epsilon_assumptions()))
         summary.update(self.recovery.summary())
         if self.stopped is not None:
             summary["stopped"] = self.stopped

@@ -105,6 +105,10 @@ class Strategy(ABC):
         """Strategy-specific keys for summary.json (formula bytes, leak metrics...)."""
         return {}
 
+    def epsilon_assumptions(self) -> list[str]:
+        """What else the printed ε assumes of the server (appended to ``epsilon_assumption``); none here."""
+        return []
+
     def epsilon_caveats(self) -> list[str]:
         """Why the ε this run prints is not exact in floating point (empty: it is); summary.json's
         ``epsilon_not_exact``, and ``epsilon_is_guarantee`` is false when any is given."""

@@ -37,4 +37,5 @@ def test_bottom_dp_float_noise_colluders_and_the_calibrated_target_are_honoured(
                  "privacy.target_epsilon=20", "privacy.bottom_dp={noise_multiplier: 1.0, max_grad_norm: 1.0}")
     assert s["epsilon"] <= 20.0 and s["epsilon"] == pytest.approx(20.0, rel=1e-3)
     assert s["epsilon_is_guarantee"] is False and any("bottom_dp" in c for c in s["epsilon_not_exact"])
-    assert s["epsilon_assumption"] == "server + up to 2 colluding parties"
+    assert s["epsilon_assumption"].startswith("server + up to 2 colluding parties; the server keeps the SecAgg "
+                                              "survivor protocol (params.secagg_mode: semi-honest")

@@ -72,6 +72,8 @@ def test_noise_fields_and_the_warning_line():
     caveat = noise_fields("crypto", accounted=True, caveats=["float noise"], colluders=2)
     assert caveat["epsilon_is_guarantee"] is False and caveat["epsilon_not_exact"] == ["float noise"]
     assert caveat["epsilon_assumption"] == "server + up to 2 colluding parties"
+    more = noise_fields("crypto", accounted=True, assumptions=["the server keeps X"])
+    assert more["epsilon_assumption"] == f"{alone}; the server keeps X"
     assert seeded_noise_warning({"noise_rng": "seeded", "epsilon": 3.0}) == SEEDED_WARNING
     assert seeded_noise_warning({"noise_rng": "seeded"}) is None  # nothing accounted: nothing to warn about
     assert seeded_noise_warning({"noise_rng": "crypto", "epsilon": 3.0}) is None
@@ -102,3 +104,19 @@ def test_gaussian_mod_noise_depends_on_the_mode():
 
     assert np.array_equal(send(NodeNoise("seeded", seed=7, node=1)), send(NodeNoise("seeded", seed=7, node=1)))
     assert not np.array_equal(send(NodeNoise("crypto", seed=7, node=1)), send(NodeNoise("crypto", seed=7, node=1)))
+
+
+def test_semi_honest_secagg_says_what_its_epsilon_assumes_of_the_server():
+    """The default SecAgg mode answers split survivor views (0 inputs open) but does not detect them: a lying
+    server can learn sums of fewer parties than the accountant counted, so the printed ε says it assumes the
+    survivor protocol is kept; malicious mode (detects the lie) and no SecAgg add nothing."""
+    from vfl.schema import load_run_config
+    from vfl.strategy import STRATEGIES
+
+    def assumptions(**params):
+        cfg = load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"b": 8, **params}})
+        return STRATEGIES.get("pbm")(cfg).epsilon_assumptions()
+
+    (line,) = assumptions()
+    assert "semi-honest" in line and "max(t, 2)" in line
+    assert assumptions(secagg_mode="malicious") == [] and assumptions(secagg=False) == []

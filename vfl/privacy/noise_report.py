@@ -24,13 +24,13 @@ def epsilon_assumption(colluders: int) -> str:
 
 
 def noise_fields(noise_rng: str, *, accounted: bool, caveats: Sequence[str] = (),
-                 colluders: int = 0) -> dict[str, Any]:
+                 colluders: int = 0, assumptions: Sequence[str] = ()) -> dict[str, Any]:
     """``noise_rng`` always; with an ε also ``epsilon_is_guarantee`` (crypto noise and no caveat),
     ``epsilon_assumption`` and, when some noise is not exact in floating point, ``epsilon_not_exact``."""
     out: dict[str, Any] = {"noise_rng": noise_rng}
     if accounted:
         out["epsilon_is_guarantee"] = noise_rng == "crypto" and not caveats
-        out["epsilon_assumption"] = epsilon_assumption(colluders)
+        out["epsilon_assumption"] = "; ".join([epsilon_assumption(colluders), *assumptions])
         if caveats:
             out["epsilon_not_exact"] = list(caveats)
     return out
