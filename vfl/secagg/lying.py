@@ -90,6 +90,15 @@ def _mask(clients: Mapping[int, SecAggClient], view: ServerView, k: int, seed: i
     return xs
 
 
+def _honest_round(*, num: int, threshold: int, mode: str, signed: bool, k: int, seed: int
+                  ) -> tuple[dict[int, SecAggClient], ServerView, dict[int, npt.NDArray[np.int64]]]:
+    """An honest set-up and masked round (clients, the server's view, the true inputs): where the lies start."""
+    clients, _ = _clients(num, threshold, mode, signed)
+    _honest_setup(clients)
+    view = _view(clients, threshold, k)
+    return clients, view, _mask(clients, view, k, seed)
+
+
 def _keep(view: ServerView, party: int, rv: Reveal, told: frozenset[int], legacy: SecAggClient | None) -> None:
     view.releases[(ROUND, party)] = (tuple(sorted(told)), rv.self_keys[NAME])
     if legacy is not None:  # the control: the old client revealed its raw round self key
@@ -151,10 +160,8 @@ def key_swap(
 def single_survivor(
     *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True, release: str = "view",
 ) -> Outcome:
-    clients, _ = _clients(num, threshold, mode, signed)
-    _honest_setup(clients)
-    view, detected = _view(clients, threshold, k), [False]
-    xs = _mask(clients, view, k, seed)
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    detected = [False]
     _ask(clients, view, {p: ([p], [q for q in clients if q != p]) for p in clients}, detected, release)
     return _opened(view, xs), detected[0]
 
@@ -163,10 +170,8 @@ def redeclared_dropout(
     *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
     release: str = "view",
 ) -> Outcome:
-    clients, _ = _clients(num, threshold, mode, signed)
-    _honest_setup(clients)
-    view, detected = _view(clients, threshold, k), [False]
-    xs = _mask(clients, view, k, seed)
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    detected = [False]
     _ask(clients, view, {p: (clients, []) for p in clients}, detected, release)
     rest = [p for p in clients if p != victim]
     _ask(clients, view, {p: (rest, [victim]) for p in rest}, detected, release)
@@ -177,10 +182,8 @@ def late_survivor(
     *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
     release: str = "view",
 ) -> Outcome:
-    clients, _ = _clients(num, threshold, mode, signed)
-    _honest_setup(clients)
-    view, detected = _view(clients, threshold, k), [False]
-    xs = _mask(clients, view, k, seed)
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    detected = [False]
     rest = [p for p in clients if p != victim]
     _ask(clients, view, {victim: (clients, []), **{p: (rest, [victim]) for p in rest}}, detected, release)
     return _opened(view, xs), detected[0]
@@ -190,10 +193,8 @@ def split_rebuild(
     *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
     release: str = "view",
 ) -> Outcome:
-    clients, _ = _clients(num, threshold, mode, signed)
-    _honest_setup(clients)
-    view, detected = _view(clients, threshold, k), [False]
-    xs = _mask(clients, view, k, seed)
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    detected = [False]
     peers = [p for p in clients if p != victim]
     holders, rest = peers[:threshold], peers[threshold:]
     _ask(clients, view, {victim: ([victim, *rest], holders), **{h: (clients, []) for h in holders},
