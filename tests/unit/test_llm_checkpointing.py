@@ -12,6 +12,7 @@ from parties.llm.common.backbone import load_encoder, load_tokenizer
 from parties.llm.common.lora import lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.private_backprop import split_gradient
+from simulations.benchmarks.llm_server_passes import saved_activation_bytes as saved_bytes
 from tests.tiny_lms import tiny_gpt2_dir, tiny_lm_dir
 from vfl.rng import NoiseSource
 
@@ -63,22 +64,6 @@ def test_checkpointed_server_equals_the_plain_one(tmp_path, family, dtype, micro
     for ga, gb in zip(a, b, strict=True):
         for name in ga:
             torch.testing.assert_close(gb[name], ga[name], rtol=1e-5, atol=1e-6 * scale)
-
-
-def saved_bytes(server: LoraEncoder, ids: torch.Tensor, lengths: torch.Tensor) -> int:
-    """Bytes the differentiable forward keeps for the backward (autograd's saved tensors, by storage)."""
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        if not t.is_floating_point() or t.requires_grad and t.is_leaf:  # parameters are not activations
-            return t
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        server.activations(ids, lengths)
-    frozen = {p.untyped_storage().data_ptr() for p in server.encoder.parameters()}
-    return sum(n for ptr, n in seen.items() if ptr not in frozen)
 
 
 def test_checkpointing_keeps_fewer_activations(tmp_path):
