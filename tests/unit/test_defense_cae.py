@@ -9,16 +9,12 @@ import torch
 from torch import nn
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
 from parties.defenses.cae import CAE, discretize, entropy, train_autoencoder
-from parties.vertical import step_config
 from simulations.cli import main
-from simulations.datasource import ConfigDataSource
+from tests.defense_server import defended_server, forward_messages
 from vfl import message as wire
 from vfl.errors import ConfigError
-from vfl.node import NodeSpec
 from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
 
 
 @pytest.mark.parametrize("k", [2, 10])
@@ -55,32 +51,13 @@ def test_discretize_rounds_to_the_nearest_of_bins_levels(bins):
     assert np.allclose(out, nearest, atol=1e-5)
 
 
-M, P = 2, 8
-
-
-def _server(defenses):
-    cfg = load_run_config({"strategy": "npq", "dataset": "digits", "num_parties": M, "defenses": defenses,
-                           "model": {"embed_dim": P}, "train": {"batch_size": 32}})
-    strat = STRATEGIES.get("npq")(cfg)
-    data = ConfigDataSource.from_config(cfg)
-    strat.prepare(data)
-    return strat.build_node(NodeSpec(0, "server", "server", "server"), data)
-
-
-def _msgs():
-    rng = np.random.default_rng(0)
-    kind = vw.Kind.TRAIN_FORWARD if hasattr(vw, "Kind") else vw.TRAIN_FORWARD
-    return [wire.make(kind, src=i + 1, dst=0, round=wire.round_tag(0, 0),
-                      content=wire.records(emb=wire.arrays(e=rng.normal(size=(32, P)).astype(np.float32)),
-                                           step=step_config(epoch=0, step=0, forward=True)))
-            for i in range(M)]
 
 
 def test_the_server_trains_on_the_confused_soft_labels_and_sends_their_gradient():
-    server = _server([{"kind": "cae"}])
+    server = defended_server([{"kind": "cae"}])
     (cae,) = [d for d in server.defenses if isinstance(d, CAE)]
     head0 = [p.detach().clone() for p in server.head.parameters()]
-    fused = server.aggregate(sorted(_msgs(), key=lambda m: int(m.metadata.src_node_id))).requires_grad_(True)
+    fused = server.aggregate(sorted(forward_messages(), key=lambda m: int(m.metadata.src_node_id))).requires_grad_(True)
     y = torch.as_tensor(server.labels.y_train[server.schedule.train_ids(0, 0)])
     soft = cae.soft_targets(y, num_classes=10)
     logits = server.head(fused)
@@ -88,14 +65,14 @@ def test_the_server_trains_on_the_confused_soft_labels_and_sends_their_gradient(
     (plain,) = torch.autograd.grad(nn.functional.cross_entropy(server.head(fused), y), fused)  # control: true labels
     for p, p0 in zip(server.head.parameters(), head0, strict=True):
         assert torch.equal(p, p0)
-    out = server.train_step(_msgs(), 0, 0)
+    out = server.train_step(forward_messages(), 0, 0)
     got = [wire.from_array(a) for m in out for a in m.content.array_records["grad"].values()][0]
     assert np.allclose(got, want.numpy(), atol=1e-6) and not np.allclose(got, plain.numpy(), atol=1e-4)
 
 
 def test_predictions_are_decoded_and_dcae_discretizes_what_leaves():
-    server = _server([{"kind": "dcae", "bins": 4}])
-    out = server.train_step(_msgs(), 0, 0)
+    server = defended_server([{"kind": "dcae", "bins": 4}])
+    out = server.train_step(forward_messages(), 0, 0)
     got = [wire.from_array(a) for m in out for a in m.content.array_records["grad"].values()][0]
     assert len(np.unique(got)) <= 4
     (cae,) = server.defenses

@@ -10,18 +10,14 @@ import torch
 from torch import nn
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
 from parties.defenses.label_gp import clipped_per_sample, private_backward
-from parties.vertical import step_config
-from simulations.datasource import ConfigDataSource
+from tests.defense_server import defended_server, forward_messages
 from vfl import message as wire
 from vfl.defenses import label_privacy
 from vfl.errors import ConfigError
-from vfl.node import NodeSpec
 from vfl.privacy.accountant import DEFAULT_ORDERS
 from vfl.rng import NoiseSource
 from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
 
 
 def _head(seed=0, p=6, k=4):
@@ -86,27 +82,14 @@ def test_epsilon_is_the_rdp_composition_over_epochs_at_privacy_delta():
     assert label_privacy(({"kind": "label_rr", "epsilon": 2.0},), epochs=20)["delta_label"] == 0.0  # pure: no δ
 
 
-M, P = 2, 8
 
 
 def _server(defenses):
-    cfg = load_run_config({"strategy": "npq", "dataset": "digits", "num_parties": M, "defenses": defenses,
-                           "privacy": {"noise_rng": "seeded"}, "model": {"embed_dim": P},
-                           "train": {"batch_size": 32, "momentum": 0.0}})
-    strat = STRATEGIES.get("npq")(cfg)
-    data = ConfigDataSource.from_config(cfg)
-    strat.prepare(data)
-    return strat.build_node(NodeSpec(0, "server", "server", "server"), data)
+    return defended_server(defenses, train={"momentum": 0.0}, seeded=True)  # seeded: twins share weights and noise
 
 
 def _grad(server):
-    rng = np.random.default_rng(0)
-    kind = vw.Kind.TRAIN_FORWARD if hasattr(vw, "Kind") else vw.TRAIN_FORWARD
-    msgs = [wire.make(kind, src=i + 1, dst=0, round=wire.round_tag(0, 0),
-                      content=wire.records(emb=wire.arrays(e=rng.normal(size=(32, P)).astype(np.float32)),
-                                           step=step_config(epoch=0, step=0, forward=True)))
-            for i in range(M)]
-    out = server.train_step(msgs, 0, 0)
+    out = server.train_step(forward_messages(), 0, 0)
     return [wire.from_array(a) for m in out for a in m.content.array_records["grad"].values()][0]
 
 

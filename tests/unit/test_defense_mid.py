@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
 from parties.defenses.mid import Bottleneck, MIDHead, kl_standard_normal
-from parties.vertical import step_config
-from simulations.datasource import ConfigDataSource
-from vfl import message as wire
+from tests.defense_server import M, defended_server, forward_messages
 from vfl.errors import ConfigError
-from vfl.node import NodeSpec
 from vfl.rng import NodeNoise, NoiseSource
 from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
 
 
 def test_kl_matches_the_closed_form_of_torch_distributions():
@@ -59,43 +53,23 @@ def test_one_bottleneck_per_party_block_and_refuses_unarmed_training():
     assert head.penalty is None
 
 
-M, P = 2, 8
-
-
-def _server(defenses, fusion="concat"):
-    cfg = load_run_config({"strategy": "npq", "dataset": "digits", "num_parties": M, "defenses": defenses,
-                           "privacy": {"noise_rng": "seeded"}, "model": {"embed_dim": P, "fusion": fusion},
-                           "train": {"batch_size": 32}})
-    strat = STRATEGIES.get("npq")(cfg)
-    data = ConfigDataSource.from_config(cfg)
-    strat.prepare(data)
-    return strat.build_node(NodeSpec(0, "server", "server", "server"), data)
-
-
-def _msgs():
-    rng = np.random.default_rng(0)
-    kind = vw.Kind.TRAIN_FORWARD if hasattr(vw, "Kind") else vw.TRAIN_FORWARD
-    return [wire.make(kind, src=i + 1, dst=0, round=wire.round_tag(0, 0),
-                      content=wire.records(emb=wire.arrays(e=rng.normal(size=(32, P)).astype(np.float32)),
-                                           step=step_config(epoch=0, step=0, forward=True)))
-            for i in range(M)]
 
 
 @pytest.mark.parametrize(("fusion", "parts"), [("concat", M), ("sum", 1)])
 def test_the_server_trains_head_and_bottleneck_on_ce_plus_lambda_kl(fusion, parts):
-    server = _server([{"kind": "mid", "lam": 0.5}], fusion=fusion)
+    server = defended_server([{"kind": "mid", "lam": 0.5}], model={"fusion": fusion}, seeded=True)
     assert isinstance(server.head, MIDHead) and len(server.head.layers) == parts
     trained = {id(p) for g in server.optimizer.param_groups for p in g["params"]}
     assert all(id(p) in trained for p in server.head.parameters())  # the bottleneck is trained too
-    twin = _server([{"kind": "mid", "lam": 0.5}], fusion=fusion)  # seeded: same weights, same noise
-    fused = twin.aggregate(sorted(_msgs(), key=lambda m: int(m.metadata.src_node_id)))
+    twin = defended_server([{"kind": "mid", "lam": 0.5}], model={"fusion": fusion}, seeded=True)  # seeded: same weights, same noise
+    fused = twin.aggregate(sorted(forward_messages(), key=lambda m: int(m.metadata.src_node_id)))
     y = torch.as_tensor(twin.labels.y_train[twin.schedule.train_ids(0, 0)])
     twin.head.train()
     twin.head.arm(NodeNoise("seeded", seed=twin.schedule.seed, node=0).round("head", phase="train", epoch=0, step=0))
     logits = twin.head(fused)
     penalty = float(twin.head.penalty)
     ce = float(nn.functional.cross_entropy(logits, y))
-    server.train_step(_msgs(), 0, 0)
+    server.train_step(forward_messages(), 0, 0)
     loss = server.train_stats["loss"] / server.train_stats["count"]
     assert loss == pytest.approx(ce + penalty, rel=1e-5) and penalty > 1e-3
 
