@@ -36,7 +36,7 @@ from strategies.round_loop import task_step
 from vfl import message as wire
 from vfl.costs import FLOAT_BITS, information_bound, paper_formula_bytes
 from vfl.data import DataSource, KeyedDataSource, LabelShard, PartyShard
-from vfl.defenses import check_labels, label_privacy, make_defenses, wrap_head
+from vfl.defenses import check_labels, make_defenses, wrap_head
 from vfl.errors import ConfigError, ProtocolError
 from vfl.grid import Grid
 from vfl.message import BROADCAST, round_tag
@@ -266,7 +266,6 @@ class VerticalStrategy(Strategy):
             "information_bound_bytes_down": bound["down"],
             **getattr(self, "_psi", {}),
             **(self.path_choice.summary() if cfg.transport.compiled_graph == "auto" else {}),
-            **label_privacy(cfg.defenses, epochs=cfg.train.epochs, delta=cfg.privacy.delta),
         }
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:

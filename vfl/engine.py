@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from vfl.auth import auth_summary
 from vfl.budget import stop_after, stop_before
 from vfl.data import DataSource
+from vfl.defenses import label_privacy
 from vfl.errors import PartyFailure
 from vfl.grid import Grid
 from vfl.ledger import CommLedger, setup_breakdown
@@ -338,20 +339,17 @@ class Engine:
             summary["stopped"] = self.stopped
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
-        summary.update(self._replayed_label_privacy(summary))
+            summary.update(self._label_privacy())
         return summary
 
-    def _replayed_label_privacy(self, summary: dict[str, Any]) -> dict[str, Any]:
-        """The label ε over every epoch attempt: each restart or resume may have redone one epoch whose
-        failed attempt already sent label-noised gradients (fresh noise), so it is charged one more epoch."""
-        redone = len(self.recovery.restarts) + len(self.recovery.resumes)
-        if "epsilon_label" not in summary or not redone:
-            return {}
-        from vfl.defenses import label_privacy
-
-        epochs = self.cfg.train.epochs + redone
-        return {**label_privacy(self.cfg.defenses, epochs=epochs, delta=self.cfg.privacy.delta),
-                "label_epochs_charged": epochs}
+    def _label_privacy(self) -> dict[str, Any]:
+        """The defenses and the label ε over every epoch attempt: each restart or resume may have redone one
+        epoch whose failed attempt already sent label-noised gradients (fresh noise), so it is charged one more."""
+        cfg, redone = self.cfg, len(self.recovery.restarts) + len(self.recovery.resumes)
+        out = label_privacy(cfg.defenses, epochs=cfg.train.epochs + redone, delta=cfg.privacy.delta)
+        if redone and "epsilon_label" in out:
+            out["label_epochs_charged"] = cfg.train.epochs + redone
+        return out
 
 
 def torch_threads(train: Any, kind: str) -> int:
