@@ -19,6 +19,7 @@ from torch import nn
 from parties import vertical_wire as vw
 from parties.data_guard import STATE_KEY as DATA_KEY
 from parties.data_guard import DataGuard
+from parties.defenses.server_labels import ServerLabels
 from parties.fast_step import set_mode, step_all, zero_grads
 from parties.local_updates import party_local_steps, server_local_steps
 from parties.nonfinite import check_embedding, check_loss
@@ -169,8 +170,7 @@ class ActiveServer(Node):
         self._noise_rng = noise_rng
         self._node_noise: NodeNoise | None = None  # built at first use (a defense that draws), never sent
         self.data_guard = DataGuard(spec.name)  # a resumed server refuses labels other than its checkpoint's
-        self._y_used: np.ndarray | None = None  # the randomized training labels, drawn once per run
-        self._y_pending: np.ndarray | None = None  # staged labels drawn, used from their stage on (label_rr_prior)
+        self.server_labels = ServerLabels(self.defenses, noise=lambda: self.node_noise)  # label_rr(_prior), cae
         self.mod_state: dict[str, Any] = {}  # the gradient mods' own bookkeeping (+ "labels" of the batch)
         self.local_steps = local_steps  # FedBCD Q: local updates per exchange (parties/local_updates.py)
         self.head = head.to(device)
@@ -230,43 +230,8 @@ class ActiveServer(Node):
         return self._node_noise
 
     def train_labels(self) -> np.ndarray:
-        """The labels the head trains on: the true ones, or their one-time randomization by the label
-        defenses (drawn at first use, after PSI alignment, and kept in ``state()`` so a restart or a
-        resume never draws them again: a second draw would be a second release)."""
-        relabel = [d for d in self.defenses if d.site == "labels"]
-        if not relabel:
-            return self.labels.y_train
-        if self._y_used is None:
-            y = np.asarray(self.labels.y_train, dtype=np.int64)
-            for d in relabel:
-                y = d.relabel(y, num_classes=self.labels.num_classes,
-                              noise=self.node_noise.round(type(d).__name__, phase="setup", epoch=0, step=0))
-            self._y_used = y
-        return self._y_used
-
-    def _staged_labels(self, y: torch.Tensor, fused: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
-        """Staged label defenses (RRWithPrior): in epoch ``stage_epoch - 1`` each example still UNDRAWN gets
-        its label once, the head's prediction on its fused embedding as the prior; kept pending (and in
-        ``state()``) until epoch ``stage_epoch``, so a crash before then never releases a redrawn label."""
-        staged = [(d, s) for d in self.defenses if (s := d.stage_epoch()) is not None]
-        if not staged:
-            return y
-        used = self.train_labels()
-        if self._y_pending is None:
-            self._y_pending = np.full_like(used, UNDRAWN)
-        ids = self.schedule.train_ids(epoch, step)
-        for d, start in staged:
-            if epoch >= start and (ready := self._y_pending != UNDRAWN).any():
-                used[ready] = self._y_pending[ready]
-                self._y_pending[ready] = UNDRAWN
-            elif epoch == start - 1 and (todo := (used[ids] == UNDRAWN) & (self._y_pending[ids] == UNDRAWN)).any():
-                set_mode(self.head, training=False)
-                with torch.no_grad():
-                    prior = torch.softmax(self.head(fused.detach()[torch.as_tensor(todo)]), 1).double().cpu().numpy()
-                noise = self.node_noise.round(type(d).__name__, phase="train", epoch=epoch, step=step)
-                self._y_pending[ids[todo]] = d.draw_staged(np.asarray(self.labels.y_train)[ids[todo]], prior=prior,
-                                                           noise=noise)
-        return torch.as_tensor(used[ids], device=self.device)
+        """The labels the head trains on: the true ones, or the label defenses' one-time draws (kept in ``state()``)."""
+        return self.server_labels.train_labels(self.labels.y_train, num_classes=self.labels.num_classes)
 
     def _private_backward(self, fused: torch.Tensor, y: torch.Tensor, epoch: int, step: int) -> np.ndarray | None:
         """A gradient defense's private backward (label_gp): sets the head's gradient and returns the rows
@@ -277,32 +242,22 @@ class ActiveServer(Node):
                 return rows
         return None
 
-    def _targets(self, y: torch.Tensor) -> torch.Tensor:
-        """What the head's loss compares with: ``y``, or a label defense's soft targets (cae: confused labels)."""
-        for d in self.defenses:
-            if (soft := d.soft_targets(y, num_classes=self.labels.num_classes)) is not None:
-                return soft
-        return y
-
-    def _decode(self, logits: torch.Tensor) -> torch.Tensor:
-        """Class probabilities of the head's ``logits`` (cae: decoded from the confused label space)."""
-        probs = torch.softmax(logits, 1)
-        for d in self.defenses:
-            probs = d.decode(probs)
-        return probs
-
     def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
         """Fuse the embeddings, step the head, and send back the gradient (+ forward step+1)."""
         if self.data_guard.expected is not None:
             self.data_guard.check((self.labels.y_train, self.labels.y_test))
-        y = torch.as_tensor(self.train_labels()[self.schedule.train_ids(epoch, step)], device=self.device)
+        ids = self.schedule.train_ids(epoch, step)
+        y = torch.as_tensor(self.train_labels()[ids], device=self.device)
         fused = self.fuse(messages).detach().requires_grad_(True)
-        y = self._staged_labels(y, fused, epoch, step)  # label_rr_prior: stage-2 labels drawn / put to use
+        if (staged := self.server_labels.batch(self.labels.y_train, num_classes=self.labels.num_classes, ids=ids,
+                                             epoch=epoch, step=step, head=self.head, fused=fused)) is not None:
+            y = torch.as_tensor(staged, device=self.device)  # label_rr_prior: stage-2 labels drawn / put to use
         set_mode(self.head, training=True)
         if (arm := getattr(self.head, "arm", None)) is not None:  # a head defense (mid): this step's noise
             arm(self.node_noise.round("head", phase="train", epoch=epoch, step=step))
         logits = self.head(fused)
-        loss = self.loss_fn(logits, self._targets(y)) if bool((y != UNDRAWN).any()) else logits.sum() * 0.0  # all UNDRAWN: no signal
+        loss = (self.loss_fn(logits, self.server_labels.targets(y, num_classes=self.labels.num_classes))
+                if bool((y != UNDRAWN).any()) else logits.sum() * 0.0)  # all UNDRAWN: no signal
         if (penalty := getattr(self.head, "penalty", None)) is not None:  # mid: + lambda * KL of the bottleneck
             loss = loss + penalty
         check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
@@ -312,7 +267,7 @@ class ActiveServer(Node):
             loss.backward()
         step_all([self.optimizer])
         self.train_stats["loss"] += float(loss.detach()) * len(y)
-        self.train_stats["correct"] += int((self._decode(logits.detach()).argmax(1) == y).sum())
+        self.train_stats["correct"] += int((self.server_labels.decode(logits.detach()).argmax(1) == y).sum())
         self.train_stats["count"] += int(len(y))
         if private is not None:
             grad = private
@@ -356,7 +311,7 @@ class ActiveServer(Node):
         set_mode(self.head, training=False)
         with torch.no_grad():
             logits = self.head(self.fuse(messages))
-        self.eval_scores.append(self._decode(logits).cpu().numpy())
+        self.eval_scores.append(self.server_labels.decode(logits).cpu().numpy())
         self.eval_labels.append(self.labels.y_test[self.schedule.test_ids(step)])
         return []
 
@@ -381,20 +336,13 @@ class ActiveServer(Node):
     def state(self) -> dict[str, Any]:
         out = {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
                DATA_KEY: self.data_guard.current((self.labels.y_train, self.labels.y_test))}
-        if self._y_used is not None:  # a tensor: checkpoints load with torch.load(weights_only=True)
-            out["y_used"] = torch.from_numpy(self._y_used.copy())
-        if self._y_pending is not None:  # staged labels drawn but not used yet (label_rr_prior)
-            out["y_pending"] = torch.from_numpy(self._y_pending.copy())
-        return out
+        return out | self.server_labels.state()  # y_used, y_pending: the label defenses' draws
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.head.load_state_dict(state["head"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.data_guard.expect(state.get(DATA_KEY))
-        if state.get("y_used") is not None:
-            self._y_used = torch.as_tensor(state["y_used"]).numpy().astype(np.int64)
-        if state.get("y_pending") is not None:
-            self._y_pending = torch.as_tensor(state["y_pending"]).numpy().astype(np.int64)
+        self.server_labels.load_state(state)
 
 
 def sum_aggregator(messages: list[Message]) -> torch.Tensor:

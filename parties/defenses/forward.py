@@ -11,15 +11,17 @@ the party takes ``g + α ∂dCor/∂e`` through the same single backward. No for
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from parties.llm.p3eft.regularizers import distance_correlation_sq
-from parties.vertical import PassiveParty
 from vfl.config import param
 from vfl.defenses import Defense, register
+
+if TYPE_CHECKING:  # annotations only: parties.vertical imports this package (server_labels)
+    from parties.vertical import PassiveParty
 
 _VARIANTS: dict[type, type] = {}
 

@@ -78,7 +78,7 @@ def test_predictions_are_decoded_and_dcae_discretizes_what_leaves():
     (cae,) = server.defenses
     enc, _ = cae.autoencoder(10)
     confused = torch.softmax(enc(torch.eye(10)), 1)  # a head that outputs exactly the confused label of class c
-    probs = server._decode(torch.log(confused))
+    probs = server.server_labels.decode(torch.log(confused))
     assert (probs.argmax(1) == torch.arange(10)).all() and (confused.argmax(1) != torch.arange(10)).all()
 
 

@@ -123,7 +123,7 @@ def test_stage_two_labels_are_drawn_in_the_epoch_before_and_used_from_stage_epoc
     for step in range(server.schedule.steps):  # epoch 0 = stage_epoch - 1: every undrawn label drawn, pending
         _step(server, 0, step)
     assert np.array_equal(server.train_labels(), before)  # nothing used yet
-    pending = server._y_pending
+    pending = server.server_labels.pending
     assert np.array_equal(pending != UNDRAWN, before == UNDRAWN)  # exactly the stage-2 examples, each once
     saved = state_from_bytes(state_to_bytes(server.state()))
     restarted = _server(first_stage=0.3, stage_epoch=1)
