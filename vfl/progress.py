@@ -48,10 +48,18 @@ def in_kernel(modules: Mapping[str, Any]) -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+def draws_widgets(bar: type) -> bool:
+    """True when the tqdm class ``bar`` is a notebook bar: a ``tqdm.notebook`` class in its MRO.
+
+    In a kernel ``tqdm.auto.tqdm`` is a subclass defined in ``tqdm.auto`` (notebook + asyncio), so its
+    own ``__module__`` never names ``tqdm.notebook``."""
+    return any(c.__module__ == "tqdm.notebook" for c in bar.__mro__)
+
+
 def _auto_is_notebook() -> bool:
     from tqdm.auto import tqdm  # what vfl/engine.py draws with
 
-    return tqdm.__module__ == "tqdm.notebook"
+    return draws_widgets(tqdm)
 
 
 def detect(*, modules: Mapping[str, Any] | None = None) -> Environment:

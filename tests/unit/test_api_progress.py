@@ -12,7 +12,7 @@ import pytest
 import vfl
 import vfl.api
 from simulations.cli import _parser as build_parser
-from vfl.progress import Environment, choose, detect, engine_progress, in_kernel
+from vfl.progress import Environment, choose, detect, draws_widgets, engine_progress, in_kernel
 
 TERMINAL = Environment(kernel=False, notebook_bar=False)
 NOTEBOOK = Environment(kernel=True, notebook_bar=True)
@@ -45,6 +45,20 @@ def test_a_kernel_is_ipykernel_with_a_shell_that_has_a_kernel():
     assert not in_kernel({"ipykernel": object(), "IPython": _ipython(None)})         # plain python
     assert not in_kernel({"ipykernel": object(), "IPython": _ipython(object())})     # terminal IPython
     assert detect(modules={}) == TERMINAL
+
+
+def test_tqdm_autos_notebook_class_counts_as_a_widget_bar():
+    import tqdm.asyncio
+    import tqdm.notebook
+    import tqdm.std
+
+    class Auto(tqdm.notebook.tqdm, tqdm.asyncio.tqdm):  # how tqdm.auto builds its bar inside a kernel
+        pass
+
+    Auto.__module__ = "tqdm.auto"
+    assert Auto.__module__ != "tqdm.notebook"  # control: the old check (own __module__) missed it
+    assert draws_widgets(Auto) and draws_widgets(tqdm.notebook.tqdm)
+    assert not draws_widgets(tqdm.asyncio.tqdm) and not draws_widgets(tqdm.std.tqdm)  # tqdm.auto off a kernel
 
 
 def test_a_kernel_without_widgets_prints_one_line_per_epoch(monkeypatch, capsys):
