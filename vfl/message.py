@@ -8,8 +8,6 @@ dtype and shape in the record) so that no per-array npy header inflates the enve
 
 from __future__ import annotations
 
-import itertools
-import time
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,9 +35,14 @@ __all__ = [  # the message helpers a strategy or node author uses (docs/writing-
 R = TypeVar("R", ArrayRecord, ConfigRecord, MetricRecord)
 BROADCAST = 2**32 - 1  # dst of a message delivered to every party node (serialized and counted once)
 RAW_STYPE = "raw"
-_RUN_ID = 1
-_TTL = 3600.0
-_seq = itertools.count()
+# Metadata fields left at flwr's proto3 defaults, so that they take no byte on the wire (issue #29.2): run id,
+# message id and reply-to id (flwr's infrastructure assigns message ids when it stores a message; here
+# nothing routes or matches by them: a reply is known by its round tag, kind and ends, and with ``auth``
+# the authenticator's sequence number identifies a wire), created-at and TTL (no message expires
+# inside a run). All of them stay in the authenticated bytes when set.
+_RUN_ID = 0
+_TTL = 0.0
+_CREATED_AT = 0.0
 _SCALARS = frozenset({bool, int, float, str, bytes})  # ConfigRecord values stored without re-checking
 _RECORDS = frozenset({ArrayRecord, ConfigRecord, MetricRecord})
 
@@ -87,10 +90,10 @@ def make(
         src, dst: node ids; ``dst=BROADCAST`` reaches every party node (serialized and counted once).
         round: the round tag (``round_tag``); its phase decides the ledger phase.
         content: the records; empty when None.
-        reply_to: the message id this answers ("" for a request).
+        reply_to: the message id this answers ("" for a request, and for a reply to a message of ``make``).
 
     Returns:
-        The message; a fixed-width message id keeps byte counts independent of the counter.
+        The message; its run id, message id, created-at and TTL are flwr's defaults (no wire bytes).
     """
     t0 = profile.start()
     if content is None:
@@ -99,12 +102,12 @@ def make(
         raise TypeError(f"message content must be a RecordDict, not {type(content).__name__}")
     metadata = fastrecords.new_metadata(  # = flwr's Metadata(...), its checks kept (vfl/fastrecords.py)
         run_id=_RUN_ID,
-        message_id=f"{next(_seq):016x}",  # fixed width: byte counts do not drift with the counter
+        message_id="",
         src_node_id=src,
         dst_node_id=dst,
         reply_to_message_id=reply_to,
         group_id=round,
-        created_at=time.time(),
+        created_at=_CREATED_AT,
         ttl=_TTL,
         message_type=kind,
     )

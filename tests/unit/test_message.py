@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.common import ConfigRecord, RecordDict
+from flwr.common import ConfigRecord, RecordDict, serde
 
 from vfl import message as wire
 from vfl.errors import ProtocolError
@@ -35,9 +35,24 @@ def test_round_trip_through_flwr_serde(dtype, shape):
 
 def test_reply_sets_reply_to_and_swaps_ends():
     m = wire.make("query.metrics", src=0, dst=4, round="control:0:0")
+    m.metadata.__dict__["_message_id"] = "m-17"  # as flwr's infrastructure leaves a stored message
     r = wire.reply(m)
-    assert r.metadata.reply_to_message_id == m.metadata.message_id
-    assert (r.metadata.src_node_id, r.metadata.dst_node_id) == (4, 0)
+    assert r.metadata.reply_to_message_id == "m-17"
+    assert (r.metadata.src_node_id, r.metadata.dst_node_id, r.metadata.group_id) == (4, 0, "control:0:0")
+
+
+def test_metadata_puts_only_ends_round_and_kind_on_the_wire():
+    """Issue #29.2: run id, message ids, created-at and TTL stay at flwr's defaults (no bytes)."""
+    m = wire.make("train.forward", src=2, dst=wire.BROADCAST, round="train:3:4")
+    r = wire.reply(m, src=2, dst=0)
+    for msg in (m, r):
+        proto = serde.ProtoMessage.FromString(wire.encode(msg))
+        ends = ["src_node_id"] + (["dst_node_id"] if msg.metadata.dst_node_id else [])  # node 0: the default
+        assert [f.name for f, _ in proto.metadata.ListFields()] == [*ends, "group_id", "message_type"]
+        back = wire.decode(wire.encode(msg))
+        assert (back.metadata.src_node_id, back.metadata.dst_node_id, back.metadata.group_id,
+                back.metadata.message_type) == (msg.metadata.src_node_id, msg.metadata.dst_node_id, "train:3:4",
+                                                "train.forward")
 
 
 def test_wire_is_protobuf_not_pickle():
