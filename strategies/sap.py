@@ -72,6 +72,10 @@ class SapParams:
     eia_temperature: float = param(1.0, gt=0, help="softmax temperature of the relaxed token selection")
     aia_attribute: str | None = param("source", help="Dataset.extras column the vendor tries to infer (null = no AIA)")
     aia_labeled_frac: float = param(0.5, gt=0, lt=1, help="share of training samples whose attribute the attacker knows")
+    aia_finetune_epochs: int = param(3, ge=0, le=100, help="epochs the AIA attacker fine-tunes a copy of the vendor's "
+                                     "top (LoRA + a fresh head) on the token representations it received, the "
+                                     "paper's attacker and fifth probe (0 = off: the four pooled/length probes only)")
+    aia_finetune_lr: float = param(1e-3, gt=0, le=1, help="AdamW learning rate of that fine-tuning")
     attack_every: int = param(0, ge=0, help="run the attacks every N epochs (0 = after the last epoch only)")
     log_mb: int = param(64, ge=0, help="MB of received arrays the vendor keeps in its message log")
 
@@ -125,7 +129,9 @@ class SAP(LlmDriver):
                                                 targets=tuple(p.lora_targets)),
                              make_optimizer=optimizer_factory(t), seed=self.cfg.seed, device=t.device,
                              schedule_lr=partial(schedule_lr, t),
-                             attack=AttackBudget(p.eia_samples, p.eia_steps, p.eia_lr, p.eia_temperature),
+                             attack=AttackBudget(p.eia_samples, p.eia_steps, p.eia_lr, p.eia_temperature,
+                                                 aia_epochs=p.aia_finetune_epochs if p.aia_attribute else 0,
+                                                 aia_lr=p.aia_finetune_lr),
                              log_bytes=p.log_mb << 20)
         ds = data.dataset()
         priv = Privatizer(eta=p.eta, snap=p.snap, cti=p.cti, cti_fraction=p.cti_fraction, cti_factor=p.cti_factor,
@@ -240,6 +246,9 @@ class SAP(LlmDriver):
         p = self.params
         keys = ("test_acc", "test_f1", "test_mcc", "ep_eia", "ep_aia", "eia_rate", "aia_acc", "aia_majority",
                 "cti_tokens", "ep_eia_ci_low", "ep_eia_ci_high", "ep_aia_ci_low", "ep_aia_ci_high", "aia_linear_acc",
-                "aia_length_acc", "aia_mlp_acc", "aia_linear_length_acc", "aia_probe", "aia_targets")
+                "aia_length_acc", "aia_mlp_acc", "aia_linear_length_acc", "aia_probe", "aia_targets",
+                "aia_transformer_acc")
+        probe = self._last.get("aia_probe")
         return {**{k: self._last.get(k) for k in keys}, "eta": p.eta, "split": p.split,
+                "aia_probe_name": PROBES[int(probe)] if probe is not None and probe >= 0 else None,
                 "frozen_bottom": p.frozen_bottom, "cti": p.cti}

@@ -1,8 +1,10 @@
 """Attribute inference attack (AIA, SAP §5.1): predict a private attribute from representations.
 
-Probes: ``attribute_inference`` (linear, pooled vectors only: the old, weak reading) and
+Probes: ``attribute_inference`` (linear, pooled vectors only: the old, weak reading),
 ``mlp_attribute_inference`` (an MLP over pooled vectors plus ``length_features``: the token counts
-the attacker sees on the wire); ``bootstrap_ci`` gives an interval for any attack success rate.
+the attacker sees on the wire) and ``transformer_attribute_inference`` (the paper's attacker: a
+transformer fine-tuned on the token representations); ``bootstrap_ci`` gives an interval for any
+attack success rate.
 
 The attacker holds the attribute for a labelled fraction of the samples it saw, fits a classifier
 on their (mean-pooled) representations and predicts the rest. Success = accuracy on the rest;
@@ -10,6 +12,9 @@ empirical privacy EP = 1 − accuracy (compare with the majority-class rate: a b
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -94,16 +99,77 @@ def bootstrap_ci(hits: np.ndarray, totals: np.ndarray | None = None, *, rng: np.
     return float(np.nanquantile(stats, a)), float(np.nanquantile(stats, 1.0 - a))
 
 
-PROBES = ("mlp", "linear", "length", "linear_length")  # what the attacker may fit; see ``attacker_inference``
+PROBES = ("mlp", "linear", "length", "linear_length", "transformer")  # what the attacker may fit; indices are stable
+
+
+def transformer_attribute_inference(*, reps: Sequence[np.ndarray], train: np.ndarray, train_y: np.ndarray,
+                                    test: np.ndarray, make_model: Callable[[int], Any], epochs: int, lr: float,
+                                    seed: int, batch_size: int = 16, device: str = "cpu") -> np.ndarray:
+    """The paper's attacker (SAP §5.1): fine-tune a transformer on the (L_i, d) token representations it
+    received for its labelled samples ``train``, predict ``test``. ``make_model(num_classes)`` returns a
+    module ``(padded (B, L, d), mask (B, L)) -> logits`` whose trainable parameters are what gets tuned
+    (the vendor: a copy of its own top with LoRA and a fresh head). Init and sample order are seeded:
+    this is an evaluation, not a release."""
+    import torch
+
+    classes, y = np.unique(train_y, return_inverse=True)
+    if len(classes) < 2:
+        return np.full(len(test), classes[0] if len(classes) else 0)
+    cuda = str(device).startswith("cuda")
+    with torch.random.fork_rng(devices=None if cuda else []):  # init and dropout seeded, the caller's RNG untouched
+        torch.manual_seed(seed)
+        return classes[_finetune(reps=reps, train=train, y=y, test=test, model=make_model(len(classes)),
+                                 epochs=epochs, lr=lr, seed=seed, batch_size=batch_size, device=device)]
+
+
+def _finetune(*, reps: Sequence[np.ndarray], train: np.ndarray, y: np.ndarray, test: np.ndarray, model: Any,
+              epochs: int, lr: float, seed: int, batch_size: int, device: str) -> np.ndarray:
+    """AdamW on the model's trainable parameters, seeded order, cross-entropy; argmax class indices of ``test``."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    order = np.random.default_rng(seed)
+
+    def batch(rows: np.ndarray) -> tuple[Any, Any]:
+        seqs = [torch.tensor(np.asarray(reps[int(i)]), dtype=torch.float32) for i in rows]  # a copy: wire buffers are read-only
+        lens = torch.tensor([len(r) for r in seqs])
+        padded = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True).to(device)
+        mask = (torch.arange(padded.shape[1]).unsqueeze(0) < lens.unsqueeze(1)).to(device=device, dtype=torch.long)
+        return padded, mask
+
+    model.train()
+    target = torch.as_tensor(y, dtype=torch.long, device=device)
+    for _ in range(epochs):
+        perm = order.permutation(len(train))
+        for b in range(0, len(perm), batch_size):
+            pick = perm[b : b + batch_size]
+            logits = model(*batch(train[pick]))
+            loss = torch.nn.functional.cross_entropy(logits.float(), target[torch.as_tensor(pick, device=device)])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for b in range(0, len(test), batch_size):
+            out.append(model(*batch(test[b : b + batch_size])).argmax(-1).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+Probe = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (train rows, their values, test rows) -> guesses
 
 
 def attacker_inference(*, pooled: np.ndarray, lengths: np.ndarray, known: np.ndarray, known_y: np.ndarray,
-                       targets: np.ndarray, seed: int, folds: int = 3) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
-    """The attribute attacker with everything it holds: pooled noisy vectors and the token counts on the
-    wire. It fits every probe of ``PROBES`` (MLP on vectors + lengths; linear on vectors only, the old
-    reading; linear on lengths only; linear on both) and answers with the one whose ``folds``-fold
-    cross-validated accuracy on its own labelled samples is best (ties: the earlier in ``PROBES``).
-    Returns (its predictions for ``targets``, every probe's predictions, the chosen probe)."""
+                       targets: np.ndarray, seed: int, folds: int = 3, finetune: Probe | None = None
+                       ) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+    """The attribute attacker with everything it holds: pooled noisy vectors, the token counts on the
+    wire and (``finetune``, rows of the same sample order) a transformer fine-tuned on the token
+    representations. It fits every probe of ``PROBES`` (MLP on vectors + lengths; linear on vectors
+    only, the old reading; linear on lengths only; linear on both; the transformer when given) and
+    answers with the one whose ``folds``-fold cross-validated accuracy on its own labelled samples is
+    best (ties: the earlier in ``PROBES``); the targets are never seen before the final prediction.
+    Returns (its predictions for ``targets``, every fitted probe's predictions, the chosen probe)."""
     from sklearn.model_selection import StratifiedKFold
 
     lens = length_features(lengths)
@@ -111,16 +177,26 @@ def attacker_inference(*, pooled: np.ndarray, lengths: np.ndarray, known: np.nda
              "linear_length": np.concatenate([pooled, lens], axis=1)}
     fit = {"mlp": mlp_attribute_inference, "linear": attribute_inference, "length": attribute_inference,
            "linear_length": attribute_inference}
-    preds = {p: np.asarray(fit[p](train_x=feats[p][known], train_y=known_y, test_x=feats[p][targets], seed=seed))
-             for p in PROBES}
+
+    def on_features(name: str) -> Probe:
+        def probe(tr: np.ndarray, ty: np.ndarray, te: np.ndarray) -> np.ndarray:
+            return np.asarray(fit[name](train_x=feats[name][tr], train_y=ty, test_x=feats[name][te], seed=seed))
+        return probe
+
+    probes: dict[str, Probe] = {p: on_features(p) for p in fit}
+    if finetune is not None:
+        probes["transformer"] = finetune
+    names = [p for p in PROBES if p in probes]
+    preds = {p: np.asarray(probes[p](known, known_y, targets)) for p in names}
     _, counts = np.unique(known_y, return_counts=True)
     k = min(folds, int(counts.min())) if len(counts) > 1 else 0
     if k < 2:  # too few labelled samples per value to validate: the strongest probe by design
-        return preds["mlp"], preds, "mlp"
-    score = dict.fromkeys(PROBES, 0.0)
+        best = "transformer" if finetune is not None else "mlp"
+        return preds[best], preds, best
+    score = dict.fromkeys(names, 0.0)
     for tr, va in StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(known, known_y):
-        for p in PROBES:
-            got = fit[p](train_x=feats[p][known[tr]], train_y=known_y[tr], test_x=feats[p][known[va]], seed=seed)
+        for p in names:
+            got = probes[p](known[tr], known_y[tr], known[va])
             score[p] += float((np.asarray(got) == known_y[va]).mean()) / k
-    best = max(PROBES, key=lambda p: (score[p], -PROBES.index(p)))
+    best = max(names, key=lambda p: (score[p], -PROBES.index(p)))
     return preds[best], preds, best

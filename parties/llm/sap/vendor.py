@@ -23,7 +23,7 @@ from parties.llm.common.lora import LoraSpec, inject_lora
 from parties.llm.sap.split import bottom_state, split_encoder, unpack
 from parties.llm.sap.wire import CUSTOMER_ID, Kind, Mode, Record, read_step, send, split_packed
 from vfl import message as wire
-from vfl.attacks.attribute import PROBES, attacker_inference
+from vfl.attacks.attribute import PROBES, Probe, attacker_inference, transformer_attribute_inference
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion
 from vfl.errors import ProtocolError
 from vfl.node import Node, NodeSpec, handles
@@ -38,6 +38,9 @@ class AttackBudget:
     eia_lr: float = 0.1
     eia_temperature: float = 1.0
     eia_chunk: int = 8
+    aia_epochs: int = 0  # fine-tuning epochs of the transformer AIA probe (0 = that probe is off)
+    aia_lr: float = 1e-3
+    aia_batch: int = 16
 
 
 @dataclass
@@ -76,6 +79,7 @@ class SapVendor(Node):
         self.obs_full: dict[int, list[np.ndarray]] = {}
         self.obs_pooled: dict[int, list[np.ndarray]] = {}
         self.obs_len: dict[int, int] = {}  # each sample's token count, as the ``lengths`` on the wire show it
+        self.obs_last: dict[int, np.ndarray] = {}  # each sample's latest (L, d) rows: the transformer probe's input
         self._pending: tuple[int, int, torch.Tensor, torch.Tensor] | None = None
 
     def handle(self, messages: list[Message]) -> list[Message]:
@@ -131,6 +135,8 @@ class SapVendor(Node):
                 self.obs_full.setdefault(sid, []).append(np.array(r))
             self.obs_pooled.setdefault(sid, []).append(np.asarray(r, dtype=np.float32).mean(0))
             self.obs_len[sid] = len(r)
+            if self.attack.aia_epochs:
+                self.obs_last[sid] = r  # a reference to the received rows (frozen bottom: the store's own)
 
     def _forward(self, flat: np.ndarray, lengths: np.ndarray, *, train: bool, input_grad: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -271,7 +277,7 @@ class SapVendor(Node):
             best, each, name = attacker_inference(pooled=pooled, lengths=lengths,
                                                   known=np.array([row[int(i)] for i in known_ids[have]]),
                                                   known_y=known_y[have], targets=np.array([row[int(i)] for i in targets]),
-                                                  seed=self.seed)
+                                                  seed=self.seed, finetune=self._finetune_probe(seen))
             preds = {"pred": best, **{f"pred_{p}": v for p, v in each.items()}}
             chosen = PROBES.index(name)
         else:
@@ -279,6 +285,29 @@ class SapVendor(Node):
         arrays = {"ids": targets, "probe": np.array([chosen], np.int64),
                   **{k: np.asarray(v).astype(np.int64) for k, v in preds.items()}}
         return [wire.reply(m, content=wire.records(**{Record.AIA: wire.arrays(**arrays)}))]
+
+    def _finetune_probe(self, seen: np.ndarray) -> Probe | None:
+        """The paper's AIA attacker on rows of ``seen``: a copy of the vendor's own top (its LoRA and
+        frozen blocks as they are now) with a fresh head, LoRA + head fine-tuned on the token rows received."""
+        if not self.attack.aia_epochs or self.top is None:
+            return None
+        reps = [self.obs_last[int(i)] for i in seen]
+        top = self.top
+
+        def make_model(num_classes: int) -> nn.Module:
+            probe = copy.deepcopy(top)
+            probe.requires_grad_(False)
+            probe.head = nn.Linear(top.head.in_features, num_classes).to(self.device)  # type: ignore[union-attr]
+            for name, p in probe.named_parameters():
+                p.requires_grad_("lora_" in name or name.startswith("head."))
+            return probe
+
+        def probe(train: np.ndarray, train_y: np.ndarray, test: np.ndarray) -> np.ndarray:
+            return transformer_attribute_inference(reps=reps, train=train, train_y=train_y, test=test,
+                                                   make_model=make_model, epochs=self.attack.aia_epochs,
+                                                   lr=self.attack.aia_lr, batch_size=self.attack.aia_batch,
+                                                   seed=derive_seed("sap-aia-probe", self.seed) >> 1, device=self.device)
+        return probe
 
     def state(self) -> dict[str, Any]:
         if self.top is None:
