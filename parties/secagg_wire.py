@@ -5,7 +5,8 @@ Kinds are ``query.secagg_*``: flwr accepts only the train/evaluate/query categor
 keys reach ``secagg_mod`` as ``ModContext.secagg`` (set by ``SecAggParty`` after SETUP), never
 through a shared state key. Sequences side by side: ``docs/protocols.md``.
 
-Kinds (``Kind.*``) and keys (``Key.*``) below. Set-up, ledger phase ``setup`` (once per session):
+Kinds (``Kind.*``) and keys (``Key.*``: named below by what they hold; on the wire one or two
+letters). Set-up, ledger phase ``setup`` (once per session):
   SETUP    driver -> parties   session, parties, threshold, mode (semi-honest | malicious)
   SETUP    party -> server     pk (its X25519 public key), mode; with auth: ks (its identity
                                signature on (session, id, pk))
@@ -50,8 +51,8 @@ class Key:
 
     SESSION, PARTIES, THRESHOLD, PUBLIC_KEY = "session", "parties", "threshold", "pk"
     IDS, KEYS, TO, FROM, ENVELOPES = "ids", "keys", "to", "frm", "env"
-    ROUND, SURVIVORS, DROPPED, OWNERS = "round", "survivors", "dropped", "owners"
-    NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "names", "self", "pd", "pk", "shares"
+    ROUND, SURVIVORS, DROPPED, OWNERS = "r", "sv", "dr", "ow"  # short: every round's messages carry them (#29.2)
+    NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "n", "z", "pd", "pk", "sh"
     MODE, KEY_SIG, KEY_SIGS, SIG, SIG_PARTIES, SIGS = "mode", "ks", "kss", "sig", "sp", "ss"
     COLLUDERS = "c"  # privacy.colluders (sent only when > 0): the clients' seed-share rule counts them
 

@@ -54,10 +54,11 @@ class Array:
 
 
 class Key:
-    """Keys inside a config record."""
+    """Keys inside a config record: one letter each, since every message of a step carries them
+    (issue #29.2: the key names are envelope bytes)."""
 
-    EPOCH, STEP, FORWARD, GRAD_STEP = "epoch", "step", "forward", "grad_step"  # Record.STEP
-    BITS, ROWS, COLS, MASKED = "k", "rows", "cols", "masked"  # Record.ENC
+    EPOCH, STEP, FORWARD, GRAD_STEP = "e", "s", "f", "g"  # Record.STEP
+    BITS, ROWS, COLS, MASKED = "k", "r", "c", "m"  # Record.ENC
     PARTIES = "parties"  # Record.DROP
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
+from parties import vertical_wire as vw
 from tests.helpers import BlobSource
 from vfl.engine import Engine
 from vfl.rundir import RunDir
@@ -62,7 +63,7 @@ def test_secagg_server_view_is_masked_vectors_and_the_decoded_sum(tmp_path):
     server = load_views(tmp_path)["server"]
     kinds = {(e["record"], e["name"]) for e in server.entries}
     assert kinds == {("emb", "p"), ("derived", "fused")}
-    assert all(e["config"]["enc"]["masked"] for e in server.entries if e["name"] == "p")
+    assert all(e["config"][vw.Record.ENC][vw.Key.MASKED] for e in server.entries if e["name"] == "p")
 
 
 def test_sampling_and_the_byte_bound(tmp_path):
