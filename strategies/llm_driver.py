@@ -96,7 +96,8 @@ class LlmDriver(Strategy):
 
             p = self.params
             path = str(resolve_model_dir(p.model_dir, allow_download=p.allow_download))
-            self._model = (path, arch_of_config(AutoConfig.from_pretrained(path, local_files_only=True)))
+            stack = getattr(p, "t5_stack", "encoder")  # split-LLM strategies: T5 encoder alone or whole
+            self._model = (path, arch_of_config(AutoConfig.from_pretrained(path, local_files_only=True), stack=stack))
         return self._model
 
     def _text_dataset(self, ds: Dataset) -> Dataset:

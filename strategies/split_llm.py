@@ -51,6 +51,10 @@ class LlmParams:
                                 "states over real tokens, the first ([CLS]) or the last real token's state; "
                                 "null = the model's default (encoder: mean, decoder: last)")
     head_hidden: int = param(0, ge=0, le=4096, help="client head: 0 = linear, else one hidden ReLU layer")
+    t5_stack: str = param("encoder", choices=("encoder", "encoder-decoder"), help="T5-family models only: "
+                          "'encoder' = T5's encoder alone; 'encoder-decoder' = the whole T5 with LoRA in both "
+                          "stacks, h = the decoder's states on the text shifted right (P3EFT's Flan-T5: "
+                          "T5ForSequenceClassification's vector with pooling last, the default then)")
     micro_batch: int = param(0, ge=0, help="rows per forward/backward pass on the model servers (0 = the whole "
                              "batch): bounds their activation memory; exact (examples are independent)")
     gradient_checkpointing: bool = param(False, help="model servers keep only each transformer block's input "
@@ -133,7 +137,8 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         p, t, lora, path = self.params, self.cfg.train, self.lora_spec(), self.model_path()
         if spec.is_server:  # the server gets the model only: never the data or the labels
             pooling = self.model_arch().check_pooling(p.pooling)
-            return ModelServer(spec, model=LoraEncoder(load_encoder(path, dtype=p.dtype), lora, pooling=pooling,
+            encoder = load_encoder(path, dtype=p.dtype, stack=p.t5_stack)
+            return ModelServer(spec, model=LoraEncoder(encoder, lora, pooling=pooling,
                                                        device=t.device, micro_batch=p.micro_batch,
                                                        checkpointing=p.gradient_checkpointing),
                                curious=self.curious())
@@ -143,7 +148,7 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         client_cls, dp_kwargs = self.client_class()  # LlmClient, or DpLlmClient with privacy.bottom_dp
         return client_cls(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test), **dp_kwargs,
                          num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
-                         shapes=adapter_shapes(model_cfg, lora) if lora else {}, dim=self.model_arch().output_size(model_cfg),
+                         shapes=adapter_shapes(model_cfg, lora, stack=p.t5_stack) if lora else {}, dim=self.model_arch().output_size(model_cfg),
                          recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
                          make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)),
                          head_hidden=p.head_hidden, seed=self.cfg.seed,
@@ -160,7 +165,8 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         self.model_arch().check_pooling(self.params.pooling)
         lora = self.lora_spec()
         if lora is not None:
-            adapter_shapes(AutoConfig.from_pretrained(self.model_path(), local_files_only=True), lora)
+            adapter_shapes(AutoConfig.from_pretrained(self.model_path(), local_files_only=True), lora,
+                           stack=self.params.t5_stack)
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
         self._leak = LeakTracker(y_train=np.asarray(ds.y_train), schedule=self._schedule(),
                                  window=self.params.leak_window, seed=self.cfg.seed)

@@ -96,15 +96,16 @@ def torch_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def load_encoder(model_dir: str | None = None, *, dtype: str = "fp32") -> Any:
+def load_encoder(model_dir: str | None = None, *, dtype: str = "fp32", stack: str = "encoder") -> Any:
     """A fresh copy of the pretrained encoder (``AutoModel``) with its weights in ``dtype`` (whatever
-    dtype the checkpoint was saved in: a bf16 checkpoint loads as fp32 by default), eval mode, frozen."""
+    dtype the checkpoint was saved in: a bf16 checkpoint loads as fp32 by default), eval mode, frozen.
+    ``stack`` (``params.t5_stack``): ``encoder-decoder`` loads a whole T5 (``seq2seq.T5Seq2Seq``)."""
     from transformers import AutoConfig
 
     from parties.llm.common.arch import model_class
 
     path = str(resolve_model_dir(model_dir))
-    cls = model_class(AutoConfig.from_pretrained(path, local_files_only=True))
+    cls = model_class(AutoConfig.from_pretrained(path, local_files_only=True), stack=stack)
     model = cls.from_pretrained(path, local_files_only=True, dtype=torch_dtype(dtype))
     model.eval()
     for p in model.parameters():
