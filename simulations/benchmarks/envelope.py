@@ -23,10 +23,12 @@ dtype/shape/stype strings, integers and flags the receiver knows from the protoc
 protobuf framing are envelope. ``ratio`` = ``wire_bytes`` / ``info_bound_bytes`` (goal ≤ 1.25 at
 the demo settings, issue #29.2); ``ratio_without_auth_tags`` leaves the authenticators out of the
 bound (they count as envelope); ``ratio_learning`` divides the train phase's bytes by the strategy's
-own ``information_bound_bytes`` (embeddings and gradients only: no SecAgg releases, no tags).
+own ``information_bound_bytes`` (embeddings and gradients only: no SecAgg releases, no tags), and
+``learning_floor`` is the lowest ``ratio_learning`` any envelope could reach: the train phase's
+information bound over that (what the releases and tags alone add).
 
 ``DIR/envelope.json``: ``wire_bytes``, ``info_bound_bytes``, ``ratio``, ``ratio_without_auth_tags``,
-``ratio_learning``, ``info_bound_parts`` (arrays, config_bytes, metrics, auth_tags), ``messages``,
+``ratio_learning``, ``learning_floor``, ``info_bound_parts`` (arrays, config_bytes, metrics, auth_tags), ``messages``,
 ``envelope_bytes_per_message``, ``train_bytes_per_round``, ``per_kind`` (kind -> direction ->
 messages, wire_bytes, info_bound_bytes, envelope_bytes_per_message), ``captured_messages`` (must equal
 ``messages``: every counted message was read) and, with ``--baseline``, ``before`` (that file's
@@ -97,6 +99,7 @@ class Capture:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.train_rounds: set[str] = set()
+        self.train_info = {"messages": 0, "bytes": 0}  # the train phase's messages and their information bytes
         self._of = vm.Wire.__dict__["of"]
 
     def __enter__(self) -> Capture:
@@ -110,6 +113,8 @@ class Capture:
                 row[part] += n
             if w.round.startswith("train:"):
                 self.train_rounds.add(w.round)
+                self.train_info["messages"] += 1
+                self.train_info["bytes"] += sum(information_bytes(message).values())
             return w
 
         vm.Wire.of = classmethod(of)  # type: ignore[method-assign, assignment]
@@ -148,16 +153,18 @@ def measure(config: str, overrides: list[str], *, epochs: int) -> dict[str, Any]
     bound = sum(totals[p] for p in ("arrays", "config_bytes", "metrics", "auth_tags"))
     train_bytes = sum(int(r["bytes_up"]) + int(r["bytes_down"]) for r in result.history)
     rounds = len(cap.train_rounds)
+    train_bound = cap.train_info["bytes"] + tag * cap.train_info["messages"]
+    learning = int(s.get("information_bound_bytes") or 0)
     return {
         "config": config, "overrides": overrides, "epochs": epochs, "auth": bool(s.get("auth")),
         "wire_bytes": totals["wire"], "info_bound_bytes": bound, "ratio": round(totals["wire"] / bound, 4),
         "ratio_without_auth_tags": round(totals["wire"] / (bound - totals["auth_tags"]), 4),
-        "ratio_learning": round(train_bytes / int(s["information_bound_bytes"]), 4)
-        if s.get("information_bound_bytes") else None,
+        "ratio_learning": round(train_bytes / learning, 4) if learning else None,
+        "learning_floor": round(train_bound / learning, 4) if learning else None,
         "info_bound_parts": {p: totals[p] for p in ("arrays", "config_bytes", "metrics", "auth_tags")},
         "messages": totals["messages"], "captured_messages": totals["captured"],
         "envelope_bytes_per_message": round((totals["wire"] - bound) / totals["messages"], 1),
-        "train_bytes": train_bytes, "train_rounds": rounds,
+        "train_bytes": train_bytes, "train_info_bound_bytes": train_bound, "train_rounds": rounds,
         "train_bytes_per_round": round(train_bytes / rounds, 1) if rounds else None,
         "per_kind": per_kind,
     }
@@ -170,7 +177,7 @@ def table(result: dict[str, Any]) -> str:
     if before:
         lines += ["| | before | after |", "|---|---:|---:|"]
         for key in ("wire_bytes", "info_bound_bytes", "ratio", "ratio_without_auth_tags", "ratio_learning",
-                    "messages", "envelope_bytes_per_message", "train_bytes_per_round"):
+                    "learning_floor", "messages", "envelope_bytes_per_message", "train_bytes_per_round"):
             lines.append(f"| `{key}` | {before.get(key)} | {result.get(key)} |")
         lines.append("")
     lines += ["| kind | direction | messages | wire bytes | info bound | ratio | envelope B/msg |"
