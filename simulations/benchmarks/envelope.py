@@ -67,7 +67,7 @@ def _direction(src: int, dst: int) -> str:
 def _array_bits(arr: np.ndarray, *, enc: ConfigRecord | None) -> int:
     """Bytes of one array at its wire precision (see the module docstring)."""
     if enc is not None and arr.dtype.kind in "ui":  # an integer embedding: k bits per value
-        rows, cols, k = (int(enc[key]) for key in (vw.Key.ROWS, vw.Key.COLS, vw.Key.BITS))  # type: ignore[call-overload]
+        rows, cols, k = (vm.config_int(enc, key) for key in (vw.Key.ROWS, vw.Key.COLS, vw.Key.BITS))
         return math.ceil(rows * cols * k / 8)
     if arr.dtype.kind == "f":
         return arr.size * min(arr.dtype.itemsize, FLOAT_WIRE_BYTES)
