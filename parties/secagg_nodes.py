@@ -13,7 +13,6 @@ signing the survivor set
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from parties import vertical_wire as vw
 from parties.mods.encoding import AUDIT, read_encoded
 from parties.round_plan import RoundPlan, round_plan
 from parties.secagg_round import ServerRound
+from parties.sum_decoder import SumDecoder
 from parties.vertical import ActiveServer, PassiveParty
 from vfl import faults
 from vfl import message as wire
@@ -157,11 +157,10 @@ class SecAggParty(PassiveParty):
 class SecAggActiveServer(ActiveServer):
     """The active party: relays set-up messages and unmasks only the SUM of the parties' vectors."""
 
-    def __init__(self, *args: Any, k: int, decode_sum: Callable[[np.ndarray, int], torch.Tensor],
-                 plan: RoundPlan | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, decoder: SumDecoder, plan: RoundPlan | None = None, **kwargs: Any) -> None:
         super().__init__(*args, aggregate=self._unmasked_sum, **kwargs)
-        self.k = k
-        self.decode_sum = decode_sum  # (sum of the integers, number of parties summed) -> head input
+        self.k = decoder.k  # bits per element on the wire
+        self.decoder = decoder  # (sum of the integers, number of parties summed) -> head input (parties/sum_decoder.py)
         self.plan = plan  # the strategy's round plan; None: the plan of the mode the set-up names
         self.public_keys: dict[int, bytes] = {}
         self.secagg: SecAggServer | None = None
@@ -281,7 +280,7 @@ class SecAggActiveServer(ActiveServer):
             total, summed = self._server().result(rnd)
             if faults.audit_enabled():
                 self.audit[rnd] = (total.ravel().tolist(), list(summed))
-            messages = r.unmasked(self.decode_sum(total, len(summed)), list(summed))
+            messages = r.unmasked(self.decoder(total, len(summed)), list(summed))
             if r.phase == "train":
                 return self.train_step(messages, r.epoch, r.step)
             return self.eval_step(messages, r.step)

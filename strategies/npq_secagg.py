@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import torch
-
 from parties.mods import fixed_point_mod, secagg_mod
+from parties.sum_decoder import FixedPointDecoder
 from strategies.secure import SecureSumStrategy, check_secagg_config
 from vfl.config import param
 from vfl.mods import Mod
 from vfl.schema import RunConfig
-from vfl.secagg import MODES, decode_fixed_sum, fixed_point_bits
+from vfl.secagg import MODES, fixed_point_bits
 from vfl.strategy import register
 
 
@@ -44,5 +42,6 @@ class NPQSecAgg(SecureSumStrategy):
         c = self.cfg.model.tanh_c
         return [fixed_point_mod(scale=self.params.scale, clip=c, k=self.k), secagg_mod(k=self.k)]
 
-    def decode_sum(self, total: np.ndarray, num_parties: int) -> torch.Tensor:
-        return torch.from_numpy(decode_fixed_sum(total, scale=self.params.scale, k=self.k).astype(np.float32))
+    @property
+    def sum_decoder(self) -> FixedPointDecoder:
+        return FixedPointDecoder(k=self.k, scale=self.params.scale)

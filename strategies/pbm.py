@@ -15,12 +15,12 @@ import numpy as np
 import torch
 
 from parties.mods import pack_counts_mod, pbm_mod, secagg_mod
+from parties.sum_decoder import PBMDecoder
 from strategies.secure import SecureSumStrategy, check_secagg_config, shamir_threshold
 from vfl.config import param
 from vfl.errors import ConfigError
 from vfl.mods import Mod
 from vfl.privacy.events import PBMEvent
-from vfl.privacy.mechanisms import pbm_decode
 from vfl.privacy.scope import bottom_dp_events, bottom_dp_run_events, honest_binomials
 from vfl.rng import NoiseSource
 from vfl.schema import RunConfig
@@ -94,10 +94,10 @@ class PBM(SecureSumStrategy):
         quantize = pbm_mod(b=p.b, beta=p.beta, c=self.cfg.model.tanh_c)
         return [quantize, secagg_mod(k=self.k) if p.secagg else pack_counts_mod(k=self.k)]
 
-    def decode_sum(self, total: np.ndarray, num_parties: int) -> torch.Tensor:
+    @property
+    def sum_decoder(self) -> PBMDecoder:
         p: PBMParams = self.params
-        return pbm_decode(torch.from_numpy(total.astype(np.float64)), b=p.b, beta=p.beta, c=self.cfg.model.tanh_c,
-                          num_parties=num_parties).float()
+        return PBMDecoder(k=self.k, b=p.b, beta=p.beta, c=self.cfg.model.tanh_c)
 
     def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:
         """The decoded noisy sum h̃ the head sees: each party's Binomial(b, 1/2 + β·e/C) counts, summed."""
@@ -105,7 +105,7 @@ class PBM(SecureSumStrategy):
         c = self.cfg.model.tanh_c
         total = sum(noise.binomial(int(p.b), 0.5 + p.beta * (e.detach().double() / c).clamp(-1.0, 1.0))
                     for e in embeddings)
-        return self.decode_sum(np.asarray(total), len(embeddings))
+        return self.sum_decoder(np.asarray(total), len(embeddings))
 
     def privacy_events(self, *, epoch: int) -> list[Any]:
         """Each training sample's P coordinates are released once per epoch; with SecAgg the server

@@ -14,6 +14,7 @@ from parties import secagg_wire as sw
 from parties.mods import read_encoded
 from parties.round_plan import RoundPlan, round_plan
 from parties.secagg_nodes import SecAggActiveServer, SecAggParty
+from parties.sum_decoder import SumDecoder
 from parties.vertical import ActiveServer, PassiveParty
 from parties.vertical_wire import SERVER_ID, party_node_id
 from strategies.vertical import VerticalStrategy
@@ -66,7 +67,8 @@ def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, mode: str = "
 class SecureSumStrategy(VerticalStrategy):
     """A vertical strategy whose parties send integers that the server sums: under secure
     aggregation (masked, only the sum revealed) or, when ``uses_secagg`` is off, in the clear.
-    Subclasses set ``k`` (bits per element) and ``decode_sum`` (integer sum -> head input)."""
+    Subclasses set ``k`` (bits per element) and ``sum_decoder`` (integer sum -> head input, a frozen value
+    the server node applies: ``parties/sum_decoder.py``)."""
 
     uses_secagg: bool = True
 
@@ -94,16 +96,18 @@ class SecureSumStrategy(VerticalStrategy):
         malicious mode a second one before it (the survivors sign the survivor set)."""
         return round_plan(phase=phase, secagg=self.uses_secagg, mode=self.secagg_mode)
 
-    def decode_sum(self, total: np.ndarray, num_parties: int) -> torch.Tensor:
-        raise NotImplementedError
+    @property
+    @abstractmethod
+    def sum_decoder(self) -> SumDecoder:
+        """How the server turns the integer sum of the parties' vectors into the head's input."""
 
     def _plain_sum(self, messages: list[Message]) -> torch.Tensor:
         total = sum(read_encoded(m).values.astype(np.int64) for m in messages)
-        return self.decode_sum(np.asarray(total), len(messages))
+        return self.sum_decoder(np.asarray(total), len(messages))
 
     def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
         if self.uses_secagg:
-            return SecAggActiveServer(spec, k=self.k, decode_sum=self.decode_sum, plan=self.round_plan(), **kwargs)
+            return SecAggActiveServer(spec, decoder=self.sum_decoder, plan=self.round_plan(), **kwargs)
         return ActiveServer(spec, aggregate=self._plain_sum, **kwargs)
 
     def make_party(self, spec: NodeSpec, **kwargs: Any) -> PassiveParty:
