@@ -159,6 +159,8 @@ def test_p3eft_and_split_lora_train_the_whole_t5_over_the_nodes(t5_dir, strategy
 def test_t5_stack_is_validated(t5_dir, tmp_path):
     with pytest.raises(ConfigError, match=r"params\.t5_stack.*allowed: one of 'encoder', 'encoder-decoder'"):
         load_run_config({"strategy": "p3eft", "num_parties": 1, "params": {"t5_stack": "decoder"}})
+    with pytest.raises(ConfigError, match=r"params\.t5_stack: unknown key"):  # SAP splits T5's encoder alone
+        load_run_config({"strategy": "sap", "num_parties": 1, "params": {"t5_stack": ED}})
     gpt2 = tiny_gpt2_dir(tmp_path / "gpt2")
     cfg = _config("p3eft", gpt2)
     with pytest.raises(ConfigError, match=r"params\.t5_stack.*'encoder-decoder' for a gpt2 model; allowed: 'encoder'") as e:
@@ -166,3 +168,21 @@ def test_t5_stack_is_validated(t5_dir, tmp_path):
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match=r"params\.t5_stack"):
         load_encoder(gpt2, stack=ED)
+
+
+def test_checkpointing_and_micro_batches_are_exact_on_the_whole_t5(t5_dir):
+    """Gradient checkpointing wraps the decoder's blocks too (cross-attention inputs and all) and
+    micro-batches split the rows: the same activations and VJPs as the plain path."""
+    spec = lora_spec_for(arch_of(load_encoder(t5_dir, stack=ED)), rank=2, alpha=4.0)
+    plain = LoraEncoder(load_encoder(t5_dir, stack=ED), spec, pooling="last")
+    lean = LoraEncoder(load_encoder(t5_dir, stack=ED), spec, pooling="last", checkpointing=True, micro_batch=3)
+    assert sum(getattr(b.forward, "checkpointed", False) for b in arch_of(lean.encoder).blocks(lean.encoder)) == 6
+    adapter = init_adapters(plain.shapes, generator=torch.Generator().manual_seed(1))
+    adapter = {k: v if ".lora_A." in k else torch.full_like(v, 0.05) for k, v in adapter.items()}
+    ids, mask = _batch(t5_dir)
+    lengths = mask.sum(1)
+    g = torch.randn(len(ids), 32, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(lean.forward(ids, lengths, adapter), plain.forward(ids, lengths, adapter))
+    want, got = plain.backprop(ids, lengths, adapter, g), lean.backprop(ids, lengths, adapter, g)
+    for name, ref in want.items():
+        torch.testing.assert_close(got[name], ref, rtol=1e-4, atol=1e-6)
