@@ -8,20 +8,24 @@ from dataclasses import dataclass
 
 from parties.mods import fixed_point_mod, secagg_mod
 from parties.sum_decoder import FixedPointDecoder
-from strategies.secure import SecureSumStrategy, check_secagg_config
+from strategies.secure import (
+    SecureSumStrategy,
+    check_secagg_config,
+    secagg_mode_param,
+    threshold_param,
+)
 from vfl.config import param
 from vfl.mods import Mod
 from vfl.schema import RunConfig
-from vfl.secagg import MODES, fixed_point_bits
+from vfl.secagg import fixed_point_bits
 from vfl.strategy import register
 
 
 @dataclass(frozen=True)
 class NPQSecAggParams:
     scale: float = param(65536.0, gt=0, help="fixed-point scale (resolution 1/scale)")
-    threshold: int = param(0, ge=0, help="Shamir threshold for dropout recovery (0 = ceil(2(M-1)/3))")
-    secagg_mode: str = param("semi-honest", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
-                             "(signed keys + survivor consistency check; needs auth)")
+    threshold: int = threshold_param()
+    secagg_mode: str = secagg_mode_param()
 
 
 @register

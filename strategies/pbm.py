@@ -16,7 +16,13 @@ import torch
 
 from parties.mods import pack_counts_mod, pbm_mod, secagg_mod
 from parties.sum_decoder import PBMDecoder
-from strategies.secure import SecureSumStrategy, check_secagg_config, shamir_threshold
+from strategies.secure import (
+    SecureSumStrategy,
+    check_secagg_config,
+    secagg_mode_param,
+    shamir_threshold,
+    threshold_param,
+)
 from vfl.config import param
 from vfl.errors import ConfigError
 from vfl.mods import Mod
@@ -24,7 +30,7 @@ from vfl.privacy.events import PBMEvent
 from vfl.privacy.scope import bottom_dp_events, bottom_dp_run_events, honest_binomials
 from vfl.rng import NoiseSource
 from vfl.schema import RunConfig
-from vfl.secagg import MODES, smallest_modulus_bits
+from vfl.secagg import smallest_modulus_bits
 from vfl.strategy import register
 
 MAX_B = 1 << 16  # params.b: beyond it the exact accountant takes hours (its cost grows with b); refused at config time
@@ -36,9 +42,8 @@ class PBMParams:
                    "accountant's cost grows with b (2^16, M=4: 81 s on 2 cores; 2^20: 525 s and 7.8 GB for one step)")
     beta: float = param(0.25, gt=0, le=0.25, help="PBM beta in (0, 1/4]")
     secagg: bool = param(True, help="pairwise-masked secure aggregation (the paper's algorithm)")
-    threshold: int = param(0, ge=0, help="Shamir threshold for dropout recovery (0 = ceil(2(M-1)/3))")
-    secagg_mode: str = param("semi-honest", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
-                             "(signed keys + survivor consistency check; needs auth)")
+    threshold: int = threshold_param()
+    secagg_mode: str = secagg_mode_param()
 
 
 @register

@@ -19,12 +19,13 @@ from parties.vertical import ActiveServer, PassiveParty
 from parties.vertical_wire import SERVER_ID, party_node_id
 from strategies.vertical import VerticalStrategy
 from vfl import message as wire
+from vfl.config import param
 from vfl.errors import ConfigError
 from vfl.grid import Grid
 from vfl.message import BROADCAST
 from vfl.node import Node, NodeSpec
 from vfl.schema import RunConfig
-from vfl.secagg import new_session_id
+from vfl.secagg import MODES, new_session_id
 from vfl.secagg.consistency import check_mode
 
 SETUP_ROUND = wire.round_tag(0, 0, "setup")
@@ -44,6 +45,17 @@ def check_secagg_config(cfg: RunConfig, *, threshold: int, mode: str = "semi-hon
         raise ConfigError("num_parties", "secure aggregation needs at least 2 parties")
     if threshold > cfg.num_parties - 1:
         raise ConfigError("params.threshold", f"got {threshold}; allowed: 0 (auto) or [1, {cfg.num_parties - 1}]")
+
+
+def threshold_param() -> Any:
+    """``params.threshold`` of every SecAgg strategy: one definition, one help text."""
+    return param(0, ge=0, help="Shamir threshold for dropout recovery (0 = ceil(2(M-1)/3))")
+
+
+def secagg_mode_param() -> Any:
+    """``params.secagg_mode`` of every SecAgg strategy: one definition, one help text."""
+    return param("semi-honest", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
+                 "(signed keys + survivor consistency check; needs auth)")
 
 
 def shamir_threshold(num_parties: int, threshold: int) -> int:
