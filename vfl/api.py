@@ -10,7 +10,8 @@ or datasets: they register through the ``vfl.plugins`` entry points (``vfl/plugi
 Overrides are ``key=value`` strings (as ``--set``) or a mapping of dotted keys to values
 (``{"train.lr": 0.1, "params": {}}``). ``on_epoch_end(epoch, row, engine)`` and
 ``on_step(epoch, steps_done, engine)`` are called in the driver after every committed epoch and
-every training step: the escape hatch for custom logging, early stopping (raise) or plots.
+after training steps (the vertical strategies pipeline 16 steps between syncs, so ``steps_done``
+may grow by several at once): the escape hatch for custom logging, early stopping (raise) or plots.
 
 ``progress=None`` (the default) picks the display (``vfl/progress.py``): a notebook bar inside a
 Jupyter kernel with ipywidgets, one line per epoch in a kernel without them, else the terminal bar.
@@ -143,7 +144,7 @@ def run(config: ConfigSource, *, out_dir: str | Path | None = None, transport: s
     start-up; warned once where the config says ray); ``transport=None``: the config's, as the
     CLI does, and so when ``address`` or ``transport.address`` names a Ray cluster. ``progress``:
     None picks a terminal bar, a notebook bar or epoch lines (module docstring), False nothing.
-    ``on_epoch_end`` / ``on_step`` are called after every committed epoch / training step."""
+    ``on_epoch_end`` / ``on_step`` are called after every committed epoch / synced block of steps."""
     if isinstance(config, RunConfig) and not overrides and transport is None and address is None:
         cfg = config
     else:
