@@ -29,7 +29,10 @@ information bound over that (what the releases and tags alone add).
 
 ``DIR/envelope.json``: ``wire_bytes``, ``info_bound_bytes``, ``ratio``, ``ratio_without_auth_tags``,
 ``ratio_learning``, ``learning_floor``, ``info_bound_parts`` (arrays, config_bytes, metrics, auth_tags), ``messages``,
-``envelope_bytes_per_message``, ``train_bytes_per_round``, ``per_kind`` (kind -> direction ->
+``envelope_bytes_per_message``, ``envelope_parts`` (metadata: the flwr ``Metadata`` field; auth_framing:
+the authenticator record around its tag, sequence number and signer included; records: the rest —
+record, array and key names, dtype/shape strings, control integers, protobuf framing),
+``train_bytes_per_round``, ``per_kind`` (kind -> direction ->
 messages, wire_bytes, info_bound_bytes, envelope_bytes_per_message), ``captured_messages`` (must equal
 ``messages``: every counted message was read) and, with ``--baseline``, ``before`` (that file's
 numbers) for a side-by-side table. ``DIR/envelope.md``: the table.
@@ -46,11 +49,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flwr.common import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.common import ArrayRecord, ConfigRecord, Message, MetricRecord, serde
 
 from parties import vertical_wire as vw
 from simulations.runner import execute, resolve_config
 from vfl import message as vm
+from vfl.auth import SIGNATURE_BYTES
 from vfl.ledger import CONTROL, DOWN, UP
 
 AUTH_TAG_BYTES = 64  # Ed25519 signature / HMAC-SHA512 tag: the authenticator itself, without seq and signer
@@ -109,6 +113,8 @@ class Capture:
             w = original(cls, message)
             row = self.rows[(w.kind, _direction(w.src, w.dst))]
             row["messages"] += 1
+            row["metadata"] += len(serde.ProtoMessage(metadata=serde.ProtoMessage.FromString(w.data).metadata)
+                                   .SerializeToString())  # the metadata field with its tag and length
             for part, n in information_bytes(message).items():
                 row[part] += n
             if w.round.startswith("train:"):
@@ -132,7 +138,9 @@ def measure(config: str, overrides: list[str], *, epochs: int) -> dict[str, Any]
     s = result.summary
     tag = AUTH_TAG_BYTES if s.get("auth") else 0
     per_kind: dict[str, dict[str, dict[str, Any]]] = {}
-    totals = {"wire": 0, "messages": 0, "captured": 0, "arrays": 0, "config_bytes": 0, "metrics": 0, "auth_tags": 0}
+    framing = SIGNATURE_BYTES - AUTH_TAG_BYTES if s.get("auth") else 0  # the auth record around its tag
+    totals = {"wire": 0, "messages": 0, "captured": 0, "arrays": 0, "config_bytes": 0, "metrics": 0, "auth_tags": 0,
+              "metadata": 0, "auth_framing": 0, "records": 0}
     for kind, dirs in sorted(s["bytes_by_kind_direction"].items()):
         for direction, c in sorted(dirs.items()):
             got = cap.rows.get((kind, direction), {})
@@ -140,15 +148,18 @@ def measure(config: str, overrides: list[str], *, epochs: int) -> dict[str, Any]
             info = {p: int(got.get(p, 0)) for p in ("arrays", "config_bytes", "metrics")}
             info["auth_tags"] = tag * n
             bound = sum(info.values())
+            parts = {"metadata": int(got.get("metadata", 0)), "auth_framing": framing * n}
+            parts["records"] = int(c["bytes"]) - bound - parts["metadata"] - parts["auth_framing"]
             per_kind.setdefault(kind, {})[direction] = {
                 "messages": n, "captured_messages": int(got.get("messages", 0)), "wire_bytes": int(c["bytes"]),
                 "info_bound_bytes": bound, "info_bound_parts": info,
                 "ratio": round(c["bytes"] / bound, 4) if bound else None,
-                "envelope_bytes_per_message": round((c["bytes"] - bound) / n, 1) if n else 0.0}
+                "envelope_bytes_per_message": round((c["bytes"] - bound) / n, 1) if n else 0.0,
+                "envelope_parts": parts}
             totals["wire"] += int(c["bytes"])
             totals["messages"] += n
             totals["captured"] += int(got.get("messages", 0))
-            for p, v in info.items():
+            for p, v in [*info.items(), *parts.items()]:
                 totals[p] += v
     bound = sum(totals[p] for p in ("arrays", "config_bytes", "metrics", "auth_tags"))
     train_bytes = sum(int(r["bytes_up"]) + int(r["bytes_down"]) for r in result.history)
@@ -164,6 +175,7 @@ def measure(config: str, overrides: list[str], *, epochs: int) -> dict[str, Any]
         "info_bound_parts": {p: totals[p] for p in ("arrays", "config_bytes", "metrics", "auth_tags")},
         "messages": totals["messages"], "captured_messages": totals["captured"],
         "envelope_bytes_per_message": round((totals["wire"] - bound) / totals["messages"], 1),
+        "envelope_parts": {p: totals[p] for p in ("metadata", "auth_framing", "records")},
         "train_bytes": train_bytes, "train_info_bound_bytes": train_bound, "train_rounds": rounds,
         "train_bytes_per_round": round(train_bytes / rounds, 1) if rounds else None,
         "per_kind": per_kind,
@@ -177,7 +189,8 @@ def table(result: dict[str, Any]) -> str:
     if before:
         lines += ["| | before | after |", "|---|---:|---:|"]
         for key in ("wire_bytes", "info_bound_bytes", "ratio", "ratio_without_auth_tags", "ratio_learning",
-                    "learning_floor", "messages", "envelope_bytes_per_message", "train_bytes_per_round"):
+                    "learning_floor", "messages", "envelope_bytes_per_message", "envelope_parts",
+                    "train_bytes_per_round"):
             lines.append(f"| `{key}` | {before.get(key)} | {result.get(key)} |")
         lines.append("")
     lines += ["| kind | direction | messages | wire bytes | info bound | ratio | envelope B/msg |"
