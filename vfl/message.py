@@ -127,7 +127,8 @@ def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: 
         content: the records.
 
     Returns:
-        A message in the same round with ``reply_to_message_id`` set.
+        A message in the same round with ``reply_to_message_id`` = the request's message id (empty for a
+        request built by ``make``, which leaves message ids to flwr's infrastructure).
     """
     md = to.metadata
     return make(
