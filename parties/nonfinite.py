@@ -1,12 +1,13 @@
 """Stop a training step whose loss is NaN or inf, naming the first non-finite quantity.
 
 A NaN loss used to finish the run "successfully" (``final_train_loss: null``, chance accuracy).
-Every step pays one ``torch.isfinite`` on the scalar loss; only once it is bad are the inputs
+Every step pays one read of the scalar loss (``math.isfinite``); only once it is bad are the inputs
 inspected, in the order the step computed them, to name the culprit.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,7 +25,9 @@ HINT = "lower train.lr, check the inputs, or bound the model's outputs; the last
 def check_loss(loss: torch.Tensor, *, epoch: int, step: int, messages: Sequence[Message], fused: torch.Tensor,
                logits: torch.Tensor, head: nn.Module) -> None:
     """Raise ``NonFiniteError`` when ``loss`` is not finite (call before ``backward``/the optimizer)."""
-    if bool(torch.isfinite(loss).all()):
+    if loss.numel() == 1 and math.isfinite(loss.item()):  # a scalar: one read instead of two tensor ops
+        return
+    if loss.numel() != 1 and bool(torch.isfinite(loss).all()):
         return
     what = culprit(messages=messages, fused=fused, logits=logits, head=head)
     raise NonFiniteError(f"training went non-finite at epoch {epoch}, step {step}: {what} holds NaN or inf "

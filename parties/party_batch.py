@@ -8,7 +8,9 @@ multi-tensor optimizer step (``parties/fast_step.py``; otherwise each party step
 party, in host order, takes its local steps and its next forward pass exactly as ``PassiveParty.on_train``
 does. The graphs share no tensor, so every gradient is computed by the same kernels on the same
 inputs as in separate calls: parameters stay bit-identical (``tests/integration/test_party_batch.py``).
-Nothing about the protocol changes: each party still builds and sends its own message.
+Nothing about the protocol changes: each party still builds and sends its own message. A broadcast
+gradient (one array for every party) is read once per delivery and handed to each party's backward as
+the same tensor (the backward only reads it).
 
 Anything else (no gradient in the delivery, several messages for one party, DP-SGD optimizers, a
 class that overrides how a gradient is applied) returns None: the host handles the parties one by one.
@@ -21,7 +23,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message
 
 from parties import vertical_wire as vw
 from parties.fast_step import fused_step, set_mode, zero_grads
@@ -50,6 +52,15 @@ class BatchParty(Protocol):
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message: ...
 
 _SAME = ("on_train", "apply_gradient", "select_gradient", "handle", "_inputs")  # what the batch path replays
+_PLAIN: dict[tuple[type, type], bool] = {}  # (base, class) -> the class keeps every method of _SAME
+
+
+def _plain(base: type[Node], cls: type) -> bool:
+    """Whether ``cls`` replays ``base``'s methods of ``_SAME`` (checked once per class)."""
+    ok = _PLAIN.get((base, cls))
+    if ok is None:
+        ok = _PLAIN[(base, cls)] = all(getattr(cls, name) is getattr(base, name) for name in _SAME)
+    return ok
 
 
 def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Message]]]) -> list[list[Message]] | None:
@@ -57,24 +68,34 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     None when the delivery is not exactly one gradient message per plain party (see module doc)."""
     parties: list[BatchParty] = []
     for node, messages in deliveries:
-        if (len(messages) != 1 or not isinstance(node, base)
-                or any(getattr(type(node), name) is not getattr(base, name) for name in _SAME)
+        if (len(messages) != 1 or not isinstance(node, base) or not _plain(base, type(node))
                 or node._handlers.get(vw.Kind.TRAIN_FORWARD) is not base.__dict__["on_train"]
                 or messages[0].metadata.message_type != vw.Kind.TRAIN_FORWARD or not wire.has_array(messages[0], vw.Record.GRAD)
                 or getattr(cast(BatchParty, node).optimizer, "begin_step", None) is not None):
             return None
         parties.append(cast(BatchParty, node))  # an instance of `base`, checked above
     steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
+    read: dict[int, tuple[int, int, int, bool, bool]] = {}  # id(message) -> its step record (a broadcast: read once)
+    shared: dict[tuple[int, str, tuple[int, ...]], torch.Tensor] = {}  # a broadcast gradient as one tensor
     for party, (_, (m,)) in zip(parties, deliveries, strict=True):
-        cfg = wire.config_of(m, vw.Record.STEP)
-        epoch, step, grad_step = (int(cast(int, cfg[k])) for k in (vw.Key.EPOCH, vw.Key.STEP, vw.Key.GRAD_STEP))
-        grad = party.select_gradient(m)
+        fields = read.get(id(m))
+        if fields is None:
+            cfg = wire.config_of(m, vw.Record.STEP)
+            fields = read[id(m)] = (int(cast(int, cfg[vw.Key.EPOCH])), int(cast(int, cfg[vw.Key.STEP])),
+                                    int(cast(int, cfg[vw.Key.GRAD_STEP])), bool(cfg[vw.Key.FORWARD]),
+                                    _broadcast_grad(m))
+        epoch, step, grad_step, forward, broadcast = fields
         if party._pending is None or party._pending[:2] != (epoch, grad_step):
             return None  # let the one-by-one path raise its ProtocolError
         out = party._pending[2]
-        steps.append((epoch, step, grad_step, out, torch.tensor(grad, dtype=torch.float32,
-                                                                 device=party.device).reshape(out.shape),
-                      bool(cfg[vw.Key.FORWARD])))
+        # one broadcast array for every party of the host: one tensor, shared (backward only reads it)
+        key = (id(m), party.device, tuple(out.shape))
+        g = shared.get(key) if broadcast else None
+        if g is None:
+            g = torch.tensor(party.select_gradient(m), dtype=torch.float32, device=party.device).reshape(out.shape)
+            if broadcast:
+                shared[key] = g
+        steps.append((epoch, step, grad_step, out, g, forward))
     optimizers = [party.optimizer for party in parties]
     zero_grads(optimizers)
     torch.autograd.backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
@@ -94,6 +115,12 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
             mine.append(party._send(m, out, "train", epoch, step))
         replies.append(mine)
     return replies
+
+
+def _broadcast_grad(m: Message) -> bool:
+    """The message carries one gradient for every party (``select_gradient`` returns it whatever the index)."""
+    rec = wire.record_of(m, vw.Record.GRAD, ArrayRecord)
+    return rec is not None and vw.Array.GRAD in rec
 
 
 def _batch(node: BatchParty, epoch: int, step: int) -> Callable[[], torch.Tensor]:

@@ -81,11 +81,12 @@ class PassiveParty(Node):
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
         if self.mods:  # encoded or masked, the server cannot tell whose embedding went bad: say it here
             check_embedding(emb, party=self.spec.name, phase=phase, epoch=epoch, step=step)
-        out = wire.make(request.metadata.message_type, src=self.node_id, dst=int(request.metadata.src_node_id),
-                        round=wire.round_tag(epoch, step, phase), reply_to=request.metadata.message_id,
+        md = request.metadata
+        out = wire.make(md.message_type, src=self.spec.node_id, dst=int(md.src_node_id),
+                        round=wire.round_tag(epoch, step, phase), reply_to=md.message_id,
                         content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: emb.detach().cpu().numpy()}),
                                                 vw.Record.STEP: step_config(epoch=epoch, step=step, forward=True)}))
-        return apply_mods(self.mods, out, self.ctx(phase, epoch, step))
+        return apply_mods(self.mods, out, self.ctx(phase, epoch, step)) if self.mods else out  # NPQ: no mods
 
     def apply_gradient(self, grad: np.ndarray, epoch: int, step: int) -> None:
         if self._pending is None or self._pending[:2] != (epoch, step):
@@ -203,7 +204,8 @@ class ActiveServer(Node):
         ordered = sorted(messages, key=lambda m: int(m.metadata.src_node_id))
         self.last_summed = [int(m.metadata.src_node_id) for m in ordered]
         fused = self.aggregate(ordered).to(self.device)
-        self.note_derived(wire.round_of(messages[0]), "fused", fused.detach().cpu().numpy())  # views only
+        if self.view_sink is not None:  # views only
+            self.note_derived(wire.round_of(messages[0]), "fused", fused.detach().cpu().numpy())
         return fused
 
     def contributors(self) -> list[int]:

@@ -273,7 +273,8 @@ class HostAuth:
 
 def check_unreserved(message: Message) -> None:
     """Nodes may not use the reserved ``auth`` record name (it would shadow the signature)."""
-    if message.has_content() and AUTH_RECORD in message.content:
+    content = message.__dict__["_content"]  # (flwr's has_content/content properties cost a call each)
+    if content is not None and AUTH_RECORD in content.__dict__["_data"]:
         raise ProtocolError(f"message {message.metadata.message_type} uses the reserved record name {AUTH_RECORD!r}")
 
 

@@ -75,6 +75,11 @@ def parse_faults(spec: str) -> tuple[Fault, ...]:
     return tuple(out)
 
 
+def armed() -> bool:
+    """Whether a fault is configured (``VFL_FAULT_INJECT``): a host reads it once per delivery."""
+    return bool(os.environ.get(FAULT_ENV))
+
+
 def check(node: str, replies: Sequence[Message], *, in_driver: bool = False) -> None:
     """Called by a host before the replies of ``node`` leave it: die here if a fault says so."""
     spec = os.environ.get(FAULT_ENV)

@@ -32,6 +32,7 @@ class Grid:
         self.group_of: dict[int, str] = {s.node_id: g.name for g in groups for s in g.specs}
         self.party_groups = [g.name for g in groups if any(s.role == PARTY for s in g.specs)]
         self.authenticated = False
+        self._ways: dict[tuple[int, int], tuple[str, str]] = {}  # (src, dst) -> _way, per pair once (specs are fixed)
 
     def remove_groups(self, names: Sequence[str]) -> list[int]:
         """Forget hosts that left the run (dropouts): no more deliveries or broadcasts to their
@@ -74,6 +75,15 @@ class Grid:
         self._count(wire.src, wire.dst, wire.round, wire.nbytes, wire.payload, wire.kind)
 
     def _count(self, src_id: int, dst_id: int, round: str, nbytes: int, payload: int, kind: str = "") -> None:
+        way = self._ways.get((src_id, dst_id))
+        if way is None:
+            way = self._ways[(src_id, dst_id)] = self._way(src_id, dst_id)
+        direction, party = way
+        self.ledger.record(phase=parse_round(round)[0], direction=direction, party=party, round=round,
+                           nbytes=nbytes, payload=payload, kind=kind)
+
+    def _way(self, src_id: int, dst_id: int) -> tuple[str, str]:
+        """(ledger direction, party it is attributed to) of a message from ``src_id`` to ``dst_id``."""
         src, dst = self._role(src_id), self._role(dst_id)
         if src_id == dst_id:  # the driver talking to a node on its own behalf (start a step, read metrics)
             direction, party = CONTROL, self.name(dst_id)
@@ -85,8 +95,7 @@ class Grid:
             direction, party = UP, self.name(src_id)
         else:
             direction, party = CONTROL, self.name(dst_id)
-        self.ledger.record(phase=parse_round(round)[0], direction=direction, party=party, round=round,
-                           nbytes=nbytes, payload=payload, kind=kind)
+        return direction, party
 
     def authenticate(self) -> None:
         """Every host generates its nodes' Ed25519 and X25519 keys; the roster of public keys is then

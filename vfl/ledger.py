@@ -62,20 +62,28 @@ class CommLedger:
             kind: the message kind (``by_kind``; empty: not kept per kind).
         """
         self.by_key[(phase, direction, party)].add(nbytes, payload)
-        if kind:
-            row = self.by_kind.setdefault(kind, {"direction": direction, "messages": 0, "bytes": 0, "payload": 0})
-            if row["direction"] != direction:
+        if kind:  # (get, then create: a setdefault would build its default row on every call)
+            row = self.by_kind.get(kind)
+            if row is None:
+                row = self.by_kind[kind] = {"direction": direction, "messages": 0, "bytes": 0, "payload": 0}
+            elif row["direction"] != direction:
                 row["direction"] = MIXED
-            split = self.by_kind_direction.setdefault(kind, {}).setdefault(
-                direction, {"messages": 0, "bytes": 0, "payload": 0})
+            ways = self.by_kind_direction.get(kind)
+            if ways is None:
+                ways = self.by_kind_direction[kind] = {}
+            split = ways.get(direction)
+            if split is None:
+                split = ways[direction] = {"messages": 0, "bytes": 0, "payload": 0}
             for r in (row, split):
                 r["messages"] += 1
                 r["bytes"] += nbytes
                 r["payload"] += payload
         self._epoch[(phase, direction)].add(nbytes, payload)
         if self.keep_rounds and direction != CONTROL:
-            row = self.by_round.setdefault(round, {UP: 0, DOWN: 0})
-            row[direction] += nbytes
+            per_round = self.by_round.get(round)
+            if per_round is None:
+                per_round = self.by_round[round] = {UP: 0, DOWN: 0}
+            per_round[direction] += nbytes
 
     def start_epoch(self) -> None:
         self._epoch = defaultdict(Counter)

@@ -46,6 +46,12 @@ def batch_ids(*, num_samples: int, batch_size: int, seed: int, epoch: int, step:
     return perm[step * batch_size : (step + 1) * batch_size]
 
 
+@lru_cache(maxsize=256)
+def _train_ids(num_samples: int, batch_size: int, seed: int, epoch: int, step: int) -> np.ndarray:
+    """``batch_ids``, cached: every node of a step asks for the same (read-only) slice."""
+    return batch_ids(num_samples=num_samples, batch_size=batch_size, seed=seed, epoch=epoch, step=step)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """What every node knows of the batch schedule; batch ids are derived, never sent."""
@@ -65,8 +71,7 @@ class Schedule:
         return num_batches(num_samples=self.num_test, batch_size=self.eval_batch_size)
 
     def train_ids(self, epoch: int, step: int) -> np.ndarray:
-        return batch_ids(num_samples=self.num_train, batch_size=self.batch_size, seed=self.seed, epoch=epoch,
-                         step=step)
+        return _train_ids(self.num_train, self.batch_size, self.seed, epoch, step)
 
     def test_ids(self, step: int) -> np.ndarray:
         return np.arange(step * self.eval_batch_size, min((step + 1) * self.eval_batch_size, self.num_test))
