@@ -91,8 +91,8 @@ class LlmDriver(Strategy):
         if self._model is None:
             from transformers import AutoConfig
 
-            from parties.llm.common.arch import arch_of_config
             from parties.llm.common.backbone import resolve_model_dir
+            from parties.llm.common.loading import arch_of_config
 
             p = self.params
             path = str(resolve_model_dir(p.model_dir, allow_download=p.allow_download))

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from parties.llm.common.arch import DECODER, ENCODER, arch_of, arch_of_config
+from parties.llm.common.arch import DECODER, ENCODER, arch_of
 from parties.llm.common.backbone import load_encoder, load_tokenizer, pool, resolve_model_dir
+from parties.llm.common.loading import arch_of_config
 from parties.llm.common.lora import inject_lora, lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
 from parties.llm.sap.split import bottom_state, build_bottom, split_encoder

@@ -13,7 +13,7 @@ outside the blocks that running them needs (both halves of a split carry it). He
   ``Conv1D`` modules ``c_attn``/``c_proj`` with peft's ``fan_in_fan_out=True``, pooling = the last
   real token, the only one that has seen the whole text);
 - ``rotary.py``: Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; ``encoders.py``: MPNet,
-  DeBERTa-v2, ModernBERT, T5's encoder, OPT; ``seq2seq.py``: T5 encoder-decoder (``params.t5_stack``).
+  DeBERTa-v2, ModernBERT, T5's encoder, OPT; ``seq2seq.py``: T5 encoder-decoder (``params.t5_stack``); ``loading.py``: which class a config builds.
 Default LoRA targets come from the module names a model has (``TARGET_GROUPS``).
 """
 
@@ -250,31 +250,5 @@ def arch_of(model: nn.Module) -> Arch:
     return arch if targets is None or targets == arch.lora_targets else replace(arch, lora_targets=targets)
 
 
+# T5-family encoders alone (SAP and P3EFT use T5 as a text encoder): model_type -> transformers class name
 ENCODER_ONLY = {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel", "umt5": "UMT5EncoderModel"}
-
-
-def model_class(config: Any, *, stack: str = "encoder") -> Any:
-    """The class the split-LLM code loads for ``config``: ``AutoModel``, except the encoder alone of an
-    encoder-decoder T5 (``T5EncoderModel``: SAP and P3EFT use T5 as a text encoder) or, with ``stack``
-    (``params.t5_stack``) ``encoder-decoder``, the whole T5 (``seq2seq.T5Seq2Seq``, P3EFT's Flan-T5)."""
-    import transformers
-
-    from parties.llm.common.seq2seq import T5Seq2Seq, check_stack
-
-    if check_stack(config, stack):
-        return T5Seq2Seq
-    name = ENCODER_ONLY.get(getattr(config, "model_type", ""))
-    return getattr(transformers, name) if name else transformers.AutoModel
-
-
-def from_config(config: Any, *, stack: str = "encoder") -> nn.Module:
-    """A randomly initialized model of ``config`` (``model_class``)."""
-    cls = model_class(config, stack=stack)
-    return cls(config) if cls.__name__ in ENCODER_ONLY.values() else cls.from_config(config)  # type: ignore[no-any-return]
-
-
-def arch_of_config(config: Any, *, stack: str = "encoder") -> Arch:
-    """The adapter for the model ``config`` describes (built on the ``meta`` device: no weights)."""
-    with torch.device("meta"):
-        shell = from_config(config, stack=stack)
-    return arch_of(shell)

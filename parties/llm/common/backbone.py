@@ -96,13 +96,16 @@ def torch_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def load_encoder(model_dir: str | None = None, *, dtype: str = "fp32", stack: str = "encoder") -> Any:
+def load_encoder(model_dir: str | None = None, *, dtype: str = "fp32", stack: str = "encoder",
+                 quantization: str = "none", device: str = "cuda") -> Any:
     """A fresh copy of the pretrained encoder (``AutoModel``) with its weights in ``dtype`` (whatever
     dtype the checkpoint was saved in: a bf16 checkpoint loads as fp32 by default), eval mode, frozen.
-    ``stack`` (``params.t5_stack``): ``encoder-decoder`` loads a whole T5 (``seq2seq.T5Seq2Seq``)."""
+    ``stack`` (``params.t5_stack``): ``encoder-decoder`` loads a whole T5 (``seq2seq.T5Seq2Seq``).
+    ``quantization`` (``params.quantization``): ``nf4`` loads the linear weights in 4-bit NF4 on ``device``
+    (bitsandbytes, CUDA only; ``parties/llm/common/quantization.py``)."""
     from transformers import AutoConfig
 
-    from parties.llm.common.arch import model_class
+    from parties.llm.common.loading import model_class
 
     path = str(resolve_model_dir(model_dir))
     cls = model_class(AutoConfig.from_pretrained(path, local_files_only=True), stack=stack)

@@ -24,10 +24,10 @@ import torch
 from torch import nn
 
 from parties.llm.common.arch import (
+    ENCODER_ONLY,
     Arch,
     EncoderArch,
     EncoderEmbeddings,
-    from_config,
     register_family,
 )
 from parties.llm.common.rotary import TokenEmbeddings
@@ -204,8 +204,10 @@ class T5Encoder(EncoderArch):
         return T5Context(model.encoder.block[0].layer[0].SelfAttention)  # type: ignore[union-attr, index]
 
     def shell(self, config: Any, num_blocks: int) -> nn.Module:
+        import transformers
+
         config.num_layers = num_blocks
-        return from_config(config)
+        return getattr(transformers, ENCODER_ONLY[config.model_type])(config)  # type: ignore[no-any-return]
 
     def run_blocks(self, blocks: Any, config: Any, h: torch.Tensor, attention_mask: torch.Tensor,
                    context: nn.Module | None = None) -> torch.Tensor:

@@ -34,7 +34,7 @@ Adapter = dict[str, torch.Tensor]
 def adapter_shapes(model_config: Any, spec: LoraSpec, *, stack: str = "encoder") -> dict[str, tuple[int, ...]]:
     """LoRA parameter names and shapes of the model described by ``model_config`` (no weights loaded);
     ``stack`` (``params.t5_stack``) as the server loads it (a whole T5 has decoder adapters too)."""
-    from parties.llm.common.arch import from_config
+    from parties.llm.common.loading import from_config
 
     with torch.device("meta"):
         shell = from_config(model_config, stack=stack)

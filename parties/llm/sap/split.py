@@ -141,7 +141,7 @@ def build_bottom(*, config_json: str, split: int, state: dict[str, np.ndarray]) 
     """Customer side: rebuild the bottom from the shipped config and weights (strict key match)."""
     from transformers import AutoConfig
 
-    from parties.llm.common.arch import arch_of_config
+    from parties.llm.common.loading import arch_of_config
 
     raw = json.loads(config_json)
     config = AutoConfig.for_model(raw.pop("model_type"), **raw)
