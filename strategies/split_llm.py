@@ -73,6 +73,9 @@ class LoraParams(LlmParams):
     leak_theta_steps: int = param(2, ge=0, le=100_000, help="pairs of successive adapter states each model server "
                                   "attacks per epoch and adapter set (θ-difference attack: leak_theta); 0 = off")
     leak_theta_iters: int = param(60, ge=1, le=10_000, help="least-squares (CGLS) iterations of that attack")
+    resend_adapters: bool = param(False, help="send every adapter set whole with every request (the old wire); "
+                                  "false = a server gets only the adapter tensors changed since it last received "
+                                  "that set (it keeps its last copy; same results, fewer bytes)")
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,8 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
                          recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
                          make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)),
                          head_hidden=p.head_hidden, seed=self.cfg.seed,
-                         noise_rng=self.cfg.privacy.noise_rng, pairs=text_pairs(ds), token_types=self.token_types(ds))
+                         noise_rng=self.cfg.privacy.noise_rng, pairs=text_pairs(ds), token_types=self.token_types(ds),
+                         resend_adapters=bool(getattr(p, "resend_adapters", False)))
 
     def prepare(self, data: DataSource) -> None:
         """Text data only; the model must load and the pooling and LoRA targets fit it; keep the true

@@ -124,7 +124,8 @@ def test_servers_never_receive_labels_head_or_gradients(monkeypatch):
         assert server.received and seen[server.node_id]  # the checks below see real traffic
         for entry in server.received:  # the server's own log of what it was sent
             assert entry.kind in {"train.forward", "train.backprop", "evaluate.forward", "query.log"}
-            assert set(entry.config) <= {"step/epoch", "step/step", "step/tag", "step/adapter"}
+            assert set(entry.config) <= {"step/epoch", "step/step", "step/tag", "step/adapter",
+                                         "theta/base", "theta/version"}  # versions of an adapter delta
             for name, _, shape in entry.arrays:
                 shape = tuple(shape)
                 record, key = name.split("/", 1)

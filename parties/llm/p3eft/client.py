@@ -35,6 +35,7 @@ from parties.llm.p3eft.regularizers import (
     fit_probe,
     randomized_response,
 )
+from parties.llm.p3eft.theta_cache import THETA, ThetaSender
 from parties.llm.p3eft.wire import (
     Kind,
     Record,
@@ -104,8 +105,8 @@ class LlmClient(Node):
                  num_classes: int, tokenizer: Any, max_len: int, shapes: Mapping[str, tuple[int, ...]], dim: int,
                  recipe: Recipe, schedule: Schedule, server_ids: list[int], make_optimizer: OptimizerFactory,
                  head_hidden: int = 0, seed: int = 0, noise_rng: str = "crypto",
-                 pairs: tuple[np.ndarray | None, np.ndarray | None] = (None, None), token_types: bool = False
-                 ) -> None:
+                 pairs: tuple[np.ndarray | None, np.ndarray | None] = (None, None), token_types: bool = False,
+                 resend_adapters: bool = False) -> None:
         super().__init__(spec)
         self.recipe, self.schedule, self.servers = recipe, schedule, list(server_ids)
         self.all_servers = list(server_ids)  # self.servers: those of the current step (rotate: one group)
@@ -134,6 +135,7 @@ class LlmClient(Node):
         self.optimizer = make_optimizer(params)
         self.cache = {ph: np.full((len(self.tokens[ph][1]), dim), np.nan, np.float32) for ph in ("train", "eval")}
         self.pending: Pending | None = None
+        self.theta = None if resend_adapters else ThetaSender()  # None: every request carries all of θ_i
         self.g_rms: dict[int, float] = {}  # per adapter set: running rms of g_h (noise scale of the pieces)
         self.stats = {"train": [0.0, 0, 0], "eval": [0.0, 0, 0]}  # loss sum, correct, count
         self.confusion = {ph: np.zeros((num_classes, num_classes), np.int64) for ph in ("train", "eval")}
@@ -186,6 +188,18 @@ class LlmClient(Node):
             p.sent[i] = sent
         return p.sent[i]
 
+    def _adapter_to(self, p: Pending, i: int, dst: int, arrays: dict[str, Any]) -> dict[str, Any]:
+        """Put adapter set ``i`` as sent this step into ``arrays`` for server ``dst``: whole, or (unless
+        resend_adapters) only the tensors changed since ``dst`` last received set ``i``; returns the
+        ``theta`` config record that lets ``dst`` check it holds the rest (theta_cache.py)."""
+        if self.theta is None:
+            arrays[Record.ADAPTER] = self._sent(p, i)
+            return {}
+        delta, versions = self.theta.outgoing(server=dst, adapter=i, tensors=self._sent(p, i))
+        if delta:
+            arrays[Record.ADAPTER] = delta
+        return {THETA: versions}
+
     # ---- step start (driver control) ---------------------------------------------------------
     def _start(self, m: Message, phase: str) -> list[Message]:
         t = read_step(m)
@@ -198,10 +212,10 @@ class LlmClient(Node):
         out = []
         for i in range(max(1, self.recipe.adapters)):
             arrays: dict[str, Any] = {Record.INPUTS: self._x(phase, ids)}
-            if self.recipe.adapters:
-                arrays[Record.ADAPTER] = self._sent(self.pending, i)
-            out.append(request(kind, src=self.node_id, dst=self.servers[i % len(self.servers)], phase=phase,
-                               tag=StepTag(t.epoch, t.step, i, i), records=arrays))
+            dst = self.servers[i % len(self.servers)]
+            configs = self._adapter_to(self.pending, i, dst, arrays) if self.recipe.adapters else {}
+            out.append(request(kind, src=self.node_id, dst=dst, phase=phase,
+                               tag=StepTag(t.epoch, t.step, i, i), records=arrays, configs=configs))
         return out
 
     @handles(Kind.TRAIN_STEP)
@@ -283,13 +297,14 @@ class LlmClient(Node):
             by_server: dict[int, list[int]] = {}
             for j in range(len(pieces)):
                 by_server.setdefault((i + origin[j]) % len(self.servers), []).append(j)
-            adapter = self._sent(p, i)
             for s, js in by_server.items():
                 tag = len(p.routes)
                 p.routes[tag] = (i, js)
                 g_np = pieces[js].numpy().astype(np.float32)
+                arrays = {Record.INPUTS: x, Record.GRAD: {"g": g_np}}
+                configs = self._adapter_to(p, i, self.servers[s], arrays)
                 out.append(request(Kind.TRAIN_BACKPROP, src=self.node_id, dst=self.servers[s], phase="train",
-                                   tag=StepTag(p.epoch, p.step, tag, i), records={Record.INPUTS: x, Record.ADAPTER: adapter, Record.GRAD: {"g": g_np}}))
+                                   tag=StepTag(p.epoch, p.step, tag, i), records=arrays, configs=configs))
         return out
 
     @handles(Kind.TRAIN_GRADS)
@@ -345,6 +360,8 @@ class LlmClient(Node):
         return out
 
     def load_state(self, state: dict[str, Any]) -> None:
+        if self.theta is not None:  # the servers may be fresh nodes: assume they hold nothing
+            self.theta.forget()
         if not state:
             return
         with torch.no_grad():

@@ -1,9 +1,10 @@
 """LLM model server: a frozen pretrained encoder behind a stateless forward/backprop API.
 
 ``train.forward`` / ``evaluate.forward`` return h(x, θ); ``train.backprop`` returns, per received
-cotangent piece ĝ, the LoRA gradient (∂h/∂θ)^T ĝ. The adapter θ arrives in every request and is
-applied for that call only: nothing about the client is kept between calls except the MESSAGE
-LOG — an honest-but-curious server's record of what it saw: every received message's kind,
+cotangent piece ĝ, the LoRA gradient (∂h/∂θ)^T ĝ. Every request stands for a whole adapter set θ_i,
+sent whole or as the tensors changed since this server last received set i (``theta_cache.py``:
+the server keeps its last copy of each set), and applied for that call only: apart from that copy,
+nothing about the client is kept between calls except the MESSAGE LOG — an honest-but-curious server's record of what it saw: every received message's kind,
 record and array names/shapes (``received``), plus the training activations it returned and
 the gradient pieces it received (``observed``), which the driver drains with ``query.log`` to
 score label leakage against the true labels. With a ``Curious`` keep (``parties/llm/p3eft/curious.py``)
@@ -24,6 +25,7 @@ from flwr.common import ArrayRecord, Message, MetricRecord
 from parties.llm.common.arch import Arch
 from parties.llm.p3eft.adapters import LoraEncoder
 from parties.llm.p3eft.curious import Curious
+from parties.llm.p3eft.theta_cache import ThetaStore
 from parties.llm.p3eft.wire import (
     Kind,
     Record,
@@ -86,6 +88,7 @@ class ModelServer(Node):
         self.gradients = Observed()
         self.busy: dict[str, float] = {}  # seconds spent in handlers, by round phase
         self.calls = {"forward": 0, "backprop": 0}
+        self.theta = ThetaStore()  # the last adapter sets received: a request may carry only what changed
 
     def handle(self, messages: list[Message]) -> list[Message]:
         for m in messages:
@@ -107,16 +110,22 @@ class ModelServer(Node):
         for m in messages:
             tag = read_step(m)
             ids, lengths = read_inputs(m)
-            out_h = self.model.forward(ids, lengths, read_record(m, Record.ADAPTER), types=read_types(m))
+            adapter = self._adapter(m, tag.adapter)
+            out_h = self.model.forward(ids, lengths, adapter, types=read_types(m))
             h = out_h.cpu().numpy().astype(np.float32)
             self.calls["forward"] += 1
             if train:
                 self.activations.add(h, epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=np.arange(len(h)))
             if train and self.curious is not None:
                 self.curious.note(epoch=tag.epoch, step=tag.step, adapter=tag.adapter, ids=ids, lengths=lengths,
-                                  tensors=read_record(m, Record.ADAPTER))
+                                  tensors=adapter)
             out.append(respond(m, kind, **{Record.ACT: {"h": h}}))
         return out
+
+    def _adapter(self, m: Message, index: int) -> dict[str, torch.Tensor]:
+        """The whole adapter set a request stands for (what this server holds of it after the request):
+        the one received, or the kept copy updated with the changed tensors received (theta_cache.py)."""
+        return self.theta.resolve(m, adapter=index, received=read_record(m, Record.ADAPTER))
 
     @handles(Kind.TRAIN_FORWARD)
     def on_train_forward(self, messages: list[Message]) -> list[Message]:
@@ -132,7 +141,7 @@ class ModelServer(Node):
         for m in messages:
             tag = read_step(m)
             ids, lengths = read_inputs(m)
-            adapter = read_record(m, Record.ADAPTER)
+            adapter = self._adapter(m, tag.adapter)
             if self.curious is not None:
                 self.curious.note(epoch=tag.epoch, step=tag.step, adapter=tag.adapter, ids=ids, lengths=lengths,
                                   tensors=adapter)
@@ -165,4 +174,7 @@ class ModelServer(Node):
         return [wire.reply(messages[-1], content=wire.records(**named))]
 
     def state(self) -> dict[str, Any]:
-        return {}  # stateless API: nothing to resume
+        return {}  # stateless API: nothing to resume (the adapter copies are re-sent whole after a load)
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.theta.forget()  # the client forgets what it sent too: the next request carries all of θ

@@ -64,11 +64,12 @@ def read_step(m: Message) -> StepTag:
 
 
 def request(kind: str, *, src: int, dst: int, phase: str, tag: StepTag, reply_to: str = "",
-            records: Mapping[str, Mapping[str, np.ndarray]] | None = None, **arrays: Mapping[str, np.ndarray]
-            ) -> Message:
+            records: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+            configs: Mapping[str, ConfigRecord] | None = None, **arrays: Mapping[str, np.ndarray]) -> Message:
     """A protocol message: the step record plus named array records (``inputs={"ids": ...}``, or
-    ``records={Record.INPUTS: {...}}`` when the names are the vocabulary's constants)."""
-    named: dict[str, ArrayRecord | ConfigRecord] = {Record.STEP: step_record(tag)}
+    ``records={Record.INPUTS: {...}}`` when the names are the vocabulary's constants) and ``configs``
+    (more config records, e.g. the ``theta`` versions of an adapter delta)."""
+    named: dict[str, ArrayRecord | ConfigRecord] = {Record.STEP: step_record(tag), **(configs or {})}
     named.update({k: wire.arrays(**v) for k, v in {**(records or {}), **arrays}.items()})
     content = wire.records(**named)
     return wire.make(kind, src=src, dst=dst, round=wire.round_tag(tag.epoch, tag.step, phase), content=content,
