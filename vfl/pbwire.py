@@ -7,7 +7,7 @@ per message, while the bytes themselves take ~1 µs. The schema of ``flwr/proto/
 wire rules (tag = field << 3 | wire type; varints; proto3 implicit presence: a scalar at its
 default is omitted, a oneof member or a set sub-message is always written; fields in number order,
 which is the order upb emits). ``encode`` returns None for anything outside the hot path (errors,
-metric records, lists, task ids, out-of-range integers): the caller then uses flwr's encoder.
+metric records, mixed lists, task ids, out-of-range integers): the caller then uses flwr's encoder.
 ``tests/unit/test_pbwire.py`` checks byte equality with flwr's encoder on generated messages.
 
 The writer reads flwr's private attributes, so it is checked once per process against the installed
@@ -65,6 +65,8 @@ _AR_KEY, _AR_VALUE = _tag(1, 2), _tag(2, 2)  # ArrayRecord.Item
 _A_DTYPE, _A_SHAPE, _A_STYPE, _A_DATA = _tag(1, 2), _tag(2, 2), _tag(3, 2), _tag(4, 2)  # Array
 _CR_KEY, _CR_VALUE = _tag(1, 2), _tag(2, 2)  # ConfigRecord.Item
 _V_DOUBLE, _V_SINT64, _V_BOOL, _V_STRING, _V_BYTES = _tag(1, 1), _tag(2, 0), _tag(4, 0), _tag(5, 2), _tag(6, 2)
+_V_DOUBLE_LIST, _V_SINT_LIST, _V_BOOL_LIST, _V_STRING_LIST, _V_BYTES_LIST = (_tag(n, 2) for n in (21, 22, 24, 25, 26))
+_VALS = _tag(1, 2)  # the repeated ``vals`` of a *List (packed for numbers, one field per string or bytes)
 
 
 class _Unsupported(Exception):
@@ -147,9 +149,30 @@ def _config_item(key: str, v: Any) -> bytes:
         value = _len_field(_V_STRING, v.encode())
     elif kind is bytes:
         value = _len_field(_V_BYTES, v)
+    elif kind is list:
+        value = _list_value(v)
     else:
-        raise _Unsupported  # lists and anything else
+        raise _Unsupported
     return _len_field(_ITEMS, _str(_CR_KEY, key) + _len_field(_CR_VALUE, value))
+
+
+def _list_value(v: list[Any]) -> bytes:
+    """A list ConfigRecordValue as flwr picks it: the first of bool, int, float, str, bytes that every
+    element is (an empty list is a BoolList); mixed lists and uint64-sized ints go to flwr's encoder."""
+    kinds = {type(x) for x in v}
+    if not v or kinds == {bool}:
+        return _len_field(_V_BOOL_LIST, _len_field(_VALS, bytes(v)) if v else b"")
+    if kinds == {int}:
+        if not all(_I64_MIN <= x <= _I64_MAX for x in v):
+            raise _Unsupported
+        return _len_field(_V_SINT_LIST, _len_field(_VALS, b"".join(_varint((x << 1) ^ (x >> 63)) for x in v)))
+    if kinds == {float}:
+        return _len_field(_V_DOUBLE_LIST, _len_field(_VALS, b"".join(map(_DOUBLE.pack, v))))
+    if kinds == {str}:
+        return _len_field(_V_STRING_LIST, b"".join(_len_field(_VALS, x.encode()) for x in v))
+    if kinds == {bytes}:
+        return _len_field(_V_BYTES_LIST, b"".join(_len_field(_VALS, x) for x in v))
+    raise _Unsupported
 
 
 def _record_item(key: str, rec: Any) -> list[bytes]:
@@ -199,7 +222,8 @@ def _probe() -> Message:
 
     md = Metadata(7, "m-1", 3, 2**32 - 1, "r-0", "train:1:2", 12.5, 3600.0, "train.probe")  # any kind: not a vocabulary one
     arrays = ArrayRecord({"x": Array(dtype="float32", shape=(2, 3), stype="raw", data=bytes(range(24)))})
-    config = ConfigRecord({"b": True, "i": -5, "f": -0.0, "s": "é", "y": b"\x00\x01"})
+    config = ConfigRecord({"b": True, "i": -5, "f": -0.0, "s": "é", "y": b"\x00\x01", "li": [3, -300], "lf": [0.5],
+                           "lb": [True, False], "ls": ["é", ""], "ly": [b"\x00", b""], "le": []})
     return make_message(md, RecordDict({"emb": arrays, "step": config}))
 
 

@@ -22,7 +22,9 @@ _FLOAT = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, 
 _KIND = st.sampled_from(["train", "evaluate", "query", "train.forward", "query.metrics", "evaluate.x_1"])
 _SCALAR = (st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.integers(2**63, 2**64 - 1) | _FLOAT | _TEXT
            | st.binary(max_size=20))
-_LIST = st.lists(st.integers(-5, 5), max_size=3) | st.lists(_TEXT, min_size=1, max_size=2)
+_LIST = (st.lists(st.integers(-5, 5), max_size=3) | st.lists(_TEXT, min_size=1, max_size=2)
+         | st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=3) | st.lists(st.booleans(), max_size=3)
+         | st.lists(_FLOAT, min_size=1, max_size=3) | st.lists(st.binary(max_size=8), min_size=1, max_size=2))
 _ARRAY = st.builds(lambda dtype, shape, stype, data: fastrecords.new_array(dtype, shape, stype, data),
                    st.sampled_from(["float32", "<f4", "int64", "uint8", ""]),
                    st.lists(st.integers(0, 2**31 - 1), max_size=3).map(tuple),
@@ -77,6 +79,18 @@ def test_scalar_messages_take_the_fast_path(message: Message) -> None:
     assert_same_message(decoded, ref)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_messages())
+def test_list_messages_take_the_fast_path(message: Message) -> None:
+    """Lists of one kind (SecAgg's names, releases, survivors) are written here too, with flwr's bytes."""
+    values = [x for rec in message.content.values() if isinstance(rec, ConfigRecord) for v in rec.values()
+              for x in (v if isinstance(v, list) else [v])]
+    has_big = any(isinstance(x, int) and not isinstance(x, bool) and x >= 2**63 for x in values)
+    fast = pbwire.encode(message)
+    assert (fast is None) == has_big
+    assert fast is None or fast == _flwr_bytes(message)
+
+
 def test_hot_path_messages_are_written_directly() -> None:
     """The vertical step's messages (embeddings up, gradient broadcast down) never fall back."""
     emb = np.random.default_rng(0).random((100, 16), dtype=np.float32)
@@ -90,13 +104,13 @@ def test_hot_path_messages_are_written_directly() -> None:
 
 
 def test_out_of_scope_messages_fall_back() -> None:
-    """Errors, no content, metric records, task ids and lists go to flwr's encoder."""
+    """Errors, no content, metric records, task ids and lists of uint64-sized ints go to flwr's encoder."""
     base = wire.make("train.x", src=1, dst=0, round="r")
     assert pbwire.encode(base) is not None  # empty content is in scope
     no_content = fastrecords.new_message(base.metadata, RecordDict())
     no_content.__dict__["_content"] = None
     metrics = wire.metrics_reply(wire.make("query.metrics", src=0, dst=0, round="control:0:0"), loss=0.5)
-    listed = wire.make("train.x", src=1, dst=0, round="r", content=wire.records(c=ConfigRecord({"l": [1, 2]})))
+    listed = wire.make("train.x", src=1, dst=0, round="r", content=wire.records(c=ConfigRecord({"l": [1, 2**63]})))
     tasked = wire.make("train.x", src=1, dst=0, round="r")
     tasked.metadata.src_task_id = 7
     numpy_shape = wire.make("train.x", src=1, dst=0, round="r", content=wire.records(
