@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -100,12 +100,19 @@ def split_run(cfg: RunConfig, data: ConfigDataSource, epochs: int, *,
               wire_floor: bool = False) -> tuple[list[float], list[torch.nn.Module], torch.nn.Module]:
     """:func:`split_epochs`, and the trained bottoms and head."""
     bottoms, head = initial_models(cfg, data)
+    times = list(split_epoch_times(cfg, data, epochs, bottoms=bottoms, head=head, wire_floor=wire_floor))
+    return times, bottoms, head
+
+
+def split_epoch_times(cfg: RunConfig, data: ConfigDataSource, epochs: int, *, bottoms: list[torch.nn.Module],
+                      head: torch.nn.Module, wire_floor: bool = False) -> Iterator[float]:
+    """Train ``bottoms`` and ``head`` (in place) epoch by epoch, yielding each epoch's seconds: a
+    benchmark can interleave these epochs with a transport's (``overhead``: paired ratios)."""
     party_opts = [torch.optim.SGD(b.parameters(), lr=cfg.train.lr) for b in bottoms]
     head_opt = torch.optim.SGD(head.parameters(), lr=cfg.train.lr)
     shards, labels = data.partition()
     xs = [s.x_train for s in shards]
     wires = _Wires(len(bottoms), auth=cfg.auth) if wire_floor else None
-    times = []
     for epoch in range(epochs):
         steps = list(batch_indices(num_samples=len(labels.y_train), batch_size=cfg.train.batch_size, seed=cfg.seed,
                                    epoch=epoch))
@@ -127,8 +134,7 @@ def split_run(cfg: RunConfig, data: ConfigDataSource, epochs: int, *,
             zero_grads(party_opts)
             torch.autograd.backward(outs, [torch.tensor(grad).reshape(o.shape) for o in outs])
             fused_step(party_opts)
-        times.append(time.perf_counter() - t0)
-    return times, bottoms, head
+        yield time.perf_counter() - t0
 
 
 def _embeddings_on_wire(wires: _Wires, embs: Sequence[np.ndarray], *, epoch: int, step: int) -> list[np.ndarray]:

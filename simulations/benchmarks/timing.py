@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from simulations.datasource import ConfigDataSource
@@ -12,15 +13,23 @@ from vfl.schema import RunConfig
 from vfl.transport.inprocess import InProcessTransport
 
 
-def transport_epochs(cfg: RunConfig, data: ConfigDataSource, transport: Any) -> tuple[list[float], dict[str, float]]:
+def transport_epochs(cfg: RunConfig, data: ConfigDataSource, transport: Any, *,
+                     between: Callable[[int], None] | None = None) -> tuple[list[float], dict[str, float]]:
     """Seconds per training epoch, and the profile counters (seconds per category) summed over the
-    driver and every host after the warm-up epoch."""
+    driver and every host after the warm-up epoch. ``between(epoch)`` runs after each epoch, outside
+    its timing and its counters (``overhead``: one floor epoch per transport epoch, interleaved)."""
     def hosts_counters(reset: bool) -> list[dict[str, dict[str, float]]]:
         if isinstance(transport, InProcessTransport):  # hosts live in the driver: one set of counters
             return []
         return [transport.host_call(g.name, "profile_counters", reset) for g in engine.groups]
 
     def after_warmup(epoch: int, record: dict[str, Any], eng: Engine) -> None:
+        if between is not None:
+            on, profile.enabled = profile.enabled, False  # the floor's epoch is not the transport's cost
+            try:
+                between(epoch)
+            finally:
+                profile.enabled = on
         if epoch == 0:
             hosts_counters(True)
             profile.reset()
