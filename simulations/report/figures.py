@@ -1,4 +1,5 @@
-"""PNG figures of a report (matplotlib Agg): curves of the run, ε(δ) and RDP, attacks, audit, reconstructions."""
+"""Figures of a report (matplotlib Agg), each as PNG + PDF (vector, for a paper): curves of the run, ε(δ)
+and RDP, attacks, audit, reconstructions."""
 
 from __future__ import annotations
 
@@ -12,20 +13,23 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 FIG_DIR = "report"
 
 
 def _save(fig: Any, path: Path) -> str:
+    """``path`` (PNG, what report.md embeds) and the same figure as PDF beside it; returns the PNG's path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    fig.savefig(path.with_suffix(".pdf"))
     plt.close(fig)
     return str(path)
 
 
 def curves(metrics: Sequence[dict[str, Any]], out: Path, title: str) -> list[str]:
-    """accuracy.png and communication.png (measured wire bytes, cumulative)."""
+    """accuracy.png and communication.png (measured wire bytes, cumulative) over metrics.jsonl's 0-based epochs."""
     written = []
     for fname, keys, ylabel, scale in (
         ("accuracy.png", (("train_acc", "train"), ("test_acc", "test")), "accuracy", 1.0),
@@ -34,10 +38,12 @@ def curves(metrics: Sequence[dict[str, Any]], out: Path, title: str) -> list[str
     ):
         fig, ax = plt.subplots(figsize=(5, 3.3))
         for key, label in keys:
-            pts = [(int(r["epoch"]) + 1, float(r[key]) * scale) for r in metrics if r.get(key) is not None]
+            pts = [(int(r["epoch"]), float(r[key]) * scale) for r in metrics if r.get(key) is not None]
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker="o", ms=3, label=label)
-        ax.set(xlabel="epoch", ylabel=ylabel, title=title)
+        ax.set(xlabel="epoch (as in metrics.jsonl)", ylabel=ylabel, title=title)
+        ax.title.set_fontsize(9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend()
         written.append(_save(fig, out / fname))

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from simulations.plots import run_title
 from simulations.report import (  # noqa: F401  (register attacks)
     audit_run,
     completion,
@@ -86,7 +87,7 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None) -
     out = run.path / figures.FIG_DIR
     s, cfg = run.summary, run.cfg
     results, skipped = run_attacks(run, names)
-    figs = figures.curves(run.metrics, out, f"{cfg.name} ({cfg.strategy})")
+    figs = figures.curves(run.metrics, out, run_title(cfg))  # name, strategy, M, seed, b/β...: as the run's plots
     detail = default_scope(run)
     scope = s.get("epsilon_scope") or detail  # the run's own label when it has one (e.g. bottom DP-SGD)
     if run.accountant is not None and run.accountant.events:
