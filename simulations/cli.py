@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--delta", type=float)
     a.add_argument("--c", type=float, default=1.0, help="embedding range C")
     a.add_argument("--c0", type=float, help="constant C_0 of the paper's Theorem 6.1/6.2 formulas")
-    rep = sub.add_parser("report", help="one-page privacy report of a run: report.md, report.json, PNGs")
+    rep = sub.add_parser("report", help="one-page privacy report of a run: report.md, report.json, figures (PNG + PDF)")
     rep.add_argument("run_dir", metavar="RUN_DIR")
     rep.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.trust)")
     rep.add_argument("--attacks", help="comma-separated attacks to run (default: every one that applies)")
