@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from parties.llm.common.lora import LoraSpec, lora_spec_for
+from parties.llm.common.quantization import QUANTIZATIONS, check_quantization
 from parties.llm.p3eft.client import Recipe
 from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
 from strategies.llm_dp import DCOR_REFUSAL, PSLF_REFUSAL, DpLoraDriver
@@ -61,6 +62,9 @@ class LlmParams:
                                          "and re-run the block in the backward (activation memory of one block "
                                          "instead of all; one extra forward per backprop call); exact")
     leak_window: int = param(512, ge=16, help="rows per window of the leak metrics (per epoch: max over windows)")
+    quantization: str = param("none", choices=QUANTIZATIONS, help="frozen weights on the model servers: none = "
+                              "params.dtype; nf4 = 4-bit NormalFloat (QLoRA: bitsandbytes, CUDA only, matmuls in "
+                              "params.dtype, backprop in float32)")
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,11 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         self._step_times: list[float] = []
         self._busy: dict[int, float] = {}
         self._leak: LeakTracker | None = None
+
+    @classmethod
+    def validate_config(cls, cfg: RunConfig) -> None:
+        super().validate_config(cfg)
+        check_quantization(cfg.params.quantization, device=cfg.train.device, machine=False)
 
     # ---- what varies between algorithms -------------------------------------------------------
     def recipe(self) -> Recipe:
@@ -140,7 +149,7 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         p, t, lora, path = self.params, self.cfg.train, self.lora_spec(), self.model_path()
         if spec.is_server:  # the server gets the model only: never the data or the labels
             pooling = self.model_arch().check_pooling(p.pooling)
-            encoder = load_encoder(path, dtype=p.dtype, stack=p.t5_stack)
+            encoder = load_encoder(path, dtype=p.dtype, stack=p.t5_stack, quantization=p.quantization, device=t.device)
             return ModelServer(spec, model=LoraEncoder(encoder, lora, pooling=pooling,
                                                        device=t.device, micro_batch=p.micro_batch,
                                                        checkpointing=p.gradient_checkpointing),
@@ -166,6 +175,8 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         from parties.llm.p3eft.adapters import adapter_shapes
 
         ds = self._text_dataset(data.dataset())
+        check_quantization(self.params.quantization, device=self.cfg.train.device,
+                           machine=not self.cfg.transport.address)  # a cluster's hosts check at load
         self.model_arch().check_pooling(self.params.pooling)
         lora = self.lora_spec()
         if lora is not None:

@@ -18,6 +18,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from parties.llm.common.quantization import (
+    check_quantization,
+    prepare_quantized,
+    quantization_config,
+)
 from vfl.errors import ConfigError
 
 OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]  # the client/customer builds its optimizers
@@ -109,7 +114,12 @@ def load_encoder(model_dir: str | None = None, *, dtype: str = "fp32", stack: st
 
     path = str(resolve_model_dir(model_dir))
     cls = model_class(AutoConfig.from_pretrained(path, local_files_only=True), stack=stack)
-    model = cls.from_pretrained(path, local_files_only=True, dtype=torch_dtype(dtype))
+    check_quantization(quantization, device=device)
+    quant = quantization_config(quantization, dtype=torch_dtype(dtype))
+    extra = {} if quant is None else {"quantization_config": quant, "device_map": {"": device}}
+    model = cls.from_pretrained(path, local_files_only=True, dtype=torch_dtype(dtype), **extra)
+    if quant is not None:
+        model = prepare_quantized(model)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)

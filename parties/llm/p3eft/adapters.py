@@ -26,6 +26,7 @@ from torch import nn
 from parties.llm.common.backbone import pool
 from parties.llm.common.checkpointing import checkpoint_blocks
 from parties.llm.common.lora import LoraSpec, inject_lora
+from parties.llm.common.quantization import quantized_linears
 from vfl.errors import ProtocolError
 
 Adapter = dict[str, torch.Tensor]
@@ -73,7 +74,8 @@ class LoraEncoder:
     def __init__(self, encoder: nn.Module, spec: LoraSpec | None, *, pooling: str = "mean", device: str = "cpu",
                  vjp_fp32: bool = True, micro_batch: int = 0, checkpointing: bool = False,
                  batched_vjp: bool = True) -> None:
-        self.encoder = encoder.to(device)
+        quantized = getattr(encoder, "hf_quantizer", None) is not None  # params.quantization: placed at load
+        self.encoder = encoder if quantized else encoder.to(device)
         if checkpointing:  # params.gradient_checkpointing: blocks re-run in the backward (exact)
             checkpoint_blocks(self.encoder)
         self.encoder.eval()
@@ -84,6 +86,7 @@ class LoraEncoder:
             inject_lora(self.encoder, spec)
         self.slots = {n: p for n, p in self.encoder.named_parameters() if "lora_" in n}
         self.frozen = [p for n, p in self.encoder.named_parameters() if "lora_" not in n]
+        self.quantized = quantized_linears(self.encoder)  # NF4 layers: their matmul dtype goes fp32 in backprop
         for p in self.slots.values():
             p.data = p.data.to(torch.float32)
             p.requires_grad_(True)
@@ -117,17 +120,24 @@ class LoraEncoder:
 
     @contextmanager
     def _float32(self) -> Iterator[None]:
-        """The frozen weights in float32 for the duration (bf16/fp16 -> fp32 -> back is exact)."""
-        if self.dtype == torch.float32 or not self.vjp_fp32:
+        """The frozen weights in float32 for the duration (bf16/fp16 -> fp32 -> back is exact); NF4 weights
+        stay 4-bit, their layers dequantize into float32 matmuls (``compute_dtype``) for the duration."""
+        if (self.dtype == torch.float32 and not self.quantized) or not self.vjp_fp32:
             yield
             return
-        for p in self.frozen:
+        cast = [(p, p.dtype) for p in self.frozen if p.is_floating_point() and p.dtype != torch.float32]
+        compute = [(m, m.compute_dtype) for m in self.quantized]
+        for p, _ in cast:
             p.data = p.data.to(torch.float32)
+        for m, _ in compute:
+            m.compute_dtype = torch.float32
         try:
             yield
         finally:
-            for p in self.frozen:
-                p.data = p.data.to(self.dtype)
+            for p, dtype in cast:
+                p.data = p.data.to(dtype)
+            for m, dtype in compute:
+                m.compute_dtype = dtype
 
     def activations(self, ids: torch.Tensor, lengths: torch.Tensor, types: torch.Tensor | None = None
                     ) -> torch.Tensor:
