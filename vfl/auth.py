@@ -16,12 +16,13 @@ sender's sequence number — chosen by the message's (authenticated) metadata ``
 - a ``BROADCAST`` wire keeps an Ed25519 signature, which every receiving host can check.
 
 The receiving host verifies before any node sees the message and rejects a bad MAC or signature,
-a unicast addressed to a node it does not run, a ``src`` other than the signer, and a sequence
-number not above the last one it accepted from that sender (replay, reordering) — each an
-``AuthenticationError`` naming the sender and the round. The two schemes hash under different
-domain prefixes, so a MAC is never accepted as a signature or the reverse (turning a unicast into
-a broadcast, or back, fails). The driver holds no key: a message it builds for node X (start an
-epoch, ask for metrics) is authenticated by X's host (``HostAuth.sign_for``) before it is sent.
+a unicast addressed to a node it does not run, a ``src`` other than the signer (#29.2 short-auth: the
+signer is the ``src``, so another node's key fails the check), and a sequence number not above
+the last one it accepted from that sender (replay, reordering) — each an ``AuthenticationError``
+naming the sender and the round. The two schemes hash under different domain prefixes, so a MAC
+is never accepted as a signature or the reverse (turning a unicast into a broadcast, or back,
+fails). The driver holds no key: a message it builds for node X (start an epoch, ask for
+metrics) is authenticated by X's host (``HostAuth.sign_for``) before it is sent.
 
 Threat model of the MACs. K_{i->j} is known to exactly two hosts: i's and j's. So a host can
 forge only what it could already send (messages from its own nodes) or messages *to* its own
@@ -32,11 +33,15 @@ signatures: a MAC is not evidence a third party can check — unicast wires have
 non-repudiation (j cannot prove to anyone that i sent a message, since j could have made the MAC
 itself); broadcasts keep their Ed25519 signatures.
 
-Wire format: the authenticator is a ConfigRecord ``auth`` (one 80-byte value: seq, signer, 64
-bytes of MAC or signature) appended to the serialized message as a protobuf fragment. Parsing
-the concatenation merges it into the content, so the authenticated bytes are exactly the bytes
-before it (nothing is re-serialized) and every message grows by the same ``SIGNATURE_BYTES``
-(counted as envelope).
+Wire format (#29.2 short-auth): the authenticator is a ConfigRecord ``auth`` (one value: a 4-byte
+sequence number, then the tag) appended to the serialized message as a protobuf fragment. The
+signer is the metadata's ``src`` (authenticated with the rest: it is in the body and in the
+digest), so it is not repeated. The tag of a unicast is HMAC-SHA512 truncated to its leftmost 32
+bytes (HMAC-SHA512/256 as RFC 2104 §5 and NIST SP 800-107 allow: 256-bit tags; the pair key comes
+from X25519, so the scheme stands at the 128-bit level either way); a broadcast's Ed25519
+signature stays 64 bytes. Parsing the concatenation merges the record into the content, so the
+authenticated bytes are exactly the bytes before it (nothing is re-serialized); a unicast grows by
+``MAC_RECORD_BYTES``, a broadcast by ``SIGNATURE_RECORD_BYTES`` (``record_bytes``; counted as envelope).
 """
 
 from __future__ import annotations
@@ -65,14 +70,16 @@ from vfl.ledger import CommLedger
 from vfl.message import BROADCAST, Wire, decode, record_of, round_of
 
 AUTH_RECORD = "auth"  # reserved record name: nodes must not use it
-_VALUE = "sig"
+_VALUE = "s"  # #29.2 short-auth: one letter
 _SIG_DOMAIN = b"vfl/auth/sig/v1\x00"  # what an Ed25519 signature covers (broadcasts)
 _MAC_DOMAIN = b"vfl/auth/mac/v1\x00"  # what an HMAC covers (unicasts): never equal to the above
 _KDF_INFO = b"vfl/auth/mac/v1"
 _STATEMENT_DOMAIN = b"vfl/auth/statement/v1\x00"  # a node's signed protocol statement (never a 32-byte digest)
-_HEAD = struct.Struct(">QQ")  # seq, signer
+_HEAD = struct.Struct(">QQ")  # seq, signer: what the digest binds (the wire carries only _SEQ)
+_SEQ = struct.Struct(">I")  # #29.2 short-auth: the sequence number on the wire (a node's 2**32 - 1 wires at most)
 _PAIR = struct.Struct(">QQ")  # sender, receiver of a directional MAC key
-_TAG_BYTES = 64  # Ed25519 signature and HMAC-SHA512 tag alike
+_SIG_TAG_BYTES = 64  # Ed25519 signature (broadcasts)
+_MAC_TAG_BYTES = 32  # HMAC-SHA512 truncated to 256 bits (unicasts; #29.2 short-auth)
 
 
 def _tail(blob: bytes) -> bytes:
@@ -82,11 +89,22 @@ def _tail(blob: bytes) -> bytes:
     return ProtoMessage(content=ProtoRecordDict(items=[item])).SerializeToString()  # type: ignore[no-any-return]
 
 
-BLOB_BYTES = _HEAD.size + _TAG_BYTES
-_PREFIX = _tail(bytes(BLOB_BYTES))[:-BLOB_BYTES]  # the blob is the fragment's last field: tail = prefix + blob
-if _PREFIX + b"\x01" * BLOB_BYTES != _tail(b"\x01" * BLOB_BYTES):  # pragma: no cover - protobuf layout changed
-    raise RuntimeError("vfl.auth: unexpected protobuf layout of the signature record")
-SIGNATURE_BYTES = len(_PREFIX) + BLOB_BYTES  # what authentication adds to every message
+def _prefix(blob_bytes: int) -> bytes:
+    """The fragment's bytes before a blob of that size (the blob is its last field: tail = prefix + blob)."""
+    prefix = _tail(bytes(blob_bytes))[:-blob_bytes]
+    if prefix + b"\x01" * blob_bytes != _tail(b"\x01" * blob_bytes):  # pragma: no cover - protobuf layout changed
+        raise RuntimeError("vfl.auth: unexpected protobuf layout of the signature record")
+    return prefix
+
+
+_PREFIXES = {tag: _prefix(_SEQ.size + tag) for tag in (_MAC_TAG_BYTES, _SIG_TAG_BYTES)}  # #29.2 short-auth
+MAC_RECORD_BYTES = len(_PREFIXES[_MAC_TAG_BYTES]) + _SEQ.size + _MAC_TAG_BYTES  # what a unicast grows by
+SIGNATURE_RECORD_BYTES = len(_PREFIXES[_SIG_TAG_BYTES]) + _SEQ.size + _SIG_TAG_BYTES  # what a broadcast grows by
+
+
+def record_bytes(dst: int) -> int:
+    """What authentication adds to a wire to ``dst`` (a broadcast's signature or a unicast's MAC record)."""
+    return SIGNATURE_RECORD_BYTES if dst == BROADCAST else MAC_RECORD_BYTES
 
 
 def _digest(domain: bytes, body: bytes | memoryview, seq: int, signer: int) -> bytes:
@@ -97,8 +115,8 @@ def _digest(domain: bytes, body: bytes | memoryview, seq: int, signer: int) -> b
 
 
 def _mac(key: bytes, body: bytes | memoryview, seq: int, signer: int) -> bytes:
-    """HMAC-SHA512 under a directional pair key (64 bytes, the size of a signature)."""
-    return hmac.digest(key, _digest(_MAC_DOMAIN, body, seq, signer), "sha512")
+    """HMAC-SHA512 under a directional pair key, truncated to its leftmost 32 bytes (#29.2 short-auth)."""
+    return hmac.digest(key, _digest(_MAC_DOMAIN, body, seq, signer), "sha512")[:_MAC_TAG_BYTES]
 
 
 def mac_key(shared: bytes, *, src: int, dst: int) -> bytes:
@@ -185,8 +203,10 @@ class HostAuth:
         if wire.dst != BROADCAST and self._roster is None:
             raise ProtocolError(f"{self.host}: no roster installed, cannot authenticate a message to node {wire.dst}")
         pair = self._pair_key(node_id, wire.dst) if wire.dst != BROADCAST else None
-        self._seq[node_id] += 1
-        seq = self._seq[node_id]
+        seq = self._seq[node_id] + 1
+        if seq > 0xFFFFFFFF:  # #29.2 short-auth: the wire's 4-byte counter would wrap (a replay window reset)
+            raise ProtocolError(f"{self.host}: node {node_id} sent 2**32 - 1 authenticated wires; start a new run")
+        self._seq[node_id] = seq
         if pair is None:
             tag = key.sign(_digest(_SIG_DOMAIN, wire.data, seq, node_id))
         else:
@@ -241,11 +261,14 @@ class HostAuth:
             raise reject("no roster installed (authentication was not set up)")
         rec = record_of(message, AUTH_RECORD, ConfigRecord)
         blob = rec.get(_VALUE) if rec is not None else None
-        if not isinstance(blob, bytes) or len(blob) != BLOB_BYTES:
+        tag_bytes = _SIG_TAG_BYTES if dst == BROADCAST else _MAC_TAG_BYTES  # #29.2 short-auth
+        if not isinstance(blob, bytes) or len(blob) != _SEQ.size + tag_bytes:
             raise reject("unsigned message (no valid auth record)")
-        if not data.endswith(blob) or data[-SIGNATURE_BYTES:-BLOB_BYTES] != _PREFIX:
+        prefix = _PREFIXES[tag_bytes]
+        size = len(prefix) + len(blob)
+        if not data.endswith(blob) or data[-size:-len(blob)] != prefix:
             raise reject("malformed signature record")
-        seq, signer = _HEAD.unpack(blob[: _HEAD.size])
+        (seq,), signer = _SEQ.unpack(blob[: _SEQ.size]), src  # the signer is the authenticated src
         entry = self._roster.get(signer)
         if entry is None:
             raise reject(f"signed by node {signer}, which is not in the roster")
@@ -279,6 +302,10 @@ def check_unreserved(message: Message) -> None:
 
 
 def auth_summary(ledger: CommLedger, *, enabled: bool) -> dict[str, object]:
-    """``auth`` and ``signature_bytes``: every counted message (all phases) carries one signature."""
-    messages = sum(c.messages for c in ledger.by_key.values())
-    return {"auth": enabled, "signature_bytes": SIGNATURE_BYTES * messages if enabled else 0}
+    """``auth`` and ``signature_bytes``: every counted message (all phases) carries one auth record —
+    a broadcast (the ledger's party ``"*"``) a signature record, a unicast a MAC record (#29.2 short-auth)."""
+    if not enabled:
+        return {"auth": False, "signature_bytes": 0}
+    total = sum(c.messages * (SIGNATURE_RECORD_BYTES if party == "*" else MAC_RECORD_BYTES)
+                for (_, _, party), c in ledger.by_key.items())
+    return {"auth": True, "signature_bytes": total}

@@ -16,7 +16,8 @@ the protocol must carry, each item at its wire precision —
   vectors), public keys (32 B), signatures (64 B), AES-GCM share envelopes (ciphertext, nonce and
   tag), revealed keys and shares, session ids;
 - metric values (control replies) at 8 bytes each;
-- with ``auth``: one 64-byte authenticator per message (Ed25519 signature or HMAC-SHA512 tag).
+- with ``auth``: one authenticator per message at its size: a broadcast's 64-byte Ed25519
+  signature, a unicast's 32-byte HMAC-SHA512/256 tag.
 
 Nothing else is information: message ids, node ids, round tags, kinds, record and key names,
 dtype/shape/stype strings, integers and flags the receiver knows from the protocol's state, and
@@ -30,7 +31,7 @@ information bound over that (what the releases and tags alone add).
 ``DIR/envelope.json``: ``wire_bytes``, ``info_bound_bytes``, ``ratio``, ``ratio_without_auth_tags``,
 ``ratio_learning``, ``learning_floor``, ``info_bound_parts`` (arrays, config_bytes, metrics, auth_tags), ``messages``,
 ``envelope_bytes_per_message``, ``envelope_parts`` (metadata: the flwr ``Metadata`` field; auth_framing:
-the authenticator record around its tag, sequence number and signer included; records: the rest —
+the authenticator record around its tag, sequence number included; records: the rest —
 record, array and key names, dtype/shape strings, control integers, protobuf framing),
 ``train_bytes_per_round``, ``per_kind`` (kind -> direction ->
 messages, wire_bytes, info_bound_bytes, envelope_bytes_per_message), ``captured_messages`` (must equal
@@ -54,10 +55,10 @@ from flwr.common import ArrayRecord, ConfigRecord, Message, MetricRecord, serde
 from parties import vertical_wire as vw
 from simulations.runner import execute, resolve_config
 from vfl import message as vm
-from vfl.auth import SIGNATURE_BYTES
+from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
 from vfl.ledger import CONTROL, DOWN, UP
 
-AUTH_TAG_BYTES = 64  # Ed25519 signature / HMAC-SHA512 tag: the authenticator itself, without seq and signer
+SIG_TAG_BYTES, MAC_TAG_BYTES = 64, 32  # Ed25519 signature (broadcasts) / HMAC-SHA512/256 tag (unicasts)
 FLOAT_WIRE_BYTES = 4  # float32
 
 
@@ -103,7 +104,7 @@ class Capture:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.train_rounds: set[str] = set()
-        self.train_info = {"messages": 0, "bytes": 0}  # the train phase's messages and their information bytes
+        self.train_info = {"messages": 0, "broadcasts": 0, "bytes": 0}  # the train phase's messages and their information bytes
         self._of = vm.Wire.__dict__["of"]
 
     def __enter__(self) -> Capture:
@@ -113,6 +114,7 @@ class Capture:
             w = original(cls, message)
             row = self.rows[(w.kind, _direction(w.src, w.dst))]
             row["messages"] += 1
+            row["broadcasts"] += w.dst == vm.BROADCAST
             row["metadata"] += len(serde.ProtoMessage(metadata=serde.ProtoMessage.FromString(w.data).metadata)
                                    .SerializeToString())  # the metadata field with its tag and length
             for part, n in information_bytes(message).items():
@@ -120,6 +122,7 @@ class Capture:
             if w.round.startswith("train:"):
                 self.train_rounds.add(w.round)
                 self.train_info["messages"] += 1
+                self.train_info["broadcasts"] += w.dst == vm.BROADCAST
                 self.train_info["bytes"] += sum(information_bytes(message).values())
             return w
 
@@ -136,9 +139,17 @@ def measure(config: str, overrides: list[str], *, epochs: int) -> dict[str, Any]
     with Capture() as cap, tempfile.TemporaryDirectory(prefix="envelope-") as tmp:
         result = execute(cfg, out_dir=Path(tmp) / "run", progress=False)
     s = result.summary
-    tag = AUTH_TAG_BYTES if s.get("auth") else 0
+    on = bool(s.get("auth"))
+
+    def tags(n: int, broadcasts: int) -> int:
+        """The authenticators of n messages, ``broadcasts`` of them signed."""
+        return (SIG_TAG_BYTES * broadcasts + MAC_TAG_BYTES * (n - broadcasts)) if on else 0
+
+    def framing(n: int, broadcasts: int) -> int:
+        """The auth records around their tags (sequence number, record and key names, lengths)."""
+        return (SIGNATURE_RECORD_BYTES * broadcasts + MAC_RECORD_BYTES * (n - broadcasts)) - tags(n, broadcasts) if on else 0
+
     per_kind: dict[str, dict[str, dict[str, Any]]] = {}
-    framing = SIGNATURE_BYTES - AUTH_TAG_BYTES if s.get("auth") else 0  # the auth record around its tag
     totals = {"wire": 0, "messages": 0, "captured": 0, "arrays": 0, "config_bytes": 0, "metrics": 0, "auth_tags": 0,
               "metadata": 0, "auth_framing": 0, "records": 0}
     for kind, dirs in sorted(s["bytes_by_kind_direction"].items()):
@@ -146,9 +157,9 @@ def measure(config: str, overrides: list[str], *, epochs: int) -> dict[str, Any]
             got = cap.rows.get((kind, direction), {})
             n = int(c["messages"])
             info = {p: int(got.get(p, 0)) for p in ("arrays", "config_bytes", "metrics")}
-            info["auth_tags"] = tag * n
+            info["auth_tags"] = tags(n, int(got.get("broadcasts", 0)))
             bound = sum(info.values())
-            parts = {"metadata": int(got.get("metadata", 0)), "auth_framing": framing * n}
+            parts = {"metadata": int(got.get("metadata", 0)), "auth_framing": framing(n, int(got.get("broadcasts", 0)))}
             parts["records"] = int(c["bytes"]) - bound - parts["metadata"] - parts["auth_framing"]
             per_kind.setdefault(kind, {})[direction] = {
                 "messages": n, "captured_messages": int(got.get("messages", 0)), "wire_bytes": int(c["bytes"]),
@@ -164,7 +175,7 @@ def measure(config: str, overrides: list[str], *, epochs: int) -> dict[str, Any]
     bound = sum(totals[p] for p in ("arrays", "config_bytes", "metrics", "auth_tags"))
     train_bytes = sum(int(r["bytes_up"]) + int(r["bytes_down"]) for r in result.history)
     rounds = len(cap.train_rounds)
-    train_bound = cap.train_info["bytes"] + tag * cap.train_info["messages"]
+    train_bound = cap.train_info["bytes"] + tags(cap.train_info["messages"], cap.train_info["broadcasts"])
     learning = int(s.get("information_bound_bytes") or 0)
     return {
         "config": config, "overrides": overrides, "epochs": epochs, "auth": bool(s.get("auth")),

@@ -35,7 +35,7 @@ from flwr.common import ArrayRecord, ConfigRecord
 from parties import vertical_wire as vw
 from vfl import message as wire
 from vfl import psi_wire as pw
-from vfl.auth import SIGNATURE_BYTES, HostAuth
+from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES, HostAuth
 from vfl.message import Wire
 from vfl.psi import FPR, PsiClient, hashed_ids, respond
 from vfl.rng import seeded_numpy
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0]},
         "overlap": args.overlap, "fpr": FPR, "protocol": "ECDH-PSI (openmined-psi 2.0, GCS setup), label holder = client",
         "rows": rows,
-        "auth": {"signature_bytes": SIGNATURE_BYTES, "per_message": per_msg, "demo_step": step},
+        "auth": {"signature_bytes": SIGNATURE_RECORD_BYTES, "mac_record_bytes": MAC_RECORD_BYTES, "per_message": per_msg, "demo_step": step},
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
+from parties import vertical_wire as vw
+from parties.vertical import step_config
 from tests.auth_attackers import FORGE, ForgingNPQ
 from tests.helpers import BlobSource
 from vfl import message as wire
@@ -46,7 +48,7 @@ def _start(auth: bool):
 def _embeddings(grid: Grid, epoch: int) -> list[wire.Wire]:
     """Ask every party for its eval embeddings of ``epoch`` (signed replies, not yet delivered)."""
     req = wire.make("evaluate.forward", src=0, dst=BROADCAST, round=wire.round_tag(epoch, 0, "eval"),
-                    content=wire.records(step=wire.config(epoch=epoch, step=0, forward=True, grad_step=-1)))
+                    content=wire.records(**{vw.Record.STEP: step_config(epoch=epoch, step=0, forward=True)}))
     ups = grid.send([req])
     assert sorted(w.src for w in ups) == [1, 2, 3]
     return sorted(ups, key=lambda w: w.src)
@@ -78,7 +80,7 @@ def test_forged_src_modified_payload_and_replay_are_rejected_over_ray(ray_local)
         with pytest.raises(AuthenticationError, match="bad signature") as bad:
             grid.send([_tampered(new[0]), *new[1:]])
         assert "party0" in bad.value.node and bad.value.round == "eval:1:0"
-        with pytest.raises(AuthenticationError, match="src does not match the signing key: signed by party1") as forged:
+        with pytest.raises(AuthenticationError, match=r"bad signature \(MAC: .* not from party0") as forged:
             grid.send([_forged(grid, 1), *new[1:]])
         assert "party0" in forged.value.node and forged.value.round == "eval:1:0"
         with pytest.raises(AuthenticationError, match="replayed or out-of-order sequence number") as replay:

@@ -20,7 +20,7 @@ import simulations.data.party_tables as party_tables
 import strategies  # noqa: F401
 from simulations.data.split_parties import ID
 from tests.party_data import all_ids, joined, source, write_blob_parties
-from vfl.auth import SIGNATURE_BYTES
+from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
 from vfl.engine import Engine
 from vfl.errors import DataError
 from vfl.host import NodeHost
@@ -93,7 +93,9 @@ def test_aligned_rows_are_the_true_samples_in_the_same_order_at_every_party(tmp_
     assert s["psi_set_sizes"] == sizes
     assert s["psi_bytes"] > 0 and s["setup_bytes"] == s["psi_bytes"] + s["secagg_setup_bytes"]
     assert (s["secagg_setup_bytes"] > 0) == (strategy == "pbm")
-    assert s["signature_bytes"] == SIGNATURE_BYTES * sum(v["messages"] for v in s["bytes_by_kind"].values())
+    n = sum(v["messages"] for v in s["bytes_by_kind"].values())  # a MAC record per unicast, a signature per broadcast
+    assert MAC_RECORD_BYTES * n < s["signature_bytes"] < SIGNATURE_RECORD_BYTES * n
+    assert (s["signature_bytes"] - MAC_RECORD_BYTES * n) % (SIGNATURE_RECORD_BYTES - MAC_RECORD_BYTES) == 0
     # the same training as on the omnisciently joined intersection (same rows, same order)
     ref = _engine(_cfg(strategy), joined(tmp_path, M)).run()
     assert [h["train_loss"] for h in res.history] == pytest.approx([h["train_loss"] for h in ref.history], rel=1e-6)

@@ -1,7 +1,7 @@
 """Authentication: Ed25519 signatures on every wire, verified by the receiving host (in process).
 
 Plays the attacker at the wire level: a modified payload, a forged ``src`` (signed by the
-attacker's own key), a replayed and a reordered message, an unsigned message, a signer outside
+attacker's own key: the signer is the authenticated ``src``, so its MAC does not check), a replayed and a reordered message, an unsigned message, a signer outside
 the roster — each rejected with an ``AuthenticationError`` naming the sender and the round.
 """
 
@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties.secagg_wire import SETUP_KINDS
 from tests.helpers import BlobSource
 from vfl import message as wire
-from vfl.auth import SIGNATURE_BYTES, HostAuth
+from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES, HostAuth
 from vfl.engine import Engine
 from vfl.errors import AuthenticationError, ProtocolError
 from vfl.schema import load_run_config
@@ -46,7 +45,7 @@ def _accept(host: HostAuth, w: wire.Wire):
 def test_signed_message_verifies_and_loses_its_auth_record():
     server, parties = _hosts()
     w = parties.sign(1, _emb(1, 0))
-    assert w.nbytes == _emb(1, 0).nbytes + SIGNATURE_BYTES and w.payload == 48  # signature = envelope
+    assert w.nbytes == _emb(1, 0).nbytes + MAC_RECORD_BYTES and w.payload == 48  # signature = envelope
     m = _accept(server, w)
     assert "auth" not in m.content and np.all(wire.get_array(m, "emb", "e") == 1.0)
 
@@ -73,8 +72,9 @@ def test_rewritten_metadata_is_rejected():
 def test_forged_src_signed_with_the_attackers_own_key_is_rejected():
     server, parties = _hosts()
     forged = parties.sign(2, _emb(1, 0))  # party1 (id 2) claims to be party0 (id 1)
-    with pytest.raises(AuthenticationError, match=r"src does not match the signing key: signed by party1 \(id 2\)"):
+    with pytest.raises(AuthenticationError, match=r"party0 \(id 1\).*bad signature \(MAC: .* not from party0"):
         _accept(server, forged)
+    _accept(server, parties.sign(1, _emb(1, 0)))  # control: signed by party0 itself
 
 
 def test_replayed_and_reordered_messages_are_rejected():
@@ -114,7 +114,10 @@ def test_roster_is_fixed_once_and_must_hold_my_keys():
 def test_signature_overhead_is_constant_and_the_reserved_name_is_refused():
     _, parties = _hosts()
     sizes = {len(parties.sign(1, _emb(1, s)).data) - len(_emb(1, s).data) for s in range(300)}
-    assert sizes == {SIGNATURE_BYTES}
+    assert sizes == {MAC_RECORD_BYTES}
+    bcast = wire.Wire.of(wire.make("train.forward", src=1, dst=wire.BROADCAST, round="train:0:0",
+                                   content=wire.records(emb=wire.arrays(e=np.ones(3, np.float32)))))
+    assert len(parties.sign(1, bcast).data) - len(bcast.data) == SIGNATURE_RECORD_BYTES
     from vfl.auth import check_unreserved
 
     m = wire.make("query.x", src=1, dst=0, round="setup:0:0", content=wire.records(auth=wire.config(a=1)))
@@ -130,25 +133,35 @@ def _run(auth: bool, strategy: str = "npq"):
                            "train": {"epochs": 2, "batch_size": 60, "lr": 0.05}})
     t = InProcessTransport()
     try:
-        return Engine(cfg, t, BlobSource(num_parties=3), progress=False).run()
+        engine = Engine(cfg, t, BlobSource(num_parties=3), progress=False)
+        return engine.run(), engine.ledger
     finally:
         t.shutdown()
 
 
 @pytest.mark.parametrize("strategy", ["npq", "pbm"])
 def test_auth_adds_exactly_one_signature_per_message_and_changes_nothing_else(strategy):
-    on, off = _run(True, strategy), _run(False, strategy)
+    (on, on_ledger), (off, off_ledger) = _run(True, strategy), _run(False, strategy)
     s, r = on.summary, off.summary
     assert r["auth"] is False and r["signature_bytes"] == 0 and s["auth"] is True
     for d in ("up", "down"):
         assert s[f"payload_bytes_{d}"] == r[f"payload_bytes_{d}"]
-        assert s[f"total_bytes_{d}"] - r[f"total_bytes_{d}"] == SIGNATURE_BYTES * s[f"messages_{d}"]
-    extra = s["setup_bytes"] - r["setup_bytes"] - SIGNATURE_BYTES * sum(
-        v["messages"] for k, v in s["bytes_by_kind"].items() if k in SETUP_KINDS)
+    # measured: every (phase, direction, party) row grows by one record per message — a signature
+    # record for a broadcast (party "*"), a MAC record for a unicast — set-up aside (key signatures below)
+    added = 0
+    for key, c in on_ledger.by_key.items():
+        record = SIGNATURE_RECORD_BYTES if key[2] == "*" else MAC_RECORD_BYTES
+        assert c.messages == off_ledger.by_key[key].messages and c.payload == off_ledger.by_key[key].payload
+        if key[0] != "setup":
+            assert c.bytes - off_ledger.by_key[key].bytes == record * c.messages, key
+        added += record * c.messages
+    assert any(k[2] == "*" for k in on_ledger.by_key) and s["messages_up"] > 0  # both kinds of record were sent
+    extra = s["setup_bytes"] - r["setup_bytes"] - sum(
+        (SIGNATURE_RECORD_BYTES if k[2] == "*" else MAC_RECORD_BYTES) * c.messages
+        for k, c in on_ledger.by_key.items() if k[0] == "setup")
     # with auth the SecAgg keys are signed by identity keys: 3 signatures of 64 bytes in the set-up
     # replies and again in the roster, plus their protobuf framing (field names, lengths)
     key_sigs = 2 * 3 * 64 if strategy == "pbm" else 0
     assert key_sigs <= extra < key_sigs + (100 if key_sigs else 1)
-    all_messages = sum(v["messages"] for v in s["bytes_by_kind"].values())
-    assert s["signature_bytes"] == SIGNATURE_BYTES * all_messages
+    assert s["signature_bytes"] == added
     assert [h["train_loss"] for h in on.history] == [h["train_loss"] for h in off.history]  # same training

@@ -10,7 +10,7 @@ from flwr.proto.message_pb2 import Message as ProtoMessage
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.auth import AUTH_RECORD, SIGNATURE_BYTES
+from vfl.auth import AUTH_RECORD, record_bytes
 from vfl.engine import Engine
 from vfl.host import NodeHost
 from vfl.schema import load_run_config
@@ -42,6 +42,6 @@ def test_captured_wires_decode_with_flwr_and_reencode_byte_for_byte(strategy, mo
         assert sum(len(a.data) for r in arrays for a in r.values()) == w.payload
         assert AUTH_RECORD in msg.content  # signed (auth is on by default)
         del msg.content[AUTH_RECORD]
-        assert serde.message_to_proto(msg).SerializeToString() == w.data[:-SIGNATURE_BYTES]
+        assert serde.message_to_proto(msg).SerializeToString() == w.data[:-record_bytes(w.dst)]
     unseen = res.summary["total_bytes_up"] + res.summary["total_bytes_down"] - sum(w.nbytes for w in train)
     assert 0 < unseen < 400  # exactly the driver's one start message: the ledger counts the wires' bytes
