@@ -211,7 +211,7 @@ class HostAuth:
             tag = key.sign(_digest(_SIG_DOMAIN, wire.data, seq, node_id))
         else:
             tag = _mac(pair, wire.data, seq, node_id)
-        return dataclasses.replace(wire, data=wire.data + _PREFIX + _HEAD.pack(seq, node_id) + tag)
+        return dataclasses.replace(wire, data=wire.data + _PREFIXES[len(tag)] + _SEQ.pack(seq) + tag)
 
     def identity(self, node_id: int) -> tuple[Callable[[bytes], bytes], Callable[[int, bytes, bytes], bool]]:
         """(sign a statement as my node ``node_id``, verify node n's statement against the installed
@@ -272,20 +272,18 @@ class HostAuth:
         entry = self._roster.get(signer)
         if entry is None:
             raise reject(f"signed by node {signer}, which is not in the roster")
-        body = memoryview(data)[:-SIGNATURE_BYTES]
+        body = memoryview(data)[:-size]
         if dst == BROADCAST:
             try:
-                entry.sig.verify(blob[_HEAD.size:], _digest(_SIG_DOMAIN, body, seq, signer))
+                entry.sig.verify(blob[_SEQ.size:], _digest(_SIG_DOMAIN, body, seq, signer))
             except InvalidSignature:
                 raise reject("bad signature (content or metadata modified, or not signed by "
                              f"{self._name(signer)})") from None
         elif dst not in self._dh:
             raise reject(f"addressed to node {dst}, which this host does not run")
-        elif not hmac.compare_digest(blob[_HEAD.size:], _mac(self._pair_key(signer, dst), body, seq, signer)):
+        elif not hmac.compare_digest(blob[_SEQ.size:], _mac(self._pair_key(signer, dst), body, seq, signer)):
             raise reject(f"bad signature (MAC: content or metadata modified, or not from {self._name(signer)} "
                          f"to {self._name(dst)})")
-        if signer != src:
-            raise reject(f"src does not match the signing key: signed by {self._name(signer)}")
         last = self._last.get(src, 0)
         if seq <= last:
             raise reject(f"replayed or out-of-order sequence number {seq} (last accepted {last})")
