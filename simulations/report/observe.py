@@ -6,6 +6,7 @@ of the rows it received — no ground truth is involved in this mapping.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,8 +15,14 @@ import numpy as np
 from parties import vertical_wire as vw
 from parties.vertical_wire import party_node_id
 from simulations.report.run import RunArtifacts, Skipped
+from vfl.errors import DataError
 from vfl.secagg import unpack_bits
 from vfl.views import NodeView
+
+# Views recorded before the #29.2 wire vocabulary (commit 7bb5874) hold the long config key names:
+# the reader takes either (key -> its name in older view files).
+OLD_KEYS = {vw.Key.EPOCH: "epoch", vw.Key.STEP: "step", vw.Key.FORWARD: "forward", vw.Key.GRAD_STEP: "grad_step",
+            vw.Key.ROWS: "rows", vw.Key.COLS: "cols", vw.Key.MASKED: "masked"}
 
 
 @dataclass
@@ -49,6 +56,17 @@ def received_gradients(run: RunArtifacts, index: int) -> list[Observed]:
     return out
 
 
+def recorded(config: Mapping[str, Any], key: str, default: Any = DataError) -> Any:
+    """A key of a recorded config record under its current name or, in an older view file, its old one."""
+    for name in (key, OLD_KEYS.get(key)):
+        if name is not None and name in config:
+            return config[name]
+    if default is DataError:
+        raise DataError(f"recorded view: config record without key {key!r} (or its old name "
+                        f"{OLD_KEYS.get(key, key)!r}); has {sorted(config)}")
+    return default
+
+
 def decode_entry(entry: dict[str, Any], arr: np.ndarray) -> tuple[str, np.ndarray]:
     """("float"|"int"|"masked", (rows, cols) values) of one received embedding array."""
     if entry["name"] == vw.Array.FLOAT:
@@ -56,9 +74,9 @@ def decode_entry(entry: dict[str, Any], arr: np.ndarray) -> tuple[str, np.ndarra
     if entry["name"] == vw.Array.INTS:
         return "int", np.asarray(arr, np.int64)
     enc = entry["config"].get(vw.Record.ENC, {})
-    rows, cols, k = int(enc[vw.Key.ROWS]), int(enc[vw.Key.COLS]), int(enc[vw.Key.BITS])
+    rows, cols, k = (int(recorded(enc, key)) for key in (vw.Key.ROWS, vw.Key.COLS, vw.Key.BITS))
     values = unpack_bits(np.asarray(arr, np.uint8).tobytes(), k, rows * cols).reshape(rows, cols).astype(np.int64)
-    return ("masked" if enc.get(vw.Key.MASKED) else "int"), values
+    return ("masked" if recorded(enc, vw.Key.MASKED, False) else "int"), values
 
 
 def server_embeddings(run: RunArtifacts, phase: str = "train") -> dict[int, list[Observed]]:
