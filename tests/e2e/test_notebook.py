@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,14 +21,28 @@ def test_the_shipped_notebook_has_no_outputs():
     assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)
 
 
+def _this_python_kernel(root: Path) -> None:
+    """A ``python3`` kernelspec running this interpreter, first on JUPYTER_PATH: a user's own
+    ``python3`` kernel (another Python, without vfl) must not be the one tested."""
+    spec = root / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "vfl test", "language": "python"}))
+
+
 @pytest.mark.slow
-def test_the_notebook_runs_in_a_real_kernel(tmp_path):
+def test_the_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
+    _this_python_kernel(tmp_path / "jupyter")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # connection files
+    work = tmp_path / "work"
+    work.mkdir()
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+                            resources={"metadata": {"path": str(work)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.name == "stdout")
@@ -40,7 +55,7 @@ def test_the_notebook_runs_in_a_real_kernel(tmp_path):
     acc, eps, scope = _result_line(text)
     assert 0.0 <= float(acc) <= 1.0 and float(eps) > 0 and "PBM-VFL" in scope
     assert "'beta'" in "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
-    assert list(tmp_path.iterdir()) == []  # no out_dir: the run writes nothing
+    assert list(work.iterdir()) == []  # no out_dir: the run writes nothing
 
 
 def _result_line(text: str) -> tuple[str, str, str]:
