@@ -34,16 +34,16 @@ def test_only_changed_tensors_travel_and_the_server_rebuilds_the_whole_set():
     assert set(delta) == set(a) and (v["base"], v["version"]) == (FULL, 0)
     full = store.resolve(_request(5, v, delta), adapter=0, received=dict(_received(_request(5, v, delta))))
     delta, v = sender.outgoing(server=0, adapter=0, tensors=a)  # same θ again (e.g. the backprop of the step)
-    assert delta == {} and (v["base"], v["version"]) == (0, 0)
+    assert delta == {} and (v["base"], v["version"]) == (0, 1)
     assert {k: t.tolist() for k, t in store.resolve(_request(5, v, {}), adapter=0, received={}).items()} == \
         {k: t.tolist() for k, t in full.items()}
     b = {**a, "x.lora_B.w": np.full((3, 2), -0.0, np.float32)}  # −0.0: equal as numbers, not bit for bit
     delta, v = sender.outgoing(server=0, adapter=0, tensors=b)
-    assert set(delta) == {"x.lora_B.w"} and (v["base"], v["version"]) == (0, 1)
+    assert set(delta) == {"x.lora_B.w"} and (v["base"], v["version"]) == (1, 2)
     got = store.resolve(_request(5, v, delta), adapter=0, received=_received(_request(5, v, delta)))
     assert torch.signbit(got["x.lora_B.w"]).all() and torch.equal(got["x.lora_A.w"], torch.ones(2, 3))
     delta, v = sender.outgoing(server=1, adapter=0, tensors=b)  # another server holds nothing yet: all of it
-    assert set(delta) == set(a) and v["base"] == FULL
+    assert set(delta) == set(a) and (v["base"], v["version"]) == (FULL, 0)  # numbered per server: nothing of 0's
 
 
 def test_a_delta_on_a_version_the_server_does_not_hold_is_refused():

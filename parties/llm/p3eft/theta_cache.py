@@ -5,8 +5,9 @@ most of those copies repeat what the receiving server already got (the forward a
 step carry the same θ_i; every evaluation step of an epoch the same clean θ_i; a tensor the optimizer
 did not move, e.g. lora_A at step 0 while B = 0). With ``ThetaSender`` the client sends a server only the
 tensors of set i that changed (bit for bit) since that server last received set i, whole, plus a
-``theta`` config record (base, version): the version of set i the delta is built on and the one it
-makes. The server's ``ThetaStore`` keeps its last copy of each set and refuses a delta built on a
+``theta`` config record (base, version): the number of the request to that server for set i whose
+copy the delta builds on, and its own number (counted per server and set, so the record tells the
+server nothing about requests it did not receive). The server's ``ThetaStore`` keeps its last copy of each set and refuses a delta built on a
 version it does not hold (e.g. a server rebuilt without its client) instead of computing with stale
 tensors. The server's view is unchanged: at every request it holds exactly the θ_i it would have
 received whole (the curious server attacks that), and the computation is bit-identical.
@@ -38,12 +39,14 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 @dataclass
 class ThetaSender:
     """Client side: the last value of every tensor of each adapter set, the set version at which each
-    tensor last changed, and the version of each set every server holds."""
+    tensor last changed, the version of each set every server holds and the requests numbered per
+    (server, set) that the wire record carries."""
 
     last: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
     changed: dict[int, dict[str, int]] = field(default_factory=dict)
     version: dict[int, int] = field(default_factory=dict)
     held: dict[tuple[int, int], int] = field(default_factory=dict)  # (server, set) -> version it holds
+    seq: dict[tuple[int, int], int] = field(default_factory=dict)  # (server, set) -> number of its last request
 
     def _update(self, adapter: int, tensors: Mapping[str, np.ndarray]) -> None:
         last = self.last.get(adapter)
@@ -62,21 +65,25 @@ class ThetaSender:
     def outgoing(self, *, server: int, adapter: int, tensors: Mapping[str, np.ndarray]
                  ) -> tuple[dict[str, np.ndarray], ConfigRecord]:
         """The tensors of set ``adapter`` (its value now: ``tensors``) that ``server`` lacks, and the
-        ``theta`` record (base: the version it holds, version: the one it will hold)."""
+        ``theta`` record (base: the number of the request whose copy it holds, FULL if none; version:
+        this request's number)."""
         self._update(adapter, tensors)
-        base, now = self.held.get((server, adapter), FULL), self.version[adapter]
+        key = (server, adapter)
+        base = self.held.get(key, FULL)
         delta = {k: tensors[k] for k in sorted(tensors) if self.changed[adapter][k] > base}
-        self.held[(server, adapter)] = now
-        return delta, wire.config(base=base, version=now)
+        self.held[key] = self.version[adapter]
+        prev = self.seq.get(key, FULL) if base != FULL else FULL
+        self.seq[key] = prev + 1
+        return delta, wire.config(base=prev, version=prev + 1)
 
     def forget(self) -> None:
         """Nothing is assumed held any more (after a state load: the servers may be fresh nodes)."""
-        self.last, self.changed, self.version, self.held = {}, {}, {}, {}
+        self.last, self.changed, self.version, self.held, self.seq = {}, {}, {}, {}, {}
 
 
 @dataclass
 class ThetaStore:
-    """Server side: per (client, adapter set), the version and tensors last received."""
+    """Server side: per (client, adapter set), the number of the last request and the whole set it held."""
 
     held: dict[tuple[int, int], tuple[int, dict[str, torch.Tensor]]] = field(default_factory=dict)
 
