@@ -211,7 +211,8 @@ class HostAuth:
             tag = key.sign(_digest(_SIG_DOMAIN, wire.data, seq, node_id))
         else:
             tag = _mac(pair, wire.data, seq, node_id)
-        return dataclasses.replace(wire, data=wire.data + _PREFIXES[len(tag)] + _SEQ.pack(seq) + tag)
+        return Wire(wire.src, wire.dst, wire.kind, wire.round, wire.data + _PREFIXES[len(tag)] + _SEQ.pack(seq) + tag,
+                    wire.payload)  # (dataclasses.replace re-reads every field by name: ~2x the cost)
 
     def identity(self, node_id: int) -> tuple[Callable[[bytes], bytes], Callable[[int, bytes, bytes], bool]]:
         """(sign a statement as my node ``node_id``, verify node n's statement against the installed
