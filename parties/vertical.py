@@ -84,8 +84,8 @@ class PassiveParty(Node):
         md = request.metadata
         out = wire.make(md.message_type, src=self.spec.node_id, dst=int(md.src_node_id),
                         round=wire.round_tag(epoch, step, phase), reply_to=md.message_id,
-                        content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: emb.detach().cpu().numpy()}),
-                                                vw.Record.STEP: step_config(epoch=epoch, step=step, forward=True)}))
+                        content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: emb.detach().cpu().numpy()})}))
+        # (no STEP record: the round tag above names phase, epoch and step, authenticated with the metadata; #29.2)
         return apply_mods(self.mods, out, self.ctx(phase, epoch, step)) if self.mods else out  # NPQ: no mods
 
     def apply_gradient(self, grad: np.ndarray, epoch: int, step: int) -> None:
@@ -195,10 +195,13 @@ class ActiveServer(Node):
         if senders != self.party_ids:
             missing = sorted(set(self.party_ids) - set(senders))
             raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
-        tags = {step_of(m) for m in messages}
+        tags = {wire.round_of(m) for m in messages}  # the embeddings' (authenticated) round tags (#29.2)
         if len(tags) != 1:
             raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(tags)}")
-        return tags.pop()
+        got, epoch, step = wire.parse_round(tags.pop())
+        if got != phase:
+            raise ProtocolError(f"{phase} embeddings tagged with round phase {got!r}")
+        return epoch, step
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
         ordered = sorted(messages, key=lambda m: int(m.metadata.src_node_id))

@@ -4,9 +4,9 @@ vocabularies (``parties/llm/*/wire.py``) and of Flower's ``secaggplus_constants`
 sequences: ``docs/protocols.md``.
 
   Kind.TRAIN_FORWARD  server -> parties   Record.STEP (+ Record.GRAD: the gradient of step t; forward step t+1)
-  Kind.TRAIN_FORWARD  party -> server     Record.STEP + Record.EMB (its embedding, re-encoded by its mods;
-                                          Record.ENC if packed)
-  Kind.EVAL_FORWARD   driver -> parties   Record.STEP;  party -> server: Record.STEP + Record.EMB (no reply)
+  Kind.TRAIN_FORWARD  party -> server     Record.EMB (its embedding, re-encoded by its mods; Record.ENC if
+                                          packed); its step is its round tag (#29.2: no STEP echo)
+  Kind.EVAL_FORWARD   driver -> parties   Record.STEP;  party -> server: Record.EMB, step in the round tag (no reply)
   Kind.METRICS        driver -> server    control read; reply: Record.METRICS (``vfl.message.METRICS_RECORD``)
   Kind.DROP           driver -> server    control: Record.DROP, key ``parties`` left the run (skip-party)
 
