@@ -55,6 +55,15 @@ def _figure(out: Path, name: str, curves: Sequence[tuple[str, list[int], list[fl
     return paths
 
 
+def save_png_pdf(fig: Any, path: str | Path, *, dpi: int = 110) -> Path:
+    """``path`` as PNG and the same figure as PDF beside it (vector, for a paper); closes ``fig``."""
+    png = Path(path)
+    fig.savefig(png, dpi=dpi)
+    fig.savefig(png.with_suffix(".pdf"))
+    plt.close(fig)
+    return png
+
+
 def plot_run(history: Sequence[dict[str, Any]], out_dir: str | Path, title: str = "") -> list[Path]:
     """``accuracy``, ``loss``, ``bytes`` (and ``epsilon`` when accounted) as PNG + PDF in ``out_dir``."""
     out = Path(out_dir)

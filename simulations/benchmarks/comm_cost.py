@@ -28,6 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from simulations.plots import save_png_pdf  # noqa: E402
 from simulations.runner import execute, resolve_config  # noqa: E402
 from vfl.costs import paper_formula_bytes  # noqa: E402
 from vfl.schema import RunConfig  # noqa: E402
@@ -138,8 +139,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(out / "comm_cost_curves.png", dpi=110)
-    print(f"wrote {out / 'comm_cost.json'}, comm_cost.csv, comm_cost_curves.png")
+    save_png_pdf(fig, out / "comm_cost_curves.png")
+    print(f"wrote {out / 'comm_cost.json'}, comm_cost.csv, comm_cost_curves.png (+ .pdf)")
     return rows
 
 

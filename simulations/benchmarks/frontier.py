@@ -29,6 +29,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from simulations.plots import save_png_pdf  # noqa: E402
 from simulations.report.render import RUN_ATTACKS, load_run  # noqa: E402
 from simulations.report.run import Skipped  # noqa: E402
 from simulations.runner import execute, resolve_config  # noqa: E402
@@ -99,8 +100,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_png_pdf(fig, path)
 
 
 def _y(row: dict[str, Any], key: str) -> float | None:

@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import strategies  # noqa: E402, F401  (registers the strategies and the built-in defenses)
+from simulations.plots import save_png_pdf  # noqa: E402
 from simulations.report.render import RUN_ATTACKS, load_run, run_attacks  # noqa: E402
 from simulations.runner import execute, resolve_config  # noqa: E402
 from vfl.defenses import DEFENSES  # noqa: E402
@@ -138,8 +139,7 @@ def plot_matrix(rows: list[dict[str, Any]], path: Path) -> None:
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
     fig.colorbar(im, label="gain over chance / undefended gain")  # 0: the attack at chance, 1: as undefended
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_png_pdf(fig, path)
 
 
 def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
@@ -159,8 +159,7 @@ def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_png_pdf(fig, path)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -114,8 +114,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_title("accuracy vs label leakage (MiniLM, rt-polarity)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    from simulations.plots import save_png_pdf  # PNG + PDF beside it
+
+    save_png_pdf(fig, path, dpi=120)
 
 
 def fmt(v: Any, scale: float = 1.0, digits: int = 1) -> str:

@@ -205,9 +205,9 @@ def plot_cti(summary: Sequence[dict[str, Any]], out: Path) -> Path | None:
     fig.suptitle("SAP: CTI at fixed η (mean ± std over seeds)")
     fig.tight_layout()
     path = out / "sap_cti.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    from simulations.plots import save_png_pdf  # PNG + PDF beside it
+
+    return save_png_pdf(fig, path)
 
 
 def _x(r: dict[str, Any], x_key: str, finite: Sequence[float]) -> float:
@@ -264,10 +264,9 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
             ax.legend(fontsize=8)
         fig.suptitle(f"SAP {series} series ({sel[0]['dataset']})")
         fig.tight_layout()
-        path = out / f"sap_{series}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        from simulations.plots import save_png_pdf  # PNG + PDF beside it
+
+        written.append(save_png_pdf(fig, out / f"sap_{series}.png"))
     return written
 
 

@@ -132,4 +132,6 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax2.legend(loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from simulations.plots import save_png_pdf  # PNG + PDF beside it
+
+    save_png_pdf(fig, path)
