@@ -26,11 +26,12 @@ def _series(history: Sequence[dict[str, Any]], key: str) -> tuple[list[int], lis
 
 def run_title(cfg: Any) -> str:
     """``name (strategy) M=4 seed=0 b=16 β=0.25``: what a figure in a paper needs to be read alone
-    (the strategy's numeric options, whatever the strategy; Greek for beta/sigma/eta)."""
+    (the strategy's numeric options, whatever the strategy; Greek for beta/sigma/eta). Zeros are left
+    out: a 0 option means off or automatic (``threshold: 0`` is ceil(2(M-1)/3)), not a value to read."""
     greek = {"beta": "β", "sigma": "σ", "eta": "η"}
     params = cfg.to_dict().get("params") or {}
     opts = [f"{greek.get(k, k)}={v:g}" for k, v in params.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)][:4]
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v != 0][:4]
     return " ".join([f"{cfg.name} ({cfg.strategy})", f"M={cfg.num_parties}", f"seed={cfg.seed}", *opts])
 
 
