@@ -52,14 +52,25 @@ def _records(**values: Any) -> Any:
     return wire.records(**{sw.Record.SECAGG: wire.config(**values)})
 
 
-def reveal_of(message: Message) -> Reveal:
-    """Parse a survivor's UNMASK reply."""
+def answered_round(message: Message, *, recovery_phase: str) -> str:
+    """The round id an UNMASK reply answers, from its (authenticated) round tag: the tag itself, or for a
+    recovery-tagged reply the round of that epoch and step in ``recovery_phase`` (#29.2: no round echo)."""
+    phase, epoch, step = parse_round(round_of(message))
+    return round_tag(epoch, step, recovery_phase) if phase == sw.Phase.RECOVERY else round_of(message)
+
+
+def reveal_of(message: Message, *, round_id: str | None = None) -> Reveal:
+    """Parse a survivor's UNMASK reply (``round_id``: the round it answers, where it carries no round key)."""
     c = cfg_of(message)
+    if sw.Key.ROUND in c:  # a reply that names its round (before #29.2)
+        round_id = str(c[sw.Key.ROUND])
+    if round_id is None:
+        raise ProtocolError(f"UNMASK reply from node {message.metadata.src_node_id} names no round")
     names = [str(n) for n in c[sw.Key.NAMES]]
     keys = [bytes(k) for k in c.get(sw.Key.PAIR_KEYS, [])]
     pairs = {int(d): {n: keys[i * len(names) + j] for j, n in enumerate(names)}
              for i, d in enumerate(c.get(sw.Key.PAIR_PARTIES, []))}
-    return Reveal(str(c[sw.Key.ROUND]), dict(zip(names, [bytes(k) for k in c[sw.Key.SELF_KEYS]], strict=True)), pairs)
+    return Reveal(round_id, dict(zip(names, [bytes(k) for k in c[sw.Key.SELF_KEYS]], strict=True)), pairs)
 
 
 def shares_of(message: Message) -> dict[int, bytes]:
@@ -130,8 +141,8 @@ class SecAggParty(PassiveParty):
         names = sorted(rv.self_keys)
         gone = sorted(rv.pair_keys)
         pairs = {sw.Key.PAIR_PARTIES: gone, sw.Key.PAIR_KEYS: [rv.pair_keys[d][n] for d in gone for n in names]} if gone else {}
-        return [wire.reply(m, src=self.node_id, content=_records(**{
-            sw.Key.ROUND: rv.round_id, sw.Key.NAMES: names, sw.Key.SELF_KEYS: [rv.self_keys[n] for n in names], **pairs}))]
+        return [wire.reply(m, src=self.node_id, content=_records(**{  # the round: the reply's tag (#29.2)
+            sw.Key.NAMES: names, sw.Key.SELF_KEYS: [rv.self_keys[n] for n in names], **pairs}))]
 
     @handles(sw.Kind.CONSISTENCY)
     def on_consistency(self, messages: list[Message]) -> list[Message]:
@@ -215,8 +226,11 @@ class SecAggActiveServer(ActiveServer):
 
     @handles(sw.Kind.UNMASK)
     def on_unmask(self, messages: list[Message]) -> list[Message]:
-        reveals = {int(m.metadata.src_node_id): reveal_of(m) for m in messages}
-        rnd = str(cfg_of(messages[0])[sw.Key.ROUND])
+        self.round.require_open()  # the round is the server's open one; each reply's tag must name it (#29.2)
+        r = self.round
+        rnd = round_tag(r.epoch, r.step, r.phase)
+        reveals = {int(m.metadata.src_node_id): reveal_of(m, round_id=answered_round(m, recovery_phase=r.phase))
+                   for m in messages}
         return self._next(self._server().add_unmask(rnd, reveals))
 
     @handles(sw.Kind.CONSISTENCY)

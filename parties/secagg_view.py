@@ -17,7 +17,7 @@ from parties import vertical_wire as vw
 from parties.mods.encoding import read_encoded
 from parties.secagg_nodes import cfg_of, reveal_of, shares_of
 from parties.vertical_wire import SERVER_ID
-from vfl.message import Wire, round_of
+from vfl.message import Wire, parse_round, round_of
 from vfl.secagg.curious import ServerView
 from vfl.secagg.keys import KEY_BYTES
 from vfl.secagg.shares import SHARE_BYTES
@@ -32,6 +32,7 @@ def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold:
     view = ServerView(parties=tuple(parties), threshold=threshold, k=1, session=b"-")
     told: dict[str, tuple[int, ...]] = {}  # round -> the survivors the server named (else: vectors that arrived)
     releases: dict[tuple[str, int], bytes] = {}
+    asked: dict[tuple[int, int], str] = {}  # (epoch, step) -> the round the server's last UNMASK request named
     for m in msgs:
         md = m.metadata
         kind, src = md.message_type, int(md.src_node_id)
@@ -44,12 +45,14 @@ def view_from_wires(wires: Iterable[Wire], *, parties: Sequence[int], threshold:
                 k = enc.k
         elif kind == sw.Kind.UNMASK and src == SERVER_ID:
             c = cfg_of(m)
+            asked[parse_round(round_of(m))[1:]] = str(c[sw.Key.ROUND])
             if sw.Key.SURVIVORS in c:
                 told[str(c[sw.Key.ROUND])] = tuple(sorted(int(p) for p in c[sw.Key.SURVIVORS]))
             if sw.Key.DROPPED in c:  # otherwise: the parties whose vectors arrived
                 view.active[str(c[sw.Key.ROUND])] = tuple(sorted(int(p) for p in [*c[sw.Key.SURVIVORS], *c[sw.Key.DROPPED]]))
         elif kind == sw.Kind.UNMASK:
-            rv = reveal_of(m)
+            phase, epoch, step = parse_round(round_of(m))  # the round a reply answers: its tag (#29.2)
+            rv = reveal_of(m, round_id=asked.get((epoch, step)) if phase == sw.Phase.RECOVERY else round_of(m))
             for name, release in rv.self_keys.items():  # self-mask releases (vfl.secagg.release)
                 releases[(rv.round_id, src)] = release
                 view.name = name

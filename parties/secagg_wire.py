@@ -19,8 +19,10 @@ Every round, ledger phase of the round (``train``/``eval``), or ``Phase.RECOVERY
   UNMASK         server -> parties   round; survivors, dropped only when a party dropped (else:
                                       every active party survived); malicious: always survivors,
                                       and sp, ss (the survivors' signatures on them)
-  UNMASK         party -> server     round, names, self (its round self keys); pd, pk only when a
-                                      party dropped (pk[i*len(names) + j]: party pd[i], tensor names[j])
+  UNMASK         party -> server     names, self (its round self keys); pd, pk only when a party
+                                      dropped (pk[i*len(names) + j]: party pd[i], tensor names[j]); the
+                                      round it answers is its round tag (#29.2: no round echo; a
+                                      recovery tag answers the round the server has open)
   REVEAL_SHARES  server -> parties   round, owners (survivors that vanished before answering)
   REVEAL_SHARES  party -> server     round, owners, shares (its plaintext shares of their seeds)
 """
