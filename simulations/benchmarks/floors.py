@@ -5,8 +5,10 @@
   (bottoms and head as separate autograd graphs, outputs and gradient handed over as numpy, one
   fused backward + optimizer step for the bottoms): what any VFL runtime must compute.
 - :func:`split_epochs` with ``wire=True`` (``wire_floor``): the same math, and every step's
-  messages as the protocol puts them on the wire: each party's embedding message and the server's
-  broadcast gradient built as flwr ``Message`` s (``vfl.message``), serialized, authenticated by
+  messages as the protocol puts them on the wire: the epoch's opening forward request, each party's
+  embedding message (its step is its round tag: no STEP record, #29.2) and the server's broadcast
+  gradient built as flwr ``Message`` s (``vfl.message``), byte for byte the ``inprocess`` run's
+  (``tests/unit/test_bench_floors.py`` compares them with its ledger), serialized, authenticated by
   their sender's keys (``vfl.auth``: a MAC per embedding, an Ed25519 signature on the broadcast;
   skipped with ``auth: false``), then verified and decoded by the receiver, whose numbers are the
   ones the math continues with. No hosts, nodes, transport or driver: what remains between this
@@ -117,6 +119,8 @@ def split_epoch_times(cfg: RunConfig, data: ConfigDataSource, epochs: int, *, bo
         steps = list(batch_indices(num_samples=len(labels.y_train), batch_size=cfg.train.batch_size, seed=cfg.seed,
                                    epoch=epoch))
         t0 = time.perf_counter()
+        if wires is not None:
+            _start_on_wire(wires, epoch=epoch)
         for step, ids in enumerate(steps):
             ids = np.asarray(ids, dtype=np.int64)
             outs = [b(torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32)) for b, x in zip(bottoms, xs, strict=True)]
@@ -141,12 +145,18 @@ def _embeddings_on_wire(wires: _Wires, embs: Sequence[np.ndarray], *, epoch: int
     """Each party's embedding message, as the server receives it, and the arrays it reads from them."""
     tag = wire.round_tag(epoch, step)
     out = []
-    for i, e in enumerate(embs, start=1):
-        m = wire.make(vw.Kind.TRAIN_FORWARD, src=i, dst=SERVER_ID, round=tag, reply_to=f"{step:016x}",
-                      content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: e}),
-                                              vw.Record.STEP: step_config(epoch=epoch, step=step, forward=True)}))
+    for i, e in enumerate(embs, start=1):  # as PassiveParty._send: EMB only, the step in the round tag
+        m = wire.make(vw.Kind.TRAIN_FORWARD, src=i, dst=SERVER_ID, round=tag,
+                      content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: e})}))
         out.append(wire.get_array(wires.send(m, by=wires.parties, to=wires.server), vw.Record.EMB, vw.Array.FLOAT))
     return out
+
+
+def _start_on_wire(wires: _Wires, *, epoch: int) -> None:
+    """The epoch's opening request (forward step 0), broadcast by the server, as the parties' host receives it."""
+    m = wire.make(vw.Kind.TRAIN_FORWARD, src=SERVER_ID, dst=BROADCAST, round=wire.round_tag(epoch, 0),
+                  content=wire.records(**{vw.Record.STEP: step_config(epoch=epoch, step=0, forward=True)}))
+    wires.send(m, by=wires.server, to=wires.parties)
 
 
 def _gradient_on_wire(wires: _Wires, grad: np.ndarray, *, epoch: int, step: int, steps: int) -> np.ndarray:

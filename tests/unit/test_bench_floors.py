@@ -14,7 +14,10 @@ from simulations.data.fixtures import write_har
 from simulations.datasource import ConfigDataSource
 from simulations.runner import resolve_config
 from vfl import message as wire
+from vfl.engine import Engine
 from vfl.errors import AuthenticationError
+from vfl.ledger import CommLedger
+from vfl.transport.inprocess import InProcessTransport
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +43,8 @@ def test_wire_floor_trains_the_same_parameters_as_the_split_floor(setup, auth, m
     monkeypatch.setattr(wire, "encode", lambda m: sent.append(m.metadata.dst_node_id) or encode(m))
     times, *trained = floors.split_run(cfg, data, 2, wire_floor=True)
     assert len(times) == 2 and all(t > 0 for t in times)
-    assert len(sent) == 2 * 3 * (3 + 1)  # 2 epochs x 3 steps x (3 embeddings + 1 broadcast)
-    assert sent.count(wire.BROADCAST) == 6 and sent.count(floors.SERVER_ID) == 18
+    assert len(sent) == 2 * (1 + 3 * (3 + 1))  # 2 epochs x (opening request + 3 steps x (3 embeddings + 1 broadcast))
+    assert sent.count(wire.BROADCAST) == 8 and sent.count(floors.SERVER_ID) == 18
     sent.clear()
     _, *plain = floors.split_run(cfg, data, 2)
     assert not sent  # the split floor sends nothing
@@ -57,9 +60,46 @@ def test_wire_floor_verifies_what_it_receives(setup, monkeypatch):
     def tamper(self, message, *, by, to):
         w = by.sign(int(message.metadata.src_node_id), wire.Wire.of(message))
         raw = bytearray(w.data)
-        raw[len(raw) // 2] ^= 1  # one bit of the content, after signing
+        if w.payload:  # a message with an array (the opening request has none): one bit of it, after signing
+            raw[len(raw) // 2] ^= 1
         return to.verify(bytes(raw), wire.decode(bytes(raw)))
 
     monkeypatch.setattr(floors._Wires, "send", tamper)
     with pytest.raises(AuthenticationError):
         floors.split_run(cfg, data, 1, wire_floor=True)
+
+
+@pytest.mark.parametrize("auth", [True, False])
+def test_wire_floor_sends_the_inprocess_runs_messages_byte_for_byte(setup, auth, monkeypatch):
+    """Every training message of the floor has the size, payload, direction and round of one the runtime's
+    ledger counted for the same config, and no message is missing either side (#29.1: they drifted once)."""
+    cfg, data = setup
+    cfg = replace(cfg, auth=auth, train=replace(cfg.train, epochs=2))
+    counted = []
+    record = CommLedger.record
+
+    def count(self, **row):
+        if row["phase"] == "train":
+            counted.append((row["direction"], row["party"], row["round"], row["nbytes"], row["payload"]))
+        return record(self, **row)
+
+    monkeypatch.setattr(CommLedger, "record", count)
+    transport = InProcessTransport()
+    try:
+        Engine(cfg, transport, data, progress=False).run()
+    finally:
+        transport.shutdown()
+    sent = []
+    send = floors._Wires.send
+
+    def on_wire(self, message, *, by, to):
+        w = wire.Wire.of(message)
+        w = by.sign(w.src, w) if self.auth else w
+        up = w.dst == floors.SERVER_ID
+        sent.append(("up" if up else "down", f"party{w.src - 1}" if up else "*", w.round, w.nbytes, w.payload))
+        return send(self, message, by=by, to=to)
+
+    monkeypatch.setattr(floors._Wires, "send", on_wire)
+    floors.split_run(cfg, data, 2, wire_floor=True)
+    assert len(counted) == 2 * (1 + 3 * (3 + 1)) and any(r[0] == "up" for r in counted)
+    assert sorted(sent) == sorted(counted)
