@@ -111,6 +111,13 @@ def test_sap_summary_names_the_winning_probe_and_the_switch_turns_the_transforme
     assert s["aia_probe_name"] == PROBES[s["aia_probe"]]
     assert (s["aia_transformer_acc"] is not None) == bool(epochs)
     assert bool(vendor.obs_last) == bool(epochs)  # off: the vendor does not even keep the token rows
+    from pathlib import Path
+
+    from simulations.report.llm import llm_leak_attack
+    from simulations.report.run import RunArtifacts
+
+    aia = [r for r in llm_leak_attack(RunArtifacts(Path("."), None, s)) if r.name == "attribute_inference"][0]
+    assert aia.value == s["aia_acc"] and aia.to_json()["aia_probe_name"] == s["aia_probe_name"]  # vfl report shows it
 
 
 @pytest.mark.parametrize("key,value", [("aia_finetune_epochs", -1), ("aia_finetune_lr", 0.0)])
