@@ -297,7 +297,7 @@ class SapVendor(Node):
         def make_model(num_classes: int) -> nn.Module:
             probe = copy.deepcopy(top)
             probe.requires_grad_(False)
-            probe.head = nn.Linear(top.head.in_features, num_classes).to(self.device)  # type: ignore[union-attr]
+            probe.head = nn.Linear(top.head.in_features, num_classes).to(self.device)  # type: ignore[union-attr,arg-type]
             for name, p in probe.named_parameters():
                 p.requires_grad_("lora_" in name or name.startswith("head."))
             return probe
