@@ -13,12 +13,12 @@ export TRANSFORMERS_OFFLINE := 1
 $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,mlflow,tensorboard,wandb]' -c constraints/ci.txt  # every extra together, on CI's tested set
+	$(PY) -m pip install -q -e '.[dev,parquet,mlflow,tensorboard,wandb,notebook]' -c constraints/ci.txt  # every extra together, on CI's tested set
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-demo: $(STAMP)  ## NPQ vs PBM on offline data over Ray actors (< 3 min on 2 cores)
+demo: $(STAMP)  ## PBM-VFL on the digits over Ray actors (~1-1.5 min on 2 cores after set-up)
 	$(VENV)/bin/vfl run demo
 
 test: $(STAMP)  ## the whole suite (unit, contract, integration with Ray, e2e CLI)
