@@ -14,11 +14,10 @@ import torch.nn.functional as F
 from parties.llm.common.arch import ALL_LINEAR, arch_of
 from parties.llm.common.backbone import load_encoder, load_tokenizer, pool
 from parties.llm.common.lora import inject_lora, lora_spec_for
-from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes, init_adapters
-from parties.llm.p3eft.private_backprop import recombine, split_gradient
+from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
 from parties.llm.sap.split import bottom_state, build_bottom, pack, split_encoder, unpack
+from tests.p3eft_step import check_private_backprop_step
 from tests.tiny_lms import ENCODERS, FAMILIES, tiny_lm_dir
-from vfl.rng import NoiseSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat and the", "dull",
@@ -103,31 +102,9 @@ def test_p3eft_step_through_the_model_server_trains(dirs, family, targets):
         assert set(DEFAULT_TARGETS[family]) < layers and all(re.search(r"(^|\.)\d+\.", n) for n in shapes)
     else:
         assert layers == set(DEFAULT_TARGETS[family])
-    adapter = init_adapters(shapes, generator=torch.Generator().manual_seed(0))
-    adapter = {k: v if ".lora_A." in k else torch.full_like(v, 0.05) for k, v in adapter.items()}
     ids, mask = _batch(dirs[family])
-    lengths = mask.sum(1)
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        head = torch.nn.Linear(arch_of(model).output_size(model.config), 2)
-    y = torch.tensor([0, 1, 0, 1])
-
-    def loss_of(ad):
-        with torch.no_grad():
-            return float(F.cross_entropy(head(server.forward(ids, lengths, ad)), y))
-
-    h = server.forward(ids, lengths, adapter).requires_grad_(True)
-    loss = F.cross_entropy(head(h), y)
-    (g_h,) = torch.autograd.grad(loss, h)
-    pieces, alphas = split_gradient(g_h, m=2, std=30 * float(g_h.pow(2).mean().sqrt()),
-                                    noise=NoiseSource.seeded("test-families", 0))
-    private = recombine([server.backprop(ids, lengths, adapter, p) for p in pieces], alphas)
-    plain = server.backprop(ids, lengths, adapter, g_h)
-    scale = max(float(ref.abs().max()) for ref in plain.values())  # float32: noise 30x g_h costs ~30 ulps
-    for name, ref in plain.items():
-        torch.testing.assert_close(private[name], ref, rtol=1e-3, atol=1e-4 * scale)
-    stepped = {k: v - 1e-2 / scale * private[k] for k, v in adapter.items()}  # small: first order holds
-    assert loss_of(stepped) < float(loss.detach())
+    check_private_backprop_step(server, ids, mask, width=arch_of(model).output_size(model.config),
+                                tag="test-families")
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
