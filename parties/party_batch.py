@@ -67,12 +67,17 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     """The replies of each party (host order) to one gradient delivery, with one fused backward;
     None when the delivery is not exactly one gradient message per plain party (see module doc)."""
     parties: list[BatchParty] = []
+    on_train, checked = base.__dict__["on_train"], None  # checked: the last message found a gradient delivery
     for node, messages in deliveries:
         if (len(messages) != 1 or not isinstance(node, base) or not _plain(base, type(node))
-                or node._handlers.get(vw.Kind.TRAIN_FORWARD) is not base.__dict__["on_train"]
-                or messages[0].metadata.message_type != vw.Kind.TRAIN_FORWARD or not wire.has_array(messages[0], vw.Record.GRAD)
+                or node._handlers.get(vw.Kind.TRAIN_FORWARD) is not on_train
                 or getattr(cast(BatchParty, node).optimizer, "begin_step", None) is not None):
             return None
+        if messages[0] is not checked:  # a broadcast: the same message for every party, checked once
+            if (messages[0].metadata.message_type != vw.Kind.TRAIN_FORWARD
+                    or not wire.has_array(messages[0], vw.Record.GRAD)):
+                return None
+            checked = messages[0]
         parties.append(cast(BatchParty, node))  # an instance of `base`, checked above
     steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
     read: dict[int, tuple[int, int, int, bool, bool]] = {}  # id(message) -> its step record (a broadcast: read once)
