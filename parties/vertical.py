@@ -206,9 +206,10 @@ class ActiveServer(Node):
         return epoch, step
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
-        ordered = sorted(messages, key=lambda m: int(m.metadata.src_node_id))
-        self.last_summed = [int(m.metadata.src_node_id) for m in ordered]
-        fused = self.aggregate(ordered).to(self.device)
+        srcs = [int(m.metadata.src_node_id) for m in messages]  # (read once: a metadata read is two calls)
+        order = sorted(range(len(messages)), key=srcs.__getitem__)
+        self.last_summed = [srcs[i] for i in order]
+        fused = self.aggregate([messages[i] for i in order]).to(self.device)
         if self.view_sink is not None:  # views only
             self.note_derived(wire.round_of(messages[0]), "fused", fused.detach().cpu().numpy())
         return fused
