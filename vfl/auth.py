@@ -66,6 +66,7 @@ from flwr.proto.recorddict_pb2 import ConfigRecordValue as ProtoConfigValue
 from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
 from vfl.errors import AuthenticationError, ProtocolError
+from vfl.fastrecords import content_items
 from vfl.ledger import CommLedger
 from vfl.message import BROADCAST, Wire, decode, record_of, round_of
 
@@ -295,8 +296,8 @@ class HostAuth:
 
 def check_unreserved(message: Message) -> None:
     """Nodes may not use the reserved ``auth`` record name (it would shadow the signature)."""
-    content = message.__dict__["_content"]  # (flwr's has_content/content properties cost a call each)
-    if content is not None and AUTH_RECORD in content.__dict__["_data"]:
+    items = content_items(message)
+    if items is not None and AUTH_RECORD in items:
         raise ProtocolError(f"message {message.metadata.message_type} uses the reserved record name {AUTH_RECORD!r}")
 
 

@@ -188,8 +188,8 @@ def arrays(**named: np.ndarray) -> ArrayRecord:
 def record_of(message: Message, name: str, kind: type[R]) -> R | None:
     """The record ``name`` if it is a ``kind``, read straight from the RecordDict (flwr's
     ``array_records``/``config_records`` views copy every record into a new dict on each access)."""
-    content = message.__dict__["_content"]  # (flwr's has_content/content/get: ~6 calls for the same dict read)
-    rec = None if content is None else content.__dict__["_data"].get(name)
+    items = fastrecords.content_items(message)
+    rec = None if items is None else items.get(name)
     return rec if isinstance(rec, kind) else None
 
 
@@ -208,7 +208,7 @@ def get_array(message: Message, record: str, name: str) -> np.ndarray:
         rec = record_of(message, record, ArrayRecord)
         if rec is None:
             raise KeyError(record)
-        return from_array(rec.__dict__["_data"][name])  # = rec[name] without TypedDict's call
+        return from_array(fastrecords.items_of(rec)[name])  # = rec[name] without TypedDict's call
     except KeyError:
         raise ProtocolError(
             f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
@@ -274,11 +274,11 @@ def metric_floats(record: MetricRecord) -> dict[str, float]:
 
 def payload_nbytes(message: Message) -> int:
     """Bytes of array data in the message (the payload); the rest of the wire size is envelope."""
-    content = message.__dict__["_content"]  # flwr's views (.values()) wrap every access
-    if content is None:
+    items = fastrecords.content_items(message)  # flwr's views (.values()) wrap every access
+    if items is None:
         return 0
-    return sum(len(arr.data) for record in content.__dict__["_data"].values() if isinstance(record, ArrayRecord)
-               for arr in record.__dict__["_data"].values())
+    return sum(len(arr.data) for record in items.values() if isinstance(record, ArrayRecord)
+               for arr in fastrecords.items_of(record).values())
 
 
 @dataclass(frozen=True)
