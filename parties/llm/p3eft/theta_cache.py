@@ -90,7 +90,7 @@ class ThetaStore:
     def resolve(self, m: Message, *, adapter: int, received: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The whole adapter set a request stands for: ``received`` alone (no ``theta`` record: every
         request carries all of θ), else the kept copy updated with ``received``."""
-        rec = m.content.config_records.get(THETA)
+        rec = wire.record_of(m, THETA, ConfigRecord)
         if rec is None:
             return received
         base, version = wire.config_int(rec, "base"), wire.config_int(rec, "version")
