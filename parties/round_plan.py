@@ -3,7 +3,8 @@ and the SecAgg server read it instead of each writing the hop pattern out.
 
 A training step is parties -> server (embeddings, masked with SecAgg), then one server -> parties
 -> server exchange per SecAgg request of a fault-free round (malicious: CONSISTENCY first, then
-UNMASK), then server -> parties (gradient of step t + forward step t+1). Dropout recovery
+UNMASK; announced: none, the set rides on the forward request), then server -> parties (gradient of
+step t + forward step t+1). Dropout recovery
 (``REVEAL_SHARES``, ``Phase.RECOVERY``) is off-plan: it runs through ``Dropouts.converse``.
 """
 
@@ -54,7 +55,8 @@ class RoundPlan:
 
 
 def round_plan(*, phase: str = "train", secagg: bool = False, mode: str = "semi-honest") -> RoundPlan:
-    """The plan of a ``phase`` step: plain, with secure aggregation, or SecAgg in mode malicious."""
+    """The plan of a ``phase`` step: plain, with secure aggregation, or SecAgg in mode malicious (one
+    more exchange) or announced (no exchange: the parties mask over the set the forward request named)."""
     if phase not in PHASES:
         raise ValueError(f"round phase {phase!r}; allowed: {', '.join(PHASES)}")
     kind = vw.Kind.TRAIN_FORWARD if phase == "train" else vw.Kind.EVAL_FORWARD
@@ -62,7 +64,7 @@ def round_plan(*, phase: str = "train", secagg: bool = False, mode: str = "semi-
     if secagg and mode == "malicious":
         hops += [Hop(sw.Kind.CONSISTENCY, SERVER, PARTIES, "round, survivors"),
                  Hop(sw.Kind.CONSISTENCY, PARTIES, SERVER, "round, sig (signature on the survivor set)")]
-    if secagg:
+    if secagg and mode != "announced":
         hops += [Hop(sw.Kind.UNMASK, SERVER, PARTIES, "round (malicious: + survivors and their signatures)"),
                  Hop(sw.Kind.UNMASK, PARTIES, SERVER, "round, names, self (round self keys)")]
     if phase == "train":

@@ -8,7 +8,9 @@ answering; then it has exactly the survivors' sum, fuses it and steps its head. 
 the parties sign their SecAgg keys with their identity keys (verified against the authentication
 roster, not the server's); in SecAgg mode ``malicious`` each round also opens with the survivors
 signing the survivor set
-(``query.secagg_consistency``), whose signatures ride on the unmask request.
+(``query.secagg_consistency``), whose signatures ride on the unmask request. In mode ``announced``
+the parties mask over the set the server's forward request named (``Key.ANNOUNCED``, omitted while it
+repeats the last one) and the server sums the vectors: no request follows the embeddings.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.common import Message
+from flwr.common import ConfigRecord, Message
 
 from parties import secagg_wire as sw
 from parties import vertical_wire as vw
@@ -41,6 +43,7 @@ from vfl.secagg import (
     ShareRequest,
     UnmaskRequest,
 )
+from vfl.secagg.announce import decode_set, encode_set
 
 
 def cfg_of(message: Message) -> Any:
@@ -73,6 +76,14 @@ def reveal_of(message: Message, *, round_id: str | None = None) -> Reveal:
     return Reveal(round_id, dict(zip(names, [bytes(k) for k in c[sw.Key.SELF_KEYS]], strict=True)), pairs)
 
 
+def announced_of(message: Message, roster: list[int] | tuple[int, ...]) -> frozenset[int] | None:
+    """Mode announced: the set a forward request names for the round it asks for (None: the last one)."""
+    rec = wire.record_of(message, sw.Record.SECAGG, ConfigRecord)
+    if rec is None or sw.Key.ANNOUNCED not in rec:
+        return None
+    return decode_set(bytes(rec[sw.Key.ANNOUNCED]), roster)  # type: ignore[arg-type]
+
+
 def shares_of(message: Message) -> dict[int, bytes]:
     """Parse a holder's REVEAL_SHARES reply (owner -> share)."""
     c = cfg_of(message)
@@ -95,6 +106,12 @@ class SecAggParty(PassiveParty):
         ctx = super().ctx(phase, epoch, step)
         ctx.secagg = self._secagg
         return ctx
+
+    def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
+        client = self._secagg
+        if client is not None and client.mode == "announced":  # accept the round's set before masking it
+            client.announce(round_id=round_tag(epoch, step, phase), members=announced_of(request, client.parties))
+        return super()._send(request, emb, phase, epoch, step)
 
     @handles(sw.Kind.SETUP)
     def on_setup(self, messages: list[Message]) -> list[Message]:
@@ -176,6 +193,7 @@ class SecAggActiveServer(ActiveServer):
         self.public_keys: dict[int, bytes] = {}
         self.secagg: SecAggServer | None = None
         self.round = ServerRound(plan.exchanges if plan is not None else ())
+        self._sent: tuple[int, ...] = ()  # mode announced: the set the parties were told last
         self.audit: dict[str, tuple[list[int], list[int]]] = {}
 
     @handles(sw.Kind.SETUP)
@@ -196,6 +214,7 @@ class SecAggActiveServer(ActiveServer):
             raise ProtocolError(f"secure-aggregation set-up in mode {mode!r} needs the exchanges {list(exchanges)}; "
                                 f"the round plan declares {list(self.plan.exchanges)}")
         self.round = ServerRound(exchanges)
+        self._sent = self.secagg.announced
         ids = sorted(self.public_keys)
         signed = {sw.Key.KEY_SIGS: [sigs[i] for i in ids]} if set(sigs) == set(ids) else {}
         return [wire.make(sw.Kind.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),
@@ -214,6 +233,15 @@ class SecAggActiveServer(ActiveServer):
                 for pid, (frm, env) in inbox.items()]
 
     # ---- rounds ---------------------------------------------------------------------------------
+    def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
+        out = super().train_step(messages, epoch, step)
+        if self.secagg is not None and self.secagg.mode == "announced" and self.secagg.announced != self._sent:
+            mask = encode_set(self.secagg.announced, self.secagg.parties)  # the next round's set, only when it changes
+            for m in out:
+                m.content.config_records[sw.Record.SECAGG] = wire.config(**{sw.Key.ANNOUNCED: mask})
+            self._sent = self.secagg.announced
+        return out
+
     @handles(vw.Kind.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:
         epoch, step = self._check_round(messages, "train")

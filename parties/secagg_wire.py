@@ -25,6 +25,10 @@ Every round, ledger phase of the round (``train``/``eval``), or ``Phase.RECOVERY
                                       recovery tag answers the round the server has open)
   REVEAL_SHARES  server -> parties   round, owners (survivors that vanished before answering)
   REVEAL_SHARES  party -> server     round, owners, shares (its plaintext shares of their seeds)
+Mode ``announced``: none of the round kinds. The server's forward request (``train.forward`` /
+``evaluate.forward``) carries ``Record.SECAGG`` with ``S`` (the set the parties mask the next round
+over, a bitmask over the roster) only when it differs from the set announced last (at first: every
+party); the request is signed/MACed like every message.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class Key:
     NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "n", "z", "pd", "pk", "sh"
     MODE, KEY_SIG, KEY_SIGS, SIG, SIG_PARTIES, SIGS = "mode", "ks", "kss", "sig", "sp", "ss"
     COLLUDERS = "c"  # privacy.colluders (sent only when > 0): the clients' seed-share rule counts them
+    ANNOUNCED = "S"  # mode announced: the round's set, a bitmask over the roster (vfl.secagg.announce)
 
 
 class Phase:

@@ -45,6 +45,22 @@ def check_secagg_config(cfg: RunConfig, *, threshold: int, mode: str = "semi-hon
         raise ConfigError("num_parties", "secure aggregation needs at least 2 parties")
     if threshold > cfg.num_parties - 1:
         raise ConfigError("params.threshold", f"got {threshold}; allowed: 0 (auto) or [1, {cfg.num_parties - 1}]")
+    if mode == "announced":
+        check_announced_config(cfg, threshold=shamir_threshold(cfg.num_parties, threshold))
+
+
+def check_announced_config(cfg: RunConfig, *, threshold: int) -> None:
+    """Mode announced: a dropout cannot be skipped inside a round (it costs the epoch attempt), and the
+    smallest set honest parties accept, max(t, 2), must hold more than the colluders plus the victim."""
+    if cfg.train.on_dropout != "fail":
+        raise ConfigError("train.on_dropout", "skip-party needs params.secagg_mode semi-honest or malicious (in "
+                          "announced a missing input fails the round; train.on_failure: restart redoes the epoch); "
+                          "allowed with announced: fail")
+    c = cfg.privacy.colluders
+    if max(threshold, 2) - 1 <= c:
+        raise ConfigError("privacy.colluders", f"{c} colluders with params.secagg_mode announced need max(t, 2) - 1 > "
+                          f"{c} (t = {threshold}; a set of one party and the colluders would open it): set "
+                          f"params.threshold to at least {c + 2} (at most {cfg.num_parties - 1}) or use semi-honest")
 
 
 def threshold_param() -> Any:
@@ -54,8 +70,9 @@ def threshold_param() -> Any:
 
 def secagg_mode_param() -> Any:
     """``params.secagg_mode`` of every SecAgg strategy: one definition, one help text."""
-    return param("semi-honest", choices=MODES, help="SecAgg threat model: semi-honest or malicious "
-                 "(signed keys + survivor consistency check; needs auth)")
+    return param("semi-honest", choices=MODES, help="SecAgg threat model: semi-honest, malicious "
+                 "(signed keys + survivor consistency check; needs auth) or announced (the server names each "
+                 "round's set before masking: no unmask exchange; a dropout costs the epoch attempt)")
 
 
 def shamir_threshold(num_parties: int, threshold: int) -> int:
@@ -92,20 +109,24 @@ class SecureSumStrategy(VerticalStrategy):
     def epsilon_assumptions(self) -> list[str]:
         """In ``semi-honest`` SecAgg the ε holds against a server that keeps the survivor protocol: one that tells
         parties different survivor sets can learn sums of fewer parties (never one input; docs/secagg.md)."""
-        if not self.uses_secagg or self.secagg_mode != "semi-honest":
+        if not self.uses_secagg or self.secagg_mode == "malicious":
             return []
+        if self.secagg_mode == "announced":
+            return ["the server announces every party in each SecAgg round (params.secagg_mode: announced; a lying "
+                    "server that announces smaller sets learns sums of >= max(t, 2) parties of one round, never one "
+                    "input, since a party masks a round once)"]
         return ["the server keeps the SecAgg survivor protocol (params.secagg_mode: semi-honest; a server that "
                 "tells parties different survivor sets can learn sums of >= max(t, 2) parties, never one input; "
                 "malicious detects it)"]
 
     @property
     def secagg_mode(self) -> str:
-        """``semi-honest`` or ``malicious`` (``params.secagg_mode``)."""
+        """``semi-honest``, ``malicious`` or ``announced`` (``params.secagg_mode``)."""
         return str(getattr(self.params, "secagg_mode", "semi-honest"))
 
     def round_plan(self, phase: str = "train") -> RoundPlan:
         """Secure aggregation adds one round trip per round (the survivors reveal round keys), the
-        malicious mode a second one before it (the survivors sign the survivor set)."""
+        malicious mode a second one before it (the survivors sign the survivor set), announced none."""
         return round_plan(phase=phase, secagg=self.uses_secagg, mode=self.secagg_mode)
 
     @property

@@ -11,7 +11,11 @@ dropped to the others), ``late_survivor`` (v told all survived, the others told 
 ``inputs_opened`` counts the parties whose exact input any of the server's candidates recovers;
 semi-honest is also played with ``auth: false`` (no identity keys: nothing binds a SecAgg key), and
 as the control ``release: key``: the protocol before view-bound self-mask releases, whose
-survivors revealed raw round self keys. ``default: true`` marks the rows of the default config.
+survivors revealed raw round self keys. Mode ``announced`` (the server names each round's set before
+masking; no unmask exchange) runs every attack too (its parties reveal nothing after masking), and its own
+(``vfl.secagg.lying.ANNOUNCED_ATTACKS``): ``small_set`` (v told the set {v}) and ``two_sets`` (one round asked
+with {v, a}, {v, b} and {a, b}), each also against the control (``release: control``: a client without the
+size rule / the once-per-round rule). ``default: true`` marks the rows of the config's mode.
 
 Cost: the demo config (``vfl run demo``: PBM, M=4, Ray) trained ``--epochs`` epochs per mode,
 modes alternated ``--repeats`` times; ``step_ms`` = median (``step_ms_min``: minimum) over every
@@ -40,7 +44,7 @@ from vfl.transport import make_transport
 
 # (mode, auth, release): release "key" is the control (raw self keys, before view-bound releases)
 SETTINGS = (("semi-honest", False, "view"), ("semi-honest", True, "view"), ("malicious", True, "view"),
-            ("semi-honest", True, "key"))
+            ("semi-honest", True, "key"), ("announced", False, "view"), ("announced", True, "view"))
 
 
 def attack_rows(*, parties: int, threshold: int, default_mode: str = "semi-honest") -> list[dict[str, Any]]:
@@ -53,6 +57,12 @@ def attack_rows(*, parties: int, threshold: int, default_mode: str = "semi-hones
                                                  release=release)
             rows.append({"attack": attack, "mode": mode, "auth": auth, "release": release,
                          "default": (mode, auth, release) == (default_mode, True, "view"),
+                         "inputs_opened": int(opened), "detected": bool(detected)})
+    for attack in lying.ANNOUNCED_ATTACKS:  # lies in the announced set; control: the client without the rule
+        for weak in (False, True):
+            opened, detected = lying.ANNOUNCED_RUN[attack](num=parties, threshold=threshold, weak=weak)
+            rows.append({"attack": attack, "mode": "announced", "auth": True, "release": "control" if weak else "view",
+                         "default": not weak and default_mode == "announced",
                          "inputs_opened": int(opened), "detected": bool(detected)})
     return rows
 
@@ -99,6 +109,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sh, ml = out["cost"]["semi-honest"], out["cost"]["malicious"]
         out["malicious_overhead"] = ml["step_ms"] / sh["step_ms"] - 1
         out["malicious_overhead_min"] = ml["step_ms_min"] / sh["step_ms_min"] - 1
+        an = out["cost"]["announced"]
+        out["announced_overhead"] = an["step_ms"] / sh["step_ms"] - 1
+        out["announced_overhead_min"] = an["step_ms_min"] / sh["step_ms_min"] - 1
         out["epochs"], out["repeats"], out["transport"] = args.epochs, args.repeats, cfg.transport.kind
     path = Path(args.out)
     path.mkdir(parents=True, exist_ok=True)
@@ -119,6 +132,9 @@ def table(out: dict[str, Any]) -> str:
     if "malicious_overhead" in out:
         lines.append(f"malicious step-time overhead: {100 * out['malicious_overhead']:+.1f} % (median), "
                      f"{100 * out['malicious_overhead_min']:+.1f} % (min)")
+    if "announced_overhead" in out:
+        lines.append(f"announced step-time overhead: {100 * out['announced_overhead']:+.1f} % (median), "
+                     f"{100 * out['announced_overhead_min']:+.1f} % (min)")
     return "\n".join(lines)
 
 

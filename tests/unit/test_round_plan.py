@@ -12,7 +12,8 @@ from parties.secagg_round import AWAITING, IDLE, UNMASKED, ServerRound
 from vfl.errors import ProtocolError
 
 
-@pytest.mark.parametrize("secagg,mode,n", [(False, "semi-honest", 0), (True, "semi-honest", 1), (True, "malicious", 2)])
+@pytest.mark.parametrize("secagg,mode,n", [(False, "semi-honest", 0), (True, "semi-honest", 1), (True, "malicious", 2),
+                                           (True, "announced", 0)])
 def test_train_plan_is_the_hop_chain_the_loops_used_to_write_out(secagg, mode, n):
     plan = round_plan(secagg=secagg, mode=mode)
     parties = ("p0", "p1", "p2")

@@ -11,6 +11,10 @@ round masked last; never both a peer's round pair keys and shares of its seed; n
 about its own seed; no masking after it was declared dropped or its seed was rebuilt; no seed
 shares in mode semi-honest unless t + max(t, 2) > M + colluders (below that a server telling
 parties different survivor sets could rebuild a self mask whose pair keys it also got).
+
+Mode ``announced`` (``vfl.secagg.announce``): ``announce`` (the set S the server named for a round,
+before masking) -> ``mask`` over S with pair streams only; each round is announced and masked at
+most once, and ``unmask``, ``reveal_shares`` and ``sign_survivors`` are refused: nothing is revealed.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vfl.errors import ProtocolError, RevealRefused
+from vfl.secagg.announce import check_announcement
 from vfl.secagg.consistency import (
     Identity,
     SurvivorCheck,
@@ -87,6 +92,8 @@ class SecAggClient:
         self._pair_revealed: set[int] = set()
         self._shares_revealed: set[int] = set()
         self._retired = False
+        self._announced: dict[str, frozenset[int]] = {}  # mode announced: round -> the set it accepted
+        self._accepted = frozenset(self.parties)  # the set accepted last (a request naming none repeats it)
 
     @property
     def peers(self) -> tuple[int, ...]:
@@ -185,6 +192,21 @@ class SecAggClient:
                 raise ProtocolError(f"party {sender} sent two different shares")
             self._held[sender] = share
 
+    def announce(self, *, round_id: int | str, members: Iterable[int] | None = None) -> frozenset[int]:
+        """Mode announced: accept the server's set S for ``round_id`` (None: the set accepted last, at first the
+        roster) before masking it; AnnouncementRefused for a set too small, without me, naming strangers, or a
+        round announced before (each round is masked at most once)."""
+        if self.mode != "announced":
+            raise ProtocolError(f"party {self.party_id}: announced sets belong to secagg mode announced")
+        rnd = str(round_id)
+        live = check_announcement(me=self.party_id, rnd=rnd, members=self._accepted if members is None else members,
+                                  parties=self.parties, threshold=self.threshold, colluders=self.colluders,
+                                  announced=self._announced.keys() | self._rounds)
+        self._announced = {rnd: live}  # only the latest round can be masked; older ones stay refused by _rounds
+        self._rounds.add(rnd)
+        self._accepted = live
+        return live
+
     def mask(
         self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int
     ) -> npt.NDArray[np.uint32]:
@@ -195,11 +217,13 @@ class SecAggClient:
                 "rebuilt); masking again would expose its input: a new session is needed"
             )
         self._require_keys()
+        rnd = str(round_id)
+        if self.mode == "announced":
+            return self._mask_announced(values, rnd=rnd, name=name, k=k)
         if self._envelopes is None:
             raise ProtocolError(
                 "make_shares() must run before masking, or dropouts are unrecoverable"
             )
-        rnd = str(round_id)
         if (rnd, name) in self._used:
             raise ProtocolError(f"party {self.party_id} already masked {name!r} in round {rnd}")
         if rnd != self._round:
@@ -226,6 +250,19 @@ class SecAggClient:
         self._names.append(name)
         self._sizes[name] = (int(masked.size), int(k))
         return masked
+
+    def _mask_announced(self, values: npt.ArrayLike, *, rnd: str, name: str, k: int) -> npt.NDArray[np.uint32]:
+        """Mode announced: pair streams over the round's announced set, no self mask; once per (round, name)."""
+        live = self._announced.get(rnd)
+        if live is None:
+            raise ProtocolError(f"party {self.party_id}: round {rnd} was not announced (or is not the latest); "
+                                "mode announced masks only over a set the server named before")
+        if (rnd, name) in self._used:
+            raise ProtocolError(f"party {self.party_id} already masked {name!r} in round {rnd}")
+        self._used.add((rnd, name))
+        self._round = rnd
+        return apply_pairwise_masks(values, own_id=self.party_id, round_id=rnd, name=name, k=k,
+                                    seeds={p: self._pair_key(p, rnd, name) for p in sorted(live) if p != self.party_id})
 
     def unmask(
         self, *, round_id: int | str, survivors: Iterable[int], dropped: Iterable[int],
@@ -298,6 +335,9 @@ class SecAggClient:
     # ---- internals --------------------------------------------------------------------------
     def _check_round(self, round_id: int | str, what: str) -> str:
         rnd = str(round_id)
+        if self.mode == "announced":
+            raise RevealRefused(f"party {self.party_id}: secagg mode announced reveals nothing after masking; "
+                                f"{what} refused for round {rnd}")
         if self._retired:
             raise RevealRefused(f"party {self.party_id} left this session; it reveals nothing more")
         if rnd != self._round:

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from vfl.errors import ConfigError, RevealRefused
 
-MODES = ("semi-honest", "malicious")
+MODES = ("semi-honest", "malicious", "announced")
 _KEY_DOMAIN = b"vfl/secagg/key/v1\x00"
 _SURVIVORS_DOMAIN = b"vfl/secagg/survivors/v1\x00"
 
@@ -44,6 +44,11 @@ class KeySwapDetected(MaliciousServer):
 
 class InconsistentSurvivors(MaliciousServer):
     """A survivor set without enough matching signatures, or a second set for one round."""
+
+
+class AnnouncementRefused(MaliciousServer):
+    """Mode announced: a participant set too small, without the party, naming strangers, or a second
+    announcement for a round (each round is masked at most once); nothing was masked for it."""
 
 
 @dataclass(frozen=True)

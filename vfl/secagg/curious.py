@@ -105,8 +105,10 @@ def unmask_attempts(view: ServerView, party: int, rnd: str) -> list[npt.NDArray[
     if y is not None:
         peers = [p for p in view.active.get(rnd, view.parties) if p != party]
         own = view.self_stream(party, rnd, y.size)
-        y = y if own is None else ((y.reshape(-1) - own) & low_bits_mask(view.k)).reshape(y.shape)
         exact = [(key, pair_sign(party, p)) for p in peers if (key := view.pair_key(party, p, rnd))]
+        if own is not None:  # mode announced adds no self mask: the server tries both
+            out.append(_strip(y, exact, rnd=rnd, name=view.name, k=view.k))
+        y = y if own is None else ((y.reshape(-1) - own) & low_bits_mask(view.k)).reshape(y.shape)
         out.append(_strip(y, exact, rnd=rnd, name=view.name, k=view.k))
         # Key reuse: pair keys revealed in other rounds, as if they applied to this one.
         reused = [(key, pair_sign(party, p)) for p in peers for key in view.any_round_pair_keys(party, p)[:1]]

@@ -17,6 +17,15 @@ honest party raised a typed refusal (``RevealRefused``, ``MaliciousServer``) ins
   every pair key of v = its input, unless t + max(t, 2) > M + colluders (honest clients refuse the
   shares otherwise, in mode semi-honest) or the malicious mode's consistency check stops it.
 
+Mode ``announced`` (no unmask exchange; the server names each round's set before the parties mask):
+every attack above is played too (the parties refuse every reveal), and two of its own:
+
+- ``small_set``: v is told the round's set is {v} plus the ``colluders`` (whose pair keys with v the
+  server holds): the honest client refuses sets below max(t, 2, colluders + 2);
+- ``two_sets``: one round asked twice, v told {v, a} and then {v, b}, a and b then told {a, b}: three
+  sums that solve x_v; the honest client masks a round at most once.
+``weak=True`` plays clients without that rule (the control: the attack opens x_v).
+
 ``release="key"`` plays the protocol before view-bound releases (``vfl.secagg.release``): each
 survivor handed the server its raw round self key. It is the control: ``late_survivor`` opens the
 victim's input with it, and nothing with today's releases.
@@ -32,7 +41,7 @@ import numpy.typing as npt
 from vfl.errors import RevealRefused
 from vfl.secagg.client import SecAggClient
 from vfl.secagg.consistency import Identity, ed25519_identities
-from vfl.secagg.curious import ServerView, unmasked
+from vfl.secagg.curious import ServerView, _strip, unmasked
 from vfl.secagg.keys import (
     KEY_BYTES,
     PAIR_LABEL,
@@ -42,6 +51,7 @@ from vfl.secagg.keys import (
     public_key_bytes,
     round_key,
 )
+from vfl.secagg.masking import pair_sign
 from vfl.secagg.rules import Reveal
 from vfl.secagg.shares import SHARE_BYTES, decrypt_share
 
@@ -85,6 +95,8 @@ def _view(clients: Mapping[int, SecAggClient], threshold: int, k: int) -> Server
 def _mask(clients: Mapping[int, SecAggClient], view: ServerView, k: int, seed: int) -> dict[int, npt.NDArray[np.int64]]:
     xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
     for i, c in clients.items():
+        if c.mode == "announced":  # the server names every party (the round's honest set)
+            c.announce(round_id=ROUND, members=clients)
         view.vectors[(ROUND, i)] = c.mask(xs[i], round_id=ROUND, name=NAME, k=k)
     view.active[ROUND] = tuple(sorted(clients))
     return xs
@@ -214,3 +226,80 @@ def split_rebuild(
 RUN: dict[str, Callable[..., Outcome]] = {"key_swap": key_swap, "single_survivor": single_survivor,
                                           "redeclared_dropout": redeclared_dropout, "late_survivor": late_survivor,
                                           "split_rebuild": split_rebuild}
+
+
+# ---- mode announced: lies in the announced set ---------------------------------------------------------------
+ANNOUNCED_ATTACKS = ("small_set", "two_sets")
+
+
+class _NoSizeRule(SecAggClient):
+    """The control of ``small_set``: a client that accepts any set holding itself."""
+
+    def announce(self, *, round_id: int | str, members: Iterable[int] | None = None) -> frozenset[int]:
+        live = frozenset(int(p) for p in (members if members is not None else self.parties))
+        self._announced, self._accepted = {str(round_id): live}, live
+        self._rounds.add(str(round_id))
+        return live
+
+
+class _NoOnceRule(SecAggClient):
+    """The control of ``two_sets``: a client that forgets which rounds it masked."""
+
+    def announce(self, *, round_id: int | str, members: Iterable[int] | None = None) -> frozenset[int]:
+        self._rounds.discard(str(round_id))
+        self._announced.clear()
+        self._used = {u for u in self._used if u[0] != str(round_id)}
+        return super().announce(round_id=round_id, members=members)
+
+
+def _announced_clients(num: int, threshold: int, colluders: int, cls: type[SecAggClient]) -> dict[int, SecAggClient]:
+    ids = ed25519_identities(range(num))
+    clients = {i: cls(i, range(num), threshold, SESSION, mode="announced", identity=ids[i], colluders=colluders)
+               for i in range(num)}
+    _honest_setup(clients)
+    return clients
+
+
+def _announce_mask(c: SecAggClient, members: Iterable[int], x: npt.NDArray[np.int64], k: int, detected: list[bool]
+                   ) -> npt.NDArray[np.uint32] | None:
+    """Party ``c`` told ``members`` for ROUND, masking ``x``; None when it refuses."""
+    try:
+        c.announce(round_id=ROUND, members=members)
+        return c.mask(x, round_id=ROUND, name=NAME, k=k)
+    except RevealRefused:
+        detected[0] = True
+        return None
+
+
+def small_set(*, num: int, threshold: int, colluders: int = 0, k: int = 16, seed: int = 0, victim: int = 0,
+              weak: bool = False) -> Outcome:
+    """v told the set {v} + colluders; the colluders hand the server their pair keys with v."""
+    clients = _announced_clients(num, threshold, colluders, _NoSizeRule if weak else SecAggClient)
+    xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
+    allies = [p for p in clients if p != victim][:colluders]
+    detected = [False]
+    y = _announce_mask(clients[victim], [victim, *allies], xs[victim], k, detected)
+    if y is None:
+        return 0, detected[0]
+    keys = [(clients[a]._pair_key(victim, ROUND, NAME), pair_sign(victim, a)) for a in allies]  # the colluders' keys
+    return int(np.array_equal(_strip(y, keys, rnd=ROUND, name=NAME, k=k).astype(np.int64), xs[victim])), detected[0]
+
+
+def two_sets(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: int = 0, weak: bool = False) -> Outcome:
+    """One round asked twice with different sets: sums over {v, a}, {v, b}, {a, b} solve x_v."""
+    clients = _announced_clients(num, threshold, 0, _NoOnceRule if weak else SecAggClient)
+    xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
+    a, b = [p for p in clients if p != victim][:2]
+    detected = [False]
+    sums = []
+    for group in ((victim, a), (victim, b), (a, b)):
+        ys = [_announce_mask(clients[p], group, xs[p], k, detected) for p in group]
+        if all(y is not None for y in ys):
+            sums.append(sum(y.astype(np.int64) for y in ys if y is not None) & (1 << k) - 1)
+    if len(sums) < 3:
+        return 0, detected[0]
+    twice = (sums[0] + sums[1] - sums[2]) & (1 << k) - 1  # 2 x_v mod 2^k; inputs < 2^(k-3): halve exactly
+    return int(np.array_equal(twice // 2, xs[victim])), detected[0]
+
+
+ANNOUNCED_RUN: dict[str, Callable[..., Outcome]] = {"small_set": small_set, "two_sets": two_sets}

@@ -11,6 +11,11 @@ survivor set and the unmask request carries those signatures. Survivors release 
 masked with view streams over the survivors they were told (``vfl.secagg.release``), never self keys. ``result`` returns sum_{s in S} x_s mod 2^k. A vector from a
 party declared dropped is refused for the rest of the session, and each (round, name) is
 aggregated once; a sum over fewer than two parties is refused (it would be one party's input).
+
+Mode ``announced`` (``vfl.secagg.announce``): the parties masked over the set the server announced
+(``announced``, at first every party; ``announce`` changes it for later rounds), with pair streams
+only. ``open_round`` needs a vector from every member (else ``PartyFailure``: the round cannot be
+opened) and returns no request: ``result`` is the plain sum of the vectors mod 2^k.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vfl.errors import ConfigError, PartyFailure, ProtocolError
+from vfl.secagg.announce import smallest_set
 from vfl.secagg.consistency import check_mode, quorum
 from vfl.secagg.keys import SELF_LABEL, round_key, session_bytes
 from vfl.secagg.masking import removal_terms
@@ -95,6 +101,18 @@ class SecAggServer:
         self._dropped: set[int] = set()
         self._done: set[tuple[str, str]] = set()
         self._open: _Round | None = None
+        self.announced: tuple[int, ...] = self.parties  # mode announced: the set the parties mask over
+
+    def announce(self, members: Iterable[int]) -> tuple[int, ...]:
+        """Mode announced: the set later rounds are masked over (it must go out in their forward requests)."""
+        live = tuple(sorted({int(p) for p in members}))
+        if self.mode != "announced":
+            raise ProtocolError("announced sets belong to secagg mode announced")
+        if set(live) - set(self.parties) or len(live) < smallest_set(self.threshold, self.colluders):
+            raise ProtocolError(f"cannot announce {list(live)}: honest parties refuse a set outside {list(self.parties)} "
+                                f"or smaller than {smallest_set(self.threshold, self.colluders)}")
+        self.announced = live
+        return live
 
     @property
     def seed_path(self) -> bool:
@@ -127,14 +145,18 @@ class SecAggServer:
 
     def open_round(
         self, masked: Mapping[int, npt.ArrayLike], *, round_id: int | str, name: str
-    ) -> UnmaskRequest | ConsistencyRequest:
-        """Take the vectors that arrived; the active parties without one are dropped from now on."""
+    ) -> UnmaskRequest | ConsistencyRequest | None:
+        """Take the vectors that arrived; the active parties without one are dropped from now on
+        (mode announced: every member of the announced set must have sent one; no request follows)."""
         rnd = str(round_id)
         if self._open is not None:
             raise ProtocolError(f"round {self._open.round_id} is still being unmasked; cannot open {rnd}")
         for party in masked:
             self.accept(party, round_id=rnd, name=name)
         vectors = self._check_vectors(masked, round_id=rnd)
+        if self.mode == "announced":
+            self._open_announced(vectors, rnd=rnd, name=name)
+            return None
         survivors = set(vectors)
         dropped = set(self.active) - survivors
         self._dropped |= dropped
@@ -251,6 +273,8 @@ class SecAggServer:
         total = np.zeros(n, dtype=np.uint32)
         for party in sorted(r.survivors):
             total += r.vectors[party]  # wraps mod 2^32, exact mod 2^k
+        if self.mode == "announced":  # pair streams over the announced set only: they cancel in the sum
+            return self._close(r, total, n)
         for party in sorted(r.releases):
             total -= r.releases[party]  # self streams; the view streams cancel over the survivors
         total -= removal_terms(
@@ -260,12 +284,29 @@ class SecAggServer:
         )
         # each survivor's release carried its view stream with every vanished owner: add those back
         total += removal_terms(self_keys=[], pair_keys=r.view_keys, round_id=rnd, name=r.name, n=n, k=self.k)
+        return self._close(r, total, n)
+
+    # ---- internals --------------------------------------------------------------------------
+    def _close(self, r: _Round, total: npt.NDArray[np.uint32], n: int) -> tuple[npt.NDArray[np.int64], tuple[int, ...]]:
         total &= low_bits_mask(self.k)
-        self._done.add((rnd, r.name))
+        self._done.add((r.round_id, r.name))
         self._open = None
         return total.astype(np.int64).reshape(r.shape), tuple(sorted(r.survivors))
 
-    # ---- internals --------------------------------------------------------------------------
+    def _open_announced(self, vectors: dict[int, npt.NDArray[np.uint32]], *, rnd: str, name: str) -> None:
+        """Mode announced: the round opens only with a vector from every member of the announced set."""
+        extra, missing = sorted(set(vectors) - set(self.announced)), sorted(set(self.announced) - set(vectors))
+        if extra:
+            raise ProtocolError(f"round {rnd}: vectors from parties {extra} outside the announced set "
+                                f"{list(self.announced)}")
+        if missing:
+            self._done.add((rnd, name))
+            raise PartyFailure(_names(missing), rnd, "no masked vector in secagg mode announced: the pair streams "
+                               "of the announced set cannot cancel, so the round cannot be opened (the epoch "
+                               "attempt is lost; train.max_restarts redoes it)")
+        shape = next(iter(vectors.values())).shape
+        self._open = _Round(rnd, name, shape, {p: v.reshape(-1) for p, v in vectors.items()}, set(vectors), set())
+
     def _unmask_request(self, r: _Round) -> UnmaskRequest:
         r.answered = set()
         r.pending = UnmaskRequest(r.round_id, tuple(sorted(r.survivors)), tuple(sorted(r.dropped)),

@@ -1,0 +1,232 @@
+"""SecAgg mode ``announced``: the server names each round's set S before the parties mask (pair streams
+over S, no self mask, nothing revealed after). Plays the lying server with everything it holds:
+every attack has a control (a client without the rule) on which it opens the victim's input."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import strategies  # noqa: F401
+from parties import secagg_wire as sw
+from parties import vertical_wire as vw
+from parties.round_plan import round_plan
+from parties.secagg_nodes import announced_of
+from parties.vertical import step_config
+from tests.helpers import BlobSource
+from vfl import message as wire
+from vfl.auth import HostAuth
+from vfl.engine import Engine
+from vfl.errors import AuthenticationError, ConfigError, PartyFailure, ProtocolError, RevealRefused
+from vfl.faults import FAULT_ENV
+from vfl.message import BROADCAST
+from vfl.schema import load_run_config
+from vfl.secagg import SecAggClient, SecAggServer, lying
+from vfl.secagg.announce import decode_set, encode_set
+from vfl.secagg.consistency import AnnouncementRefused, MaliciousServer
+from vfl.transport.inprocess import InProcessTransport
+
+R = "train:0:1"
+
+
+def _clients(m: int, t: int, *, colluders: int = 0) -> dict[int, SecAggClient]:
+    clients = {i: SecAggClient(i, range(m), t, b"announced-test", mode="announced", colluders=colluders)
+               for i in range(m)}
+    keys = {i: c.public_key() for i, c in clients.items()}
+    for c in clients.values():
+        c.receive_public_keys(keys)
+    return clients
+
+
+# ---- (a) a set too small -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("m,t,colluders", [(4, 2, 0), (5, 2, 1), (6, 3, 2)])
+def test_a_set_of_the_victim_and_colluders_is_refused_and_opens_it_without_the_rule(m, t, colluders):
+    assert lying.small_set(num=m, threshold=t, colluders=colluders) == (0, True)
+    assert lying.small_set(num=m, threshold=t, colluders=colluders, weak=True) == (1, False)  # control: x_v exact
+
+
+def test_the_size_rule_is_a_typed_refusal_naming_the_round():
+    c = _clients(4, 3)[0]
+    with pytest.raises(AnnouncementRefused, match=rf"round {R}: party 0 .*fewer than 3 parties") as exc:
+        c.announce(round_id=R, members=[0, 1])
+    assert isinstance(exc.value, MaliciousServer) and isinstance(exc.value, RevealRefused)
+    assert c.announce(round_id=R, members=[0, 1, 2]) == {0, 1, 2}
+
+
+def test_a_set_without_me_or_with_strangers_is_refused():
+    c = _clients(4, 2)[1]
+    with pytest.raises(AnnouncementRefused, match="does not hold party 1"):
+        c.announce(round_id=R, members=[0, 2, 3])
+    with pytest.raises(AnnouncementRefused, match=r"parties \[9\] outside the roster"):
+        c.announce(round_id=R, members=[0, 1, 9])
+    with pytest.raises(ProtocolError, match="does not fit a roster of 4"):
+        decode_set(bytes([0b1_0011]), [0, 1, 2, 3])  # a bit beyond the roster
+
+
+# ---- (b) one round asked twice -------------------------------------------------------------------------------
+@pytest.mark.parametrize("m", [3, 4, 6])
+def test_a_round_asked_twice_is_refused_and_solves_the_victim_without_the_rule(m):
+    assert lying.two_sets(num=m, threshold=2) == (0, True)
+    assert lying.two_sets(num=m, threshold=2, weak=True) == (1, False)  # control: {v,a}+{v,b}-{a,b} = 2 x_v
+
+
+def test_each_round_is_announced_and_masked_once_in_order():
+    c = _clients(3, 2)[0]
+    with pytest.raises(ProtocolError, match="was not announced"):
+        c.mask(np.arange(4), round_id=R, name="emb", k=8)
+    c.announce(round_id=R)  # no set named: the last one accepted, at first the roster
+    c.mask(np.arange(4), round_id=R, name="emb", k=8)
+    for members in ([0, 1, 2], [0, 1]):  # the same set again, or another: refused
+        with pytest.raises(AnnouncementRefused, match="masks a round at most once"):
+            c.announce(round_id=R, members=members)
+    c.announce(round_id="train:0:2", members=[0, 2])
+    with pytest.raises(AnnouncementRefused, match="at most once"):
+        c.announce(round_id=R)  # back to a round it masked
+    with pytest.raises(RevealRefused, match="announced reveals nothing"):
+        c.unmask(round_id="train:0:2", survivors=[0, 2], dropped=[])
+
+
+# ---- (c) the lying-server attacks of the other modes ---------------------------------------------------------
+@pytest.mark.parametrize("attack", lying.ATTACKS)
+def test_the_lying_server_attacks_open_nothing_in_announced(attack):
+    opened, detected = lying.RUN[attack](num=4, threshold=2, mode="announced")
+    assert (opened, detected) == (0, True)
+
+
+# ---- (d) the sum, and a missing input -----------------------------------------------------------------------
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_server_sums_exactly_the_announced_set_or_refuses(data):
+    m = data.draw(st.integers(2, 7), label="M")
+    t = data.draw(st.integers(1, m - 1), label="t")
+    k = data.draw(st.integers(2, 24), label="k")
+    members = data.draw(st.lists(st.sampled_from(range(m)), min_size=max(t, 2), unique=True), label="S")
+    if len(members) < max(t, 2):
+        members = list(range(m))
+    clients = _clients(m, t)
+    server = SecAggServer(range(m), t, k, b"announced-test", mode="announced")
+    server.announce(members)
+    xs = {p: np.asarray(data.draw(st.lists(st.integers(0, (1 << k) - 1), min_size=5, max_size=5)), dtype=np.int64)
+          for p in members}
+    ys = {}
+    for p in members:
+        clients[p].announce(round_id=R, members=members)
+        ys[p] = clients[p].mask(xs[p], round_id=R, name="emb", k=k)
+    missing = data.draw(st.sampled_from([None, *members]), label="missing")
+    if missing is None:
+        assert server.open_round(ys, round_id=R, name="emb") is None
+        total, summed = server.result(R)
+        assert summed == tuple(sorted(members))
+        assert np.array_equal(total, sum(xs.values()) % (1 << k))
+    else:
+        with pytest.raises(PartyFailure, match=f"party {missing} failed in round {R}.*cannot be opened"):
+            server.open_round({p: y for p, y in ys.items() if p != missing}, round_id=R, name="emb")
+        with pytest.raises(ProtocolError, match="not ready"):
+            server.result(R)  # never a sum
+
+
+# ---- the announcement on the wire ---------------------------------------------------------------------------
+def test_a_set_flipped_in_transit_is_refused_by_the_auth():
+    names = {0: "server", 1: "party0", 2: "party1", 3: "party2"}
+    server, parties = HostAuth({0: "server"}, "server host"), HostAuth({n: names[n] for n in (1, 2, 3)}, "party host")
+    roster = {n: (names[n], *k) for h in (server, parties) for n, k in h.public_keys().items()}
+    server.install(roster)
+    parties.install(roster)
+    ids = [1, 2, 3]
+    m = wire.make(vw.Kind.TRAIN_FORWARD, src=0, dst=BROADCAST, round=wire.round_tag(0, 0), content=wire.records(**{
+        vw.Record.STEP: step_config(epoch=0, step=1, forward=True),
+        sw.Record.SECAGG: wire.config(**{sw.Key.ANNOUNCED: encode_set([1, 2], ids)})}))
+    w = server.sign(0, wire.Wire.of(m))
+    tampered = wire.decode(w.data)  # the server's signed request, its set changed on the way
+    tampered.content.config_records[sw.Record.SECAGG] = wire.config(**{sw.Key.ANNOUNCED: encode_set([1, 3], ids)})
+    bad = wire.Wire.of(tampered).data
+    with pytest.raises(AuthenticationError, match=r"server \(id 0\) in round train:0:0"):
+        parties.verify(bad, wire.decode(bad))
+    got = parties.verify(w.data, wire.decode(w.data))  # the request as the server sent it
+    assert announced_of(got, ids) == {1, 2} and announced_of(m, [1, 2, 3, 4]) == {1, 2}
+
+
+# ---- the runtime ------------------------------------------------------------------------------------------
+def _cfg(mode: str, noise: str = "seeded", **train):
+    return load_run_config({"num_parties": 3, "seed": 3, "strategy": "pbm",
+                            "params": {"b": 8, "secagg_mode": mode},
+                            "model": {"embed_dim": 6, "bottom_hidden": [8], "head_hidden": [8]},
+                            "train": {"epochs": 2, "batch_size": 40, "lr": 0.05, **train},  # 6 steps an epoch
+                            "privacy": {"noise_rng": noise}})
+
+
+class Reviving(InProcessTransport):
+    """In-process hosts whose restart revives a crashed host, as Ray's restart of a dead actor does (the
+    fault fires once: the replacement lives)."""
+
+    def restart(self, states, *, timeout_s=120.0):
+        os.environ.pop(FAULT_ENV, None)
+        self.dead.clear()
+        return super().restart(states, timeout_s=timeout_s)
+
+
+SOURCE = BlobSource(num_parties=3)
+
+
+def _run(cfg, source=SOURCE, transport=None):
+    transport = transport or InProcessTransport()
+    try:
+        engine = Engine(cfg, transport, source, progress=False)
+        result = engine.run()
+        nodes = {nid: n for h in transport.hosts.values() for nid, n in h.nodes.items()}
+        params = [p.detach().clone() for nid in sorted(nodes)
+                  for p in (nodes[nid].head if nid == 0 else nodes[nid].bottom).parameters()]
+        return result, params, engine.ledger
+    finally:
+        transport.shutdown()
+
+
+def test_announced_trains_the_same_parameters_as_semi_honest_with_half_the_messages():
+    (a, pa, la), (s, ps, ls) = _run(_cfg("announced")), _run(_cfg("semi-honest"))
+    assert len(pa) == len(ps) and all(torch.equal(x, y) for x, y in zip(pa, ps, strict=True))
+    assert a.summary["final_test_acc"] == s.summary["final_test_acc"]
+    epochs, steps, evals, m = 2, 6, 1, 3  # 240 / 40 training steps, 60 test samples in one eval batch, M parties
+    assert [h.kind for h in round_plan(secagg=True, mode="announced").hops] == [vw.Kind.TRAIN_FORWARD] * 2
+    def msgs(ledger, phase):
+        t = ledger.totals(phase)
+        return t["messages_up"] + t["messages_down"]
+
+    train_a, train_s = la.totals("train"), ls.totals("train")
+    # per step M embeddings up and one broadcast down (+ each epoch's start broadcast)
+    assert msgs(la, "train") == epochs * (1 + steps * (m + 1))
+    assert msgs(ls, "train") == msgs(la, "train") + epochs * steps * (1 + m)  # the unmask exchange
+    assert msgs(ls, "eval") - msgs(la, "eval") == epochs * evals * (1 + m)
+    assert train_a["bytes_up"] + train_a["bytes_down"] < train_s["bytes_up"] + train_s["bytes_down"]
+    assert "announces every party" in a.summary["epsilon_assumption"]
+
+
+def test_a_failed_attempt_is_redone_and_its_releases_stay_charged(monkeypatch):
+    clean = _run(_cfg("announced", "crypto"))[0]  # fresh noise: a redone step is a new release
+    got = {}
+    for mode in ("announced", "semi-honest"):
+        monkeypatch.setenv(FAULT_ENV, "party1@1:3")  # party1 dies in epoch 1, step 3: its input is missing
+        got[mode] = _run(_cfg(mode, "crypto", on_failure="restart", max_restarts=1), transport=Reviving())[0]
+    (restart,) = got["announced"].summary["restarts"]
+    assert restart["epoch"] == 1 and restart["releases_charged"] >= 1
+    assert got["announced"].summary["epsilon"] == got["semi-honest"].summary["epsilon"]  # the same releases
+    assert got["announced"].summary["epsilon"] > clean.summary["epsilon"]  # the failed attempt counts
+    monkeypatch.setenv(FAULT_ENV, "party1@1:3")
+    with pytest.raises(PartyFailure, match="party1"):
+        _run(_cfg("announced", on_failure="fail"))
+
+
+def test_config_refuses_what_announced_cannot_protect():
+    with pytest.raises(ConfigError, match=r"privacy\.colluders.*max\(t, 2\) - 1 > 1.*params\.threshold to at least 3"):
+        load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"secagg_mode": "announced"},
+                         "privacy": {"colluders": 1}})
+    ok = load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"secagg_mode": "announced", "threshold": 3},
+                          "privacy": {"colluders": 1}})
+    assert ok.params.secagg_mode == "announced"
+    with pytest.raises(ConfigError, match=r"train\.on_dropout.*skip-party"):
+        load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"secagg_mode": "announced"},
+                         "train": {"on_dropout": "skip-party"}})
