@@ -15,7 +15,7 @@ def test_attack_table_json(tmp_path, capsys) -> None:
     assert saved == json.loads(json.dumps(out)) and (saved["parties"], saved["threshold"]) == (4, 2)
     rows = {(r["attack"], r["mode"], r["auth"], r["release"]): r for r in saved["results"]}
     attacks = {"key_swap", "single_survivor", "redeclared_dropout", "late_survivor", "split_rebuild"}
-    assert {a for a, _, _, _ in rows} == attacks | {"small_set", "two_sets"}
+    assert {a for a, _, _, _ in rows} == attacks | {"small_set", "two_sets", "same_input"}
     assert load_run_config({"strategy": "pbm"}).params.secagg_mode == "semi-honest" == saved["default_mode"]
     defaults = [r for r in saved["results"] if r["default"]]
     assert {r["attack"] for r in defaults} == attacks and all(r["mode"] == "semi-honest" for r in defaults)
@@ -30,7 +30,7 @@ def test_attack_table_json(tmp_path, capsys) -> None:
     for attack in attacks:  # announced: its parties reveal nothing after masking
         assert rows[(attack, "announced", True, "view")]["inputs_opened"] == 0
     assert rows[("key_swap", "announced", False, "view")]["inputs_opened"] == 4  # unsigned keys: every input
-    for attack in ("small_set", "two_sets"):  # refused; the control (a client without the rule) opens the victim
+    for attack in ("small_set", "two_sets", "same_input"):  # refused; the control (a client without the rule) opens the victim
         assert (rows[(attack, "announced", True, "view")]["inputs_opened"], rows[(attack, "announced", True, "view")]
                 ["detected"]) == (0, True)
         assert rows[(attack, "announced", True, "control")]["inputs_opened"] == 1

@@ -91,6 +91,19 @@ def test_each_round_is_announced_and_masked_once_in_order():
         c.unmask(round_id="train:0:2", survivors=[0, 2], dropped=[])
 
 
+@pytest.mark.parametrize("m", [3, 4])
+def test_an_input_asked_again_under_other_round_tags_is_refused_and_opens_without_the_rule(m):
+    assert lying.same_input(num=m, threshold=2) == (0, True)  # e.g. one eval batch, model unchanged, npq codes
+    assert lying.same_input(num=m, threshold=2, weak=True) == (1, False)  # control: x_v exact
+    c = _clients(3, 2)[0]
+    for rnd, members in (("eval:0:3", [0, 1, 2]), ("eval:1:3", [0, 1, 2])):  # the same set again: nothing new
+        c.announce(round_id=rnd, members=members)
+        c.mask(np.arange(4), round_id=rnd, name="emb", k=8)
+    c.announce(round_id="eval:2:3", members=[0, 1])
+    with pytest.raises(AnnouncementRefused, match=r"masked before over the set \[0, 1, 2\]"):
+        c.mask(np.arange(4), round_id="eval:2:3", name="emb", k=8)
+
+
 # ---- (c) the lying-server attacks of the other modes ---------------------------------------------------------
 @pytest.mark.parametrize("attack", lying.ATTACKS)
 def test_the_lying_server_attacks_open_nothing_in_announced(attack):

@@ -14,11 +14,13 @@ parties different survivor sets could rebuild a self mask whose pair keys it als
 
 Mode ``announced`` (``vfl.secagg.announce``): ``announce`` (the set S the server named for a round,
 before masking) -> ``mask`` over S with pair streams only; each round is announced and masked at
-most once, and ``unmask``, ``reveal_shares`` and ``sign_survivors`` are refused: nothing is revealed.
+most once, one input is never masked over two different sets (an evaluation batch asked again under
+another round tag), and ``unmask``, ``reveal_shares`` and ``sign_survivors`` are refused: nothing is revealed.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -27,6 +29,7 @@ import numpy.typing as npt
 from vfl.errors import ProtocolError, RevealRefused
 from vfl.secagg.announce import check_announcement
 from vfl.secagg.consistency import (
+    AnnouncementRefused,
     Identity,
     SurvivorCheck,
     check_mode,
@@ -47,6 +50,7 @@ from vfl.secagg.keys import (
     session_bytes,
 )
 from vfl.secagg.masking import apply_pairwise_masks
+from vfl.secagg.modular import to_residues
 from vfl.secagg.release import self_release, share_reveal, view_key
 from vfl.secagg.rules import Reveal, check_parties, check_view
 from vfl.secagg.shares import SeedShare, decrypt_share, encrypt_share, share_index, split_secret
@@ -94,6 +98,7 @@ class SecAggClient:
         self._retired = False
         self._announced: dict[str, frozenset[int]] = {}  # mode announced: round -> the set it accepted
         self._accepted = frozenset(self.parties)  # the set accepted last (a request naming none repeats it)
+        self._inputs: dict[bytes, frozenset[int]] = {}  # mode announced: digest of each input masked -> its set
 
     @property
     def peers(self) -> tuple[int, ...]:
@@ -259,9 +264,16 @@ class SecAggClient:
                                 "mode announced masks only over a set the server named before")
         if (rnd, name) in self._used:
             raise ProtocolError(f"party {self.party_id} already masked {name!r} in round {rnd}")
+        x = to_residues(values, k=k)
+        digest = hashlib.blake2b(b"%d|%s|" % (k, name.encode()) + np.ascontiguousarray(x).tobytes(), digest_size=16).digest()
+        if self._inputs.get(digest, live) != live:  # e.g. one evaluation batch asked again under another round tag
+            raise AnnouncementRefused(rnd, self.party_id, f"this input was masked before over the set "
+                                      f"{sorted(self._inputs[digest])}; masking it again over {sorted(live)} would "
+                                      "open differences of sums")
+        self._inputs[digest] = live
         self._used.add((rnd, name))
         self._round = rnd
-        return apply_pairwise_masks(values, own_id=self.party_id, round_id=rnd, name=name, k=k,
+        return apply_pairwise_masks(x, own_id=self.party_id, round_id=rnd, name=name, k=k,
                                     seeds={p: self._pair_key(p, rnd, name) for p in sorted(live) if p != self.party_id})
 
     def unmask(

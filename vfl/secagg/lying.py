@@ -23,7 +23,10 @@ every attack above is played too (the parties refuse every reveal), and two of i
 - ``small_set``: v is told the round's set is {v} plus the ``colluders`` (whose pair keys with v the
   server holds): the honest client refuses sets below max(t, 2, colluders + 2);
 - ``two_sets``: one round asked twice, v told {v, a} and then {v, b}, a and b then told {a, b}: three
-  sums that solve x_v; the honest client masks a round at most once.
+  sums that solve x_v; the honest client masks a round at most once;
+- ``same_input``: the same three sets in three rounds whose inputs repeat (an evaluation batch asked again
+  under another round tag, the model unchanged, deterministic fixed-point codes): the honest client never
+  masks one input over two different sets.
 ``weak=True`` plays clients without that rule (the control: the attack opens x_v).
 
 ``release="key"`` plays the protocol before view-bound releases (``vfl.secagg.release``): each
@@ -229,7 +232,7 @@ RUN: dict[str, Callable[..., Outcome]] = {"key_swap": key_swap, "single_survivor
 
 
 # ---- mode announced: lies in the announced set ---------------------------------------------------------------
-ANNOUNCED_ATTACKS = ("small_set", "two_sets")
+ANNOUNCED_ATTACKS = ("small_set", "two_sets", "same_input")
 
 
 class _NoSizeRule(SecAggClient):
@@ -243,13 +246,22 @@ class _NoSizeRule(SecAggClient):
 
 
 class _NoOnceRule(SecAggClient):
-    """The control of ``two_sets``: a client that forgets which rounds it masked."""
+    """The control of ``two_sets``: a client that forgets which rounds (and so which inputs) it masked."""
 
     def announce(self, *, round_id: int | str, members: Iterable[int] | None = None) -> frozenset[int]:
         self._rounds.discard(str(round_id))
         self._announced.clear()
+        self._inputs.clear()
         self._used = {u for u in self._used if u[0] != str(round_id)}
         return super().announce(round_id=round_id, members=members)
+
+
+class _NoInputRule(SecAggClient):
+    """The control of ``same_input``: a client that forgets which inputs it masked."""
+
+    def mask(self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int) -> npt.NDArray[np.uint32]:
+        self._inputs.clear()
+        return super().mask(values, round_id=round_id, name=name, k=k)
 
 
 def _announced_clients(num: int, threshold: int, colluders: int, cls: type[SecAggClient]) -> dict[int, SecAggClient]:
@@ -260,12 +272,12 @@ def _announced_clients(num: int, threshold: int, colluders: int, cls: type[SecAg
     return clients
 
 
-def _announce_mask(c: SecAggClient, members: Iterable[int], x: npt.NDArray[np.int64], k: int, detected: list[bool]
-                   ) -> npt.NDArray[np.uint32] | None:
-    """Party ``c`` told ``members`` for ROUND, masking ``x``; None when it refuses."""
+def _announce_mask(c: SecAggClient, members: Iterable[int], x: npt.NDArray[np.int64], k: int, detected: list[bool],
+                   rnd: str = ROUND) -> npt.NDArray[np.uint32] | None:
+    """Party ``c`` told ``members`` for round ``rnd``, masking ``x``; None when it refuses."""
     try:
-        c.announce(round_id=ROUND, members=members)
-        return c.mask(x, round_id=ROUND, name=NAME, k=k)
+        c.announce(round_id=rnd, members=members)
+        return c.mask(x, round_id=rnd, name=NAME, k=k)
     except RevealRefused:
         detected[0] = True
         return None
@@ -285,15 +297,16 @@ def small_set(*, num: int, threshold: int, colluders: int = 0, k: int = 16, seed
     return int(np.array_equal(_strip(y, keys, rnd=ROUND, name=NAME, k=k).astype(np.int64), xs[victim])), detected[0]
 
 
-def two_sets(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: int = 0, weak: bool = False) -> Outcome:
+def two_sets(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: int = 0, weak: bool = False,
+             rounds: tuple[str, str, str] = (ROUND, ROUND, ROUND), control: type[SecAggClient] = _NoOnceRule) -> Outcome:
     """One round asked twice with different sets: sums over {v, a}, {v, b}, {a, b} solve x_v."""
-    clients = _announced_clients(num, threshold, 0, _NoOnceRule if weak else SecAggClient)
+    clients = _announced_clients(num, threshold, 0, control if weak else SecAggClient)
     xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
     a, b = [p for p in clients if p != victim][:2]
     detected = [False]
     sums = []
-    for group in ((victim, a), (victim, b), (a, b)):
-        ys = [_announce_mask(clients[p], group, xs[p], k, detected) for p in group]
+    for rnd, group in zip(rounds, ((victim, a), (victim, b), (a, b)), strict=True):
+        ys = [_announce_mask(clients[p], group, xs[p], k, detected, rnd) for p in group]
         if all(y is not None for y in ys):
             sums.append(sum(y.astype(np.int64) for y in ys if y is not None) & (1 << k) - 1)
     if len(sums) < 3:
@@ -302,4 +315,11 @@ def two_sets(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: in
     return int(np.array_equal(twice // 2, xs[victim])), detected[0]
 
 
-ANNOUNCED_RUN: dict[str, Callable[..., Outcome]] = {"small_set": small_set, "two_sets": two_sets}
+def same_input(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: int = 0, weak: bool = False) -> Outcome:
+    """The sets of ``two_sets`` in three rounds whose inputs repeat (one evaluation batch, three round tags)."""
+    return two_sets(num=num, threshold=threshold, k=k, seed=seed, victim=victim, weak=weak,
+                    rounds=("eval:0:3", "eval:1:3", "eval:2:3"), control=_NoInputRule)
+
+
+ANNOUNCED_RUN: dict[str, Callable[..., Outcome]] = {"small_set": small_set, "two_sets": two_sets,
+                                                    "same_input": same_input}
