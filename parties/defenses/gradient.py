@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message
 
 from parties import vertical_wire as vw
 from vfl import message as wire
@@ -27,13 +27,13 @@ def gradient_mod(transform: Any, purpose: str) -> Mod:
     """A mod applying ``transform(array, noise)`` to every array of the GRAD record."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
-        rec = message.content.array_records.get(vw.Record.GRAD)
+        rec = wire.record_of(message, vw.Record.GRAD, ArrayRecord)  # (flwr's view copies every record)
         if rec is None:  # a forward-only request (no gradient in it)
             return message
         names = list(rec.keys())
         noise = ctx.noise(purpose)
         out = {n: transform(wire.from_array(rec[n]), noise) for n in names}
-        message.content.array_records[vw.Record.GRAD] = wire.arrays(**out)
+        message.content[vw.Record.GRAD] = wire.arrays(**out)  # = the view's write-through, without the copy
         return message
 
     return mod

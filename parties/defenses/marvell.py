@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message
 
 from parties import vertical_wire as vw
 from vfl import message as wire
@@ -45,7 +45,7 @@ class Marvell(Defense):
         strength = self.params.strength
 
         def mod(message: Message, ctx: ModContext) -> Message:
-            rec = message.content.array_records.get(vw.Record.GRAD)
+            rec = wire.record_of(message, vw.Record.GRAD, ArrayRecord)  # (flwr's view copies every record)
             if rec is None:
                 return message
             y = np.asarray(ctx.state["labels"])
@@ -58,7 +58,7 @@ class Marvell(Defense):
                                           fallback=ctx.state.get(FALLBACK))
                 ctx.state[FALLBACK] = used
                 out[name] = g
-            message.content.array_records[vw.Record.GRAD] = wire.arrays(**out)
+            message.content[vw.Record.GRAD] = wire.arrays(**out)  # = the view's write-through, without the copy
             return message
 
         return mod

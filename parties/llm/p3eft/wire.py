@@ -55,9 +55,18 @@ def step_record(t: StepTag) -> ConfigRecord:
     return wire.config(epoch=t.epoch, step=t.step, tag=t.tag, adapter=t.adapter)
 
 
+def _step_config(m: Message) -> ConfigRecord:
+    """The STEP record, read straight from the message (flwr's ``config_records`` view copies every
+    record); KeyError when absent, as the view's lookup."""
+    c = wire.record_of(m, Record.STEP, ConfigRecord)
+    if c is None:
+        raise KeyError(Record.STEP)
+    return c
+
+
 def read_step(m: Message) -> StepTag:
     try:
-        c = m.content.config_records[Record.STEP]
+        c = _step_config(m)
         return StepTag(*(wire.config_int(c, k) for k in ("epoch", "step", "tag", "adapter")))
     except KeyError:
         raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step record") from None
@@ -78,7 +87,7 @@ def request(kind: str, *, src: int, dst: int, phase: str, tag: StepTag, reply_to
 
 def respond(to: Message, kind: str, **arrays: Mapping[str, np.ndarray]) -> Message:
     """The reply to ``to``: same round and step record, new arrays."""
-    content = wire.records(**{Record.STEP: to.content.config_records[Record.STEP]}, **{k: wire.arrays(**v) for k, v in arrays.items()})
+    content = wire.records(**{Record.STEP: _step_config(to)}, **{k: wire.arrays(**v) for k, v in arrays.items()})
     return wire.reply(to, kind, content=content)
 
 
@@ -119,5 +128,5 @@ def to_numpy(tensors: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 def read_record(m: Message, record: str) -> dict[str, torch.Tensor]:
     """Every array of one record as tensors (empty if the record is absent)."""
-    rec = m.content.array_records.get(record)
+    rec = wire.record_of(m, record, ArrayRecord)  # (flwr's view copies every record)
     return {} if rec is None else {k: torch.from_numpy(np.array(wire.from_array(a))) for k, a in rec.items()}
