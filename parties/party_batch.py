@@ -29,6 +29,7 @@ from parties import vertical_wire as vw
 from parties.fast_step import fused_step, set_mode, zero_grads
 from parties.local_updates import party_local_steps
 from vfl import message as wire
+from vfl.fastrecords import meta_of
 from vfl.node import Node
 
 
@@ -74,7 +75,7 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
                 or getattr(cast(BatchParty, node).optimizer, "begin_step", None) is not None):
             return None
         if messages[0] is not checked:  # a broadcast: the same message for every party, checked once
-            if (messages[0].metadata.message_type != vw.Kind.TRAIN_FORWARD
+            if (meta_of(messages[0])["_message_type"] != vw.Kind.TRAIN_FORWARD
                     or not wire.has_array(messages[0], vw.Record.GRAD)):
                 return None
             checked = messages[0]

@@ -28,6 +28,7 @@ from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
 from vfl.defenses import UNDRAWN, Defense
 from vfl.errors import ConfigError, ProtocolError
+from vfl.fastrecords import meta_of
 from vfl.message import BROADCAST
 from vfl.mods import Mod, ModContext, apply_mods
 from vfl.node import Node, NodeSpec, handles
@@ -81,9 +82,9 @@ class PassiveParty(Node):
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
         if self.mods:  # encoded or masked, the server cannot tell whose embedding went bad: say it here
             check_embedding(emb, party=self.spec.name, phase=phase, epoch=epoch, step=step)
-        md = request.metadata
-        out = wire.make(md.message_type, src=self.spec.node_id, dst=int(md.src_node_id),
-                        round=wire.round_tag(epoch, step, phase), reply_to=md.message_id,
+        md = meta_of(request)  # (read directly: each flwr metadata property costs two calls)
+        out = wire.make(md["_message_type"], src=self.spec.node_id, dst=int(md["_src_node_id"]),
+                        round=wire.round_tag(epoch, step, phase), reply_to=md["_message_id"],
                         content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: emb.detach().cpu().numpy()})}))
         # (no STEP record: the round tag above names phase, epoch and step, authenticated with the metadata; #29.2)
         return apply_mods(self.mods, out, self.ctx(phase, epoch, step)) if self.mods else out  # NPQ: no mods
@@ -191,11 +192,12 @@ class ActiveServer(Node):
         self.eval_labels: list[np.ndarray] = []
 
     def _check_round(self, messages: list[Message], phase: str) -> tuple[int, int]:
-        senders = sorted(int(m.metadata.src_node_id) for m in messages)
+        mds = [meta_of(m) for m in messages]  # (read directly: each flwr metadata property costs two calls)
+        senders = sorted(int(md["_src_node_id"]) for md in mds)
         if senders != self.party_ids:
             missing = sorted(set(self.party_ids) - set(senders))
             raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
-        tags = {wire.round_of(m) for m in messages}  # the embeddings' (authenticated) round tags (#29.2)
+        tags = {str(md["_group_id"]) for md in mds}  # the embeddings' (authenticated) round tags (#29.2)
         if len(tags) != 1:
             raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(tags)}")
         got, epoch, step = wire.parse_round(tags.pop())
@@ -204,7 +206,7 @@ class ActiveServer(Node):
         return epoch, step
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
-        srcs = [int(m.metadata.src_node_id) for m in messages]  # (read once: a metadata read is two calls)
+        srcs = [int(meta_of(m)["_src_node_id"]) for m in messages]  # (read once, directly: flwr's is four calls)
         order = sorted(range(len(messages)), key=srcs.__getitem__)
         self.last_summed = [srcs[i] for i in order]
         fused = self.aggregate([messages[i] for i in order]).to(self.device)
@@ -255,20 +257,25 @@ class ActiveServer(Node):
         ids = self.schedule.train_ids(epoch, step)
         y = torch.as_tensor(self.train_labels()[ids], device=self.device)
         fused = self.fuse(messages).detach().requires_grad_(True)
-        if (staged := self.server_labels.batch(self.labels.y_train, num_classes=self.labels.num_classes, ids=ids,
-                                             epoch=epoch, step=step, head=self.head, fused=fused)) is not None:
+        defended = bool(self.defenses)  # without defenses the label hooks below are identities: skipped
+        if defended and (staged := self.server_labels.batch(self.labels.y_train, num_classes=self.labels.num_classes,
+                                                            ids=ids, epoch=epoch, step=step, head=self.head,
+                                                            fused=fused)) is not None:
             y = torch.as_tensor(staged, device=self.device)  # label_rr_prior: stage-2 labels drawn / put to use
         set_mode(self.head, training=True)
         if (arm := getattr(self.head, "arm", None)) is not None:  # a head defense (mid): this step's noise
             arm(self.node_noise.round("head", phase="train", epoch=epoch, step=step))
         logits = self.head(fused)
-        loss = (self.loss_fn(logits, self.server_labels.targets(y, num_classes=self.labels.num_classes))
-                if bool((y != UNDRAWN).any()) else logits.sum() * 0.0)  # all UNDRAWN: no signal
+        if not defended:  # the dataset's labels, in [0, num_classes) (vfl.data): never UNDRAWN
+            loss = self.loss_fn(logits, y)
+        else:
+            loss = (self.loss_fn(logits, self.server_labels.targets(y, num_classes=self.labels.num_classes))
+                    if bool((y != UNDRAWN).any()) else logits.sum() * 0.0)  # all UNDRAWN: no signal
         if (penalty := getattr(self.head, "penalty", None)) is not None:  # mid: + lambda * KL of the bottleneck
             loss = loss + penalty
         check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
         zero_grads([self.optimizer])
-        private = self._private_backward(fused, y, epoch, step)  # label_gp: a DP backward in place of loss.backward()
+        private = self._private_backward(fused, y, epoch, step) if defended else None  # label_gp: a DP backward
         if private is None:
             loss.backward()
         step_all([self.optimizer])
@@ -282,8 +289,9 @@ class ActiveServer(Node):
                               "no gradient reaches the parties")
         else:
             grad = fused.grad.detach().cpu().numpy().astype(np.float32, copy=False)
-        server_local_steps(head=self.head, optimizer=self.optimizer, loss_fn=self.loss_fn, fused=fused, labels=y,
-                           extra=self.local_steps - 1)
+        if self.local_steps > 1:  # FedBCD Q > 1
+            server_local_steps(head=self.head, optimizer=self.optimizer, loss_fn=self.loss_fn, fused=fused, labels=y,
+                               extra=self.local_steps - 1)
         nxt = step + 1 < self.schedule.steps
         cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
         src = messages[0]

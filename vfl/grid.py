@@ -221,6 +221,13 @@ class Grid:
         self.count_rows(self.transport.drain())
 
     def count_rows(self, rows: Sequence[tuple[int, int, str, str, int, int]]) -> None:
-        """Count (src, dst, kind, round, nbytes, payload) rows logged by the hosts."""
+        """Count (src, dst, kind, round, nbytes, payload) rows logged by the hosts: ``_count`` of each,
+        with each round tag parsed once (the rows of one step share it)."""
+        ways, record, tag, phase = self._ways, self.ledger.record, None, ""
         for src, dst, kind, round, nbytes, payload in rows:
-            self._count(src, dst, round, nbytes, payload, kind)
+            way = ways.get((src, dst))
+            if way is None:
+                way = ways[(src, dst)] = self._way(src, dst)
+            if round != tag:
+                tag, phase = round, parse_round(round)[0]
+            record(phase=phase, direction=way[0], party=way[1], round=round, nbytes=nbytes, payload=payload, kind=kind)

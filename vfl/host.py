@@ -20,6 +20,7 @@ from vfl import faults, profile
 from vfl.auth import HostAuth, check_unreserved
 from vfl.devices import ray_gpu_ids
 from vfl.errors import ProtocolError, VFLError
+from vfl.fastrecords import meta_of
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
 from vfl.views import ViewLog
@@ -106,7 +107,7 @@ class NodeHost:
                 t0 = profile.start()
                 message = auth.verify(w.data, message)  # before any node sees it
                 profile.stop("auth", t0)
-            dst = int(message.metadata.dst_node_id)  # the (signed) metadata, not the routing header
+            dst = int(meta_of(message)["_dst_node_id"])  # the (signed) metadata, not the routing header
             targets = [nid for nid, n in nodes.items() if n.accepts_broadcast] if dst == BROADCAST else (dst,)
             for nid in targets:
                 if nid not in nodes:
