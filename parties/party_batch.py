@@ -70,16 +70,17 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     parties: list[BatchParty] = []
     on_train, checked = base.__dict__["on_train"], None  # checked: the last message found a gradient delivery
     for node, messages in deliveries:
+        party: BatchParty = node  # type: ignore[assignment]  # (checked next; a cast() call per party costs)
         if (len(messages) != 1 or not isinstance(node, base) or not _plain(base, type(node))
-                or node._handlers.get(vw.Kind.TRAIN_FORWARD) is not on_train
-                or getattr(cast(BatchParty, node).optimizer, "begin_step", None) is not None):
+                or party._handlers.get(vw.Kind.TRAIN_FORWARD) is not on_train
+                or getattr(party.optimizer, "begin_step", None) is not None):
             return None
         if messages[0] is not checked:  # a broadcast: the same message for every party, checked once
             if (meta_of(messages[0])["_message_type"] != vw.Kind.TRAIN_FORWARD
                     or not wire.has_array(messages[0], vw.Record.GRAD)):
                 return None
             checked = messages[0]
-        parties.append(cast(BatchParty, node))  # an instance of `base`, checked above
+        parties.append(party)  # an instance of `base`, checked above
     steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
     read: dict[int, tuple[int, int, int, bool, bool]] = {}  # id(message) -> its step record (a broadcast: read once)
     shared: dict[tuple[int, str, tuple[int, ...]], torch.Tensor] = {}  # a broadcast gradient as one tensor

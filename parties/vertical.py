@@ -85,7 +85,7 @@ class PassiveParty(Node):
         md = meta_of(request)  # (read directly: each flwr metadata property costs two calls)
         out = wire.make(md["_message_type"], src=self.spec.node_id, dst=int(md["_src_node_id"]),
                         round=wire.round_tag(epoch, step, phase), reply_to=md["_message_id"],
-                        content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: emb.detach().cpu().numpy()})}))
+                        content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: _numpy(emb, self.device)})}))
         # (no STEP record: the round tag above names phase, epoch and step, authenticated with the metadata; #29.2)
         return apply_mods(self.mods, out, self.ctx(phase, epoch, step)) if self.mods else out  # NPQ: no mods
 
@@ -357,6 +357,11 @@ class ActiveServer(Node):
         self.optimizer.load_state_dict(state["optimizer"])
         self.data_guard.expect(state.get(DATA_KEY))
         self.server_labels.load_state(state)
+
+
+def _numpy(t: torch.Tensor, device: str) -> np.ndarray:
+    """``t.detach().cpu().numpy()`` (on a CPU node without the ``cpu()`` call, which returns ``t`` itself)."""
+    return t.detach().numpy() if device == "cpu" else t.detach().cpu().numpy()
 
 
 def sum_aggregator(messages: list[Message]) -> torch.Tensor:

@@ -131,11 +131,12 @@ class NodeHost:
     def _handle(self, per_node: dict[int, list[Message]]) -> list[tuple[Node, list[Message]]]:
         """Each node's replies, in order; nodes of one class get one ``handle_together`` call."""
         t0 = profile.start()
-        nodes = [self.nodes[nid] for nid in per_node]
+        pairs = [(self.nodes[nid], messages) for nid, messages in per_node.items()]
+        nodes = [n for n, _ in pairs]
         together = None
         if len(nodes) > 1 and len({type(n) for n in nodes}) == 1:
-            together = type(nodes[0]).handle_together([(n, per_node[n.node_id]) for n in nodes])
-        replies = together if together is not None else [n.handle(per_node[n.node_id]) for n in nodes]
+            together = type(nodes[0]).handle_together(pairs)
+        replies = together if together is not None else [n.handle(messages) for n, messages in pairs]
         profile.stop("handle", t0)
         return list(zip(nodes, replies, strict=True))
 
@@ -176,7 +177,7 @@ class NodeHost:
         passes them actor to actor, not through the driver) and log my replies for the ledger."""
         mine = [w for part in parts for w in part if w.dst == BROADCAST or w.dst in self.nodes]
         out = self.deliver(mine)
-        self.outbox.extend((w.src, w.dst, w.kind, w.round, w.nbytes, w.payload) for w in out)
+        self.outbox.extend([(w.src, w.dst, w.kind, w.round, len(w.data), w.payload) for w in out])  # len = w.nbytes
         return out
 
     def drain_outbox(self) -> list[tuple[int, int, str, str, int, int]]:

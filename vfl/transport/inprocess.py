@@ -70,7 +70,11 @@ class InProcessTransport(Transport):
                 for name, wires in batches.items()}
 
     def submit(self, groups: Sequence[str], parts: Sequence[Any]) -> dict[str, Any]:
-        failed = next((p for p in parts if isinstance(p, Failed)), None)
+        failed = None
+        for p in parts:  # (a loop: a generator per hop costs more than the one or two parts it reads)
+            if isinstance(p, Failed):
+                failed = p
+                break
         out: dict[str, Any] = {}
         for name in groups:
             if failed is not None:  # a failed input: like Ray, the delivery fails without running
