@@ -28,6 +28,7 @@ from vfl.transport.ray_connect import probe
 from vfl.transport.ray_errors import raise_ray_failure
 from vfl.transport.ray_placement import admit
 from vfl.transport.ray_reaper import Reaper
+from vfl.transport.ray_teardown import end_monitor
 
 _MAX_SOCKET_DIR = 40  # Ray adds ~65 chars (session_<date>_<pid>/sockets/plasma_store); unix sockets < 108
 
@@ -281,6 +282,7 @@ class RayTransport(Transport):
     def shutdown(self) -> None:
         self._release()
         if self.owns_ray and self._ray.is_initialized():
+            end_monitor()  # else ray.shutdown waits 1 s for it (vfl.transport.ray_teardown)
             self._ray.shutdown()
             self.owns_ray = False
         if self.reaper is not None:
