@@ -193,7 +193,6 @@ class SecAggActiveServer(ActiveServer):
         self.public_keys: dict[int, bytes] = {}
         self.secagg: SecAggServer | None = None
         self.round = ServerRound(plan.exchanges if plan is not None else ())
-        self._sent: tuple[int, ...] = ()  # mode announced: the set the parties were told last
         self.audit: dict[str, tuple[list[int], list[int]]] = {}
 
     @handles(sw.Kind.SETUP)
@@ -214,7 +213,6 @@ class SecAggActiveServer(ActiveServer):
             raise ProtocolError(f"secure-aggregation set-up in mode {mode!r} needs the exchanges {list(exchanges)}; "
                                 f"the round plan declares {list(self.plan.exchanges)}")
         self.round = ServerRound(exchanges)
-        self._sent = self.secagg.announced
         ids = sorted(self.public_keys)
         signed = {sw.Key.KEY_SIGS: [sigs[i] for i in ids]} if set(sigs) == set(ids) else {}
         return [wire.make(sw.Kind.ROSTER, src=self.node_id, dst=BROADCAST, round=round_of(messages[0]),
@@ -235,11 +233,11 @@ class SecAggActiveServer(ActiveServer):
     # ---- rounds ---------------------------------------------------------------------------------
     def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
         out = super().train_step(messages, epoch, step)
-        if self.secagg is not None and self.secagg.mode == "announced" and self.secagg.announced != self._sent:
-            mask = encode_set(self.secagg.announced, self.secagg.parties)  # the next round's set, only when it changes
+        if self.secagg is not None and self.secagg.mode == "announced" and (
+                members := self.secagg.next_announcement()) is not None:  # the next round's set, only when it changes
+            mask = encode_set(members, self.secagg.parties)
             for m in out:
                 m.content.config_records[sw.Record.SECAGG] = wire.config(**{sw.Key.ANNOUNCED: mask})
-            self._sent = self.secagg.announced
         return out
 
     @handles(vw.Kind.TRAIN_FORWARD)

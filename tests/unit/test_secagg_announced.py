@@ -124,6 +124,9 @@ def test_the_server_sums_exactly_the_announced_set_or_refuses(data):
     clients = _clients(m, t)
     server = SecAggServer(range(m), t, k, b"announced-test", mode="announced")
     server.announce(members)
+    sent = server.next_announcement()  # what the forward request carries (None: the same set as before)
+    assert sent == (None if sorted(members) == list(range(m)) else tuple(sorted(members)))
+    assert server.next_announcement() is None  # sent once
     xs = {p: np.asarray(data.draw(st.lists(st.integers(0, (1 << k) - 1), min_size=5, max_size=5)), dtype=np.int64)
           for p in members}
     ys = {}
@@ -243,3 +246,30 @@ def test_config_refuses_what_announced_cannot_protect():
     with pytest.raises(ConfigError, match=r"train\.on_dropout.*skip-party"):
         load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"secagg_mode": "announced"},
                          "train": {"on_dropout": "skip-party"}})
+
+
+def test_the_servers_announcement_reaches_the_parties_in_its_signed_broadcast(monkeypatch):
+    from parties.secagg_nodes import SecAggActiveServer
+    from vfl.node import handles
+
+    setup = SecAggActiveServer.on_setup
+    told = []
+
+    def announce_two(node, messages):  # a server that announces {party0, party1} from its first broadcast on
+        out = setup(node, messages)
+        node.secagg.announce([1, 2])
+        return out
+
+    real_train_step = SecAggActiveServer.train_step
+
+    def spy(node, messages, epoch, step):
+        out = real_train_step(node, messages, epoch, step)
+        told.extend(announced_of(m, [1, 2, 3]) for m in out)
+        return out
+
+    monkeypatch.setattr(SecAggActiveServer, "on_setup", handles(sw.Kind.SETUP)(announce_two))
+    monkeypatch.setattr(SecAggActiveServer, "train_step", spy)
+    with pytest.raises(Exception, match=r"round train:0:1: party 3 .*does not hold party 3") as exc:
+        _run(_cfg("announced"))
+    assert told == [frozenset({1, 2})]  # sent once, in step 0's broadcast (the forward of step 1)
+    assert isinstance(exc.value, (AnnouncementRefused, PartyFailure))

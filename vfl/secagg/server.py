@@ -13,7 +13,7 @@ party declared dropped is refused for the rest of the session, and each (round, 
 aggregated once; a sum over fewer than two parties is refused (it would be one party's input).
 
 Mode ``announced`` (``vfl.secagg.announce``): the parties masked over the set the server announced
-(``announced``, at first every party; ``announce`` changes it for later rounds), with pair streams
+(``current``, at first every party; ``announce`` changes it from the next forward request on), with pair streams
 only. ``open_round`` needs a vector from every member (else ``PartyFailure``: the round cannot be
 opened) and returns no request: ``result`` is the plain sum of the vectors mod 2^k.
 """
@@ -101,10 +101,12 @@ class SecAggServer:
         self._dropped: set[int] = set()
         self._done: set[tuple[str, str]] = set()
         self._open: _Round | None = None
-        self.announced: tuple[int, ...] = self.parties  # mode announced: the set the parties mask over
+        self.announced: tuple[int, ...] = self.parties  # mode announced: the set the next request announces
+        self.current: tuple[int, ...] = self.parties  # ... and the set the parties were told last (they mask over it)
 
     def announce(self, members: Iterable[int]) -> tuple[int, ...]:
-        """Mode announced: the set later rounds are masked over (it must go out in their forward requests)."""
+        """Mode announced: the set of the rounds after the next forward request (which must carry it:
+        ``next_announcement``)."""
         live = tuple(sorted({int(p) for p in members}))
         if self.mode != "announced":
             raise ProtocolError("announced sets belong to secagg mode announced")
@@ -113,6 +115,13 @@ class SecAggServer:
                                 f"or smaller than {smallest_set(self.threshold, self.colluders)}")
         self.announced = live
         return live
+
+    def next_announcement(self) -> tuple[int, ...] | None:
+        """The set a forward request must carry (None: it repeats the last one); from then on rounds expect it."""
+        if self.announced == self.current:
+            return None
+        self.current = self.announced
+        return self.current
 
     @property
     def seed_path(self) -> bool:
@@ -295,10 +304,10 @@ class SecAggServer:
 
     def _open_announced(self, vectors: dict[int, npt.NDArray[np.uint32]], *, rnd: str, name: str) -> None:
         """Mode announced: the round opens only with a vector from every member of the announced set."""
-        extra, missing = sorted(set(vectors) - set(self.announced)), sorted(set(self.announced) - set(vectors))
+        extra, missing = sorted(set(vectors) - set(self.current)), sorted(set(self.current) - set(vectors))
         if extra:
             raise ProtocolError(f"round {rnd}: vectors from parties {extra} outside the announced set "
-                                f"{list(self.announced)}")
+                                f"{list(self.current)}")
         if missing:
             self._done.add((rnd, name))
             raise PartyFailure(_names(missing), rnd, "no masked vector in secagg mode announced: the pair streams "
