@@ -16,11 +16,15 @@ def test_attack_table_json(tmp_path, capsys) -> None:
     rows = {(r["attack"], r["mode"], r["auth"], r["release"]): r for r in saved["results"]}
     attacks = {"key_swap", "single_survivor", "redeclared_dropout", "late_survivor", "split_rebuild"}
     assert {a for a, _, _, _ in rows} == attacks | {"small_set", "two_sets", "same_input"}
-    assert load_run_config({"strategy": "pbm"}).params.secagg_mode == "semi-honest" == saved["default_mode"]
+    assert load_run_config({"strategy": "pbm"}).params.secagg_mode == "semi-honest"  # the global default
+    assert saved["default_mode"] == "announced"  # the demo's mode (simulations/configs/demo.yaml)
     defaults = [r for r in saved["results"] if r["default"]]
-    assert {r["attack"] for r in defaults} == attacks and all(r["mode"] == "semi-honest" for r in defaults)
-    for r in defaults:  # the default config opens nothing under every attack
+    assert {r["attack"] for r in defaults} == attacks | {"small_set", "two_sets", "same_input"}
+    assert all(r["mode"] == "announced" for r in defaults)
+    for r in defaults:  # the demo config opens nothing under every attack
         assert r["inputs_opened"] == 0, r
+    for attack in attacks:  # nor does the global default
+        assert rows[(attack, "semi-honest", True, "view")]["inputs_opened"] == 0
     for attack in attacks:
         assert rows[(attack, "malicious", True, "view")]["inputs_opened"] == 0
         assert rows[(attack, "malicious", True, "view")]["detected"] is True
