@@ -19,6 +19,7 @@ from parties.round_plan import round_plan
 from parties.secagg_nodes import announced_of
 from parties.vertical import step_config
 from tests.helpers import BlobSource
+from tests.unit.test_secagg_split_views import _span_has
 from vfl import message as wire
 from vfl.auth import HostAuth
 from vfl.engine import Engine
@@ -273,3 +274,113 @@ def test_the_servers_announcement_reaches_the_parties_in_its_signed_broadcast(mo
         _run(_cfg("announced"))
     assert told == [frozenset({1, 2})]  # sent once, in step 0's broadcast (the forward of step 1)
     assert isinstance(exc.value, (AnnouncementRefused, PartyFailure))
+
+
+# ---- the property: no split of announcements, repeat or colluder determines an input -----------------------
+def _determined(accepted: list[tuple[int, str, frozenset[int]]], *, colluders: set[int], repeat: bool,
+                parties: list[int]) -> list[int]:
+    """Honest parties whose input is a linear combination (rational coefficients: halving included, as in
+    ``two_sets``; and over GF(2): not even its parity) of what the server holds: every vector a party masked
+    (round r, set S: x + the signed pair streams of r over S) and the colluders' inputs and pair keys. Each
+    stream is an independent symbol. ``repeat``: the inputs are the same in every round."""
+    from vfl.secagg.masking import pair_sign
+
+    sym: dict[tuple, int] = {}
+
+    def x(p: int, rnd: str) -> tuple:
+        return ("x", p) if repeat else ("x", p, rnd)
+
+    def pair(rnd: str, a: int, b: int) -> tuple:
+        return ("pair", rnd, min(a, b), max(a, b))
+
+    rows: list[dict[tuple, int]] = []
+    for p, rnd, live in accepted:
+        rows.append({x(p, rnd): 1, **{pair(rnd, p, j): pair_sign(p, j) for j in live - {p}}})
+    for c in colluders:  # a colluder hands the server its inputs and every pair key it derives
+        rows += [{x(c, rnd): 1} for _, rnd, _ in accepted]
+        rows += [{pair(rnd, c, j): 1} for _, rnd, _ in accepted for j in parties if j != c]
+    for row in rows:
+        for key in row:
+            sym.setdefault(key, len(sym))
+    rounds = sorted({rnd for _, rnd, _ in accepted})
+    found = set()
+    for p in sorted(set(parties) - colluders):
+        for rnd in rounds:
+            if x(p, rnd) not in sym:
+                continue
+            a = np.zeros((len(rows), len(sym)))
+            for i, row in enumerate(rows):
+                for key, v in row.items():
+                    a[i, sym[key]] = v
+            e = np.zeros((1, len(sym)))
+            e[0, sym[x(p, rnd)]] = 1
+            rank = np.linalg.matrix_rank
+            over_q = rank(np.vstack([a, e])) == rank(a)
+            bits = [sum(1 << sym[k] for k, v in row.items() if v % 2) for row in rows]
+            if over_q or _span_has(bits, 1 << sym[x(p, rnd)]):
+                found.add(p)
+    return sorted(found)
+
+
+def _play(clients: dict[int, SecAggClient], requests: list[tuple[int, str, frozenset[int]]], *, repeat: bool
+          ) -> list[tuple[int, str, frozenset[int]]]:
+    """Send every (party, round, set) request; the ones the party masked."""
+    accepted = []
+    for p, rnd, live in requests:
+        x = np.arange(8) * (p + 1) if repeat else np.arange(8) * (p + 1) + len(accepted)
+        try:
+            clients[p].announce(round_id=rnd, members=live)
+            clients[p].mask(x % 256, round_id=rnd, name="emb", k=8)
+        except RevealRefused:
+            continue
+        accepted.append((p, rnd, live))
+    return accepted
+
+
+def test_the_checker_finds_the_controls():
+    for weak, requests, repeat in [
+        (lying._NoSizeRule, [(0, "r0", frozenset({0}))], False),
+        (lying._NoOnceRule, [(0, "r0", frozenset({0, 1})), (1, "r0", frozenset({0, 1})), (0, "r0", frozenset({0, 2})),
+                             (2, "r0", frozenset({0, 2})), (1, "r0", frozenset({1, 2})), (2, "r0", frozenset({1, 2}))],
+         False),
+        (lying._NoInputRule, [(0, "r0", frozenset({0, 1})), (1, "r0", frozenset({0, 1})), (0, "r1", frozenset({0, 2})),
+                              (2, "r1", frozenset({0, 2})), (1, "r2", frozenset({1, 2})), (2, "r2", frozenset({1, 2}))],
+         True),
+    ]:
+        clients = lying._announced_clients(3, 2, 0, weak)
+        assert 0 in _determined(_play(clients, requests, repeat=repeat), colluders=set(), repeat=repeat,
+                                parties=[0, 1, 2]), weak
+        honest = lying._announced_clients(3, 2, 0, SecAggClient)
+        assert _determined(_play(honest, requests, repeat=repeat), colluders=set(), repeat=repeat,
+                           parties=[0, 1, 2]) == []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_no_split_of_announced_sets_determines_an_input(data):
+    """The server sends each party any sets it likes (too small, without it, several per round, other sets to
+    other parties), in rounds whose inputs repeat or not, with c colluders allowed by the config rule. (The same
+    search against the control clients of ``lying`` finds their attacks: in 200 examples 30 without the
+    once-per-round rule, 7 without the input rule, 20 of 57 without the size rule; none here.)"""
+    m = data.draw(st.integers(3, 5), label="M")
+    t = data.draw(st.integers(1, m - 1), label="t")
+    c = data.draw(st.integers(0, max(0, max(t, 2) - 2)), label="colluders")  # the config's max(t, 2) - 1 > c
+    repeat = data.draw(st.booleans(), label="repeat")
+    clients = lying._announced_clients(m, t, c, SecAggClient)
+    parties = list(range(m))
+    colluders = set(data.draw(st.lists(st.sampled_from(parties), max_size=c, unique=True), label="who"))
+    assert _determined(_play(clients, _requests(data, parties), repeat=repeat), colluders=colluders, repeat=repeat,
+                       parties=parties) == []
+
+
+def _requests(data: st.DataObject, parties: list[int]) -> list[tuple[int, str, frozenset[int]]]:
+    """What a lying server asks: groups told their own set in some round (the sums it wants), stray requests."""
+    sets = st.sets(st.sampled_from(parties), min_size=1).map(frozenset)
+    rounds = st.sampled_from(["r0", "r1", "r2"])
+    out = []
+    for group, rnd in data.draw(st.lists(st.tuples(sets, rounds), max_size=5), label="groups"):
+        out += [(p, rnd, group) for p in sorted(group)]
+    for i, req in data.draw(st.lists(st.tuples(st.integers(0, 20), st.tuples(st.sampled_from(parties), rounds, sets)),
+                                     max_size=4), label="strays"):
+        out.insert(min(i, len(out)), req)
+    return out
