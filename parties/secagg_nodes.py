@@ -135,6 +135,8 @@ class SecAggParty(PassiveParty):
         ids = [int(i) for i in c[sw.Key.IDS]]
         sigs = {i: bytes(s) for i, s in zip(ids, c.get(sw.Key.KEY_SIGS, []), strict=False)}
         self.client.receive_public_keys({i: bytes(k) for i, k in zip(ids, c[sw.Key.KEYS], strict=True)}, sigs)
+        if self.client.mode == "announced":  # no self mask: no seed to share, set-up ends here
+            return []
         shares = self.client.make_shares()
         to = sorted(shares)
         return [wire.reply(m, sw.Kind.SHARES, src=self.node_id, content=_records(**{

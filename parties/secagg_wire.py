@@ -25,7 +25,7 @@ Every round, ledger phase of the round (``train``/``eval``), or ``Phase.RECOVERY
                                       recovery tag answers the round the server has open)
   REVEAL_SHARES  server -> parties   round, owners (survivors that vanished before answering)
   REVEAL_SHARES  party -> server     round, owners, shares (its plaintext shares of their seeds)
-Mode ``announced``: none of the round kinds. The server's forward request (``train.forward`` /
+Mode ``announced``: set-up ends at ROSTER (no seed to share), and none of the round kinds. The server's forward request (``train.forward`` /
 ``evaluate.forward``) carries ``Record.SECAGG`` with ``S`` (the set the parties mask the next round
 over, a bitmask over the roster) only when it differs from the set announced last (at first: every
 party); the request is signed/MACed like every message.

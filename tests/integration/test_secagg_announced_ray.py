@@ -34,7 +34,9 @@ def test_ray_task_path_and_compiled_graph_train_the_in_process_parameters(ray_lo
     from vfl.transport.ray_transport import RayTransport
 
     ref, ref_h, ref_states = run_with_states(_cfg({"kind": "inprocess"}), num_train=N)
-    assert not any("unmask" in k for k in ref["bytes_by_kind"])  # no exchange after the embeddings
+    kinds = set(ref["bytes_by_kind"])  # no exchange after the embeddings, no seed shares at set-up
+    assert {"train.forward", "query.secagg_roster"} <= kinds and not any(
+        w in k for k in kinds for w in ("unmask", "shares", "deliver"))
     for compiled in ("off", "on"):
         s, h, states = run_with_states(_cfg({"kind": "ray", "compiled_graph": compiled, "max_actors": 2}),
                                        num_train=N, transport=RayTransport())
