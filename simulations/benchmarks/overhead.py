@@ -13,7 +13,9 @@ Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``split_floor_rat
 ``wire_floor_noauth_ratio`` (with ``auth: true``), ``inprocess_ratio``, ``ray_ratio``,
 ``ray_compiled_ratio`` (and ``ray_compiled_first_epoch_s``: the warm-up epoch, with the compile) and ``breakdown_ms_per_step`` (per transport: build, mods, serialize, deserialize, auth, compute and
 the remainder ``transport`` = wall - the rest; from ``vfl.profile`` accumulators summed over the
-driver and every actor, epochs after the warm-up). Timings are medians over epochs after a warm-up
+driver and every actor, epochs after the warm-up), ``wire_floor_paired_ratio`` (each transport epoch
+over a ``wire_floor`` epoch run right after it) and ``cpu_ms_per_step`` (per transport: CPU ms per step
+of the driver and of each host process, their ``total`` and the ``wall``). Timings are medians over epochs after a warm-up
 epoch; ratios are taken within one run.
 
     python -m simulations.benchmarks.overhead --scaling --out bench-out   # scaling.json + scaling.png
@@ -77,6 +79,49 @@ def paired_floor(cfg: RunConfig, data: ConfigDataSource, epochs: int) -> tuple[C
     return (lambda epoch: times.append(next(epoch_times))), times
 
 
+def cpu_paired(between: Callable[[int], None], transport: Any) -> tuple[Callable[[int], None], list[dict[str, float]]]:
+    """``between`` (the paired floor epoch), first reading the CPU seconds (user + system, every thread) the
+    driver and each host process of ``transport`` (a Ray actor; in-process: the driver alone) spent in the
+    transport epoch that just ended; the floor's own epoch is left out. Returns the wrapped hook and the
+    per-epoch readings (process name -> CPU seconds), filled as the epochs run."""
+    import psutil
+
+    procs: dict[str, Any] = {}
+    epochs: list[dict[str, float]] = []
+    last: dict[str, float] = {}
+
+    def now() -> dict[str, float]:
+        if not procs:  # the hosts exist from the first epoch on
+            procs["driver"] = psutil.Process()
+            for name in getattr(transport, "actors", {}):
+                procs[name] = psutil.Process(transport.host_call(name, "pid"))
+        out = {}
+        for name, proc in procs.items():
+            t = proc.cpu_times()
+            out[name] = t.user + t.system
+        return out
+
+    def hook(epoch: int) -> None:
+        t = now()
+        if last:
+            epochs.append({k: t[k] - last[k] for k in t})
+        between(epoch)
+        last.update(now())
+
+    return hook, epochs
+
+
+def cpu_ms_per_step(epochs: list[dict[str, float]], *, wall_s: list[float], steps: int) -> dict[str, float]:
+    """Median CPU milliseconds per step of each process over the timed epochs, their ``total`` and the
+    median ``wall`` per step of the same epochs (``total`` > cores x ``wall``: the processes wait for cores)."""
+    if not epochs:
+        return {}
+    out = {k: statistics.median(e[k] for e in epochs) / steps * 1e3 for k in epochs[0]}
+    out["total"] = sum(out.values())
+    out["wall"] = statistics.median(wall_s[-len(epochs):]) / steps * 1e3
+    return out
+
+
 def breakdown(seconds: dict[str, float], *, wall_s: float, steps: int) -> dict[str, float]:
     """Milliseconds per step per category; compute = handler time less message build and mods;
     ``transport`` = wall - everything measured (Ray/driver hops, scheduling, copies)."""
@@ -135,13 +180,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     central_threads = torch.get_num_threads()
     inproc_t = InProcessTransport()
     pairs = {k: paired_floor(cfg, data, epochs) for k in ("inprocess", "ray", "ray_compiled")}
-    inproc, inproc_prof = transport_epochs(cfg, data, inproc_t, between=pairs["inprocess"][0])
+    cpu: dict[str, list[dict[str, float]]] = {}  # CPU seconds per process, transport epochs only
+
+    def timed(key: str, run_cfg: RunConfig, transport: Any) -> tuple[list[float], dict[str, float]]:
+        hook, cpu[key] = cpu_paired(pairs[key][0], transport)
+        return transport_epochs(run_cfg, data, transport, between=hook)
+
+    inproc, inproc_prof = timed("inprocess", cfg, inproc_t)
     ray_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="off"))
-    ray_t, ray_prof = transport_epochs(ray_cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")),
-                                       between=pairs["ray"][0])
+    ray_t, ray_prof = timed("ray", ray_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
     cg_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="on"))
-    cg_t, cg_prof = transport_epochs(cg_cfg, data, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")),
-                                     between=pairs["ray_compiled"][0])
+    cg_t, cg_prof = timed("ray_compiled", cg_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
     rows = {"centralized": central, "split_floor": split, **floors, "inprocess": inproc, "ray": ray_t, "ray_compiled": cg_t}
     med = {k: statistics.median(v[1:] if len(v) > 1 else v) for k, v in rows.items()}  # skip warm-up epoch
     base = med["centralized"]
@@ -185,6 +234,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "per_epoch_s": rows,
         "centralized_ms_per_step": base / steps * 1e3,
         "breakdown_ms_per_step": parts,
+        # CPU ms per step of the driver and each host process (Ray: each actor), timed epochs, with their
+        # total and the wall per step: over Ray on 2 cores, total / 2 bounds the wall from below
+        "cpu_ms_per_step": {k: cpu_ms_per_step(cpu[k], wall_s=runs[k], steps=steps) for k in runs},
     }
     print(f"{'mode':<17} {'s/epoch':>10} {'ratio':>8}")
     for k in rows:
@@ -202,6 +254,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{'':>11} {base / steps * 1e3:>11.3f}")
     for k, b in parts.items():
         print(f"{k:<13} {' '.join(f'{b[c]:>11.3f}' for c in cols)}")
+    for k, c in result["cpu_ms_per_step"].items():
+        print(f"CPU ms per step, {k}: " + ", ".join(f"{n} {v:.2f}" for n, v in c.items()))
     if args.two_node:
         result.update(two_node_ratio(cfg, data, rounds=args.two_node_rounds))
         print(f"\n2-node Ray {result['two_node_ray_s_per_epoch']:.4f} s/epoch vs 1-node Ray "
