@@ -10,7 +10,10 @@ roster, not the server's); in SecAgg mode ``malicious`` each round also opens wi
 signing the survivor set
 (``query.secagg_consistency``), whose signatures ride on the unmask request. In mode ``announced``
 the parties mask over the set the server's forward request named (``Key.ANNOUNCED``, omitted while it
-repeats the last one) and the server sums the vectors: no request follows the embeddings.
+repeats the last one) and the server sums the vectors: no request follows the embeddings. With
+``train.on_dropout: skip-party`` a round missing a dropped party's vector stays closed and its step is
+skipped: the server answers with the next forward request (no gradient) naming the survivors, or an
+ANNOUNCE broadcast where no forward follows.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from parties.mods.encoding import AUDIT, read_encoded
 from parties.round_plan import RoundPlan, round_plan
 from parties.secagg_round import ServerRound
 from parties.sum_decoder import SumDecoder
-from parties.vertical import ActiveServer, PassiveParty
+from parties.vertical import ActiveServer, PassiveParty, step_config
 from vfl import faults
 from vfl import message as wire
 from vfl.errors import ProtocolError
@@ -43,7 +46,7 @@ from vfl.secagg import (
     ShareRequest,
     UnmaskRequest,
 )
-from vfl.secagg.announce import decode_set, encode_set
+from vfl.secagg.announce import RoundSkipped, decode_set, encode_set
 
 
 def cfg_of(message: Message) -> Any:
@@ -95,6 +98,7 @@ class SecAggParty(PassiveParty):
     ``ModContext.secagg`` (what ``secagg_mod`` masks with)."""
 
     _secagg: SecAggClient | None = None
+    _told: frozenset[int] | None = None  # mode announced: S of an ANNOUNCE, for the next round this party masks
 
     @property
     def client(self) -> SecAggClient:
@@ -110,8 +114,17 @@ class SecAggParty(PassiveParty):
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
         client = self._secagg
         if client is not None and client.mode == "announced":  # accept the round's set before masking it
-            client.announce(round_id=round_tag(epoch, step, phase), members=announced_of(request, client.parties))
+            told, self._told = self._told, None
+            named = announced_of(request, client.parties)
+            client.announce(round_id=round_tag(epoch, step, phase), members=told if named is None else named)
         return super()._send(request, emb, phase, epoch, step)
+
+    @handles(sw.Kind.ANNOUNCE)
+    def on_announce(self, messages: list[Message]) -> list[Message]:
+        """Mode announced, skip-party: the set of this party's next round (checked when it masks that round)."""
+        for m in messages:
+            self._told = announced_of(m, self.client.parties)
+        return []
 
     @handles(sw.Kind.SETUP)
     def on_setup(self, messages: list[Message]) -> list[Message]:
@@ -232,6 +245,34 @@ class SecAggActiveServer(ActiveServer):
         return [wire.make(sw.Kind.DELIVER, src=self.node_id, dst=pid, round=tag, content=_records(**{sw.Key.FROM: frm, sw.Key.ENVELOPES: env}))
                 for pid, (frm, env) in inbox.items()]
 
+    @handles(vw.Kind.DROP)
+    def on_drop(self, messages: list[Message]) -> list[Message]:
+        """Mode announced: the SecAgg server learns the parties that left (skip-party), to skip their rounds."""
+        before = set(self.party_ids)
+        out = super().on_drop(messages)
+        if self.secagg is not None and self.secagg.mode == "announced":
+            self.secagg.drop(before - set(self.party_ids))
+        return out
+
+    def _skipped(self, src: Message, *, phase: str, epoch: int, step: int) -> list[Message]:
+        """Mode announced, skip-party: the round stays closed and its step has no update. The reply: the next
+        step's forward request without a gradient, naming the survivors; where no forward follows (last step,
+        evaluation) an ANNOUNCE broadcast names them for the parties' next round."""
+        self.last_summed = []  # nothing was summed (the driver's dropout record, the accountant)
+        members = self._server().next_announcement()
+        told = {sw.Record.SECAGG: wire.config(**{sw.Key.ANNOUNCED: encode_set(members, self._server().parties)})
+                } if members is not None else {}
+        nxt = phase == "train" and step + 1 < self.schedule.steps
+        out = []
+        if phase == "train":
+            cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
+            out.append(wire.make(vw.Kind.TRAIN_FORWARD, src=self.node_id, dst=BROADCAST, round=round_of(src),
+                                 content=wire.records(**{vw.Record.STEP: cfg, **(told if nxt else {})})))
+        if told and not nxt:
+            out.append(wire.make(sw.Kind.ANNOUNCE, src=self.node_id, dst=BROADCAST, round=round_of(src),
+                                 content=wire.records(**told)))
+        return out
+
     # ---- rounds ---------------------------------------------------------------------------------
     def train_step(self, messages: list[Message], epoch: int, step: int) -> list[Message]:
         out = super().train_step(messages, epoch, step)
@@ -287,7 +328,10 @@ class SecAggActiveServer(ActiveServer):
                                     f"expected {self.k}-bit masked values")
             masked[int(m.metadata.src_node_id)] = enc.values
         rnd = round_of(messages[0])
-        request = self._server().open_round(masked, round_id=rnd, name=vw.Record.EMB)
+        try:
+            request = self._server().open_round(masked, round_id=rnd, name=vw.Record.EMB)
+        except RoundSkipped:  # announced, skip-party: a dropped party's vector is missing
+            return self._skipped(messages[0], phase=phase, epoch=epoch, step=step)
         self.round.open(phase=phase, epoch=epoch, step=step, messages=messages)
         return self._next(request)
 

@@ -28,7 +28,11 @@ Every round, ledger phase of the round (``train``/``eval``), or ``Phase.RECOVERY
 Mode ``announced``: set-up ends at ROSTER (no seed to share), and none of the round kinds. The server's forward request (``train.forward`` /
 ``evaluate.forward``) carries ``Record.SECAGG`` with ``S`` (the set the parties mask the next round
 over, a bitmask over the roster) only when it differs from the set announced last (at first: every
-party); the request is signed/MACed like every message.
+party); the request is signed/MACed like every message. With ``train.on_dropout: skip-party`` a round
+that misses a dropped party's vector stays closed: the server's reply is the forward request of the next
+step without a gradient (carrying the survivors' ``S``), and where no forward follows (the epoch's last
+step, evaluation) an ANNOUNCE broadcast carries ``S`` for the party's next round:
+  ANNOUNCE server -> parties   S (the set of the next round the party masks; no reply)
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class Kind:
     UNMASK = "query.secagg_unmask"
     REVEAL_SHARES = "query.secagg_reveal_shares"
     CONSISTENCY = "query.secagg_consistency"
+    ANNOUNCE = "query.secagg_announce"  # mode announced, skip-party: S for the next round when no forward follows
 
 
 class Record:

@@ -7,8 +7,9 @@ round (the engine decides what next). With ``skip-party`` the driver finds the h
 removes its host, tells the server, hands the survivors' messages of that hop to the server and
 drives the rest of the round synchronously (secure aggregation: the unmask/recovery messages)
 until the server answers with the gradient; then the pipelined loop resumes without the party.
-Every dropout is recorded (party, epoch, step, cause, contributors, recovery bytes); the number
-of parties summed per epoch feeds the privacy accounting.
+Every dropout is recorded (party, epoch, step, cause, contributors, recovery bytes; ``skipped``
+when SecAgg mode announced left the round closed); the number of parties summed per epoch feeds the
+privacy accounting.
 """
 
 from __future__ import annotations
@@ -242,9 +243,12 @@ class Dropouts:
         spent = sum(after[k] - before[k] for k in ("bytes_up", "bytes_down"))
         summed = grid.transport.call(grid.group_of[SERVER_ID], SERVER_ID, "contributors")
         contributed = [grid.specs[p].name for p in summed]
+        # secagg announced skips the round (nothing summed): its survivors' releases count as in a recovered round
+        skipped = {"skipped": True} if not summed else {}
         if phase == "train":  # the privacy accountant needs the fewest parties summed in the epoch
-            self.summed[self._epoch] = min(self.summed.get(self._epoch, self.active), len(summed), self.active)
+            self.summed[self._epoch] = min(self.summed.get(self._epoch, self.active), len(summed) or self.active,
+                                           self.active)
         for name, cause in self._pending:
             self.dropped.append({"party": name, "epoch": self._epoch, "step": step, "phase": phase,
-                                 "cause": cause, "contributed": contributed, "recovery_bytes": spent})
+                                 "cause": cause, "contributed": contributed, "recovery_bytes": spent, **skipped})
         self._pending = []

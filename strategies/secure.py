@@ -50,12 +50,8 @@ def check_secagg_config(cfg: RunConfig, *, threshold: int, mode: str = "semi-hon
 
 
 def check_announced_config(cfg: RunConfig, *, threshold: int) -> None:
-    """Mode announced: a dropout cannot be skipped inside a round (it costs the epoch attempt), and the
-    smallest set honest parties accept, max(t, 2), must hold more than the colluders plus the victim."""
-    if cfg.train.on_dropout != "fail":
-        raise ConfigError("train.on_dropout", "skip-party needs params.secagg_mode semi-honest or malicious (in "
-                          "announced a missing input fails the round; train.on_failure: restart redoes the epoch); "
-                          "allowed with announced: fail")
+    """Mode announced: the smallest set honest parties accept, max(t, 2), must hold more than the colluders
+    plus the victim (with skip-party a dropout's round is skipped and the survivors announced next)."""
     c = cfg.privacy.colluders
     if max(threshold, 2) - 1 <= c:
         raise ConfigError("privacy.colluders", f"{c} colluders with params.secagg_mode announced need max(t, 2) - 1 > "
@@ -72,7 +68,8 @@ def secagg_mode_param() -> Any:
     """``params.secagg_mode`` of every SecAgg strategy: one definition, one help text."""
     return param("semi-honest", choices=MODES, help="SecAgg threat model: semi-honest, malicious "
                  "(signed keys + survivor consistency check; needs auth) or announced (the server names each "
-                 "round's set before masking: no unmask exchange; a dropout costs the epoch attempt)")
+                 "round's set before masking: no unmask exchange; a dropout costs the epoch attempt, or with "
+                 "train.on_dropout: skip-party the round's step)")
 
 
 def shamir_threshold(num_parties: int, threshold: int) -> int:
@@ -112,7 +109,7 @@ class SecureSumStrategy(VerticalStrategy):
         if not self.uses_secagg or self.secagg_mode == "malicious":
             return []
         if self.secagg_mode == "announced":
-            return ["the server announces every party in each SecAgg round (params.secagg_mode: announced; a lying "
+            return ["the server announces every party still in the run in each SecAgg round (params.secagg_mode: announced; a lying "
                     "server that announces smaller sets learns sums of >= max(t, 2) parties of one round, never one "
                     "input, since a party masks a round once)"]
         return ["the server keeps the SecAgg survivor protocol (params.secagg_mode: semi-honest; a server that "

@@ -36,7 +36,7 @@ REFUSED = [
     (_sets("transport.kind=inprocess", "transport.address=10.0.0.1:6379"),
      "transport.address: got '10.0.0.1:6379' with transport.kind: inprocess"),
     (["--transport", "ray", *_sets("transport.compiled_graph=on", "train.on_dropout=skip-party",
-                                   "params.secagg_mode=semi-honest")],  # the demo's announced refuses skip-party
+                                   "params.secagg_mode=semi-honest")],
      "transport.compiled_graph: got 'on' with train.on_dropout: skip-party"),
     (_sets("privacy.target_epsilon=4", "privacy.epsilon_budget=2"),
      "privacy.epsilon_budget: got 2.0 below privacy.target_epsilon 4.0 (the run would stop before its last "

@@ -13,14 +13,23 @@ and each round is masked AT MOST ONCE (a second announcement of a round is refus
 is ever masked over two different sets. The set travels in the forward request the server
 already sends (signed/MACed with it), as a bitmask over the roster, and only when it differs from
 the set the party accepted last (:func:`encode_set`, :func:`decode_set`).
+
+With ``train.on_dropout: skip-party`` a round missing the vector of a party the driver declared dropped
+stays closed (:class:`RoundSkipped`: no key is revealed, the step has no update) and the survivors are
+announced for the rounds after it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
-from vfl.errors import ProtocolError
+from vfl.errors import PartyFailure, ProtocolError
 from vfl.secagg.consistency import AnnouncementRefused, quorum
+
+
+class RoundSkipped(PartyFailure):
+    """Mode announced with ``train.on_dropout: skip-party``: a round misses the vectors of parties declared
+    dropped; it stays closed (nothing revealed, no update from its batch) and the survivors are announced next."""
 
 
 def smallest_set(threshold: int, colluders: int = 0) -> int:
@@ -71,4 +80,4 @@ def decode_set(mask: bytes, roster: Sequence[int]) -> frozenset[int]:
     return frozenset(p for i, p in enumerate(ids) if bits >> i & 1)
 
 
-__all__ = ["check_announcement", "decode_set", "encode_set", "smallest_set"]
+__all__ = ["RoundSkipped", "check_announcement", "decode_set", "encode_set", "smallest_set"]

@@ -15,7 +15,9 @@ aggregated once; a sum over fewer than two parties is refused (it would be one p
 Mode ``announced`` (``vfl.secagg.announce``): the parties masked over the set the server announced
 (``current``, at first every party; ``announce`` changes it from the next forward request on), with pair streams
 only. ``open_round`` needs a vector from every member (else ``PartyFailure``: the round cannot be
-opened) and returns no request: ``result`` is the plain sum of the vectors mod 2^k.
+opened) and returns no request: ``result`` is the plain sum of the vectors mod 2^k. ``drop`` (skip-party)
+names parties that left: a round missing only their vectors stays closed (``RoundSkipped``) and the
+survivors are announced next (``PartyFailure`` if fewer than max(t, 2, colluders + 2) are left).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vfl.errors import ConfigError, PartyFailure, ProtocolError
-from vfl.secagg.announce import smallest_set
+from vfl.secagg.announce import RoundSkipped, smallest_set
 from vfl.secagg.consistency import check_mode, quorum
 from vfl.secagg.keys import SELF_LABEL, round_key, session_bytes
 from vfl.secagg.masking import removal_terms
@@ -122,6 +124,13 @@ class SecAggServer:
             return None
         self.current = self.announced
         return self.current
+
+    def drop(self, parties: Iterable[int]) -> None:
+        """Mode announced, ``train.on_dropout: skip-party``: parties the driver declared gone; their vectors are
+        refused from now on and a round missing only theirs is skipped (``open_round`` raises RoundSkipped)."""
+        if self.mode != "announced":
+            raise ProtocolError("only secagg mode announced is told of dropouts; the other modes find them in open_round")
+        self._dropped |= {int(p) for p in parties} & set(self.parties)
 
     @property
     def seed_path(self) -> bool:
@@ -310,11 +319,24 @@ class SecAggServer:
                                 f"{list(self.current)}")
         if missing:
             self._done.add((rnd, name))
+            if set(missing) <= self._dropped:  # skip-party: the round stays closed, the survivors go on
+                self._skip(missing, rnd=rnd)
             raise PartyFailure(_names(missing), rnd, "no masked vector in secagg mode announced: the pair streams "
                                "of the announced set cannot cancel, so the round cannot be opened (the epoch "
                                "attempt is lost; train.max_restarts redoes it)")
         shape = next(iter(vectors.values())).shape
         self._open = _Round(rnd, name, shape, {p: v.reshape(-1) for p, v in vectors.items()}, set(vectors), set())
+
+    def _skip(self, missing: list[int], *, rnd: str) -> None:
+        """Announce the survivors for the rounds after the next request; RoundSkipped (PartyFailure if too few)."""
+        live = [p for p in self.announced if p not in self._dropped]
+        need = smallest_set(self.threshold, self.colluders)
+        if len(live) < need:
+            raise PartyFailure(_names(missing), rnd, f"only {live} left; honest parties mask over no announced set "
+                               f"smaller than max(t, 2, colluders + 2) = {need}: the run cannot go on without them")
+        self.announce(live)
+        raise RoundSkipped(_names(missing), rnd, "no masked vector in secagg mode announced: the round stays "
+                           f"closed (nothing revealed, its step skipped); the survivors {live} are announced next")
 
     def _unmask_request(self, r: _Round) -> UnmaskRequest:
         r.answered = set()
