@@ -1,0 +1,65 @@
+"""SecAgg mode ``announced`` with ``train.on_dropout: skip-party`` over Ray actors (one party per actor): one
+party's actor exits mid-epoch, another hangs past transport.round_timeout_s and is killed; each of their rounds
+stays closed (no sum, its step skipped), the survivors are announced and every later round is exactly their sum."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import strategies  # noqa: F401
+from tests.helpers import BlobSource
+from vfl.engine import Engine
+from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.privacy import Accountant
+from vfl.privacy.events import PBMEvent
+from vfl.schema import load_run_config
+from vfl.transport.ray_transport import RayTransport
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+M = 4
+
+
+def test_announced_skip_party_over_ray_skips_a_dead_and_a_late_partys_rounds(ray_local, monkeypatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "party2@0:3,party1@1:2!hang")
+    monkeypatch.setenv(AUDIT_ENV, "1")
+    monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
+    cfg = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 1, "params": {"secagg_mode": "announced"},
+                           "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
+                           "train": {"epochs": 2, "batch_size": 25, "on_dropout": "skip-party"},
+                           "transport": {"kind": "ray", "parties_per_actor": 1, "round_timeout_s": 4}})
+    seen: dict[str, Any] = {"inputs": {}}
+
+    def audit(epoch: int, record: dict[str, Any], engine: Engine) -> None:  # while the actors live
+        t = engine.transport
+        seen["sums"] = t.call("server", 0, "audit_sums")
+        for group in engine.grid.party_groups:
+            for spec in next(g for g in engine.groups if g.name == group).specs:
+                seen["inputs"].setdefault(spec.node_id, {}).update(t.call(group, spec.node_id, "audit_inputs"))
+
+    transport = RayTransport()
+    try:
+        res = Engine(cfg, transport, BlobSource(num_parties=M, num_train=200), progress=False,
+                     on_epoch_end=audit).run()
+    finally:
+        transport.shutdown()
+    s = res.summary
+    assert s["transport"] == "ray" and s["epochs"] == 2
+    died, late = s["dropouts"]
+    assert (died["party"], died["epoch"], died["step"], died["cause"]) == ("party2", 0, 3, "died")
+    assert (late["party"], late["epoch"], late["step"], late["cause"]) == ("party1", 1, 2, "timeout")
+    assert all(r["skipped"] and r["contributed"] == [] for r in (died, late))
+    assert [r["parties_active"] for r in res.history] == [3, 2]
+    assert "train:0:3" not in seen["sums"] and "train:1:2" not in seen["sums"]  # closed: never summed
+    for rnd, summed in (("train:0:4", [1, 2, 4]), ("train:1:3", [1, 4]), ("train:1:7", [1, 4])):
+        total, got = seen["sums"][rnd]
+        assert list(got) == summed
+        truth = sum(np.asarray(seen["inputs"][p][rnd], dtype=np.int64) for p in summed)
+        np.testing.assert_array_equal(np.asarray(total), truth % (1 << s["bits_per_element"]))
+    assert np.isfinite(res.history[-1]["train_loss"]) and s["final_test_acc"] is not None
+    acc = Accountant()
+    for m in (3, 2):  # as semi-honest recovering the same rounds: each epoch with the parties still in the run
+        acc.record(PBMEvent(b=16, beta=0.25, num_parties=m, dim=4, count=1))
+    assert s["epsilon"] == pytest.approx(acc.epsilon(1e-5)[0])
