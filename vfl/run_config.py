@@ -84,8 +84,7 @@ class TransportConfig:
     cpus_per_actor: float = param(0.1, gt=0, le=64, help="Ray num_cpus reserved by each actor")
     gpus_per_actor: float = param(0.0, ge=0, le=64, help="Ray num_gpus reserved by each actor (fractions share a GPU)")
     max_actors: int = param(0, ge=0, help="upper bound on party actors when parties_per_actor=0 "
-                            "(0 = auto: 2 per CPU core of this machine, at most 8, and beyond one per core "
-                            "at least 2 parties each)")
+                            "(0 = auto: 2 per CPU core of this machine, at most 8)")
     round_timeout_s: float = param(120.0, gt=0, help="a party that has not answered a round within this many "
                                    "seconds is treated as dead (see train.on_dropout)")
     connect_timeout_s: float = param(30.0, gt=0, le=3600, help="give up joining transport.address after this")

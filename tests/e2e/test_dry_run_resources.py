@@ -28,7 +28,7 @@ def test_the_demo_fits_two_cores(two_cores: None, capsys: pytest.CaptureFixture[
 
 
 def test_actors_that_together_need_more_cpus_fail_in_one_line(two_cores: None, capsys, tmp_path) -> None:
-    actors = 1 + min(4, auto_max_actors(2, 4))  # the server's actor + the demo's 4 parties packed
+    actors = 1 + min(4, auto_max_actors(2))  # the server's actor + the demo's 4 parties packed
     code, err = _dry(capsys, "transport.cpus_per_actor=1")
     assert code == 2 and len(err.splitlines()) == 1
     assert f"{actors} actors need CPU={actors} together" in err and "transport.cpus_per_actor" in err

@@ -29,7 +29,7 @@ def test_startup_parts_sum_to_the_total_and_cpu_fits_the_cores(tmp_path: Path) -
     assert result["runs"]["inprocess"][0]["cpu_s"]["n_actors"] == 0
     assert result["runs"]["inprocess"][0]["ray_init"] < 0.01  # no Ray in-process
     ray = result["runs"]["ray"][0]["cpu_s"]
-    assert ray["n_actors"] == 1 + min(4, auto_max_actors(cores, 4))  # the server and the demo's party actors
+    assert ray["n_actors"] == 1 + min(4, auto_max_actors(cores))  # the server and the demo's party actors
     assert ray["actors"] > 0 and ray["ray"] > 0
     assert result["ray_cpu_floor_s"] <= result["startup_s"]["ray"]["total"]
     assert set(result["import_cpu_s"]) >= {"ray", "torch", "flwr", "runtime", "torch._dynamo"}

@@ -1,5 +1,4 @@
-"""``transport.max_actors: 0`` (the default): two party actors per core, at most 8, and no single-party actors
-beyond one per core."""
+"""``transport.max_actors: 0`` (the default): two party actors per core, at most 8."""
 
 from __future__ import annotations
 
@@ -36,17 +35,3 @@ def test_default_packs_m100_into_auto_actors_plus_server():
 def test_explicit_max_actors_wins():
     assert len(place(_specs(100), _transport(8))) == 9
     assert len(place(_specs(3), _transport(8))) == 4  # never more actors than parties
-
-
-@pytest.mark.parametrize(("cpus", "parties", "expected"),
-                         [(2, 4, 2), (2, 3, 2), (2, 2, 2), (2, 5, 3), (2, 100, 4), (1, 2, 1), (8, 4, 8), (64, 100, 8)])
-def test_auto_max_actors_gives_no_single_party_actor_beyond_one_per_core(cpus, parties, expected):
-    assert auto_max_actors(cpus, parties) == expected
-
-
-def test_the_demo_on_two_cores_packs_two_parties_per_actor(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    groups = place(_specs(4), _transport(0))
-    assert [(g.name, [s.node_id for s in g.specs]) for g in groups] == [
-        ("server", [0]), ("parties-0", [1, 2]), ("parties-1", [3, 4])]
-    assert len(place(_specs(4), _transport(4))) == 5  # an explicit max_actors still wins

@@ -55,25 +55,17 @@ def pack_nodes(specs: Sequence[NodeSpec], *, max_actors: int, parties_per_actor:
     return groups
 
 
-def auto_max_actors(cpus: int | None, parties: int | None = None) -> int:
+def auto_max_actors(cpus: int | None) -> int:
     """``transport.max_actors: 0``: two party actors per core (one computes while another waits on its
     messages), at most 8. Each host actor is a process of ~0.9 GiB (torch, flwr, Ray's worker); on 2
-    cores 8 party actors ran no faster than 4 and cost 3.4 GiB more at M=100 (docs/performance.md).
-    With ``parties``: beyond one actor per core, no actor hosts a single party — such an actor costs
-    ~3.5 CPU s to start and a message hop per step for one party's step, where two parties in one host
-    share both (the demo, M=4 on 2 cores: 2 party actors instead of 4, ~7 CPU s less at start-up and
-    no slower per epoch)."""
-    n = max(1, min(8, 2 * (cpus or 1)))
-    if parties:
-        n = min(n, max(cpus or 1, math.ceil(parties / 2)))
-    return n
+    cores 8 party actors ran no faster than 4 and cost 3.4 GiB more at M=100 (docs/performance.md)."""
+    return max(1, min(8, 2 * (cpus or 1)))
 
 
 def place(specs: Sequence[NodeSpec], transport: Any, *, server_profile: str = "server") -> list[HostGroup]:
     """``pack_nodes`` with the run's ``transport`` config (``max_actors``, 0 = ``auto_max_actors`` of this
-    machine's cores and the run's parties; ``parties_per_actor``, ``cpus_per_actor``, ``gpus_per_actor``, ``resources``: Ray then
+    machine's cores; ``parties_per_actor``, ``cpus_per_actor``, ``gpus_per_actor``, ``resources``: Ray then
     sets each actor's CUDA_VISIBLE_DEVICES)."""
-    parties = sum(not s.is_server for s in specs)
-    max_actors = transport.max_actors or auto_max_actors(os.cpu_count(), parties)
+    max_actors = transport.max_actors or auto_max_actors(os.cpu_count())
     return pack_nodes(specs, max_actors=max_actors, parties_per_actor=transport.parties_per_actor,
                       transport=transport, server_profile=server_profile)
