@@ -18,6 +18,7 @@ ANNOUNCE broadcast where no forward follows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.message import BROADCAST, parse_round, round_of, round_tag
 from vfl.mods import ModContext
-from vfl.node import handles
+from vfl.node import NodeSpec, handles
 from vfl.secagg import (
     ConsistencyRequest,
     Identity,
@@ -47,6 +48,7 @@ from vfl.secagg import (
     UnmaskRequest,
 )
 from vfl.secagg.announce import RoundSkipped, decode_set, encode_set
+from vfl.secagg.consistency import MaliciousServer
 
 
 def cfg_of(message: Message) -> Any:
@@ -93,12 +95,40 @@ def shares_of(message: Message) -> dict[int, bytes]:
     return {int(o): bytes(s) for o, s in zip(c[sw.Key.OWNERS], c[sw.Key.SEED_SHARES], strict=True)}
 
 
+@dataclass(frozen=True)
+class SetupTerms:
+    """The SecAgg terms a party takes from its own run config (roster, threshold t, colluders, mode), never from
+    the server's set-up message: a server naming a smaller roster, t or colluders would shrink the smallest set
+    (or survivor quorum) the party accepts."""
+
+    parties: tuple[int, ...]
+    threshold: int
+    colluders: int
+    mode: str
+
+    def check(self, *, me: int, parties: list[int], threshold: int, colluders: int, mode: str) -> None:
+        """MaliciousServer (round ``setup``) unless the set-up names exactly these terms."""
+        got = (tuple(sorted(parties)), int(threshold), int(colluders), str(mode))
+        own = (tuple(sorted(self.parties)), self.threshold, self.colluders, self.mode)
+        if got != own:
+            raise MaliciousServer("setup", me, f"the set-up names parties {list(got[0])}, threshold {got[1]}, "
+                                  f"colluders {got[2]}, mode {got[3]}; this party's run config says parties "
+                                  f"{list(own[0])}, threshold {own[1]}, colluders {own[2]}, mode {own[3]}")
+
+
 class SecAggParty(PassiveParty):
     """A passive party holding a ``SecAggClient`` after the key set-up; its mods get it as
-    ``ModContext.secagg`` (what ``secagg_mod`` masks with)."""
+    ``ModContext.secagg`` (what ``secagg_mod`` masks with). ``terms``: its own SecAgg terms (a set-up naming
+    others is refused); mode announced keeps one memory of masked inputs across its sessions (a second set-up
+    must not let the server ask the same input again over another set)."""
 
     _secagg: SecAggClient | None = None
     _told: frozenset[int] | None = None  # mode announced: S of an ANNOUNCE, for the next round this party masks
+
+    def __init__(self, spec: NodeSpec, *, terms: SetupTerms | None = None, **kwargs: Any) -> None:
+        super().__init__(spec, **kwargs)
+        self.terms = terms
+        self.masked_before: dict[bytes, frozenset[int]] | None = {}  # input digest -> set, over every session
 
     @property
     def client(self) -> SecAggClient:
@@ -133,8 +163,11 @@ class SecAggParty(PassiveParty):
         session, threshold, mode = bytes(c[sw.Key.SESSION]), int(c[sw.Key.THRESHOLD]), str(c.get(sw.Key.MODE, "semi-honest"))
         ident = Identity(*self.identity) if self.identity is not None else None  # auth on: keys are signed
         colluders = int(c.get(sw.Key.COLLUDERS, 0))
+        if self.terms is not None:
+            self.terms.check(me=self.node_id, parties=[int(p) for p in c[sw.Key.PARTIES]], threshold=threshold,
+                             colluders=colluders, mode=mode)
         client = SecAggClient(self.node_id, [int(p) for p in c[sw.Key.PARTIES]], threshold, session, mode=mode,
-                              identity=ident, colluders=colluders)
+                              identity=ident, colluders=colluders, masked_before=self.masked_before)
         self._secagg = client
         signed = {sw.Key.KEY_SIG: client.key_signature()} if ident is not None else {}
         return [wire.reply(m, src=self.node_id, content=_records(**{

@@ -13,7 +13,7 @@ from flwr.common import Message
 from parties import secagg_wire as sw
 from parties.mods import read_encoded
 from parties.round_plan import RoundPlan, round_plan
-from parties.secagg_nodes import SecAggActiveServer, SecAggParty
+from parties.secagg_nodes import SecAggActiveServer, SecAggParty, SetupTerms
 from parties.sum_decoder import SumDecoder
 from parties.vertical import ActiveServer, PassiveParty
 from parties.vertical_wire import SERVER_ID, party_node_id
@@ -141,7 +141,12 @@ class SecureSumStrategy(VerticalStrategy):
         return ActiveServer(spec, aggregate=self._plain_sum, **kwargs)
 
     def make_party(self, spec: NodeSpec, **kwargs: Any) -> PassiveParty:
-        return SecAggParty(spec, **kwargs) if self.uses_secagg else PassiveParty(spec, **kwargs)
+        if not self.uses_secagg:
+            return PassiveParty(spec, **kwargs)
+        m = self.cfg.num_parties  # the party's own terms: a set-up naming others is refused (SetupTerms)
+        terms = SetupTerms(parties=tuple(party_node_id(i) for i in range(m)), mode=self.secagg_mode,
+                           threshold=shamir_threshold(m, self.params.threshold), colluders=self.cfg.privacy.colluders)
+        return SecAggParty(spec, terms=terms, **kwargs)
 
     def setup(self, grid: Grid) -> None:
         if self.uses_secagg:

@@ -62,11 +62,13 @@ class SecAggClient:
     """Party ``party_id`` among ``peers`` (all party ids; including itself or not). With an
     ``identity`` (its identity key; its peers' from a roster the server did not build) every SecAgg
     key must carry its party's signature; ``mode`` ``malicious`` needs one and adds the per-round
-    survivor consistency check."""
+    survivor consistency check. ``masked_before`` (mode announced): the input digests of the party's earlier
+    sessions, kept and extended in place (one input is never masked over two sets, across sessions too)."""
 
     def __init__(
         self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
         mode: str = "semi-honest", identity: Identity | None = None, colluders: int = 0,
+        masked_before: dict[bytes, frozenset[int]] | None = None,
     ) -> None:
         self.party_id = int(party_id)
         self.mode = check_mode(mode, key="mode")
@@ -98,7 +100,9 @@ class SecAggClient:
         self._retired = False
         self._announced: dict[str, frozenset[int]] = {}  # mode announced: round -> the set it accepted
         self._accepted = frozenset(self.parties)  # the set accepted last (a request naming none repeats it)
-        self._inputs: dict[bytes, frozenset[int]] = {}  # mode announced: digest of each input masked -> its set
+        # mode announced: digest of each input masked -> its set; ``masked_before`` is the party's memory of its
+        # earlier sessions (a new set-up must not let the server ask an input again over another set)
+        self._inputs: dict[bytes, frozenset[int]] = {} if masked_before is None else masked_before
 
     @property
     def peers(self) -> tuple[int, ...]:
