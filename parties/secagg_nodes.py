@@ -37,7 +37,7 @@ from vfl import message as wire
 from vfl.errors import ProtocolError
 from vfl.message import BROADCAST, parse_round, round_of, round_tag
 from vfl.mods import ModContext
-from vfl.node import NodeSpec, handles
+from vfl.node import Node, NodeSpec, handles
 from vfl.secagg import (
     ConsistencyRequest,
     Identity,
@@ -129,6 +129,12 @@ class SecAggParty(PassiveParty):
         super().__init__(spec, **kwargs)
         self.terms = terms
         self.masked_before: dict[bytes, frozenset[int]] | None = {}  # input digest -> set, over every session
+
+    def keep_from(self, old: Node) -> None:
+        """A restart rebuilds this node: it keeps the memory of masked inputs (a driver that orders a restart per
+        set would otherwise ask a restored model's batch again over another set)."""
+        if isinstance(old, SecAggParty) and old.masked_before is not None and self.masked_before is not None:
+            self.masked_before = old.masked_before
 
     @property
     def client(self) -> SecAggClient:

@@ -81,7 +81,10 @@ class NodeHost:
         """Rebuild every node and load ``states`` (a restart: whatever a failed round left in the
         nodes is dropped); returns the outbox rows logged since the last drain."""
         rows = self.drain_outbox()
-        self.nodes = self._build_nodes()
+        old, self.nodes = self.nodes, self._build_nodes()
+        for nid, node in self.nodes.items():  # a node's own memory survives its rebuild (Node.keep_from)
+            if nid in old:
+                node.keep_from(old[nid])
         self.set_state(states)
         return rows
 

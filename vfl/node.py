@@ -142,6 +142,10 @@ class Node:
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore what ``state`` returned."""
 
+    def keep_from(self, old: Node) -> None:
+        """What this node keeps from the node it replaces when its host rebuilds it (a restart): the node's own
+        memory that neither a checkpoint nor the driver may reset (a SecAgg party's masked inputs); none here."""
+
 
 def _bound(component: object, fn: Callable[[Any, list[Message]], list[Message]]) -> Handler:
     """A handler of ``component`` in the node's handler table (called as ``handler(node, messages)``)."""

@@ -23,6 +23,7 @@ from vfl import message as wire
 from vfl.engine import Engine
 from vfl.faults import AUDIT_ENV, TEST_HOOKS_ENV
 from vfl.message import BROADCAST, round_tag
+from vfl.node import Node
 from vfl.schema import load_run_config
 from vfl.secagg import new_session_id
 from vfl.secagg.announce import encode_set
@@ -36,7 +37,7 @@ M, T, C = 4, 3, 1  # the run's terms: every announced set has >= max(t, 2, c + 2
 
 @pytest.fixture
 def run(monkeypatch):
-    """(party nodes, k) of a finished announced run (M = 4, t = 3, one colluder assumed), the audit hook on."""
+    """(party nodes, k, transport) of a finished announced run (M = 4, t = 3, one colluder assumed), the audit hook on."""
     monkeypatch.setenv(AUDIT_ENV, "1")
     monkeypatch.setenv(TEST_HOOKS_ENV, "1")
     cfg = load_run_config({"num_parties": M, "seed": 5, "strategy": "npq+secagg",
@@ -47,7 +48,7 @@ def run(monkeypatch):
     try:
         Engine(cfg, transport, BlobSource(num_parties=M), progress=False).run()
         nodes = {nid: n for h in transport.hosts.values() for nid, n in h.nodes.items()}
-        yield {nid: n for nid, n in nodes.items() if isinstance(n, SecAggParty)}, nodes[SERVER_ID].k
+        yield {nid: n for nid, n in nodes.items() if isinstance(n, SecAggParty)}, nodes[SERVER_ID].k, transport
     finally:
         transport.shutdown()
 
@@ -100,7 +101,7 @@ def _input(node: SecAggParty) -> np.ndarray:
 
 
 def test_a_new_session_per_set_solves_one_input_without_the_memory_and_is_refused_with_it(run):
-    parties, k = run
+    parties, k, _ = run
     v, a, b, c = sorted(parties)
     sets = [[v, a, b], [v, a, c], [v, b, c], [a, b, c]]  # each >= max(t, 2, c + 2); s1 + s2 + s3 - 2 s4 = 3 x_v
     memory = {p: n.masked_before for p, n in parties.items()}
@@ -118,7 +119,7 @@ def test_a_new_session_per_set_solves_one_input_without_the_memory_and_is_refuse
 
 
 def test_a_setup_naming_weaker_terms_lets_a_colluder_open_the_victim_and_is_refused(run):
-    parties, k = run
+    parties, k, _ = run
     v, ally = sorted(parties)[:2]  # ally colludes with the server (privacy.colluders = 1): its pair keys are known
     terms = parties[v].terms
     _forget(parties)
@@ -132,3 +133,34 @@ def test_a_setup_naming_weaker_terms_lets_a_colluder_open_the_victim_and_is_refu
     for ids, t, c in (([v, ally], T, C), (sorted(parties), 1, C), (sorted(parties), T, 0)):
         with pytest.raises(MaliciousServer, match=rf"round setup: party {v} .*run config says"):
             _setup(parties, ids=ids, threshold=t, colluders=c)
+
+
+def _restarted(transport: InProcessTransport) -> dict[int, SecAggParty]:
+    """The driver (the server's) orders a restart: every host rebuilds its nodes (freshly initialised models)."""
+    transport.restart({})
+    return {nid: n for h in transport.hosts.values() for nid, n in h.nodes.items() if isinstance(n, SecAggParty)}
+
+
+def _per_restart(transport: InProcessTransport, sets: list[list[int]], k: int, v: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """One restart and one session per set, each asking its members the rebuilt model's evaluation batch 0."""
+    sums, x_v = [], np.zeros(0, dtype=np.int64)
+    for group in sets:
+        nodes = _restarted(transport)
+        sums.extend(_sessions(nodes, [group], k))
+        if v in group:
+            x_v = _input(nodes[v])
+    return sums, x_v
+
+
+def test_a_restart_per_set_solves_one_input_without_the_kept_memory_and_is_refused_with_it(run, monkeypatch):
+    parties, k, transport = run
+    v, a, b, c = sorted(parties)
+    sets = [[v, a, b], [v, a, c], [v, b, c], [a, b, c]]
+    _per_restart(transport, [[v, a, b, c]], k, v)  # the rebuilt model's batch over every party: accepted
+    with pytest.raises(AnnouncementRefused, match=rf"party {v} .*masked before over the set \[{v}, {a}, {b}, {c}\]"):
+        _per_restart(transport, sets, k, v)  # the rebuilt node kept its memory (SecAggParty.keep_from)
+    with monkeypatch.context() as old:  # the control: a rebuilt node starts with an empty memory
+        old.setattr(SecAggParty, "keep_from", Node.keep_from)
+        s, x_v = _per_restart(transport, sets, k, v)
+    opened = ((s[0] + s[1] + s[2] - 2 * s[3]) * pow(3, -1, 1 << k)) & (1 << k) - 1
+    assert np.array_equal(opened, x_v & (1 << k) - 1)  # one party's exact input
