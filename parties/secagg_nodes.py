@@ -27,7 +27,7 @@ from flwr.common import ConfigRecord, Message
 
 from parties import secagg_wire as sw
 from parties import vertical_wire as vw
-from parties.mods.encoding import AUDIT, read_encoded
+from parties.mods.encoding import AUDIT, ROWS, read_encoded
 from parties.round_plan import RoundPlan, round_plan
 from parties.secagg_round import ServerRound
 from parties.sum_decoder import SumDecoder
@@ -125,9 +125,10 @@ class SecAggParty(PassiveParty):
     _secagg: SecAggClient | None = None
     _told: frozenset[int] | None = None  # mode announced: S of an ANNOUNCE, for the next round this party masks
 
-    def __init__(self, spec: NodeSpec, *, terms: SetupTerms | None = None, **kwargs: Any) -> None:
+    def __init__(self, spec: NodeSpec, *, terms: SetupTerms | None = None, row_rule: bool = True, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
         self.terms = terms
+        self.row_rule = row_rule  # mode announced: no sample's row of exact codes over two sets (off: noisy codes)
         self.masked_before: dict[bytes, frozenset[int]] | None = {}  # input digest -> set, over every session
 
     def keep_from(self, old: Node) -> None:
@@ -153,6 +154,9 @@ class SecAggParty(PassiveParty):
             told, self._told = self._told, None
             named = announced_of(request, client.parties)
             client.announce(round_id=round_tag(epoch, step, phase), members=told if named is None else named)
+            if self.row_rule:  # the samples of the rows it masks next (SecAggClient._check_rows)
+                ids = self.schedule.test_ids(step) if phase == "eval" else self.schedule.train_ids(epoch, step)
+                self.mod_state[ROWS] = [f"{'test' if phase == 'eval' else 'train'}:{int(i)}" for i in ids]
         return super()._send(request, emb, phase, epoch, step)
 
     @handles(sw.Kind.ANNOUNCE)

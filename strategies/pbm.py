@@ -49,6 +49,7 @@ class PBMParams:
 @register
 class PBM(SecureSumStrategy):
     name = "pbm"
+    exact_codes = False  # fresh binomial noise in every code: a row repeating is chance, not the same input
     summary = "PBM quantization + pairwise-masked secure aggregation (PBM-VFL); accounted in RDP"
     Params = PBMParams
     bottom_dp_refusal = None  # every release is PBM noised: with privacy.bottom_dp the epsilon is end-to-end

@@ -97,6 +97,7 @@ class SecureSumStrategy(VerticalStrategy):
     the server node applies: ``parties/sum_decoder.py``)."""
 
     uses_secagg: bool = True
+    exact_codes: bool = True  # codes are a function of the input (no noise): SecAgg mode announced's per-row rule
 
     @property
     @abstractmethod
@@ -146,7 +147,7 @@ class SecureSumStrategy(VerticalStrategy):
         m = self.cfg.num_parties  # the party's own terms: a set-up naming others is refused (SetupTerms)
         terms = SetupTerms(parties=tuple(party_node_id(i) for i in range(m)), mode=self.secagg_mode,
                            threshold=shamir_threshold(m, self.params.threshold), colluders=self.cfg.privacy.colluders)
-        return SecAggParty(spec, terms=terms, **kwargs)
+        return SecAggParty(spec, terms=terms, row_rule=self.exact_codes, **kwargs)
 
     def setup(self, grid: Grid) -> None:
         if self.uses_secagg:

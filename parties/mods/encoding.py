@@ -23,6 +23,7 @@ from vfl.mods import Mod, ModContext
 from vfl.secagg import encode_fixed, pack_bits, unpack_bits
 
 AUDIT = "audit"  # mod-state key of the plain inputs kept for tests (VFL_SECAGG_AUDIT=1 only)
+ROWS = "secagg_rows"  # mod-state key: the samples of the rows the party masks next (SecAgg mode announced)
 
 
 def _set(message: Message, **arrays: np.ndarray) -> None:
@@ -94,7 +95,7 @@ def secagg_mod(*, k: int, name: str = vw.Record.EMB) -> Mod:
             raise ProtocolError(f"party {ctx.party}: secure aggregation used before key set-up")
         q = wire.get_array(message, vw.Record.EMB, vw.Array.INTS)
         rnd = wire.round_of(message)
-        masked = client.mask(q.ravel(), round_id=rnd, name=name, k=k)
+        masked = client.mask(q.ravel(), round_id=rnd, name=name, k=k, rows=ctx.state.pop(ROWS, None))
         if audit_enabled():  # testing hook: keep the plain input so a test can check the recovered sum
             ctx.state.setdefault(AUDIT, {})[rnd] = np.array(q, copy=True)
         return _packed(message, np.asarray(masked).reshape(q.shape), k, masked=True)

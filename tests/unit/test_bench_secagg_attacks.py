@@ -15,11 +15,11 @@ def test_attack_table_json(tmp_path, capsys) -> None:
     assert saved == json.loads(json.dumps(out)) and (saved["parties"], saved["threshold"]) == (4, 2)
     rows = {(r["attack"], r["mode"], r["auth"], r["release"]): r for r in saved["results"]}
     attacks = {"key_swap", "single_survivor", "redeclared_dropout", "late_survivor", "split_rebuild"}
-    assert {a for a, _, _, _ in rows} == attacks | {"small_set", "two_sets", "same_input"}
+    assert {a for a, _, _, _ in rows} == attacks | {"small_set", "two_sets", "same_input", "same_rows"}
     assert load_run_config({"strategy": "pbm"}).params.secagg_mode == "semi-honest"  # the global default
     assert saved["default_mode"] == "announced"  # the demo's mode (simulations/configs/demo.yaml)
     defaults = [r for r in saved["results"] if r["default"]]
-    assert {r["attack"] for r in defaults} == attacks | {"small_set", "two_sets", "same_input"}
+    assert {r["attack"] for r in defaults} == attacks | {"small_set", "two_sets", "same_input", "same_rows"}
     assert all(r["mode"] == "announced" for r in defaults)
     for r in defaults:  # the demo config opens nothing under every attack
         assert r["inputs_opened"] == 0, r
@@ -34,7 +34,7 @@ def test_attack_table_json(tmp_path, capsys) -> None:
     for attack in attacks:  # announced: its parties reveal nothing after masking
         assert rows[(attack, "announced", True, "view")]["inputs_opened"] == 0
     assert rows[("key_swap", "announced", False, "view")]["inputs_opened"] == 4  # unsigned keys: every input
-    for attack in ("small_set", "two_sets", "same_input"):  # refused; the control (a client without the rule) opens the victim
+    for attack in ("small_set", "two_sets", "same_input", "same_rows"):  # refused; the control (a client without the rule) opens the victim
         assert (rows[(attack, "announced", True, "view")]["inputs_opened"], rows[(attack, "announced", True, "view")]
                 ["detected"]) == (0, True)
         assert rows[(attack, "announced", True, "control")]["inputs_opened"] == 1

@@ -25,7 +25,7 @@ from vfl.faults import AUDIT_ENV, TEST_HOOKS_ENV
 from vfl.message import BROADCAST, round_tag
 from vfl.node import Node
 from vfl.schema import load_run_config
-from vfl.secagg import new_session_id
+from vfl.secagg import SecAggClient, lying, new_session_id
 from vfl.secagg.announce import encode_set
 from vfl.secagg.consistency import AnnouncementRefused, MaliciousServer
 from vfl.secagg.curious import _strip
@@ -164,3 +164,43 @@ def test_a_restart_per_set_solves_one_input_without_the_kept_memory_and_is_refus
         s, x_v = _per_restart(transport, sets, k, v)
     opened = ((s[0] + s[1] + s[2] - 2 * s[3]) * pow(3, -1, 1 << k)) & (1 << k) - 1
     assert np.array_equal(opened, x_v & (1 << k) - 1)  # one party's exact input
+
+
+# ---- the same samples in other batches: the per-row rule ------------------------------------------------------
+@pytest.mark.parametrize("m", [3, 4, 6])
+def test_the_same_rows_in_other_batches_are_refused_and_solve_the_victim_without_the_rule(m):
+    assert lying.same_rows(num=m, threshold=2) == (0, True)
+    assert lying.same_rows(num=m, threshold=2, weak=True) == (1, False)  # control: v's rows, batch digests differ
+
+
+def _train_epoch(nodes: dict[int, SecAggParty], epoch: int, group: list[int], k: int) -> dict[int, np.ndarray]:
+    """The server asks ``group`` every step of ``epoch`` (forward only: no gradient, the bottoms stay frozen):
+    the sum of each sample's row, by sample id."""
+    ids, rows = sorted(nodes), {}
+    steps = nodes[group[0]].schedule.steps
+    for step in range(steps):
+        req = wire.make(vw.Kind.TRAIN_FORWARD, src=SERVER_ID, dst=BROADCAST, round=round_tag(epoch, step),
+                        content=wire.records(**{vw.Record.STEP: step_config(epoch=epoch, step=step, forward=True),
+                                                sw.Record.SECAGG: wire.config(**{sw.Key.ANNOUNCED: encode_set(group, ids)})}))
+        total = sum(read_encoded(nodes[p].handle([req])[0]).values.astype(np.int64) for p in group) & (1 << k) - 1
+        rows.update(zip(nodes[group[0]].schedule.train_ids(epoch, step).tolist(), total, strict=True))
+    return rows
+
+
+def test_a_frozen_model_and_reshuffled_batches_solve_every_training_row_without_the_row_rule(run, monkeypatch):
+    parties, k, _ = run
+    v, a, b, c = sorted(parties)
+    sets = [[v, a, b], [v, a, c], [v, b, c], [a, b, c]]
+    with pytest.raises(AnnouncementRefused, match=r"sample train:\d+'s row was masked before"):
+        for e, group in enumerate(sets):
+            _train_epoch(parties, 10 + e, group, k)
+    with monkeypatch.context() as old:  # the control: the party as before (no per-row rule, batch digests only)
+        old.setattr(SecAggClient, "_check_rows", lambda self, *args, **kw: [])
+        s = [_train_epoch(parties, 20 + e, group, k) for e, group in enumerate(sets)]
+    inv3, full = pow(3, -1, 1 << k), (1 << k) - 1
+    truth = {}
+    for step in range(parties[v].schedule.steps):
+        codes = parties[v].mod_state[AUDIT][round_tag(20, step)]
+        truth.update(zip(parties[v].schedule.train_ids(20, step).tolist(), np.asarray(codes, dtype=np.int64), strict=True))
+    opened = {i: ((s[0][i] + s[1][i] + s[2][i] - 2 * s[3][i]) * inv3) & full for i in truth}
+    assert len(truth) == 240 and all(np.array_equal(opened[i], truth[i] & full) for i in truth)  # every row of v

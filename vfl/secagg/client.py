@@ -21,7 +21,7 @@ another round tag), and ``unmask``, ``reveal_shares`` and ``sign_survivors`` are
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -217,9 +217,10 @@ class SecAggClient:
         return live
 
     def mask(
-        self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int
+        self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int, rows: Sequence[str] | None = None
     ) -> npt.NDArray[np.uint32]:
-        """Double-mask integer ``values`` in [0, 2^k) for (round, name) over the active parties."""
+        """Double-mask integer ``values`` in [0, 2^k) for (round, name) over the active parties. ``rows`` (mode
+        announced): the sample of each row of ``values`` (equal slices), for the per-row rule of ``_check_rows``."""
         if self._retired:
             raise RevealRefused(
                 f"party {self.party_id} left this session (declared dropped or its seed was "
@@ -228,7 +229,7 @@ class SecAggClient:
         self._require_keys()
         rnd = str(round_id)
         if self.mode == "announced":
-            return self._mask_announced(values, rnd=rnd, name=name, k=k)
+            return self._mask_announced(values, rnd=rnd, name=name, k=k, rows=rows)
         if self._envelopes is None:
             raise ProtocolError(
                 "make_shares() must run before masking, or dropouts are unrecoverable"
@@ -260,7 +261,8 @@ class SecAggClient:
         self._sizes[name] = (int(masked.size), int(k))
         return masked
 
-    def _mask_announced(self, values: npt.ArrayLike, *, rnd: str, name: str, k: int) -> npt.NDArray[np.uint32]:
+    def _mask_announced(self, values: npt.ArrayLike, *, rnd: str, name: str, k: int,
+                        rows: Sequence[str] | None = None) -> npt.NDArray[np.uint32]:
         """Mode announced: pair streams over the round's announced set, no self mask; once per (round, name)."""
         live = self._announced.get(rnd)
         if live is None:
@@ -274,11 +276,34 @@ class SecAggClient:
             raise AnnouncementRefused(rnd, self.party_id, f"this input was masked before over the set "
                                       f"{sorted(self._inputs[digest])}; masking it again over {sorted(live)} would "
                                       "open differences of sums")
+        seen = self._check_rows(x, rows, rnd=rnd, name=name, k=k, live=live)
         self._inputs[digest] = live
+        self._inputs.update(dict.fromkeys(seen, live))
         self._used.add((rnd, name))
         self._round = rnd
         return apply_pairwise_masks(x, own_id=self.party_id, round_id=rnd, name=name, k=k,
                                     seeds={p: self._pair_key(p, rnd, name) for p in sorted(live) if p != self.party_id})
+
+    def _check_rows(self, x: npt.NDArray[np.uint32], rows: Sequence[str] | None, *, rnd: str, name: str, k: int,
+                    live: frozenset[int]) -> list[bytes]:
+        """Mode announced: one sample's row of codes is never masked over two different sets either (a server
+        that freezes the bottom model, e.g. with zero gradients, sees each training sample again in another
+        batch of a later epoch: per-row sums over {v, a}, {v, b}, {a, b} solve v's row). The row digests."""
+        if not rows:
+            return []
+        if x.size % len(rows):
+            raise ProtocolError(f"party {self.party_id}: {x.size} values do not split into {len(rows)} rows")
+        width = x.size // len(rows)
+        flat = np.ascontiguousarray(x).reshape(-1)
+        tag = b"row|%d|%s|" % (k, name.encode())
+        seen = [hashlib.blake2b(tag + str(sample).encode() + b"|" + flat[r * width:(r + 1) * width].tobytes(),
+                                digest_size=16).digest() for r, sample in enumerate(rows)]
+        for sample, d in zip(rows, seen, strict=True):
+            if self._inputs.get(d, live) != live:
+                raise AnnouncementRefused(rnd, self.party_id, f"sample {sample}'s row was masked before with these "
+                                          f"codes over the set {sorted(self._inputs[d])}; masking it again over "
+                                          f"{sorted(live)} would open differences of sums")
+        return seen
 
     def unmask(
         self, *, round_id: int | str, survivors: Iterable[int], dropped: Iterable[int],

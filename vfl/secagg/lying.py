@@ -27,6 +27,8 @@ every attack above is played too (the parties refuse every reveal), and two of i
 - ``same_input``: the same three sets in three rounds whose inputs repeat (an evaluation batch asked again
   under another round tag, the model unchanged, deterministic fixed-point codes): the honest client never
   masks one input over two different sets.
+- ``same_rows``: a frozen bottom model (zero gradients) and the same samples in other batches of later epochs,
+  over the sets of ``two_sets``: the honest client never masks one sample's row of codes over two sets.
 ``weak=True`` plays clients without that rule (the control: the attack opens x_v).
 
 ``release="key"`` plays the protocol before view-bound releases (``vfl.secagg.release``): each
@@ -36,7 +38,7 @@ victim's input with it, and nothing with today's releases.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -232,7 +234,7 @@ RUN: dict[str, Callable[..., Outcome]] = {"key_swap": key_swap, "single_survivor
 
 
 # ---- mode announced: lies in the announced set ---------------------------------------------------------------
-ANNOUNCED_ATTACKS = ("small_set", "two_sets", "same_input")
+ANNOUNCED_ATTACKS = ("small_set", "two_sets", "same_input", "same_rows")
 
 
 class _NoSizeRule(SecAggClient):
@@ -259,9 +261,10 @@ class _NoOnceRule(SecAggClient):
 class _NoInputRule(SecAggClient):
     """The control of ``same_input``: a client that forgets which inputs it masked."""
 
-    def mask(self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int) -> npt.NDArray[np.uint32]:
+    def mask(self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int,
+             rows: Sequence[str] | None = None) -> npt.NDArray[np.uint32]:
         self._inputs.clear()
-        return super().mask(values, round_id=round_id, name=name, k=k)
+        return super().mask(values, round_id=round_id, name=name, k=k, rows=rows)
 
 
 def _announced_clients(num: int, threshold: int, colluders: int, cls: type[SecAggClient]) -> dict[int, SecAggClient]:
@@ -321,5 +324,33 @@ def same_input(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: 
                     rounds=("eval:0:3", "eval:1:3", "eval:2:3"), control=_NoInputRule)
 
 
+def same_rows(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: int = 0, weak: bool = False,
+              rows: int = 8, width: int = 4) -> Outcome:
+    """A frozen bottom model (the server sends zero gradients): each sample's codes repeat, and the same samples
+    come back in other batches of later epochs (other bytes: the input digest differs). v over {v, a}, then
+    {v, b}, a and b over {a, b}, in three epochs: per-row sums solve v's rows. ``weak``: no per-row rule."""
+    clients = _announced_clients(num, threshold, 0, SecAggClient)
+    codes = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=(rows, width)) for i in clients}
+    a, b = [p for p in clients if p != victim][:2]
+    detected = [False]
+    per_sample = []
+    for epoch, group in enumerate(((victim, a), (victim, b), (a, b))):
+        batch = np.roll(np.arange(rows), epoch + 1)  # the same samples, another order each epoch
+        rnd, total = f"train:{epoch}:1", np.zeros(rows * width, dtype=np.int64)
+        for p in group:
+            try:
+                clients[p].announce(round_id=rnd, members=group)
+                y = clients[p].mask(codes[p][batch].ravel(), round_id=rnd, name=NAME, k=k,
+                                    rows=None if weak else [f"train:{s}" for s in batch])
+            except RevealRefused:
+                detected[0] = True
+                return 0, True
+            total += y.astype(np.int64)
+        by_row = (total & (1 << k) - 1).reshape(rows, width)
+        per_sample.append(by_row[np.argsort(batch)])  # the server knows each batch's samples (it holds the labels)
+    twice = (per_sample[0] + per_sample[1] - per_sample[2]) & (1 << k) - 1
+    return int(np.array_equal(twice // 2, codes[victim])), detected[0]
+
+
 ANNOUNCED_RUN: dict[str, Callable[..., Outcome]] = {"small_set": small_set, "two_sets": two_sets,
-                                                    "same_input": same_input}
+                                                    "same_input": same_input, "same_rows": same_rows}
