@@ -279,16 +279,18 @@ class ActiveServer(Node):
         if private is None:
             loss.backward()
         step_all([self.optimizer])
-        self.train_stats["loss"] += float(loss.detach()) * len(y)
-        self.train_stats["correct"] += int((self.server_labels.decode(logits.detach()).argmax(1) == y).sum())
-        self.train_stats["count"] += int(len(y))
+        n = y.shape[0]  # = len(y) (a tensor's len() is a Python call)
+        probs = self.server_labels.decode(logits.detach()) if defended else torch.softmax(logits.detach(), 1)
+        self.train_stats["loss"] += float(loss.detach()) * n
+        self.train_stats["correct"] += int((probs.argmax(1) == y).sum())  # every step: argmax of the softmax
+        self.train_stats["count"] += int(n)
         if private is not None:
             grad = private
         elif fused.grad is None:  # a user's head whose output ignores its input: nothing to send the parties
             raise ConfigError("model.head", "the head's loss does not depend on the fused embeddings; "
                               "no gradient reaches the parties")
         else:
-            grad = fused.grad.detach().cpu().numpy().astype(np.float32, copy=False)
+            grad = _numpy(fused.grad, self.device).astype(np.float32, copy=False)
         if self.local_steps > 1:  # FedBCD Q > 1
             server_local_steps(head=self.head, optimizer=self.optimizer, loss_fn=self.loss_fn, fused=fused, labels=y,
                                extra=self.local_steps - 1)

@@ -9,7 +9,7 @@ signed by the host of its ``src`` node, then counted and sent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from flwr.common import Message
@@ -222,12 +222,17 @@ class Grid:
 
     def count_rows(self, rows: Sequence[tuple[int, int, str, str, int, int]]) -> None:
         """Count (src, dst, kind, round, nbytes, payload) rows logged by the hosts: ``_count`` of each,
-        with each round tag parsed once (the rows of one step share it)."""
-        ways, record, tag, phase = self._ways, self.ledger.record, None, ""
+        with each round tag parsed once (the rows of one step share it), handed to the ledger in one call."""
+        self.ledger.record_rows(self._ledger_rows(rows))
+
+    def _ledger_rows(self, rows: Sequence[tuple[int, int, str, str, int, int]]
+                     ) -> Iterator[tuple[str, str, str, str, int, int, str]]:
+        """The ledger's (phase, direction, party, round, nbytes, payload, kind) of each host row, in order."""
+        ways, tag, phase = self._ways, None, ""
         for src, dst, kind, round, nbytes, payload in rows:
             way = ways.get((src, dst))
             if way is None:
                 way = ways[(src, dst)] = self._way(src, dst)
             if round != tag:
                 tag, phase = round, parse_round(round)[0]
-            record(phase=phase, direction=way[0], party=way[1], round=round, nbytes=nbytes, payload=payload, kind=kind)
+            yield phase, way[0], way[1], round, nbytes, payload, kind
