@@ -128,7 +128,7 @@ class SecAggParty(PassiveParty):
     def __init__(self, spec: NodeSpec, *, terms: SetupTerms | None = None, row_rule: bool = True, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
         self.terms = terms
-        self.row_rule = row_rule  # mode announced: no sample's row of exact codes over two sets (off: noisy codes)
+        self.row_rule = row_rule  # no sample's row of exact codes over two sets (masked: announced; released: the others)
         self.masked_before: dict[bytes, frozenset[int]] | None = {}  # input digest -> set, over every session
 
     def keep_from(self, old: Node) -> None:
@@ -154,9 +154,9 @@ class SecAggParty(PassiveParty):
             told, self._told = self._told, None
             named = announced_of(request, client.parties)
             client.announce(round_id=round_tag(epoch, step, phase), members=told if named is None else named)
-            if self.row_rule:  # the samples of the rows it masks next (SecAggClient._check_rows)
-                ids = self.schedule.test_ids(step) if phase == "eval" else self.schedule.train_ids(epoch, step)
-                self.mod_state[ROWS] = [f"{'test' if phase == 'eval' else 'train'}:{int(i)}" for i in ids]
+        if client is not None and self.row_rule:  # the samples of the rows it masks next (per-row rules, every mode)
+            ids = self.schedule.test_ids(step) if phase == "eval" else self.schedule.train_ids(epoch, step)
+            self.mod_state[ROWS] = [f"{'test' if phase == 'eval' else 'train'}:{int(i)}" for i in ids]
         return super()._send(request, emb, phase, epoch, step)
 
     @handles(sw.Kind.ANNOUNCE)

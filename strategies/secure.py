@@ -97,7 +97,7 @@ class SecureSumStrategy(VerticalStrategy):
     the server node applies: ``parties/sum_decoder.py``)."""
 
     uses_secagg: bool = True
-    exact_codes: bool = True  # codes are a function of the input (no noise): SecAgg mode announced's per-row rule
+    exact_codes: bool = True  # codes are a function of the input (no noise): the per-row rules (mask: announced; release)
 
     @property
     @abstractmethod

@@ -10,7 +10,8 @@ The honest-client rules are enforced here and raise :class:`RevealRefused`: keys
 round masked last; never both a peer's round pair keys and shares of its seed; never anything
 about its own seed; no masking after it was declared dropped or its seed was rebuilt; no seed
 shares in mode semi-honest unless t + max(t, 2) > M + colluders (below that a server telling
-parties different survivor sets could rebuild a self mask whose pair keys it also got).
+parties different survivor sets could rebuild a self mask whose pair keys it also got); with ``rows`` (exact
+codes) no sample's row is released under two survivor sets (``RowReleaseRefused``, ``_check_release``).
 
 Mode ``announced`` (``vfl.secagg.announce``): ``announce`` (the set S the server named for a round,
 before masking) -> ``mask`` over S with pair streams only; each round is announced and masked at
@@ -31,6 +32,7 @@ from vfl.secagg.announce import check_announcement
 from vfl.secagg.consistency import (
     AnnouncementRefused,
     Identity,
+    RowReleaseRefused,
     SurvivorCheck,
     check_mode,
     key_statement,
@@ -93,6 +95,7 @@ class SecAggClient:
         self._names: list[str] = []
         self._sizes: dict[str, tuple[int, int]] = {}  # name -> (values, k) masked in the current round
         self._view: tuple[frozenset[int], frozenset[int]] | None = None  # (survivors, dropped) of it
+        self._row_digests: list[tuple[str, bytes]] = []  # (sample, row digest) masked in the current round
         self.check = None if identity is None or self.mode != "malicious" else SurvivorCheck(
             identity, me=self.party_id, threshold=threshold, session=self.session)
         self._pair_revealed: set[int] = set()
@@ -241,11 +244,14 @@ class SecAggClient:
                 raise ProtocolError(f"party {self.party_id} cannot go back to round {rnd}")
             self._active -= self._leaving
             self._leaving.clear()
-            self._round, self._names, self._view, self._sizes = rnd, [], None, {}
+            self._round, self._names, self._view, self._sizes, self._row_digests = rnd, [], None, {}, []
         elif self._view is not None:
             raise ProtocolError(f"round {rnd} is being unmasked; it takes no more tensors")
         if len(self._active) < 2:
             raise ProtocolError(f"party {self.party_id} has no active peer left to mask with")
+        if rows:  # released rows are checked at unmask (``_check_release``)
+            self._row_digests += zip(map(str, rows), self._digest_rows(to_residues(values, k=k), rows, name=name, k=k),
+                                     strict=True)
         masked = apply_pairwise_masks(
             values,
             own_id=self.party_id,
@@ -291,19 +297,33 @@ class SecAggClient:
         batch of a later epoch: per-row sums over {v, a}, {v, b}, {a, b} solve v's row). The row digests."""
         if not rows:
             return []
-        if x.size % len(rows):
-            raise ProtocolError(f"party {self.party_id}: {x.size} values do not split into {len(rows)} rows")
-        width = x.size // len(rows)
-        flat = np.ascontiguousarray(x).reshape(-1)
-        tag = b"row|%d|%s|" % (k, name.encode())
-        seen = [hashlib.blake2b(tag + str(sample).encode() + b"|" + flat[r * width:(r + 1) * width].tobytes(),
-                                digest_size=16).digest() for r, sample in enumerate(rows)]
+        seen = self._digest_rows(x, rows, name=name, k=k)
         for sample, d in zip(rows, seen, strict=True):
             if self._inputs.get(d, live) != live:
                 raise AnnouncementRefused(rnd, self.party_id, f"sample {sample}'s row was masked before with these "
                                           f"codes over the set {sorted(self._inputs[d])}; masking it again over "
                                           f"{sorted(live)} would open differences of sums")
         return seen
+
+    def _digest_rows(self, x: npt.NDArray[np.uint32], rows: Sequence[str], *, name: str, k: int) -> list[bytes]:
+        """One digest per row of ``x``: (k, tensor name, sample id, the row's codes), the key of the per-row rules."""
+        if x.size % len(rows):
+            raise ProtocolError(f"party {self.party_id}: {x.size} values do not split into {len(rows)} rows")
+        width = x.size // len(rows)
+        flat = np.ascontiguousarray(x).reshape(-1)
+        tag = b"row|%d|%s|" % (k, name.encode())
+        return [hashlib.blake2b(tag + str(sample).encode() + b"|" + flat[r * width:(r + 1) * width].tobytes(),
+                                digest_size=16).digest() for r, sample in enumerate(rows)]
+
+    def _check_release(self, rnd: str, live: frozenset[int]) -> None:
+        """Modes semi-honest and malicious: no sample's row of exact codes is released under two survivor sets (a
+        server that freezes the bottoms and declares v dropped in one round of a sample and not in another opens
+        the sums over S and S minus v: their difference is v's row). Checked before anything is released."""
+        for sample, d in self._row_digests:
+            if self._inputs.get(d, live) != live:
+                raise RowReleaseRefused(rnd, self.party_id, f"sample {sample}'s row was released before with these "
+                                        f"codes under the survivor set {sorted(self._inputs[d])}; releasing it "
+                                        f"under {sorted(live)} would open the difference of the two sums")
 
     def unmask(
         self, *, round_id: int | str, survivors: Iterable[int], dropped: Iterable[int],
@@ -332,6 +352,8 @@ class SecAggClient:
                    threshold=self.threshold, previous=self._view)
         if self.check is not None:
             self.check.check(rnd, live, signatures or {})
+        self._check_release(rnd, live)
+        self._inputs.update(dict.fromkeys((d for _, d in self._row_digests), live))
         self._view = (live, gone)
         self._pair_revealed |= gone
         self._leaving |= gone

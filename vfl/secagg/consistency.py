@@ -51,6 +51,15 @@ class AnnouncementRefused(MaliciousServer):
     announcement for a round (each round is masked at most once); nothing was masked for it."""
 
 
+class RowReleaseRefused(RevealRefused):
+    """Modes semi-honest and malicious: an unmask request would release a sample's row of exact codes under a
+    survivor set other than the one it was released under before; nothing was released for the round."""
+
+    def __init__(self, round_: str, party: int, reason: str) -> None:
+        self.round, self.party = round_, party
+        super().__init__(f"round {round_}: party {party} refuses to release: {reason}")
+
+
 @dataclass(frozen=True)
 class Identity:
     """What a party can do with identity keys: sign as itself, verify a peer's signature."""
