@@ -4,47 +4,20 @@ stays closed (no sum, its step skipped), the survivors are announced and every l
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from tests.integration.test_secagg_dropout_ray import run_two_dropouts
 from vfl.privacy import Accountant
 from vfl.privacy.events import PBMEvent
-from vfl.schema import load_run_config
-from vfl.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 M = 4
 
 
 def test_announced_skip_party_over_ray_skips_a_dead_and_a_late_partys_rounds(ray_local, monkeypatch) -> None:
-    monkeypatch.setenv(FAULT_ENV, "party2@0:3,party1@1:2!hang")
-    monkeypatch.setenv(AUDIT_ENV, "1")
-    monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
-    cfg = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 1, "params": {"secagg_mode": "announced"},
-                           "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
-                           "train": {"epochs": 2, "batch_size": 25, "on_dropout": "skip-party"},
-                           "transport": {"kind": "ray", "parties_per_actor": 1, "round_timeout_s": 4}})
-    seen: dict[str, Any] = {"inputs": {}}
-
-    def audit(epoch: int, record: dict[str, Any], engine: Engine) -> None:  # while the actors live
-        t = engine.transport
-        seen["sums"] = t.call("server", 0, "audit_sums")
-        for group in engine.grid.party_groups:
-            for spec in next(g for g in engine.groups if g.name == group).specs:
-                seen["inputs"].setdefault(spec.node_id, {}).update(t.call(group, spec.node_id, "audit_inputs"))
-
-    transport = RayTransport()
-    try:
-        res = Engine(cfg, transport, BlobSource(num_parties=M, num_train=200), progress=False,
-                     on_epoch_end=audit).run()
-    finally:
-        transport.shutdown()
+    res, seen = run_two_dropouts(monkeypatch, {"secagg_mode": "announced"})
     s = res.summary
     assert s["transport"] == "ray" and s["epochs"] == 2
     died, late = s["dropouts"]

@@ -24,11 +24,13 @@ pytestmark = [pytest.mark.ray]
 M = 4
 
 
-def test_skip_party_over_ray_recovers_a_dead_and_a_late_party(ray_local, monkeypatch) -> None:
+def run_two_dropouts(monkeypatch, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """PBM over Ray, one party per actor, skip-party: party2 dies at train:0:3, party1 hangs at train:1:2;
+    returns the result and what the audit hook read from the live actors (server sums, party inputs)."""
     monkeypatch.setenv(FAULT_ENV, "party2@0:3,party1@1:2!hang")
     monkeypatch.setenv(AUDIT_ENV, "1")
     monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
-    cfg = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 1,
+    cfg = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 1, "params": params,
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 2, "batch_size": 25, "on_dropout": "skip-party"},
                            "transport": {"kind": "ray", "parties_per_actor": 1, "round_timeout_s": 4}})
@@ -47,6 +49,11 @@ def test_skip_party_over_ray_recovers_a_dead_and_a_late_party(ray_local, monkeyp
                      on_epoch_end=audit).run()
     finally:
         transport.shutdown()
+    return res, seen
+
+
+def test_skip_party_over_ray_recovers_a_dead_and_a_late_party(ray_local, monkeypatch) -> None:
+    res, seen = run_two_dropouts(monkeypatch, {})
     s = res.summary
     assert s["transport"] == "ray" and s["epochs"] == 2
     died, late = s["dropouts"]
