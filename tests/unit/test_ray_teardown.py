@@ -17,14 +17,19 @@ SLEEP = "import time; time.sleep(120)"
 
 
 def test_end_monitor_ends_the_monitor_child_and_nothing_else():
+    before = {p.pid for p in monitors()}  # in the full suite, the session's own local Ray has one: left alone
+
+    def new_monitors() -> list:
+        return [p for p in monitors() if p.pid not in before]
+
     monitor = subprocess.Popen([sys.executable, "-c", SLEEP, f"/site-packages/ray/{MONITOR}"])
     other = subprocess.Popen([sys.executable, "-c", SLEEP, "/site-packages/ray/dashboard/dashboard.py"])
     try:
-        assert [p.pid for p in monitors()] == [monitor.pid]
-        assert end_monitor() == [monitor.pid]
+        assert [p.pid for p in new_monitors()] == [monitor.pid]
+        assert end_monitor(new_monitors()) == [monitor.pid]
         assert monitor.poll() is not None  # ended and reaped (SIGKILL: no handler of its own runs)
         assert other.poll() is None
-        assert end_monitor() == []  # nothing left to end
+        assert new_monitors() == [] and end_monitor([]) == []  # nothing left to end
     finally:
         for p in (monitor, other):
             if p.poll() is None:

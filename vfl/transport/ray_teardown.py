@@ -29,9 +29,9 @@ def monitors(parent: psutil.Process | None = None) -> list[psutil.Process]:
     return out
 
 
-def end_monitor(*, timeout_s: float = 1.0) -> list[int]:
-    """SIGKILL this driver's local autoscaler monitor and reap it; returns the PIDs ended."""
-    procs = monitors()
+def end_monitor(procs: list[psutil.Process] | None = None, *, timeout_s: float = 1.0) -> list[int]:
+    """SIGKILL this driver's local autoscaler monitor (or just ``procs``) and reap it; returns the PIDs ended."""
+    procs = monitors() if procs is None else procs
     for p in procs:
         try:
             p.kill()
