@@ -182,15 +182,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     pairs = {k: paired_floor(cfg, data, epochs) for k in ("inprocess", "ray", "ray_compiled")}
     cpu: dict[str, list[dict[str, float]]] = {}  # CPU seconds per process, transport epochs only
 
-    def timed(key: str, run_cfg: RunConfig, transport: Any) -> tuple[list[float], dict[str, float]]:
+    def run_timed(key: str, run_cfg: RunConfig, transport: Any) -> tuple[list[float], dict[str, float]]:
         hook, cpu[key] = cpu_paired(pairs[key][0], transport)
         return transport_epochs(run_cfg, data, transport, between=hook)
 
-    inproc, inproc_prof = timed("inprocess", cfg, inproc_t)
+    inproc, inproc_prof = run_timed("inprocess", cfg, inproc_t)
     ray_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="off"))
-    ray_t, ray_prof = timed("ray", ray_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
+    ray_t, ray_prof = run_timed("ray", ray_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
     cg_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="on"))
-    cg_t, cg_prof = timed("ray_compiled", cg_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
+    cg_t, cg_prof = run_timed("ray_compiled", cg_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
     rows = {"centralized": central, "split_floor": split, **floors, "inprocess": inproc, "ray": ray_t, "ray_compiled": cg_t}
     med = {k: statistics.median(v[1:] if len(v) > 1 else v) for k, v in rows.items()}  # skip warm-up epoch
     base = med["centralized"]
@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
              "ray": breakdown(ray_prof, wall_s=sum(ray_t[1:]) or ray_t[0], steps=timed),
              "ray_compiled": breakdown(cg_prof, wall_s=sum(cg_t[1:]) or cg_t[0], steps=timed)}
     runs = {"inprocess": inproc, "ray": ray_t, "ray_compiled": cg_t}
+    cpu_ms = {k: cpu_ms_per_step(cpu[k], wall_s=runs[k], steps=steps) for k in runs}
     paired = {k: statistics.median([t / f for t, f in list(zip(runs[k], pairs[k][1], strict=True))[1:]] or [runs[k][0] / pairs[k][1][0]])
               for k in runs}  # each transport epoch over the wire_floor epoch run right after it
     result = {
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "breakdown_ms_per_step": parts,
         # CPU ms per step of the driver and each host process (Ray: each actor), timed epochs, with their
         # total and the wall per step: over Ray on 2 cores, total / 2 bounds the wall from below
-        "cpu_ms_per_step": {k: cpu_ms_per_step(cpu[k], wall_s=runs[k], steps=steps) for k in runs},
+        "cpu_ms_per_step": cpu_ms,
     }
     print(f"{'mode':<17} {'s/epoch':>10} {'ratio':>8}")
     for k in rows:
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{'':>11} {base / steps * 1e3:>11.3f}")
     for k, b in parts.items():
         print(f"{k:<13} {' '.join(f'{b[c]:>11.3f}' for c in cols)}")
-    for k, c in result["cpu_ms_per_step"].items():
+    for k, c in cpu_ms.items():
         print(f"CPU ms per step, {k}: " + ", ".join(f"{n} {v:.2f}" for n, v in c.items()))
     if args.two_node:
         result.update(two_node_ratio(cfg, data, rounds=args.two_node_rounds))
