@@ -21,7 +21,6 @@ another round tag), and ``unmask``, ``reveal_shares`` and ``sign_survivors`` are
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -52,6 +51,7 @@ from vfl.secagg.keys import (
     session_bytes,
 )
 from vfl.secagg.masking import apply_pairwise_masks
+from vfl.secagg.memory import Memory, first_conflict, input_digest, row_digests
 from vfl.secagg.modular import to_residues
 from vfl.secagg.release import self_release, share_reveal, view_key
 from vfl.secagg.rules import Reveal, check_parties, check_view
@@ -70,7 +70,7 @@ class SecAggClient:
     def __init__(
         self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
         mode: str = "semi-honest", identity: Identity | None = None, colluders: int = 0,
-        masked_before: dict[bytes, frozenset[int]] | None = None,
+        masked_before: Memory | None = None,
     ) -> None:
         self.party_id = int(party_id)
         self.mode = check_mode(mode, key="mode")
@@ -105,7 +105,7 @@ class SecAggClient:
         self._accepted = frozenset(self.parties)  # the set accepted last (a request naming none repeats it)
         # mode announced: digest of each input masked -> its set; ``masked_before`` is the party's memory of its
         # earlier sessions (a new set-up must not let the server ask an input again over another set)
-        self._inputs: dict[bytes, frozenset[int]] = {} if masked_before is None else masked_before
+        self._inputs: Memory = {} if masked_before is None else masked_before
 
     @property
     def peers(self) -> tuple[int, ...]:
@@ -250,7 +250,8 @@ class SecAggClient:
         if len(self._active) < 2:
             raise ProtocolError(f"party {self.party_id} has no active peer left to mask with")
         if rows:  # released rows are checked at unmask (``_check_release``)
-            self._row_digests += zip(map(str, rows), self._digest_rows(to_residues(values, k=k), rows, name=name, k=k),
+            self._row_digests += zip(map(str, rows), row_digests(to_residues(values, k=k), rows, name=name, k=k,
+                                                                  party=self.party_id),
                                      strict=True)
         masked = apply_pairwise_masks(
             values,
@@ -277,10 +278,10 @@ class SecAggClient:
         if (rnd, name) in self._used:
             raise ProtocolError(f"party {self.party_id} already masked {name!r} in round {rnd}")
         x = to_residues(values, k=k)
-        digest = hashlib.blake2b(b"%d|%s|" % (k, name.encode()) + np.ascontiguousarray(x).tobytes(), digest_size=16).digest()
-        if self._inputs.get(digest, live) != live:  # e.g. one evaluation batch asked again under another round tag
+        digest = input_digest(x, name=name, k=k)
+        if (hit := first_conflict(self._inputs, [("", digest)], live)) is not None:  # e.g. an eval batch asked again
             raise AnnouncementRefused(rnd, self.party_id, f"this input was masked before over the set "
-                                      f"{sorted(self._inputs[digest])}; masking it again over {sorted(live)} would "
+                                      f"{sorted(hit[1])}; masking it again over {sorted(live)} would "
                                       "open differences of sums")
         seen = self._check_rows(x, rows, rnd=rnd, name=name, k=k, live=live)
         self._inputs[digest] = live
@@ -297,33 +298,21 @@ class SecAggClient:
         batch of a later epoch: per-row sums over {v, a}, {v, b}, {a, b} solve v's row). The row digests."""
         if not rows:
             return []
-        seen = self._digest_rows(x, rows, name=name, k=k)
-        for sample, d in zip(rows, seen, strict=True):
-            if self._inputs.get(d, live) != live:
-                raise AnnouncementRefused(rnd, self.party_id, f"sample {sample}'s row was masked before with these "
-                                          f"codes over the set {sorted(self._inputs[d])}; masking it again over "
-                                          f"{sorted(live)} would open differences of sums")
+        seen = row_digests(x, rows, name=name, k=k, party=self.party_id)
+        if (hit := first_conflict(self._inputs, zip(map(str, rows), seen, strict=True), live)) is not None:
+            raise AnnouncementRefused(rnd, self.party_id, f"sample {hit[0]}'s row was masked before with these "
+                                      f"codes over the set {sorted(hit[1])}; masking it again over "
+                                      f"{sorted(live)} would open differences of sums")
         return seen
-
-    def _digest_rows(self, x: npt.NDArray[np.uint32], rows: Sequence[str], *, name: str, k: int) -> list[bytes]:
-        """One digest per row of ``x``: (k, tensor name, sample id, the row's codes), the key of the per-row rules."""
-        if x.size % len(rows):
-            raise ProtocolError(f"party {self.party_id}: {x.size} values do not split into {len(rows)} rows")
-        width = x.size // len(rows)
-        flat = np.ascontiguousarray(x).reshape(-1)
-        tag = b"row|%d|%s|" % (k, name.encode())
-        return [hashlib.blake2b(tag + str(sample).encode() + b"|" + flat[r * width:(r + 1) * width].tobytes(),
-                                digest_size=16).digest() for r, sample in enumerate(rows)]
 
     def _check_release(self, rnd: str, live: frozenset[int]) -> None:
         """Modes semi-honest and malicious: no sample's row of exact codes is released under two survivor sets (a
         server that freezes the bottoms and declares v dropped in one round of a sample and not in another opens
         the sums over S and S minus v: their difference is v's row). Checked before anything is released."""
-        for sample, d in self._row_digests:
-            if self._inputs.get(d, live) != live:
-                raise RowReleaseRefused(rnd, self.party_id, f"sample {sample}'s row was released before with these "
-                                        f"codes under the survivor set {sorted(self._inputs[d])}; releasing it "
-                                        f"under {sorted(live)} would open the difference of the two sums")
+        if (hit := first_conflict(self._inputs, self._row_digests, live)) is not None:
+            raise RowReleaseRefused(rnd, self.party_id, f"sample {hit[0]}'s row was released before with these "
+                                    f"codes under the survivor set {sorted(hit[1])}; releasing it "
+                                    f"under {sorted(live)} would open the difference of the two sums")
 
     def unmask(
         self, *, round_id: int | str, survivors: Iterable[int], dropped: Iterable[int],
