@@ -27,66 +27,37 @@ import numpy as np
 import numpy.typing as npt
 
 from vfl.errors import ProtocolError, RevealRefused
-from vfl.secagg.announce import check_announcement
-from vfl.secagg.consistency import (
-    AnnouncementRefused,
-    Identity,
-    RowReleaseRefused,
-    SurvivorCheck,
-    check_mode,
-    key_statement,
-    quorum,
-    verify_keys,
-)
-from vfl.secagg.keys import (
-    PAIR_LABEL,
-    SELF_LABEL,
-    PairKeys,
-    derive_pair_keys,
-    generate_private_key,
-    load_public_key,
-    new_seed,
-    public_key_bytes,
-    round_key,
-    session_bytes,
-)
+from vfl.secagg.announce_client import AnnouncedMasking
+from vfl.secagg.consistency import Identity, RowReleaseRefused, SurvivorCheck, check_mode, quorum
 from vfl.secagg.masking import apply_pairwise_masks
-from vfl.secagg.memory import Memory, first_conflict, input_digest, row_digests
+from vfl.secagg.memory import Memory, first_conflict, row_digests
 from vfl.secagg.modular import to_residues
-from vfl.secagg.release import self_release, share_reveal, view_key
-from vfl.secagg.rules import Reveal, check_parties, check_view
-from vfl.secagg.shares import SeedShare, decrypt_share, encrypt_share, share_index, split_secret
+from vfl.secagg.release import self_release, share_reveal
+from vfl.secagg.rules import Reveal, check_view
 
-__all__ = ["Reveal", "SecAggClient", "check_parties"]
+__all__ = ["Reveal", "SecAggClient"]
 
 
-class SecAggClient:
+class SecAggClient(AnnouncedMasking):
     """Party ``party_id`` among ``peers`` (all party ids; including itself or not). With an
     ``identity`` (its identity key; its peers' from a roster the server did not build) every SecAgg
     key must carry its party's signature; ``mode`` ``malicious`` needs one and adds the per-round
     survivor consistency check. ``masked_before`` (mode announced): the input digests of the party's earlier
-    sessions, kept and extended in place (one input is never masked over two sets, across sessions too)."""
+    sessions, kept and extended in place (one input is never masked over two sets, across sessions too).
+    Session keys and seed shares: ``vfl.secagg.party_keys``; the announced path: ``vfl.secagg.announce_client``."""
 
     def __init__(
         self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
         mode: str = "semi-honest", identity: Identity | None = None, colluders: int = 0,
         masked_before: Memory | None = None,
     ) -> None:
-        self.party_id = int(party_id)
+        party_id = int(party_id)
         self.mode = check_mode(mode, key="mode")
         if self.mode == "malicious" and identity is None:
             raise ProtocolError(f"party {party_id}: secagg mode malicious needs an identity key (auth on)")
-        self.identity = identity
-        self.parties = check_parties([*peers, self.party_id], threshold)
-        self.threshold = threshold
-        self.colluders = int(colluders)  # parties assumed to collude with the server (privacy.colluders)
-        self.session = session_bytes(session)
-        self._key = generate_private_key()  # never shared, never leaves this object
-        self._seed = new_seed()  # self-mask seed b; only Shamir shares of it leave
-        self._pairs: dict[int, PairKeys] = {}
-        self._peer_keys: dict[int, bytes] = {}
-        self._envelopes: dict[int, bytes] | None = None
-        self._held: dict[int, SeedShare] = {}
+        colluders = int(colluders)
+        super().__init__(party_id, peers, threshold, session, identity=identity)
+        self.colluders = colluders  # parties assumed to collude with the server (privacy.colluders)
         self._active = set(self.parties)
         self._leaving: set[int] = set()  # leave the active set when the next round starts
         self._used: set[tuple[str, str]] = set()
@@ -108,24 +79,9 @@ class SecAggClient:
         self._inputs: Memory = {} if masked_before is None else masked_before
 
     @property
-    def peers(self) -> tuple[int, ...]:
-        """The other parties of the session, sorted."""
-        return tuple(p for p in self.parties if p != self.party_id)
-
-    @property
     def active(self) -> frozenset[int]:
         """The parties (me included) whose masks I use in the next round."""
         return frozenset(self._active - self._leaving)
-
-    def public_key(self) -> bytes:
-        """My 32-byte X25519 public key for this session."""
-        return public_key_bytes(self._key)
-
-    def key_signature(self) -> bytes:
-        """My identity signature on (session, my id, my public key)."""
-        if self.identity is None:
-            raise ProtocolError(f"party {self.party_id} has no identity key to sign its SecAgg key with")
-        return self.identity.sign(key_statement(session=self.session, party=self.party_id, public_key=self.public_key()))
 
     def sign_survivors(self, *, round_id: int | str, survivors: Iterable[int]) -> bytes:
         """My signature on the round's survivor set (malicious mode; one set per round)."""
@@ -133,91 +89,6 @@ class SecAggClient:
         if self.check is None:
             raise ProtocolError(f"party {self.party_id}: survivor signatures belong to secagg mode malicious")
         return self.check.sign(rnd, survivors)
-
-    def receive_public_keys(self, keys: Mapping[int, bytes], signatures: Mapping[int, bytes] | None = None) -> None:
-        """Agree a mask secret and a share key with every peer from their public keys (with an
-        identity each key must carry its party's identity signature: KeySwapDetected otherwise)."""
-        if self.identity is not None:
-            verify_keys(self.identity, me=self.party_id, session=self.session, keys=keys, signatures=signatures or {})
-        unknown = sorted(set(keys) - set(self.parties))
-        if unknown:
-            raise ProtocolError(f"public keys from unknown parties {unknown}")
-        missing = sorted(set(self.peers) - set(keys))
-        if missing:
-            raise ProtocolError(f"party {self.party_id} lacks public keys of parties {missing}")
-        own = self.public_key()
-        if self.party_id in keys and keys[self.party_id] != own:
-            raise ProtocolError(f"the key listed for party {self.party_id} is not its own")
-        for peer in self.peers:
-            raw = keys[peer]
-            if raw == own:
-                raise ProtocolError(f"party {peer} presented party {self.party_id}'s public key")
-            if peer in self._peer_keys:
-                if self._peer_keys[peer] != raw:
-                    raise ProtocolError(f"party {peer} changed its public key; start a new session")
-                continue
-            self._pairs[peer] = derive_pair_keys(
-                own_key=self._key,
-                peer_public=load_public_key(raw, party=peer),
-                own_id=self.party_id,
-                peer_id=peer,
-                session=self.session,
-            )
-            self._peer_keys[peer] = raw
-
-    def make_shares(self) -> dict[int, bytes]:
-        """Shamir-share my self-mask seed (threshold t), one AES-GCM envelope per peer."""
-        self._require_keys()
-        if self._envelopes is None:
-            shares = split_secret(self._seed, threshold=self.threshold, count=len(self.peers))
-            self._envelopes = {
-                peer: encrypt_share(
-                    share,
-                    key=self._pairs[peer].share_key,
-                    sender=self.party_id,
-                    recipient=peer,
-                    session=self.session,
-                )
-                for peer, share in zip(self.peers, shares, strict=True)
-            }
-        return dict(self._envelopes)
-
-    def receive_shares(self, shares: Mapping[int, bytes]) -> None:
-        """Decrypt and keep the shares of other parties' seeds addressed to me (sender -> envelope)."""
-        self._require_keys()
-        for sender, blob in shares.items():
-            if sender not in self.peers:
-                raise ProtocolError(f"party {self.party_id} got a share from non-peer {sender}")
-            share = decrypt_share(
-                blob,
-                key=self._pairs[sender].share_key,
-                sender=sender,
-                recipient=self.party_id,
-                session=self.session,
-            )
-            expected = share_index(owner=sender, holder=self.party_id, parties=self.parties)
-            if share.index != expected:
-                raise ProtocolError(
-                    f"share from party {sender} has index {share.index} != {expected}"
-                )
-            if sender in self._held and self._held[sender] != share:
-                raise ProtocolError(f"party {sender} sent two different shares")
-            self._held[sender] = share
-
-    def announce(self, *, round_id: int | str, members: Iterable[int] | None = None) -> frozenset[int]:
-        """Mode announced: accept the server's set S for ``round_id`` (None: the set accepted last, at first the
-        roster) before masking it; AnnouncementRefused for a set too small, without me, naming strangers, or a
-        round announced before (each round is masked at most once)."""
-        if self.mode != "announced":
-            raise ProtocolError(f"party {self.party_id}: announced sets belong to secagg mode announced")
-        rnd = str(round_id)
-        live = check_announcement(me=self.party_id, rnd=rnd, members=self._accepted if members is None else members,
-                                  parties=self.parties, threshold=self.threshold, colluders=self.colluders,
-                                  announced=self._announced.keys() | self._rounds)
-        self._announced = {rnd: live}  # only the latest round can be masked; older ones stay refused by _rounds
-        self._rounds.add(rnd)
-        self._accepted = live
-        return live
 
     def mask(
         self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int, rows: Sequence[str] | None = None
@@ -267,43 +138,6 @@ class SecAggClient:
         self._names.append(name)
         self._sizes[name] = (int(masked.size), int(k))
         return masked
-
-    def _mask_announced(self, values: npt.ArrayLike, *, rnd: str, name: str, k: int,
-                        rows: Sequence[str] | None = None) -> npt.NDArray[np.uint32]:
-        """Mode announced: pair streams over the round's announced set, no self mask; once per (round, name)."""
-        live = self._announced.get(rnd)
-        if live is None:
-            raise ProtocolError(f"party {self.party_id}: round {rnd} was not announced (or is not the latest); "
-                                "mode announced masks only over a set the server named before")
-        if (rnd, name) in self._used:
-            raise ProtocolError(f"party {self.party_id} already masked {name!r} in round {rnd}")
-        x = to_residues(values, k=k)
-        digest = input_digest(x, name=name, k=k)
-        if (hit := first_conflict(self._inputs, [("", digest)], live)) is not None:  # e.g. an eval batch asked again
-            raise AnnouncementRefused(rnd, self.party_id, f"this input was masked before over the set "
-                                      f"{sorted(hit[1])}; masking it again over {sorted(live)} would "
-                                      "open differences of sums")
-        seen = self._check_rows(x, rows, rnd=rnd, name=name, k=k, live=live)
-        self._inputs[digest] = live
-        self._inputs.update(dict.fromkeys(seen, live))
-        self._used.add((rnd, name))
-        self._round = rnd
-        return apply_pairwise_masks(x, own_id=self.party_id, round_id=rnd, name=name, k=k,
-                                    seeds={p: self._pair_key(p, rnd, name) for p in sorted(live) if p != self.party_id})
-
-    def _check_rows(self, x: npt.NDArray[np.uint32], rows: Sequence[str] | None, *, rnd: str, name: str, k: int,
-                    live: frozenset[int]) -> list[bytes]:
-        """Mode announced: one sample's row of codes is never masked over two different sets either (a server
-        that freezes the bottom model, e.g. with zero gradients, sees each training sample again in another
-        batch of a later epoch: per-row sums over {v, a}, {v, b}, {a, b} solve v's row). The row digests."""
-        if not rows:
-            return []
-        seen = row_digests(x, rows, name=name, k=k, party=self.party_id)
-        if (hit := first_conflict(self._inputs, zip(map(str, rows), seen, strict=True), live)) is not None:
-            raise AnnouncementRefused(rnd, self.party_id, f"sample {hit[0]}'s row was masked before with these "
-                                      f"codes over the set {sorted(hit[1])}; masking it again over "
-                                      f"{sorted(live)} would open differences of sums")
-        return seen
 
     def _check_release(self, rnd: str, live: frozenset[int]) -> None:
         """Modes semi-honest and malicious: no sample's row of exact codes is released under two survivor sets (a
@@ -399,12 +233,6 @@ class SecAggClient:
             )
         return rnd
 
-    def _self_key(self, rnd: str, name: str) -> bytes:
-        return round_key(self._seed, label=SELF_LABEL, session=self.session, round_id=rnd, name=name)
-
-    def _view_key(self, peer: int, rnd: str, name: str) -> bytes:
-        return view_key(self._pairs[peer].mask_secret, session=self.session, round_id=rnd, name=name)
-
     def _release(self, rnd: str, name: str, live: frozenset[int]) -> bytes:
         n, k = self._sizes[name]
         return self_release(own_id=self.party_id, self_key=self._self_key(rnd, name), round_id=rnd, name=name,
@@ -420,11 +248,3 @@ class SecAggClient:
                 f"{self.colluders} a server telling parties different survivor sets could rebuild a self mask "
                 f"whose pair keys it also holds (needs t + max(t, 2) > M + colluders, or secagg_mode malicious)"
             )
-
-    def _pair_key(self, peer: int, rnd: str, name: str) -> bytes:
-        secret = self._pairs[peer].mask_secret
-        return round_key(secret, label=PAIR_LABEL, session=self.session, round_id=rnd, name=name)
-
-    def _require_keys(self) -> None:
-        if set(self._pairs) != set(self.peers):
-            raise ProtocolError(f"party {self.party_id} has not received all public keys yet")
