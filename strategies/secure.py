@@ -13,7 +13,8 @@ from flwr.common import Message
 from parties import secagg_wire as sw
 from parties.mods import read_encoded
 from parties.round_plan import RoundPlan, round_plan
-from parties.secagg_nodes import SecAggActiveServer, SecAggParty, SetupTerms
+from parties.secagg_nodes import SecAggParty, SetupTerms
+from parties.secagg_server import SecAggActiveServer
 from parties.sum_decoder import SumDecoder
 from parties.vertical import ActiveServer, PassiveParty
 from parties.vertical_wire import SERVER_ID, party_node_id

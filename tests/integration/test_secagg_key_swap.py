@@ -13,7 +13,8 @@ import pytest
 
 import strategies  # noqa: F401
 from parties import secagg_wire as sw
-from parties.secagg_nodes import SecAggActiveServer, cfg_of
+from parties.secagg_nodes import cfg_of
+from parties.secagg_server import SecAggActiveServer
 from tests.helpers import BlobSource
 from vfl.engine import Engine
 from vfl.errors import VFLError

@@ -250,7 +250,7 @@ def test_config_refuses_what_announced_cannot_protect():
 
 
 def test_the_servers_announcement_reaches_the_parties_in_its_signed_broadcast(monkeypatch):
-    from parties.secagg_nodes import SecAggActiveServer
+    from parties.secagg_server import SecAggActiveServer
     from vfl.node import handles
 
     setup = SecAggActiveServer.on_setup
