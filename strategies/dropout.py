@@ -140,8 +140,9 @@ class Dropouts:
 
     # ---- the dropouts ----------------------------------------------------------------------------
     def parties_summed(self, epoch: int, default: int) -> int:
-        """The fewest parties whose inputs were summed in one round of ``epoch`` (privacy events)."""
-        return self.summed.get(epoch, default)
+        """The fewest parties whose inputs were summed in one round of ``epoch`` (privacy events); for an
+        epoch not started yet, the parties still in the run (the write-ahead record precedes ``start_epoch``)."""
+        return self.summed.get(epoch, min(default, self.active))
 
     def summary(self, grid: Grid) -> dict[str, Any]:
         setup = sum(row["bytes"] for kind, row in grid.ledger.by_kind.items() if kind in sw.SETUP_KINDS)

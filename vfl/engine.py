@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from vfl.auth import auth_summary
 from vfl.budget import stop_after, stop_before
 from vfl.data import DataSource
-from vfl.defenses import label_privacy
+from vfl.defenses import label_dp, label_privacy
 from vfl.errors import PartyFailure
 from vfl.grid import Grid
 from vfl.ledger import CommLedger, setup_breakdown
@@ -291,9 +291,10 @@ class Engine:
         return record
 
     def _write_ahead(self, epoch: int) -> int:
-        """Make this attempt's privacy events durable before its first message leaves (0: none)."""
+        """Make this attempt's privacy events durable before its first message leaves (0: none). With a
+        label-DP defense an attempt is recorded even without events: the label ε counts the attempts."""
         events = self.strategy.privacy_events(epoch=epoch)
-        if not events:
+        if not events and label_dp(self.cfg.defenses, epochs=1, delta=self.cfg.privacy.delta) is None:
             return 0
         return self.releases.begin(epoch=epoch, events=events, fresh=self.cfg.privacy.noise_rng != "seeded")
 
@@ -344,8 +345,12 @@ class Engine:
 
     def _label_privacy(self) -> dict[str, Any]:
         """The defenses and the label ε over every epoch attempt: each restart or resume may have redone one
-        epoch whose failed attempt already sent label-noised gradients (fresh noise), so it is charged one more."""
-        cfg, redone = self.cfg, len(self.recovery.restarts) + len(self.recovery.resumes)
+        epoch whose failed attempt already sent label-noised gradients (fresh noise), so it is charged one more.
+        The write-ahead ledger's attempts count too: a resume or restart whose record no checkpoint kept
+        (a second crash in the same epoch) left its attempt there."""
+        attempts = [r.epoch for r in self.releases.releases() if r.fresh]
+        cfg = self.cfg
+        redone = max(len(self.recovery.restarts) + len(self.recovery.resumes), len(attempts) - len(set(attempts)))
         out = label_privacy(cfg.defenses, epochs=cfg.train.epochs + redone, delta=cfg.privacy.delta)
         if redone and "epsilon_label" in out:
             out["label_epochs_charged"] = cfg.train.epochs + redone
