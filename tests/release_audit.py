@@ -20,6 +20,7 @@ restart would otherwise die at the same round again).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,8 +41,10 @@ from vfl.privacy.events import GaussianEvent, PBMEvent
 class ReleaseAudit:
     """Taps the server node class (patch before the engine builds its nodes) and keeps what it observed."""
 
-    decodes: list[tuple[str, int, int, tuple[int, ...]]] = field(default_factory=list)  # (phase, epoch, step, summed)
-    arrivals: list[tuple[str, int, int, int]] = field(default_factory=list)  # (phase, epoch, step, src)
+    # (phase, epoch, step, parties summed, digest of the decoded sum)
+    decodes: list[tuple[str, int, int, tuple[int, ...], str]] = field(default_factory=list)
+    arrivals: list[tuple[str, int, int, int, str]] = field(default_factory=list)  # (phase, epoch, step, src, digest)
+    sums: dict[tuple[str, int, int, tuple[int, ...]], list[np.ndarray]] = field(default_factory=dict)  # the decoded values
 
     def attach(self, mp: Any) -> ReleaseAudit:
         real_fuse, real_handle = ActiveServer.fuse, ActiveServer.handle
@@ -49,7 +52,10 @@ class ReleaseAudit:
         def fuse(node: Any, messages: list[Any]) -> Any:
             out = real_fuse(node, messages)
             phase, epoch, step = parse_round(str(meta_of(messages[0])["_group_id"]))
-            self.decodes.append((phase, epoch, step, tuple(node.last_summed)))
+            digest = hashlib.sha256(out.detach().cpu().numpy().tobytes()).hexdigest()
+            self.decodes.append((phase, epoch, step, tuple(node.last_summed), digest))
+            self.sums.setdefault((phase, epoch, step, tuple(node.last_summed)), []).append(
+                out.detach().cpu().numpy().astype(np.float64))
             return out
 
         def handle(node: Any, messages: list[Any]) -> Any:
@@ -58,7 +64,9 @@ class ReleaseAudit:
                 if md["_message_type"] in (vw.Kind.TRAIN_FORWARD, vw.Kind.EVAL_FORWARD) and \
                         vw.Record.EMB in m.content.array_records:
                     phase, epoch, step = parse_round(str(md["_group_id"]))
-                    self.arrivals.append((phase, epoch, step, int(md["_src_node_id"])))
+                    rec = m.content.array_records[vw.Record.EMB]
+                    digest = hashlib.sha256(b"".join(bytes(a.data) for a in rec.values())).hexdigest()
+                    self.arrivals.append((phase, epoch, step, int(md["_src_node_id"]), digest))
             return real_handle(node, messages)
 
         mp.setattr(ActiveServer, "fuse", fuse)
@@ -67,14 +75,15 @@ class ReleaseAudit:
 
     # ---- what was observed ----------------------------------------------------------------------
     def observed(self, strategy: Any, *, phase: str = "train") -> dict[tuple[int, int, int], list[Any]]:
-        """(epoch, step, party or 0 for a sum) -> the events of the releases the server observed."""
+        """(epoch, step, party or 0 for a sum) -> the events of the releases the server observed; a release
+        received again bit for bit (seeded noise replayed on the same state) reveals nothing new: once."""
         out: dict[tuple[int, int, int], list[Any]] = defaultdict(list)
         if getattr(strategy, "uses_secagg", False):
-            for ph, epoch, step, summed in self.decodes:
+            for ph, epoch, step, summed, _ in sorted(set(self.decodes)):
                 if ph == phase:
                     out[(epoch, step, 0)].append(release_event(strategy, epoch=epoch, summed=len(summed)))
         else:
-            for ph, epoch, step, src in self.arrivals:
+            for ph, epoch, step, src, _ in sorted(set(self.arrivals)):
                 if ph == phase:
                     out[(epoch, step, src)].append(release_event(strategy, epoch=epoch, summed=1))
         return out
@@ -92,7 +101,7 @@ class ReleaseAudit:
         """Decodes of the most-decoded sample (per epoch its most-decoded batch): each training decode is
         answered with one gradient of the batch's labels (what label DP is charged for)."""
         per_step: dict[tuple[int, int], int] = defaultdict(int)
-        for ph, epoch, step, _ in self.decodes:
+        for ph, epoch, step, _, _ in self.decodes:
             if ph == phase:
                 per_step[(epoch, step)] += 1
         per_epoch: dict[int, int] = {}

@@ -9,8 +9,9 @@ The checkpoint's accountant never saw the failed attempt, so the ledger below is
 
 - ``{"record": "release", "seq", "epoch", "time", "fresh", "events"}``: written by the engine
   before the first message of an epoch attempt is sent (every release of the attempt is covered);
-- ``{"record": "amend", "seq", "events"}``: the attempt's events changed mid-epoch (a dropout
-  left fewer parties in the sum, so the per-release cost grew);
+- ``{"record": "amend", "seq", "events"[, "fresh"]}``: the attempt's events changed mid-epoch (a dropout
+  left fewer parties in the sum, so the per-release cost grew; under seeded noise the attempt is then
+  ``fresh``: a redo sums other parties over the same binomials, and the two sums differ by one party's);
 - ``{"record": "restore", "reason", "time", "checkpoint_epoch", "charged"}``: a restart or a
   resume charged the releases ``charged`` (their ``seq``) on top of the checkpoint.
 
@@ -90,9 +91,11 @@ class ReleaseLedger:
         return seq
 
     def amend(self, seq: int, events: Sequence[PrivacyEvent]) -> None:
-        """Replace the events of release ``seq`` when they changed (durable; no-op otherwise)."""
+        """Replace the events of release ``seq`` when they changed (durable; no-op otherwise). Changed events
+        mean other parties were summed: not a replay a redo could repeat, so the release becomes fresh."""
         if tuple(events) != self._releases[seq].events:
-            self._write({"record": "amend", "seq": seq, "events": [event_to_dict(e) for e in events]})
+            self._write({"record": "amend", "seq": seq, "events": [event_to_dict(e) for e in events],
+                         **({} if self._releases[seq].fresh else {"fresh": True})})
 
     def note_restore(self, *, reason: str, checkpoint_epoch: int | None, charged: Sequence[Release]) -> dict[str, Any]:
         """Record that a restart/resume charged ``charged``; returns the record (without its tag)."""
@@ -128,7 +131,8 @@ class ReleaseLedger:
         elif kind == "amend":
             seq = int(record["seq"])
             old = self._releases[seq]
-            self._releases[seq] = Release(seq, old.epoch, old.fresh, tuple(event_from_dict(e) for e in record["events"]))
+            self._releases[seq] = Release(seq, old.epoch, bool(record.get("fresh", old.fresh)),
+                                          tuple(event_from_dict(e) for e in record["events"]))
         elif kind == "restore":
             self.restores.append({k: v for k, v in record.items() if k != "record"})
         else:
