@@ -38,6 +38,7 @@ PROBE_ROUNDS = 3  # timed blocks per path, interleaved task, compiled, task, ...
 WIN_MARGIN = 0.05  # the compiled graph is kept only if >= 5 % faster per step (else: noise, keep tasks)
 DECISIVE = 2.0  # one path this many times slower after a timed block each: decide at once (caps the probe's cost)
 TASK, COMPILED = "task", "compiled"
+SOCKET = "socket"  # transport.data_plane: socket (no probe: the chain over TCP is used throughout)
 
 
 @dataclass

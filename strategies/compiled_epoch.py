@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from parties.round_plan import RoundPlan, plan_for_hops
-from strategies.compiled_auto import TASK, LazyChain, PathChoice
+from strategies.compiled_auto import SOCKET, TASK, LazyChain, PathChoice
 from vfl.errors import ProtocolError
 from vfl.grid import Grid
 from vfl.message import Wire, round_tag
@@ -31,8 +31,16 @@ def compiled_chain(grid: Grid, cfg: RunConfig, *, server: str, steps: int, plan:
     plan with that many SecAgg exchanges), or None where the task path is used: ``off``, the
     in-process transport, ``on_dropout: skip-party``, ``auto`` on a run shorter than
     ``MIN_AUTO_STEPS`` steps (compiling costs seconds once: a proxy actor is started), or ``auto``
-    once ``choice`` (``strategies.compiled_auto``) measured the task path faster."""
+    once ``choice`` (``strategies.compiled_auto``) measured the task path faster. With
+    ``transport.data_plane: socket`` the chain runs over TCP between the hosts instead
+    (``vfl.transport.socket_chain``; on_dropout: fail only), whatever the run's length."""
     mode = cfg.transport.compiled_graph
+    if cfg.transport.data_plane == "socket" and cfg.train.on_dropout == "fail":  # no compile cost: any run length
+        plan = plan if plan is not None else plan_for_hops(unmask_hops)
+        chain = grid.socket_chain(plan.targets(server=server, parties=tuple(grid.party_groups)))
+        if choice is not None:
+            choice.decide_without_probe(SOCKET if chain is not None else TASK, "transport.data_plane: socket")
+        return chain
     if mode == "off" or cfg.train.on_dropout != "fail":
         if choice is not None:
             choice.decide_without_probe(TASK, "off" if mode == "off" else "train.on_dropout: skip-party")

@@ -197,6 +197,10 @@ class Grid:
         hop's replies, logged like ``submit``'s for ``drain``; None where the transport has none."""
         return self.transport.chain(tuple(tuple(h) for h in hops))
 
+    def socket_chain(self, hops: Sequence[Sequence[str]]) -> Any:
+        """Like ``chain``, over TCP sockets between the hosts (``transport.data_plane: socket``)."""
+        return self.transport.socket_chain(tuple(tuple(h) for h in hops))
+
     def submit(self, parts: Sequence[Any], to: Sequence[str]) -> dict[str, Any]:
         """Deliver ``parts`` to the hosts ``to`` without waiting (pipelined hop).
 

@@ -21,6 +21,7 @@ from vfl.auth import HostAuth, check_unreserved
 from vfl.devices import ray_gpu_ids
 from vfl.errors import ProtocolError, VFLError
 from vfl.fastrecords import meta_of
+from vfl.host_chain import ChainHost
 from vfl.message import BROADCAST, Wire, decode
 from vfl.node import Node, NodeSpec, state_from_bytes, state_to_bytes
 from vfl.views import ViewLog
@@ -28,8 +29,9 @@ from vfl.views import ViewLog
 NodeBuilder = Callable[[Sequence[NodeSpec]], dict[int, Node]]
 
 
-class NodeHost:
-    """Holds nodes for the whole run; ``deliver`` is the only data path in or out."""
+class NodeHost(ChainHost):
+    """Holds nodes for the whole run; ``deliver`` is the only data path in or out. ``ChainHost``
+    (``transport.data_plane: socket``) adds the socket chain's loop and its step lock."""
 
     def __init__(self, build: NodeBuilder, specs: Sequence[NodeSpec], threads: int = 1, *,
                  in_driver: bool = False) -> None:

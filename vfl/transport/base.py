@@ -109,6 +109,11 @@ class Transport(ABC):
         transport has none (then the caller submits hop by hop)."""
         return None
 
+    def socket_chain(self, hops: tuple[tuple[str, ...], ...]) -> Any:
+        """The same chain over TCP sockets between the hosts (``transport.data_plane: socket``),
+        or None where the transport has none."""
+        return None
+
     @abstractmethod
     def host_call(self, group: str, method: str, *args: Any) -> Any:
         """Control-plane call on one host itself (authentication set-up, signing the driver's

@@ -29,6 +29,7 @@ from vfl.transport.ray_errors import raise_ray_failure
 from vfl.transport.ray_placement import admit
 from vfl.transport.ray_reaper import Reaper
 from vfl.transport.ray_teardown import end_monitor
+from vfl.transport.socket_chain import SocketChain
 
 _MAX_SOCKET_DIR = 40  # Ray adds ~65 chars (session_<date>_<pid>/sockets/plasma_store); unix sockets < 108
 
@@ -69,6 +70,7 @@ class RayTransport(Transport):
         self.schedule_timeout_s = schedule_timeout_s
         self.timeout_s = timeout_s  # transport.timeout_s: every unguarded ray.get gives up after this
         self._chains: dict[Hops, CompiledChain] = {}  # compiled hop chains, dropped when an actor changes
+        self._socket_chains: dict[Hops, SocketChain] = {}  # the same over TCP (transport.data_plane: socket)
         self._made_temp: str | None = None  # a vflray-* folder this transport made: removed at shutdown
         if ray.is_initialized():
             return
@@ -263,9 +265,22 @@ class RayTransport(Transport):
             self._chains[hops] = chain
         return chain
 
+    def socket_chain(self, hops: Hops) -> SocketChain:
+        """The socket chain for ``hops`` (set up on first use, kept until an actor changes)."""
+        chain = self._socket_chains.get(hops)
+        if chain is None:
+            unknown = sorted({h for hop in hops for h in hop} - set(self.actors))
+            if unknown:
+                raise PartyFailure(", ".join(unknown), "compile", "no such host actor")
+            chain = SocketChain(self._ray, self.actors, hops, names=self._names, dead=self._dead_names)
+            self._socket_chains[hops] = chain
+        return chain
+
     def close_chains(self) -> None:
-        """Tear down every compiled graph (before actors are reset, replaced, removed or killed)."""
-        chains, self._chains = list(self._chains.values()), {}
+        """Tear down every compiled graph and socket chain (before actors are reset, replaced,
+        removed or killed)."""
+        chains: list[CompiledChain | SocketChain] = [*self._chains.values(), *self._socket_chains.values()]
+        self._chains, self._socket_chains = {}, {}
         for chain in chains:
             chain.close()
 
