@@ -109,6 +109,11 @@ class ReleaseAudit:
             per_epoch[epoch] = max(per_epoch.get(epoch, 0), n)
         return sum(per_epoch.values())
 
+    def sample_releases(self, schedule: Any, sample: int) -> int:
+        """Distinct training releases whose batch held ``sample`` (exact, whatever epochs and steps were asked)."""
+        rounds = {(e, s, d) for ph, e, s, _, d in self.decodes if ph == "train"}
+        return sum(sample in schedule.train_ids(e, s) for e, s, _ in rounds)
+
     def worst_count(self, strategy: Any, *, phase: str = "train") -> int:
         """Releases of the most-released sample (count only, whatever their noise)."""
         per_epoch: dict[int, int] = {}

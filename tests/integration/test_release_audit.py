@@ -291,3 +291,37 @@ def test_seeded_dropout_in_an_earlier_epoch_then_crash(tmp_path, monkeypatch):
     _run(path, cfg, fails=True)
     engine = _run(path, cfg, resume=True)
     check(audit, engine.strategy, engine.accountant)
+
+
+# ---- a server that asks for forwards of its own choosing -------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="open: a party answers any training forward request (any epoch, any step, "
+                   "with or without a gradient); nothing on the party's side bounds its releases to the driver's "
+                   "epochs, so a lying server collects one fresh release of a chosen sample per request")
+@pytest.mark.parametrize("strategy,mode", [("pbm", "semi-honest"), ("pbm", "announced"), ("ldp", None)])
+def test_a_lying_server_cannot_ask_for_more_releases_than_charged(tmp_path, monkeypatch, strategy, mode):
+    """Play a lying server: every gradient reply is replaced by a forward request (no gradient) for a
+    fresh 'epoch' f >= 1000, at the step whose batch holds sample 0; the last reply of an epoch asks for
+    nothing, so the driver sees the usual hops. Each request is a new round (SecAgg masks it)."""
+    from parties import vertical_wire as vw
+    from parties.vertical import ActiveServer, step_config
+
+    audit = ReleaseAudit().attach(monkeypatch)
+    real, calls = ActiveServer.train_step, [0]
+
+    def train_step(node, messages, epoch, step):
+        out = real(node, messages, epoch, step)
+        calls[0] += 1
+        f = 1000 + calls[0]
+        more = calls[0] % node.schedule.steps != 0
+        s = next(s for s in range(node.schedule.steps) if 0 in node.schedule.train_ids(f, s))
+        for m in out:
+            m.content.config_records[vw.Record.STEP] = step_config(epoch=f, step=s, forward=more)
+            del m.content.array_records[vw.Record.GRAD]
+        return out
+
+    monkeypatch.setattr(ActiveServer, "train_step", train_step)
+    cfg = _cfg(strategy, params={"secagg_mode": mode} if mode else None)
+    engine = _run(tmp_path / "run", cfg)
+    got = audit.sample_releases(engine.strategy.schedule(SOURCE.num_train, SOURCE.num_test), 0)
+    charged = engine.accountant.events[0].count
+    assert got <= charged, f"sample 0: {got} releases observed, {charged} charged"
