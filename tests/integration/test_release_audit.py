@@ -364,3 +364,42 @@ def test_label_rr_draws_each_label_once_across_a_crash_before_the_first_checkpoi
     assert all(np.array_equal(first[reached], d[reached]) for d in later), (
         f"{len(draws)} draws; labels of the reached batches that differ: "
         f"{[int((first[reached] != d[reached]).sum()) for d in later]} of {len(reached)}")
+
+
+@pytest.mark.parametrize("faults,params,train,resume", [
+    ("party1@eval:0:0,server@1:3", {}, {}, True),  # the dropout in evaluation: epoch 1 starts with 2 parties
+    ("party1@0:4,server@1:3", {"secagg": False}, {}, True),  # no SecAgg: each party's counts seen alone
+    ("party1@eval:1:0", {}, {}, False),  # a dropout in evaluation, no crash
+], ids=["eval-drop-resume", "no-secagg", "eval-drop"])
+def test_skip_party_variants(tmp_path, monkeypatch, faults, params, train, resume):
+    audit = ReleaseAudit().attach(monkeypatch)
+    OneShotFaults(monkeypatch, faults)
+    cfg = _cfg(params=params, train={"on_dropout": "skip-party", **train})
+    path = tmp_path / "run"
+    engine = _run(path, cfg, fails=resume)
+    if resume:
+        engine = _run(path, cfg, resume=True)
+    nums = check(audit, engine.strategy, engine.accountant)
+    assert nums["observed_releases"] >= cfg.train.epochs
+
+
+def test_skip_party_variants_control_old_default(tmp_path, monkeypatch):
+    """Control of ``eval-drop-resume``: with the old default the crash before epoch 1's first sync left a
+    write-ahead record of 3 parties for sums of 2."""
+    monkeypatch.setattr(Dropouts, "parties_summed", _old_parties_summed)
+    with pytest.raises(AssertionError, match="observed more than the accountant charged"):
+        test_skip_party_variants(tmp_path, monkeypatch, "party1@eval:0:0,server@1:3", {}, {}, True)
+
+
+def test_seeded_skip_party_control_old_amend(tmp_path, monkeypatch):
+    """Control: an amended seeded release that stays not fresh (the old amend) is not charged on resume."""
+    from vfl.privacy.events import event_to_dict
+    from vfl.privacy.wal import ReleaseLedger
+
+    def old_amend(self, seq, events):
+        if tuple(events) != self._releases[seq].events:
+            self._write({"record": "amend", "seq": seq, "events": [event_to_dict(e) for e in events]})
+
+    monkeypatch.setattr(ReleaseLedger, "amend", old_amend)
+    with pytest.raises(AssertionError, match="observed more than the accountant charged"):
+        test_seeded_skip_party_then_crash_the_redo_sums_other_parties(tmp_path, monkeypatch, "semi-honest")
