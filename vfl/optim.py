@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from vfl.errors import ConfigError
+from vfl.torch_light import skip_dynamo_import
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -18,6 +19,7 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 def make_optimizer(params: Iterable[torch.nn.Parameter] | Any, *, name: str, lr: float, momentum: float,
                    weight_decay: float) -> torch.optim.Optimizer:
     """The optimizer ``name`` over ``params`` (ConfigError naming ``train.optimizer`` otherwise)."""
+    skip_dynamo_import()  # torch's Optimizer would import torch._dynamo (~1 s CPU) for nothing: vfl.torch_light
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     if name == "adamw":
