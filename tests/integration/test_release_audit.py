@@ -403,3 +403,23 @@ def test_seeded_skip_party_control_old_amend(tmp_path, monkeypatch):
     monkeypatch.setattr(ReleaseLedger, "amend", old_amend)
     with pytest.raises(AssertionError, match="observed more than the accountant charged"):
         test_seeded_skip_party_then_crash_the_redo_sums_other_parties(tmp_path, monkeypatch, "semi-honest")
+
+
+# ---- d) parties sharing a host (one fused backward: parties/party_batch.py) ---------------------------------
+@pytest.mark.parametrize("resume", [False, True], ids=["restart", "resume"])
+def test_party_batch_host_crash_charges_the_failed_attempt(tmp_path, monkeypatch, resume):
+    from parties import party_batch
+
+    calls = []
+    real = party_batch.train_together
+    monkeypatch.setattr("parties.vertical.train_together", lambda *a, **k: calls.append(1) or real(*a, **k))
+    audit = ReleaseAudit().attach(monkeypatch)
+    OneShotFaults(monkeypatch, "party1@1:6")  # its host holds two parties: both go
+    cfg = _cfg(transport={"max_actors": 2}, train=None if resume else {"on_failure": "restart"})
+    path = tmp_path / "run"
+    engine = _run(path, cfg, fails=resume)
+    if resume:
+        engine = _run(path, cfg, resume=True)
+    assert calls  # the parties' host took their gradients together
+    nums = check(audit, engine.strategy, engine.accountant)
+    assert nums["observed_releases"] == cfg.train.epochs + 1 == nums["charged_releases"]
