@@ -112,14 +112,20 @@ def session_cpu(transport: Any) -> dict[str, float]:
 
 def import_cpu() -> dict[str, float]:
     """CPU seconds of what every host actor imports, one after another in a fresh interpreter (no other
-    process competing): Ray, torch, flwr, the runtime and strategies, and ``torch._dynamo`` (imported by
-    torch's own ``Optimizer`` on the first optimizer)."""
-    code = ("import json, resource\n"
+    process competing): Ray, torch, flwr, the runtime and strategies; ``optimizer``: the first optimizer,
+    made as the nodes make it (``vfl.optim.make_optimizer``: torch's ``Optimizer`` imports ``torch._dynamo``
+    unless ``vfl.torch_light`` can skip it; ``dynamo_imported`` 1/0 says whether it did); ``torch._dynamo``:
+    what that import costs (0 when the optimizer already paid it)."""
+    code = ("import json, resource, sys\n"
             "def cpu():\n r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime\n"
+            "def optimizer():\n import torch\n from vfl.optim import make_optimizer\n"
+            " make_optimizer(torch.nn.Linear(2, 2).parameters(), name='sgd', lr=0.1, momentum=0.0, weight_decay=0.0)\n"
             "out = {'interpreter': cpu()}\n"
-            "for name, mods in (('ray', ['ray']), ('torch', ['torch']), ('flwr', ['flwr.common']),\n"
-            "                   ('runtime', ['vfl.host', 'strategies']), ('torch._dynamo', ['torch._dynamo'])):\n"
-            " c = cpu()\n for m in mods: __import__(m)\n out[name] = cpu() - c\n"
+            "for name, step in (('ray', ['ray']), ('torch', ['torch']), ('flwr', ['flwr.common']),\n"
+            "                   ('runtime', ['vfl.host', 'strategies']), ('optimizer', optimizer),\n"
+            "                   ('torch._dynamo', ['torch._dynamo'])):\n"
+            " if name == 'torch._dynamo': out['dynamo_imported'] = float('torch._dynamo' in sys.modules)\n"
+            " c = cpu()\n step() if callable(step) else [__import__(m) for m in step]\n out[name] = cpu() - c\n"
             "print(json.dumps(out))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:

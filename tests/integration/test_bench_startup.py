@@ -32,4 +32,4 @@ def test_startup_parts_sum_to_the_total_and_cpu_fits_the_cores(tmp_path: Path) -
     assert ray["n_actors"] == 1 + min(4, auto_max_actors(cores))  # the server and the demo's party actors
     assert ray["actors"] > 0 and ray["ray"] > 0
     assert result["ray_cpu_floor_s"] <= result["startup_s"]["ray"]["total"]
-    assert set(result["import_cpu_s"]) >= {"ray", "torch", "flwr", "runtime", "torch._dynamo"}
+    assert set(result["import_cpu_s"]) >= {"ray", "torch", "flwr", "runtime", "optimizer", "dynamo_imported", "torch._dynamo"}
