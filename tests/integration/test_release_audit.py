@@ -423,3 +423,19 @@ def test_party_batch_host_crash_charges_the_failed_attempt(tmp_path, monkeypatch
     assert calls  # the parties' host took their gradients together
     nums = check(audit, engine.strategy, engine.accountant)
     assert nums["observed_releases"] == cfg.train.epochs + 1 == nums["charged_releases"]
+
+
+def test_resume_past_a_damaged_newest_checkpoint_charges_every_later_attempt(tmp_path, monkeypatch):
+    """Crash in epoch 2; epoch 1's checkpoint is damaged, so the resume goes back to epoch 0's and redoes
+    epochs 1 and 2: the committed epoch 1 and the failed epoch 2 are both charged again."""
+    audit = ReleaseAudit().attach(monkeypatch)
+    OneShotFaults(monkeypatch, "party1@2:4")
+    cfg, path = _cfg(), tmp_path / "run"
+    _run(path, cfg, fails=True)
+    (newest,) = [p for p in (path / "checkpoints").iterdir() if p.name.endswith("00001")]
+    victim = next(f for f in sorted(newest.iterdir()) if f.name != "manifest.json")
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
+    engine = _run(path, cfg, resume=True)
+    assert engine.recovery.resumes[-1]["checkpoint_epoch"] == 0
+    nums = check(audit, engine.strategy, engine.accountant)
+    assert nums["observed_releases"] == cfg.train.epochs + 2 == nums["charged_releases"]
