@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from vfl.auth import auth_summary
 from vfl.budget import stop_after, stop_before
 from vfl.data import DataSource
-from vfl.defenses import label_dp, label_privacy
+from vfl.defenses import label_dp, label_privacy, make_defenses
 from vfl.errors import PartyFailure
 from vfl.grid import Grid
 from vfl.ledger import CommLedger, setup_breakdown
@@ -354,6 +354,13 @@ class Engine:
         out = label_privacy(cfg.defenses, epochs=cfg.train.epochs + redone, delta=cfg.privacy.delta)
         if redone and "epsilon_label" in out:
             out["label_epochs_charged"] = cfg.train.epochs + redone
+        # a restore to a state before any checkpoint (resume without one, restart to the start snapshot) gives a
+        # server that draws its randomized labels (site labels, drawn at first use) again: one more draw each
+        redrawn = sum(r.get("checkpoint_epoch") is None for r in self.releases.restores)
+        drawn = sum(d.label_epsilon() or 0.0 for d in make_defenses(cfg.defenses) if d.site == "labels")
+        if redrawn and drawn and "epsilon_label" in out:
+            out["epsilon_label"] += redrawn * drawn
+            out["label_draws_charged"] = 1 + redrawn
         return out
 
 
