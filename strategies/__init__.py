@@ -1,5 +1,8 @@
 """Registered algorithms. Importing this package registers every built-in strategy."""
 
+# vfl before anything of ours imports flwr: its warnings filter (vfl/__init__.py, cheap: the API is lazy)
+# silences flwr's protobuf gencode notices (nine lines when this package is imported first).
+import vfl  # noqa: F401
 from strategies import (  # noqa: F401  (p3eft also registers head-only, split-lora, dcor, pslf)
     ldp,
     npq,
