@@ -25,20 +25,11 @@ def tiny_cfg(strategy="pbm", *, params=None, train=None, **extra):
                             "train": {"epochs": 3, "batch_size": 24, "lr": 0.05, **(train or {})}, **extra})
 
 
-class Restartable(InProcessTransport):
-    """An in-process transport whose restart revives a crashed host, as Ray restarts a dead actor
-    (``InProcessTransport.restart`` resets the hosts but leaves a crashed one dead)."""
-
-    def restart(self, states, **kwargs):
-        self.dead.clear()
-        return super().restart(states, **kwargs)
-
-
 def engine_at(path, cfg, *, resume=False):
     run_dir = RunDir(path)
     if not resume:
         run_dir.write_config(cfg.to_dict())
-    return Engine(cfg, Restartable(), SOURCE, run_dir=run_dir, progress=False)
+    return Engine(cfg, InProcessTransport(), SOURCE, run_dir=run_dir, progress=False)
 
 
 def run(path, cfg, *, resume=False, fails=False):

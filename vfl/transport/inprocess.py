@@ -2,7 +2,8 @@
 
 Pipelined deliveries behave like Ray object refs: a host that fails yields a ``Failed`` handle,
 deliveries that depend on it fail without running, and the error surfaces at ``collect``. A host
-'dies' only through the fault-injection hook (``vfl.faults``); it is then refused from then on.
+'dies' only through the fault-injection hook (``vfl.faults``); it is then refused until ``restart``
+replaces it with a fresh host built from its specs (as Ray replaces a dead actor: it starts empty).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class InProcessTransport(Transport):
         self.groups: dict[str, HostGroup] = {}
         self.dead: dict[str, InjectedCrash] = {}
         self.threads = 0  # torch intra-op threads the driver computed with (0 = not started)
+        self._build: NodeBuilder | None = None
         self._saved_threads = 0
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
@@ -44,6 +46,7 @@ class InProcessTransport(Transport):
             self._saved_threads = self._saved_threads or torch.get_num_threads()
             torch.set_num_threads(threads)
             self.threads = threads
+        self._build = build
         for g in groups:
             self.groups[g.name] = g
             self.hosts[g.name] = NodeHost(build, g.specs, threads, in_driver=True)
@@ -125,9 +128,23 @@ class InProcessTransport(Transport):
             host.set_state(states)
 
     def restart(self, states: dict[int, bytes], *, timeout_s: float = 120.0) -> list[tuple[int, int, str, str, int, int]]:
+        """Live hosts rebuild their nodes in place (``NodeHost.reset``: a node keeps its own memory,
+        ``Node.keep_from``); a dead one is replaced by a new host built from its group's specs, which
+        starts empty like a new Ray actor (what the dead host logged is lost with it). A removed host
+        (a dropped party) stays removed. Returns the live hosts' outbox rows."""
         rows = []
-        for host in self.hosts.values():
-            rows.extend(host.reset(states))
+        for name in list(self.hosts):
+            if name not in self.dead:
+                rows.extend(self.hosts[name].reset(states))
+                continue
+            if self._build is None:
+                raise RuntimeError("InProcessTransport.restart before start")
+            ids = set(self.groups[name].node_ids)
+            host = NodeHost(self._build, self.groups[name].specs, self.threads, in_driver=True)
+            host.ready()
+            host.set_state({k: v for k, v in states.items() if k in ids})
+            self.hosts[name] = host
+            del self.dead[name]
         return rows
 
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
