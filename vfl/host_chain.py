@@ -107,9 +107,9 @@ class ChainHost:
     def chain_listen(self, chain_id: str) -> tuple[str, int]:
         """Open chain ``chain_id``'s listening socket on this node's IP (any free port): (ip, port)."""
         self.__dict__.setdefault("_step_lock", threading.RLock())
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind((node_ip(), 0))
-        listener.listen(1024)
+        ip = node_ip()
+        listener = socket.create_server((ip, 0), family=socket.AF_INET6 if ":" in ip else socket.AF_INET,
+                                        backlog=1024)
         self._socket_loops()[chain_id] = _Loop(listener)
         return listener.getsockname()[:2]  # type: ignore[no-any-return]
 
@@ -121,7 +121,7 @@ class ChainHost:
             _wire_up(loop, token=token, me=me, hops=hops, addresses=addresses, timeout_s=timeout_s)
         except BaseException:
             _close(loop.sockets())
-            del self._socket_loops()[chain_id]
+            self._socket_loops().pop(chain_id, None)
             raise
         loop.listener.close()  # every edge is connected: nobody else may come in
         loop.thread = threading.Thread(target=self._serve, args=(loop, me, hops), daemon=True,

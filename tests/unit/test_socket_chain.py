@@ -204,3 +204,17 @@ def test_a_connection_with_a_wrong_token_is_refused_during_set_up():
     assert host.chain_stop("c1") is True
     inp.close()
     out.close()
+
+
+def test_a_failed_set_up_is_a_party_failure_and_kills_no_actor(monkeypatch):
+    def refuse(self, chain_id, **kwargs):
+        raise OSError("no route to host")
+
+    ray = _Ray()
+    hosts = {h: Host(h) for h in "sab"}
+    monkeypatch.setattr(hosts["b"], "chain_start", refuse.__get__(hosts["b"]))
+    actors = {h: _Actor(host, ray.pool) for h, host in hosts.items()}
+    with pytest.raises(PartyFailure, match="failed in round compile: socket chain set-up failed: .*no route to host"):
+        SocketChain(ray, actors, (("s",), ("a", "b")), names=lambda h: f"<{h}>", dead=lambda: "", setup_timeout_s=1)
+    assert ray.killed == []
+    assert all(not host.__dict__.get("_chain_loops") for host in hosts.values())  # every host let go of it

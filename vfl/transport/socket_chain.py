@@ -52,7 +52,7 @@ class SocketChain:
         self._id = secrets.token_hex(8)
         self._inputs: list[tuple[str, socket.socket]] = []
         self._outputs: list[tuple[str, socket.socket]] = []
-        self._closed = False
+        self._closed, self._started = False, False
         self.broken = False  # a step did not complete: the streams are out of step (see close)
         try:
             self._open(setup_timeout_s)
@@ -74,6 +74,7 @@ class SocketChain:
             self._outputs = [(h, connect(tuple(addrs[h]), hello(token, role=ROLE_OUT, hop=last, pred=0),
                                          timeout_s=timeout_s)) for h in self.hops[-1]]
             ray.get(started, timeout=timeout_s + 10.0)
+            self._started = True
         except (ray.exceptions.RayError, OSError) as exc:
             raise PartyFailure(self._dead() or self._everyone(), "compile",
                                f"socket chain set-up failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
@@ -136,7 +137,8 @@ class SocketChain:
     def close(self) -> None:
         """Stop every host's loop (the actors go back to ordinary tasks only) and close the driver's
         sockets; safe to call twice. An actor whose loop has not ended after ``STUCK_AFTER_S`` (a
-        delivery that hangs) is killed: the transport then replaces it, as on the task path."""
+        delivery that hangs) is killed: the transport then replaces it, as on the task path. After a
+        failed set-up nothing is killed: a host still waiting for its connections ends at its deadline."""
         if self._closed:
             return
         self._closed = True
@@ -155,7 +157,7 @@ class SocketChain:
                 ended = False
             except ray.exceptions.RayError:  # the actor is dead: nothing left to stop
                 continue
-            if not ended:
+            if not ended and self._started:  # (a host still in a failed set-up gives up by itself)
                 try:
                     ray.kill(self._actors[name], no_restart=True)
                 except Exception:  # already gone
