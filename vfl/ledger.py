@@ -69,23 +69,33 @@ class CommLedger:
         hosts' rows of a drain in one call (no keyword call and no ``Counter.add`` call per row)."""
         by_key, by_kind, by_kind_direction, epoch = self.by_key, self.by_kind, self.by_kind_direction, self._epoch
         by_round = self.by_round if self.keep_rounds else None
+        # a drain's rows come in runs of one kind and direction, and of one round (a step's): the last
+        # run's kind rows and round row are reused, looked up again only when the run changes
+        last_kind, last_direction, last_round = None, None, None
+        row: dict[str, Any] = {}
+        split: dict[str, int] = {}
+        per_round: dict[str, int] = {}
         for phase, direction, party, round, nbytes, payload, kind in rows:
             c = by_key[(phase, direction, party)]
             c.bytes += nbytes
             c.payload += payload
             c.messages += 1
             if kind:  # (get, then create: a setdefault would build its default row on every call)
-                row = by_kind.get(kind)
-                if row is None:
-                    row = by_kind[kind] = {"direction": direction, "messages": 0, "bytes": 0, "payload": 0}
-                elif row["direction"] != direction:
-                    row["direction"] = MIXED
-                ways = by_kind_direction.get(kind)
-                if ways is None:
-                    ways = by_kind_direction[kind] = {}
-                split = ways.get(direction)
-                if split is None:
-                    split = ways[direction] = {"messages": 0, "bytes": 0, "payload": 0}
+                if kind != last_kind or direction != last_direction:
+                    last_kind, last_direction = kind, direction
+                    found = by_kind.get(kind)
+                    if found is None:
+                        found = by_kind[kind] = {"direction": direction, "messages": 0, "bytes": 0, "payload": 0}
+                    elif found["direction"] != direction:
+                        found["direction"] = MIXED
+                    row = found
+                    ways = by_kind_direction.get(kind)
+                    if ways is None:
+                        ways = by_kind_direction[kind] = {}
+                    got = ways.get(direction)
+                    if got is None:
+                        got = ways[direction] = {"messages": 0, "bytes": 0, "payload": 0}
+                    split = got
                 row["messages"] += 1
                 row["bytes"] += nbytes
                 row["payload"] += payload
@@ -97,9 +107,12 @@ class CommLedger:
             c.payload += payload
             c.messages += 1
             if by_round is not None and direction != CONTROL:
-                per_round = by_round.get(round)
-                if per_round is None:
-                    per_round = by_round[round] = {UP: 0, DOWN: 0}
+                if round != last_round:
+                    last_round = round
+                    here = by_round.get(round)
+                    if here is None:
+                        here = by_round[round] = {UP: 0, DOWN: 0}
+                    per_round = here
                 per_round[direction] += nbytes
 
     def start_epoch(self) -> None:
