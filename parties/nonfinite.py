@@ -23,12 +23,13 @@ HINT = "lower train.lr, check the inputs, or bound the model's outputs; the last
 
 
 def check_loss(loss: torch.Tensor, *, epoch: int, step: int, messages: Sequence[Message], fused: torch.Tensor,
-               logits: torch.Tensor, head: nn.Module) -> None:
-    """Raise ``NonFiniteError`` when ``loss`` is not finite (call before ``backward``/the optimizer)."""
-    if loss.numel() == 1 and math.isfinite(loss.item()):  # a scalar: one read instead of two tensor ops
-        return
+               logits: torch.Tensor, head: nn.Module) -> float | None:
+    """Raise ``NonFiniteError`` when ``loss`` is not finite (call before ``backward``/the optimizer); returns a
+    scalar loss's value (= ``float(loss)``, read once: the server's running loss reuses it), None for others."""
+    if loss.numel() == 1 and math.isfinite(value := loss.item()):  # a scalar: one read instead of two tensor ops
+        return value
     if loss.numel() != 1 and bool(torch.isfinite(loss).all()):
-        return
+        return None
     what = culprit(messages=messages, fused=fused, logits=logits, head=head)
     raise NonFiniteError(f"training went non-finite at epoch {epoch}, step {step}: {what} holds NaN or inf "
                          f"(the loss is {float(loss.detach().reshape(-1)[0])}); {HINT}")

@@ -19,17 +19,17 @@ class that overrides how a gradient is applied) returns None: the host handles t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from flwr.common import ArrayRecord, Message
 
 from parties import vertical_wire as vw
-from parties.fast_step import fused_step, set_mode, zero_grads
+from parties.fast_step import fused_step, zero_grads
 from parties.local_updates import party_local_steps
 from vfl import message as wire
-from vfl.fastrecords import meta_of
+from vfl.fastrecords import items_of, meta_of
 from vfl.node import Node
 
 
@@ -69,10 +69,14 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     None when the delivery is not exactly one gradient message per plain party (see module doc)."""
     parties: list[BatchParty] = []
     on_train, checked = base.__dict__["on_train"], None  # checked: the last message found a gradient delivery
+    plain: type | None = None  # the last class found plain (a host's parties share one: checked once)
     for node, messages in deliveries:
         party: BatchParty = node  # type: ignore[assignment]  # (checked next; a cast() call per party costs)
-        if (len(messages) != 1 or not isinstance(node, base) or not _plain(base, type(node))
-                or party._handlers.get(vw.Kind.TRAIN_FORWARD) is not on_train
+        if (cls := type(node)) is not plain:
+            if not issubclass(cls, base) or not _plain(base, cls):
+                return None
+            plain = cls
+        if (len(messages) != 1 or party._handlers.get(vw.Kind.TRAIN_FORWARD) is not on_train
                 or getattr(party.optimizer, "begin_step", None) is not None):
             return None
         if messages[0] is not checked:  # a broadcast: the same message for every party, checked once
@@ -82,26 +86,21 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
             checked = messages[0]
         parties.append(party)  # an instance of `base`, checked above
     steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
-    read: dict[int, tuple[int, int, int, bool, bool]] = {}  # id(message) -> its step record (a broadcast: read once)
-    shared: dict[tuple[int, str, tuple[int, ...]], torch.Tensor] = {}  # a broadcast gradient as one tensor
+    read, fields = None, (0, 0, 0, False, False)  # the last message read and its step record (a broadcast: read once)
+    g, g_of = None, None  # the last gradient tensor and the message it came from (a broadcast: one shared tensor)
     for party, (_, (m,)) in zip(parties, deliveries, strict=True):
-        fields = read.get(id(m))
-        if fields is None:
-            cfg = wire.config_of(m, vw.Record.STEP)
-            fields = read[id(m)] = (int(cast(int, cfg[vw.Key.EPOCH])), int(cast(int, cfg[vw.Key.STEP])),
-                                    int(cast(int, cfg[vw.Key.GRAD_STEP])), bool(cfg[vw.Key.FORWARD]),
-                                    _broadcast_grad(m))
+        if m is not read:
+            cfg = items_of(wire.config_of(m, vw.Record.STEP))  # (the record's dict: no TypedDict or cast() calls)
+            read, fields = m, (int(cfg[vw.Key.EPOCH]), int(cfg[vw.Key.STEP]), int(cfg[vw.Key.GRAD_STEP]),
+                               bool(cfg[vw.Key.FORWARD]), _broadcast_grad(m))
         epoch, step, grad_step, forward, broadcast = fields
         if party._pending is None or party._pending[:2] != (epoch, grad_step):
             return None  # let the one-by-one path raise its ProtocolError
         out = party._pending[2]
         # one broadcast array for every party of the host: one tensor, shared (backward only reads it)
-        key = (id(m), party.device, tuple(out.shape))
-        g = shared.get(key) if broadcast else None
-        if g is None:
+        if not (broadcast and m is g_of and g is not None and g.device == out.device and g.shape == out.shape):
             g = torch.tensor(party.select_gradient(m), dtype=torch.float32, device=party.device).reshape(out.shape)
-            if broadcast:
-                shared[key] = g
+            g_of = m
         steps.append((epoch, step, grad_step, out, g, forward))
     optimizers = [party.optimizer for party in parties]
     zero_grads(optimizers)
@@ -117,7 +116,8 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
                               inputs=_batch(party, epoch, grad_step))
         mine = []
         if forward:
-            set_mode(party.bottom, training=True)
+            if party.bottom.training is not True:  # = set_mode(party.bottom, training=True), without its call
+                party.bottom.train(True)
             out = party.bottom(party._inputs(party.shard.x_train, party.schedule.train_ids(epoch, step)))
             party._pending = (epoch, step, out)
             mine.append(party._send(m, out, "train", epoch, step))

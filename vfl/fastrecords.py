@@ -104,6 +104,11 @@ def meta_of(message: Message) -> dict[str, Any]:
     return message.__dict__["_metadata"].__dict__  # type: ignore[no-any-return]
 
 
+def metas_of(messages: list[Message]) -> list[dict[str, Any]]:
+    """``meta_of`` of each message (one call for a step's embeddings)."""
+    return [m.__dict__["_metadata"].__dict__ for m in messages]
+
+
 def content_items(message: Message) -> dict[str, Any] | None:
     """The records of ``message`` by name (None without content): flwr's ``has_content``/``content``/``get``
     cost about six calls for the same dict read."""
