@@ -30,6 +30,12 @@ def check_conflicts(cfg: Any) -> None:
     if t.compiled_graph == "on" and cfg.train.on_dropout == "skip-party":
         raise ConfigError("transport.compiled_graph", "got 'on' with train.on_dropout: skip-party (a compiled step "
                           "cannot lose a party); allowed with skip-party: auto or off")
+    if t.data_plane == "socket" and (t.kind == "inprocess" or cfg.train.on_dropout == "skip-party"
+                                     or t.compiled_graph == "on"):
+        got = ("transport.kind: inprocess (the socket data plane joins Ray actors)" if t.kind == "inprocess" else
+               "train.on_dropout: skip-party (a socket step cannot lose a party)" if cfg.train.on_dropout != "fail"
+               else "transport.compiled_graph: on (one data plane per step)")
+        raise ConfigError("transport.data_plane", f"got 'socket' with {got}; allowed there: ray")
     if p.target_epsilon is not None and p.epsilon_budget is not None and p.epsilon_budget < p.target_epsilon:
         raise ConfigError("privacy.epsilon_budget", f"got {p.epsilon_budget} below privacy.target_epsilon "
                           f"{p.target_epsilon} (the run would stop before its last epoch); allowed: >= "

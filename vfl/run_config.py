@@ -97,6 +97,10 @@ class TransportConfig:
                                 "as one Ray Compiled Graph (shared-memory channels, no task per hop); "
                                 "auto: runs of >= 2000 steps time both paths on their first ~104 steps and keep the "
                                 "faster; never with on_dropout=skip-party or in-process")
+    data_plane: str = param("ray", choices=("ray", "socket"), help="how a vertical training step's hops travel "
+                            "over Ray: ray (Ray tasks, or the compiled graph of transport.compiled_graph) or "
+                            "socket (plain TCP between the host actors, struct frames, a per-run token; no "
+                            "compile, no busy-wait; any run length; on_dropout: fail only)")
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig, metadata={
         "help": "per-profile {cpus, gpus} of server, party, model_server actors (vfl/resources.py)"})
 
