@@ -16,7 +16,7 @@ import torch
 from flwr.common import Message
 
 from vfl.errors import ProtocolError
-from vfl.fastrecords import meta_of
+from vfl.fastrecords import metas_of
 
 SERVER, PARTY = "server", "party"
 Role = Literal["server", "party"]
@@ -112,9 +112,13 @@ class Node:
             ProtocolError: a kind with no handler.
         """
         out: list[Message] = []
+        kinds = [md["_message_type"] for md in metas_of(messages)]  # (flwr's two properties cost four calls)
         by_kind: dict[str, list[Message]] = {}
-        for m in messages:  # (the metadata read directly: flwr's two properties cost four calls)
-            by_kind.setdefault(meta_of(m)["_message_type"], []).append(m)
+        if kinds and kinds.count(kinds[0]) == len(kinds):  # one kind (a step's embeddings): one group
+            by_kind[kinds[0]] = list(messages)
+        else:
+            for kind, m in zip(kinds, messages, strict=True):
+                by_kind.setdefault(kind, []).append(m)
         for kind, group in by_kind.items():
             handler = self._handlers.get(kind)
             if handler is None:
