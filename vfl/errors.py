@@ -46,6 +46,22 @@ class RevealRefused(ProtocolError):
     keys of a past round, both masks of one peer, its own seed, or masking after leaving a session."""
 
 
+class ReleaseRefused(ProtocolError):
+    """A party refused a training forward that would release one of its samples more often than its own cap
+    (``privacy.max_epoch_attempts``; ``parties/release_guard.py``); names the party, the round, the sample
+    and its count. Nothing was released for the round."""
+
+    def __init__(self, party: str, round_: str, sample: int, count: int, cap: int) -> None:
+        self.party, self.round, self.sample, self.count, self.cap = party, round_, sample, count, cap
+        super().__init__(f"party {party} refused the training forward of round {round_}: its training sample "
+                         f"{sample} was already released {count} time(s), its cap is {cap} "
+                         f"(privacy.max_epoch_attempts; a server asking for more forwards than the run's epochs "
+                         f"and redos)")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int, int, int]]:  # survives Ray's pickling
+        return (type(self), (self.party, self.round, self.sample, self.count, self.cap))
+
+
 class RunDirError(VFLError):
     """A run directory that cannot be written or read back (disk full, corrupt checkpoint or
     metrics); the message names the file."""
