@@ -114,6 +114,15 @@ class ReleaseAudit:
         rounds = {(e, s, d) for ph, e, s, _, d in self.decodes if ph == "train"}
         return sum(sample in schedule.train_ids(e, s) for e, s, _ in rounds)
 
+    def sample_rdp(self, strategy: Any, schedule: Any, sample: int, *, orders: Any = DEFAULT_ORDERS) -> np.ndarray:
+        """RDP of ``sample`` alone: every observed training release whose batch held it, composed (per party
+        without SecAgg, where each party's release is its own: the worst party)."""
+        per_src: dict[int, np.ndarray] = defaultdict(lambda: np.zeros(len(orders)))
+        for (epoch, step, src), events in self.observed(strategy).items():
+            if sample in schedule.train_ids(epoch, step):
+                per_src[src] = per_src[src] + sum(event_rdp(e, orders) for e in events)
+        return np.max(list(per_src.values()), axis=0) if per_src else np.zeros(len(orders))
+
     def worst_count(self, strategy: Any, *, phase: str = "train") -> int:
         """Releases of the most-released sample (count only, whatever their noise)."""
         per_epoch: dict[int, int] = {}

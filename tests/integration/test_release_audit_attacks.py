@@ -100,18 +100,13 @@ def test_seeded_dropout_in_an_earlier_epoch_then_crash(tmp_path, monkeypatch):
 
 
 # ---- a server that asks for forwards of its own choosing -------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="open: a party answers any training forward request (any epoch, any step, "
-                   "with or without a gradient); nothing on the party's side bounds its releases to the driver's "
-                   "epochs, so a lying server collects one fresh release of a chosen sample per request")
-@pytest.mark.parametrize("strategy,mode", [("pbm", "semi-honest"), ("pbm", "announced"), ("ldp", None)])
-def test_a_lying_server_cannot_ask_for_more_releases_than_charged(tmp_path, monkeypatch, strategy, mode):
-    """Play a lying server: every gradient reply is replaced by a forward request (no gradient) for a
-    fresh 'epoch' f >= 1000, at the step whose batch holds sample 0; the last reply of an epoch asks for
-    nothing, so the driver sees the usual hops. Each request is a new round (SecAgg masks it)."""
+def _lying_server(monkeypatch):
+    """Every gradient reply becomes a forward request (no gradient) for a fresh 'epoch' f >= 1000, at the step
+    whose batch holds sample 0; the last reply of an epoch asks for nothing, so the driver sees the usual hops.
+    Each request is a new round (SecAgg masks it)."""
     from parties import vertical_wire as vw
     from parties.vertical import ActiveServer, step_config
 
-    audit = ReleaseAudit().attach(monkeypatch)
     real, calls = ActiveServer.train_step, [0]
 
     def train_step(node, messages, epoch, step):
@@ -126,11 +121,69 @@ def test_a_lying_server_cannot_ask_for_more_releases_than_charged(tmp_path, monk
         return out
 
     monkeypatch.setattr(ActiveServer, "train_step", train_step)
+
+
+LYING = [("pbm", "semi-honest"), ("pbm", "announced"), ("ldp", None)]
+
+
+@pytest.mark.parametrize("cap", [None, 3], ids=["default-cap", "cap-epochs"])
+@pytest.mark.parametrize("strategy,mode", LYING)
+def test_a_lying_server_cannot_ask_for_more_releases_than_the_party_allows(tmp_path, monkeypatch, strategy, mode,
+                                                                           cap):
+    """Play a lying server (``_lying_server``). Each party counts its own releases per training sample and
+    refuses the forward that would take one past its cap (``parties/release_guard.py``): the run fails naming
+    the party, and the server observed at most the cap's releases of sample 0, at most the party's own
+    worst-case ε. With ``privacy.max_epoch_attempts = train.epochs`` that is what an honest run is charged."""
+    from parties.release_guard import release_cap
+    from tests.release_runs import engine_at
+    from vfl.errors import ReleaseRefused
+    from vfl.privacy.accountant import DEFAULT_ORDERS, epsilon_from_rdp
+
+    audit = ReleaseAudit().attach(monkeypatch)
+    _lying_server(monkeypatch)
+    cfg = tiny_cfg(strategy, params={"secagg_mode": mode} if mode else None,
+                   privacy={"max_epoch_attempts": cap})
+    limit = release_cap(cfg)
+    engine = engine_at(tmp_path / "run", cfg)
+    with pytest.raises(ReleaseRefused, match=rf"party party\d refused .* released {limit} time\(s\), its cap is {limit}") as err:
+        engine.run()
+    assert err.value.sample == 0 and err.value.count == limit  # the chosen sample, at its cap
+    got = audit.sample_releases(engine.strategy.schedule(SOURCE.num_train, SOURCE.num_test), 0)
+    assert got <= limit, f"sample 0: {got} releases observed, the parties' cap is {limit}"
+    if cap == cfg.train.epochs:
+        assert got <= cfg.train.epochs  # no more than an honest run's accountant charges
+    grid = engine.grid
+    reports = [engine.transport.call(grid.group_of[p], p, "release_report") for p in grid.party_ids]
+    assert max(r["releases_max"] for r in reports) == limit
+    sched = engine.strategy.schedule(SOURCE.num_train, SOURCE.num_test)
+    seen = audit.sample_rdp(engine.strategy, sched, 0)  # sample 0's releases, at the noise each really had
+    observed = epsilon_from_rdp(orders=DEFAULT_ORDERS, rdp=seen, delta=cfg.privacy.delta)[0]
+    assert observed <= min(r["epsilon_worst_case"] for r in reports) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("strategy,mode", LYING)
+def test_a_lying_server_control_without_the_guard_collects_every_request(tmp_path, monkeypatch, strategy, mode):
+    """Control: the parties without their release guard (the old code) answer every request: the server
+    collects 27 releases of sample 0 in 3 epochs, charged as 3, past any cap the parties' config allows."""
+    import strategies.vertical as sv
+    from parties.release_guard import guard_for, release_cap
+    from vfl.privacy.accountant import DEFAULT_ORDERS, epsilon_from_rdp
+
+    monkeypatch.setattr(sv, "guard_for", lambda strategy, party: None)
+    audit = ReleaseAudit().attach(monkeypatch)
+    _lying_server(monkeypatch)
     cfg = tiny_cfg(strategy, params={"secagg_mode": mode} if mode else None)
     engine = run(tmp_path / "run", cfg)
     got = audit.sample_releases(engine.strategy.schedule(SOURCE.num_train, SOURCE.num_test), 0)
     charged = engine.accountant.events[0].count
-    assert got <= charged, f"sample 0: {got} releases observed, {charged} charged"
+    assert got == cfg.train.epochs * (STEPS - 1) and got > release_cap(cfg) > charged == cfg.train.epochs
+    grid = engine.grid  # what a guarded party would have promised, against what this server observed
+    party = engine.transport.hosts[grid.group_of[grid.party_ids[0]]].nodes[grid.party_ids[0]]
+    promised = guard_for(engine.strategy, party).report()["epsilon_worst_case"]
+    sched = engine.strategy.schedule(SOURCE.num_train, SOURCE.num_test)
+    observed = epsilon_from_rdp(orders=DEFAULT_ORDERS, rdp=audit.sample_rdp(engine.strategy, sched, 0),
+                                delta=cfg.privacy.delta)[0]
+    assert observed > promised
 
 
 # ---- label_rr: a label is drawn once per run ---------------------------------------------------------------
