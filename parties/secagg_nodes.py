@@ -1,8 +1,9 @@
 """The SecAgg party node and the readers of SecAgg messages (counted flwr messages, ``parties.secagg_wire``);
 the server node is ``parties.secagg_server``.
 
-Set-up (once per run, again on resume = a new session): the server relays public keys and the
-sealed shares of every party's self-mask seed. Each round: the parties send double-masked
+Set-up (once per run, again on a restart or resume = a new session; after skip-party dropouts a restart's
+session holds the survivors, checked against the party's own ``SetupTerms``): the server relays public keys and
+the sealed shares of every party's self-mask seed. Each round: the parties send double-masked
 vectors; the server opens the round with the vectors that arrived and asks the survivors for
 their round keys (``query.secagg_unmask``), and for seed shares only if a survivor vanished before
 answering; then it has exactly the survivors' sum, fuses it and steps its head. With auth on
@@ -35,7 +36,7 @@ from vfl.message import parse_round, round_of, round_tag
 from vfl.mods import ModContext
 from vfl.node import Node, NodeSpec, handles
 from vfl.secagg import Identity, Reveal, SecAggClient
-from vfl.secagg.announce import decode_set
+from vfl.secagg.announce import decode_set, smallest_set
 from vfl.secagg.consistency import MaliciousServer
 
 
@@ -86,8 +87,11 @@ def shares_of(message: Message) -> dict[int, bytes]:
 @dataclass(frozen=True)
 class SetupTerms:
     """The SecAgg terms a party takes from its own run config (roster, threshold t, colluders, mode), never from
-    the server's set-up message: a server naming a smaller roster, t or colluders would shrink the smallest set
-    (or survivor quorum) the party accepts."""
+    the server's set-up message: a server naming a smaller t or colluders would shrink the smallest set (or
+    survivor quorum) the party accepts. A set-up may leave out parties of the roster (a restart after skip-party
+    dropouts sets up over the survivors): the party cannot tell a dropped party from an honest one the server
+    calls dropped, so it accepts any subset holding itself and at least max(t, 2, colluders + 2) parties, the
+    smallest set it would sum over in a round of the full session anyway."""
 
     parties: tuple[int, ...]
     threshold: int
@@ -95,13 +99,17 @@ class SetupTerms:
     mode: str
 
     def check(self, *, me: int, parties: list[int], threshold: int, colluders: int, mode: str) -> None:
-        """MaliciousServer (round ``setup``) unless the set-up names exactly these terms."""
+        """MaliciousServer (round ``setup``) unless the set-up names these t, colluders and mode and a roster
+        subset with this party and at least ``smallest_set(t, colluders)`` parties."""
         got = (tuple(sorted(parties)), int(threshold), int(colluders), str(mode))
         own = (tuple(sorted(self.parties)), self.threshold, self.colluders, self.mode)
-        if got != own:
+        subset = set(got[0]) <= set(own[0]) and me in got[0] and len(got[0]) >= smallest_set(own[1], own[2])
+        if got[1:] != own[1:] or not subset:
             raise MaliciousServer("setup", me, f"the set-up names parties {list(got[0])}, threshold {got[1]}, "
                                   f"colluders {got[2]}, mode {got[3]}; this party's run config says parties "
-                                  f"{list(own[0])}, threshold {own[1]}, colluders {own[2]}, mode {own[3]}")
+                                  f"{list(own[0])} (a subset with this party and at least "
+                                  f"{smallest_set(own[1], own[2])} of them after dropouts), threshold {own[1]}, "
+                                  f"colluders {own[2]}, mode {own[3]}")
 
 
 class SecAggParty(PassiveParty):
@@ -122,6 +130,7 @@ class SecAggParty(PassiveParty):
     def keep_from(self, old: Node) -> None:
         """A restart rebuilds this node: it keeps the memory of masked inputs (a driver that orders a restart per
         set would otherwise ask a restored model's batch again over another set)."""
+        super().keep_from(old)  # its release counts (parties/release_guard.py)
         if isinstance(old, SecAggParty) and old.masked_before is not None and self.masked_before is not None:
             self.masked_before = old.masked_before
 
@@ -165,7 +174,8 @@ class SecAggParty(PassiveParty):
             self.terms.check(me=self.node_id, parties=[int(p) for p in c[sw.Key.PARTIES]], threshold=threshold,
                              colluders=colluders, mode=mode)
         client = SecAggClient(self.node_id, [int(p) for p in c[sw.Key.PARTIES]], threshold, session, mode=mode,
-                              identity=ident, colluders=colluders, masked_before=self.masked_before)
+                              identity=ident, colluders=colluders, masked_before=self.masked_before,
+                              roster=len(self.terms.parties) if self.terms is not None else 0)
         self._secagg = client
         signed = {sw.Key.KEY_SIG: client.key_signature()} if ident is not None else {}
         return [wire.reply(m, src=self.node_id, content=_records(**{

@@ -45,6 +45,7 @@ class SecAggActiveServer(ActiveServer):
         self.secagg: SecAggServer | None = None
         self.round = ServerRound(plan.exchanges if plan is not None else ())
         self.audit: dict[str, tuple[list[int], list[int]]] = {}
+        self.roster = len(self.party_ids)  # the run's parties (a restart's session may hold only the survivors)
 
     @handles(sw.Kind.SETUP)
     def on_setup(self, messages: list[Message]) -> list[Message]:
@@ -58,7 +59,7 @@ class SecAggActiveServer(ActiveServer):
         sigs = {int(m.metadata.src_node_id): bytes(c[sw.Key.KEY_SIG]) for m, c in zip(messages, cfgs, strict=True)
                 if sw.Key.KEY_SIG in c}
         self.secagg = SecAggServer(self.party_ids, threshold, self.k, session, mode=mode,
-                                   colluders=int(cfgs[0].get(sw.Key.COLLUDERS, 0)))
+                                   colluders=int(cfgs[0].get(sw.Key.COLLUDERS, 0)), roster=self.roster)
         exchanges = round_plan(secagg=True, mode=mode).exchanges
         if self.plan is not None and self.plan.exchanges != exchanges:
             raise ProtocolError(f"secure-aggregation set-up in mode {mode!r} needs the exchanges {list(exchanges)}; "

@@ -27,6 +27,7 @@ from vfl import message as wire
 from vfl.errors import PartyFailure, VFLError
 from vfl.grid import Grid
 from vfl.message import Wire, round_tag
+from vfl.node import PARTY
 from vfl.schema import RunConfig
 from vfl.transport.base import Outcome
 
@@ -227,13 +228,24 @@ class Dropouts:
             raise PartyFailure(", ".join(n for ns in names.values() for n in ns),
                                round_tag(self._epoch, self._window[index].step), "no party is left")
         self.active -= len(ids)
-        notice = wire.make(vw.Kind.DROP, src=SERVER_ID, dst=SERVER_ID, round=round_tag(self._epoch, 0, "control"),
-                           content=wire.records(**{vw.Record.DROP: wire.config(**{vw.Key.PARTIES: ids})}))
-        grid.send([notice])
+        self._notify(grid, ids)
         hop = self._window[index]
         self._pending += [(n, cause[g]) for g in sorted(groups) for n in names[g]]
         return [w for g in grid.groups if g.name in hop.handles and g.name not in groups
                 for w in self._outcome(hop.handles[g.name]).wires]
+
+    def _notify(self, grid: Grid, ids: list[int]) -> None:
+        """Tell the server node that parties ``ids`` left the run."""
+        notice = wire.make(vw.Kind.DROP, src=SERVER_ID, dst=SERVER_ID, round=round_tag(self._epoch, 0, "control"),
+                           content=wire.records(**{vw.Record.DROP: wire.config(**{vw.Key.PARTIES: ids})}))
+        grid.send([notice])
+
+    def renotify(self, grid: Grid) -> None:
+        """After a restart (rebuilt nodes): the server node again learns every party dropped so far; they stay
+        out of the run (their hosts were removed, not restarted)."""
+        gone = sorted(n for n, s in grid.specs.items() if s.role == PARTY and n not in grid.group_of)
+        if gone:
+            self._notify(grid, gone)
 
     @staticmethod
     def _names(grid: Grid, group: str) -> list[str]:

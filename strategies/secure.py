@@ -80,8 +80,10 @@ def shamir_threshold(num_parties: int, threshold: int) -> int:
 
 def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, mode: str = "semi-honest",
                   colluders: int = 0) -> None:
-    """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase."""
-    ids = [party_node_id(i) for i in range(num_parties)]
+    """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase. The session
+    is over the parties still in the run (a restart after skip-party dropouts: the survivors) with the run's t;
+    each party refuses fewer than max(t, 2, colluders + 2) (``SetupTerms``)."""
+    ids = [p for p in (party_node_id(i) for i in range(num_parties)) if p in grid.party_ids]
     setup: dict[str, bytes | int | str | list[int]] = {sw.Key.SESSION: new_session_id(), sw.Key.PARTIES: ids,
                                                        sw.Key.THRESHOLD: shamir_threshold(num_parties, threshold), sw.Key.MODE: mode}
     if colluders:  # seed shares need t + max(t, 2) > M + colluders in mode semi-honest (vfl.secagg.client)
@@ -151,6 +153,7 @@ class SecureSumStrategy(VerticalStrategy):
         return SecAggParty(spec, terms=terms, row_rule=self.exact_codes, **kwargs)
 
     def setup(self, grid: Grid) -> None:
+        self.dropouts.renotify(grid)  # a restart: the rebuilt server learns again who left (skip-party)
         if self.uses_secagg:
             run_key_setup(grid, num_parties=self.cfg.num_parties, threshold=self.params.threshold,
                           mode=self.secagg_mode, colluders=self.cfg.privacy.colluders)

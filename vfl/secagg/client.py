@@ -49,14 +49,14 @@ class SecAggClient(AnnouncedMasking):
     def __init__(
         self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
         mode: str = "semi-honest", identity: Identity | None = None, colluders: int = 0,
-        masked_before: Memory | None = None,
+        masked_before: Memory | None = None, roster: int = 0,
     ) -> None:
         party_id = int(party_id)
         self.mode = check_mode(mode, key="mode")
         if self.mode == "malicious" and identity is None:
             raise ProtocolError(f"party {party_id}: secagg mode malicious needs an identity key (auth on)")
         colluders = int(colluders)
-        super().__init__(party_id, peers, threshold, session, identity=identity)
+        super().__init__(party_id, peers, threshold, session, identity=identity, roster=roster)
         self.colluders = colluders  # parties assumed to collude with the server (privacy.colluders)
         self._active = set(self.parties)
         self._leaving: set[int] = set()  # leave the active set when the next round starts

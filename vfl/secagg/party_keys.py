@@ -25,7 +25,7 @@ from vfl.secagg.keys import (
     session_bytes,
 )
 from vfl.secagg.release import view_key
-from vfl.secagg.rules import check_parties
+from vfl.secagg.rules import check_session_parties, share_threshold
 from vfl.secagg.shares import SeedShare, decrypt_share, encrypt_share, share_index, split_secret
 
 __all__ = ["PartyKeys"]
@@ -34,13 +34,14 @@ __all__ = ["PartyKeys"]
 class PartyKeys:
     """Party ``party_id`` among ``peers`` (all party ids; including itself or not), threshold t for its seed
     shares. With an ``identity`` (its identity key; its peers' from a roster the server did not build) every
-    SecAgg key must carry its party's signature."""
+    SecAgg key must carry its party's signature. ``roster``: the run's number of parties where the session
+    holds only some of them (``check_session_parties``)."""
 
     def __init__(self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
-                 identity: Identity | None = None) -> None:
+                 identity: Identity | None = None, roster: int = 0) -> None:
         self.party_id = int(party_id)
         self.identity = identity
-        self.parties = check_parties([*peers, self.party_id], threshold)
+        self.parties = check_session_parties([*peers, self.party_id], threshold, roster=roster)
         self.threshold = threshold
         self.session = session_bytes(session)
         self._key = generate_private_key()  # never shared, never leaves this object
@@ -97,10 +98,12 @@ class PartyKeys:
             self._peer_keys[peer] = raw
 
     def make_shares(self) -> dict[int, bytes]:
-        """Shamir-share my self-mask seed (threshold t), one AES-GCM envelope per peer."""
+        """Shamir-share my self-mask seed (threshold t, or every peer in a session of t parties), one AES-GCM
+        envelope per peer."""
         self._require_keys()
         if self._envelopes is None:
-            shares = split_secret(self._seed, threshold=self.threshold, count=len(self.peers))
+            shares = split_secret(self._seed, threshold=share_threshold(self.threshold, len(self.peers)),
+                                  count=len(self.peers))
             self._envelopes = {
                 peer: encrypt_share(
                     share,

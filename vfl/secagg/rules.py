@@ -34,6 +34,21 @@ def check_parties(parties: Iterable[int], threshold: int) -> tuple[int, ...]:
     return ids
 
 
+def check_session_parties(parties: Iterable[int], threshold: int, *, roster: int = 0) -> tuple[int, ...]:
+    """A session's parties: as ``check_parties``; a session over part of a run's roster of ``roster`` parties (a
+    restart after skip-party dropouts: the survivors) keeps the run's t (at most roster - 1) and may hold as few
+    as t parties; its seed shares then need every peer (``share_threshold``)."""
+    ids = tuple(sorted({int(p) for p in parties}))
+    if len(ids) < int(roster) and len(ids) >= 2 and threshold == len(ids) and threshold <= int(roster) - 1:
+        return ids
+    return check_parties(ids, threshold)
+
+
+def share_threshold(threshold: int, peers: int) -> int:
+    """How many of a party's ``peers`` rebuild its seed: t, or all of them where the session has only t parties."""
+    return min(threshold, peers)
+
+
 @dataclass(frozen=True)
 class Reveal:
     """A survivor's answer to an unmask request: round-bound values only, never a long-lived secret."""

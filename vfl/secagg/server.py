@@ -35,7 +35,7 @@ from vfl.secagg.keys import SELF_LABEL, round_key, session_bytes
 from vfl.secagg.masking import removal_terms
 from vfl.secagg.modular import check_bits, low_bits_mask, to_residues
 from vfl.secagg.release import read_release, split_share_reveal
-from vfl.secagg.rules import Reveal, check_parties
+from vfl.secagg.rules import Reveal, check_session_parties, share_threshold
 from vfl.secagg.shares import SeedShare, combine_secret, share_index
 
 
@@ -93,8 +93,8 @@ class SecAggServer:
     """Aggregator for ``parties`` with Shamir threshold ``threshold`` over Z_{2^k}."""
 
     def __init__(self, parties: Iterable[int], threshold: int, k: int, session: bytes | str, *,
-                 mode: str = "semi-honest", colluders: int = 0) -> None:
-        self.parties = check_parties(parties, threshold)
+                 mode: str = "semi-honest", colluders: int = 0, roster: int = 0) -> None:
+        self.parties = check_session_parties(parties, threshold, roster=roster)
         self.colluders = int(colluders)
         self.mode = check_mode(mode, key="mode")
         self.threshold = threshold
@@ -259,10 +259,11 @@ class SecAggServer:
                         )
                     got.append(share)
                     r.view_keys.append((holder, owner, keys[index]))
-            if len(got) < self.threshold:
+            need = share_threshold(self.threshold, len(self.parties) - 1)
+            if len(got) < need:
                 short.append((owner, len(got)))
                 continue
-            seed = combine_secret(got[: self.threshold])
+            seed = combine_secret(got[:need])
             r.self_keys[owner] = round_key(seed, label=SELF_LABEL, session=self.session, round_id=rnd, name=r.name)
         self._dropped |= set(owners)  # their seeds are known now: they leave the session
         if short:
