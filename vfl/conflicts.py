@@ -36,6 +36,14 @@ def check_conflicts(cfg: Any) -> None:
                "train.on_dropout: skip-party (a socket step cannot lose a party)" if cfg.train.on_dropout != "fail"
                else "transport.compiled_graph: on (one data plane per step)")
         raise ConfigError("transport.data_plane", f"got 'socket' with {got}; allowed there: ray")
+    if t.data_plane == "socket" and os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true"):
+        raise ConfigError("transport.data_plane", "got 'socket' with RAY_USE_TLS=1: the socket data plane is plain "
+                          "TCP (each wire authenticated, none encrypted) and Ray's TLS does not cover it; allowed "
+                          "with Ray TLS: ray")
+    if p.max_epoch_attempts is not None and p.max_epoch_attempts < cfg.train.epochs:
+        raise ConfigError("privacy.max_epoch_attempts", f"got {p.max_epoch_attempts} below train.epochs "
+                          f"{cfg.train.epochs} (an honest run releases each training sample once per epoch: the "
+                          f"parties would refuse its last epochs); allowed: >= {cfg.train.epochs}, or null")
     if p.target_epsilon is not None and p.epsilon_budget is not None and p.epsilon_budget < p.target_epsilon:
         raise ConfigError("privacy.epsilon_budget", f"got {p.epsilon_budget} below privacy.target_epsilon "
                           f"{p.target_epsilon} (the run would stop before its last epoch); allowed: >= "
