@@ -128,6 +128,10 @@ class PrivacyConfig:
     colluders: int = param(0, ge=0, help="parties assumed to collude with the server (their inputs and noise "
                            "known to it): the epsilon counts the noise of the M - c honest parties only; "
                            "allowed 0..M-2")
+    max_epoch_attempts: int | None = param(None, ge=1, le=1000000, help="each party's own cap on the releases of "
+                                           "one training sample (epoch attempts: first tries, restarts, resumes); "
+                                           "a training forward past it is refused (ReleaseRefused). Default: "
+                                           "train.epochs + train.max_restarts + 2 (parties/release_guard.py)")
     record_views: bool = param(False, help="keep, per node, the arrays of the messages it received "
                                "(views/<node>.npz in the run directory; for attacks and audits)")
     record_max_mb: float = param(64.0, gt=0, help="upper bound on the recorded views per host (MiB)")
