@@ -24,6 +24,7 @@ from parties.fast_step import set_mode, step_all, zero_grads
 from parties.local_updates import party_local_steps, server_local_steps
 from parties.nonfinite import check_embedding, check_loss
 from parties.party_batch import train_together
+from parties.release_guard import ReleaseGuard
 from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
 from vfl.defenses import UNDRAWN, Defense
@@ -51,6 +52,8 @@ def step_of(message: Message) -> tuple[int, int]:
 
 class PassiveParty(Node):
     """A passive party: holds ``X_m`` and the bottom net; never sees labels."""
+
+    release_guard: ReleaseGuard | None = None  # its own cap on each training sample's releases (set by the strategy)
 
     def __init__(self, spec: NodeSpec, *, index: int, num_parties: int, shard: PartyShard, bottom: nn.Module,
                  optimizer: torch.optim.Optimizer, schedule: Schedule, mods: Sequence[Mod] = (),
@@ -80,6 +83,8 @@ class PassiveParty(Node):
         return torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32, device=self.device)
 
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
+        if phase == "train" and self.release_guard is not None:  # refuse past its own cap (parties/release_guard.py)
+            self.release_guard.admit(self.schedule.train_ids(epoch, step), epoch=epoch, step=step)
         if self.mods:  # encoded or masked, the server cannot tell whose embedding went bad: say it here
             check_embedding(emb, party=self.spec.name, phase=phase, epoch=epoch, step=step)
         md = meta_of(request)  # (read directly: each flwr metadata property costs two calls)
@@ -145,12 +150,24 @@ class PassiveParty(Node):
 
     def state(self) -> dict[str, Any]:
         return {"bottom": self.bottom.state_dict(), "optimizer": self.optimizer.state_dict(),
-                DATA_KEY: self.data_guard.current((self.shard.x_train, self.shard.x_test))}
+                DATA_KEY: self.data_guard.current((self.shard.x_train, self.shard.x_test)),
+                **(self.release_guard.state() if self.release_guard is not None else {})}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.bottom.load_state_dict(state["bottom"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.data_guard.expect(state.get(DATA_KEY))
+        if self.release_guard is not None:  # the larger of its own counts and the checkpoint's
+            self.release_guard.load_state(state)
+
+    def keep_from(self, old: Node) -> None:
+        """A restart rebuilds this node: it keeps the release counts of the node it replaces."""
+        if self.release_guard is not None and isinstance(old, PassiveParty) and old.release_guard is not None:
+            self.release_guard.merge(old.release_guard.counts)
+
+    def release_report(self) -> dict[str, Any] | None:
+        """Control plane: its cap, its most-released sample and its worst-case ε (None without a guard)."""
+        return self.release_guard.report() if self.release_guard is not None else None
 
 
 Aggregator = Callable[[list[Message]], torch.Tensor]

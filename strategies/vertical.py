@@ -17,6 +17,7 @@ from parties import vertical_wire as vw
 from parties.defenses import arm_forward  # importing registers the built-in defenses
 from parties.malicious import arm_active_completion, arm_backdoor, planted_mods
 from parties.models import BOTTOMS, HEADS
+from parties.release_guard import guard_for, party_reports
 from parties.round_plan import RoundPlan, round_plan
 from parties.vertical import (
     ActiveServer,
@@ -61,6 +62,10 @@ class VerticalStrategy(Strategy):
     def dropouts(self) -> Dropouts:
         """Driver-side dropout policy and records (train.on_dropout)."""
         return Dropouts(self.cfg)
+
+    def setup(self, grid: Grid) -> None:
+        """After a restart rebuilt the server node it expects every party: tell it again which left (skip-party)."""
+        self.dropouts.renotify(grid)
 
     @cached_property
     def path_choice(self) -> PathChoice:
@@ -150,6 +155,7 @@ class VerticalStrategy(Strategy):
             party = arm_backdoor(party, cfg, labels)
         if cfg.attack.amc_party == index:  # evaluation only: Fu et al.'s malicious local optimizer
             party = arm_active_completion(party, cfg)
+        party.release_guard = guard_for(self, party)  # its own cap on each training sample's noised releases
         return party
 
     def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:
@@ -266,6 +272,7 @@ class VerticalStrategy(Strategy):
             "information_bound_bytes_down": bound["down"],
             **getattr(self, "_psi", {}),
             **(self.path_choice.summary() if cfg.transport.compiled_graph == "auto" else {}),
+            **party_reports(grid),  # what each party guarantees on its own (parties/release_guard.py)
         }
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
