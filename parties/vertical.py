@@ -29,7 +29,7 @@ from vfl import message as wire
 from vfl.data import LabelShard, PartyShard
 from vfl.defenses import UNDRAWN, Defense
 from vfl.errors import ConfigError, ProtocolError
-from vfl.fastrecords import meta_of
+from vfl.fastrecords import meta_of, metas_of
 from vfl.message import BROADCAST
 from vfl.mods import Mod, ModContext, apply_mods
 from vfl.node import Node, NodeSpec, handles
@@ -90,7 +90,8 @@ class PassiveParty(Node):
         md = meta_of(request)  # (read directly: each flwr metadata property costs two calls)
         out = wire.make(md["_message_type"], src=self.spec.node_id, dst=int(md["_src_node_id"]),
                         round=wire.round_tag(epoch, step, phase), reply_to=md["_message_id"],
-                        content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: _numpy(emb, self.device)})}))
+                        content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: (
+                            emb.detach().numpy() if self.device == "cpu" else _numpy(emb, self.device))})}))
         # (no STEP record: the round tag above names phase, epoch and step, authenticated with the metadata; #29.2)
         return apply_mods(self.mods, out, self.ctx(phase, epoch, step)) if self.mods else out  # NPQ: no mods
 
@@ -171,6 +172,7 @@ class PassiveParty(Node):
 
 
 Aggregator = Callable[[list[Message]], torch.Tensor]
+UNSCORED_ROWS = 8192  # train predictions the server holds before scoring them (bounds the held logits' memory)
 
 
 class ActiveServer(Node):
@@ -204,13 +206,33 @@ class ActiveServer(Node):
         self.reset_metrics()
 
     def reset_metrics(self) -> None:
-        self.train_stats = {"loss": 0.0, "correct": 0, "count": 0}
+        self._train_stats: dict[str, float] = {"loss": 0.0, "correct": 0, "count": 0}
+        self._unscored: list[tuple[torch.Tensor, torch.Tensor]] = []  # (logits, labels) of steps not yet scored
+        self._unscored_rows = 0
         self.eval_scores: list[np.ndarray] = []
         self.eval_labels: list[np.ndarray] = []
 
+    @property
+    def train_stats(self) -> dict[str, float]:
+        """The running train ``loss`` (summed over samples), ``correct`` predictions and ``count`` since the
+        last metrics read."""
+        self._score()
+        return self._train_stats
+
+    def _score(self) -> None:
+        """Count the correct predictions of the steps held back (argmax of the softmax, as one step counts its
+        own): one softmax over their logits concatenated instead of five tensor ops per step. Softmax
+        works row by row, so every row's prediction is the one its step would have made
+        (``tests/unit/test_train_accuracy.py``)."""
+        if self._unscored:
+            logits = torch.cat([lg for lg, _ in self._unscored])
+            labels = torch.cat([y for _, y in self._unscored])
+            self._train_stats["correct"] += int((torch.softmax(logits, 1).argmax(1) == labels).sum())
+            self._unscored, self._unscored_rows = [], 0
+
     def _check_round(self, messages: list[Message], phase: str) -> tuple[int, int]:
-        mds = [meta_of(m) for m in messages]  # (read directly: each flwr metadata property costs two calls)
-        senders = sorted(int(md["_src_node_id"]) for md in mds)
+        mds = metas_of(messages)  # (read directly: each flwr metadata property costs two calls)
+        senders = sorted([int(md["_src_node_id"]) for md in mds])  # (a list: a generator is a call per item)
         if senders != self.party_ids:
             missing = sorted(set(self.party_ids) - set(senders))
             raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
@@ -223,7 +245,7 @@ class ActiveServer(Node):
         return epoch, step
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
-        srcs = [int(meta_of(m)["_src_node_id"]) for m in messages]  # (read once, directly: flwr's is four calls)
+        srcs = [int(md["_src_node_id"]) for md in metas_of(messages)]  # (read once, directly: flwr's is four calls)
         order = sorted(range(len(messages)), key=srcs.__getitem__)
         self.last_summed = [srcs[i] for i in order]
         fused = self.aggregate([messages[i] for i in order]).to(self.device)
@@ -279,7 +301,8 @@ class ActiveServer(Node):
                                                             ids=ids, epoch=epoch, step=step, head=self.head,
                                                             fused=fused)) is not None:
             y = torch.as_tensor(staged, device=self.device)  # label_rr_prior: stage-2 labels drawn / put to use
-        set_mode(self.head, training=True)
+        if self.head.training is not True:  # = set_mode(self.head, training=True), without its call per step
+            self.head.train(True)
         if (arm := getattr(self.head, "arm", None)) is not None:  # a head defense (mid): this step's noise
             arm(self.node_noise.round("head", phase="train", epoch=epoch, step=step))
         logits = self.head(fused)
@@ -290,24 +313,32 @@ class ActiveServer(Node):
                     if bool((y != UNDRAWN).any()) else logits.sum() * 0.0)  # all UNDRAWN: no signal
         if (penalty := getattr(self.head, "penalty", None)) is not None:  # mid: + lambda * KL of the bottleneck
             loss = loss + penalty
-        check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
+        value = check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
         zero_grads([self.optimizer])
         private = self._private_backward(fused, y, epoch, step) if defended else None  # label_gp: a DP backward
         if private is None:
             loss.backward()
         step_all([self.optimizer])
         n = y.shape[0]  # = len(y) (a tensor's len() is a Python call)
-        probs = self.server_labels.decode(logits.detach()) if defended else torch.softmax(logits.detach(), 1)
-        self.train_stats["loss"] += float(loss.detach()) * n
-        self.train_stats["correct"] += int((probs.argmax(1) == y).sum())  # every step: argmax of the softmax
-        self.train_stats["count"] += int(n)
+        stats = self._train_stats
+        stats["loss"] += (float(loss.detach()) if value is None else value) * n
+        stats["count"] += n
+        if defended:  # the label defenses' decoding: scored now
+            stats["correct"] += int((self.server_labels.decode(logits.detach()).argmax(1) == y).sum())
+        else:  # scored in batches (_score): the same predictions
+            self._unscored.append((logits.detach(), y))
+            self._unscored_rows += n
+            if self._unscored_rows >= UNSCORED_ROWS:
+                self._score()
         if private is not None:
             grad = private
         elif fused.grad is None:  # a user's head whose output ignores its input: nothing to send the parties
             raise ConfigError("model.head", "the head's loss does not depend on the fused embeddings; "
                               "no gradient reaches the parties")
         else:
-            grad = _numpy(fused.grad, self.device).astype(np.float32, copy=False)
+            grad = fused.grad.detach().numpy() if self.device == "cpu" else fused.grad.detach().cpu().numpy()
+            if grad.dtype != np.float32:  # (= astype(np.float32, copy=False), without its call for float32)
+                grad = grad.astype(np.float32)
         if self.local_steps > 1:  # FedBCD Q > 1
             server_local_steps(head=self.head, optimizer=self.optimizer, loss_fn=self.loss_fn, fused=fused, labels=y,
                                extra=self.local_steps - 1)
@@ -391,7 +422,7 @@ def sum_aggregator(messages: list[Message]) -> torch.Tensor:
         if total is None:
             total = e.astype(np.float32)  # a copy (the wire's array is read-only): the sum adds into it
         else:
-            total += e.astype(np.float32, copy=False)  # in place: the same float32 sums, no new array per party
+            total += e if e.dtype == np.float32 else e.astype(np.float32)  # in place: the same float32 sums
     if total is None:
         raise ProtocolError("no embeddings to aggregate")
     return torch.from_numpy(total)
