@@ -52,3 +52,33 @@ def run_with_states(cfg: Any, *, num_train: int, transport: Any = None
         return res.summary, res.history, states
     finally:
         transport.shutdown()
+
+
+def state_tensors(states: dict[int, dict[str, Any]]) -> list[Any]:
+    """Every tensor of every node's state dicts, node order (for bit-for-bit comparisons of two runs)."""
+    import torch
+
+    return [t for nid in sorted(states) for st in states[nid].values() if isinstance(st, dict)
+            for t in st.values() if isinstance(t, torch.Tensor)]
+
+
+class ChainSpy:
+    """Counts the runs of the chains a transport hands out from its ``method`` (``chain``: compiled graphs,
+    ``socket_chain``: socket chains), wrapping each chain's ``run`` once."""
+
+    def __init__(self, transport: Any, method: str = "chain") -> None:
+        self.runs = 0
+        inner = getattr(transport, method)
+
+        def chain(hops: Any) -> Any:
+            c = inner(hops)  # the transport keeps one chain per hop plan: wrap its run once
+            if getattr(c, "_spied", False):
+                return c
+            c._spied, run = True, c.run
+
+            def counted(*a: Any, **k: Any) -> Any:
+                self.runs += 1
+                return run(*a, **k)
+            c.run = counted
+            return c
+        setattr(transport, method, chain)

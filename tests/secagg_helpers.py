@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -13,16 +13,19 @@ from vfl.secagg.shares import SHARE_BYTES
 SESSION = b"test-session"
 
 
-def make_session(num: int, threshold: int, k: int = 16) -> tuple[dict[int, SecAggClient], SecAggServer]:
-    """Clients 0..num-1 after key agreement and seed-share exchange, and their server."""
-    clients = {i: SecAggClient(i, range(num), threshold, SESSION) for i in range(num)}
+def make_session(num: int, threshold: int, k: int = 16, *, ids: Sequence[int] | None = None,
+                 roster: int = 0) -> tuple[dict[int, SecAggClient], SecAggServer]:
+    """Clients 0..num-1 (or ``ids``, a session over part of a roster of ``roster`` parties) after key agreement
+    and seed-share exchange, and their server."""
+    members = list(ids) if ids is not None else list(range(num))
+    clients = {i: SecAggClient(i, members, threshold, SESSION, roster=roster) for i in members}
     keys = {i: c.public_key() for i, c in clients.items()}
     for c in clients.values():
         c.receive_public_keys(keys)
     sent = {i: c.make_shares() for i, c in clients.items()}
     for i, c in clients.items():
         c.receive_shares({s: env[i] for s, env in sent.items() if s != i})
-    return clients, SecAggServer(range(num), threshold, k, SESSION)
+    return clients, SecAggServer(members, threshold, k, SESSION, roster=roster)
 
 
 def inputs(parties: Iterable[int], n: int, k: int, seed: int) -> dict[int, np.ndarray]:

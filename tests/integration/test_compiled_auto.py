@@ -13,8 +13,8 @@ import torch
 import strategies  # noqa: F401
 from strategies import compiled_auto, compiled_epoch, vertical
 from strategies.compiled_auto import COMPILED, TASK, PathChoice
-from tests.helpers import run_with_states
-from tests.integration.test_compiled_graph import LEDGER_KEYS, _cfg, _params, _Spy
+from tests.helpers import ChainSpy, run_with_states, state_tensors
+from tests.integration.test_compiled_graph import LEDGER_KEYS, _cfg
 
 N, B = 240, 50  # 5 steps per epoch, 2 epochs
 
@@ -69,7 +69,7 @@ def _auto_run(monkeypatch: pytest.MonkeyPatch, margin: float) -> tuple[Any, ...]
     monkeypatch.setattr(compiled_auto, "WIN_MARGIN", margin)
     monkeypatch.setattr(vertical, "PathChoice", lambda: PathChoice(rounds=1, block=2, warm=2))
     transport = RayTransport()
-    spy = _Spy(transport)
+    spy = ChainSpy(transport)
     s, h, states = run_with_states(_cfg("npq+secagg", {}, compiled="auto", max_actors=2), num_train=N,
                                    transport=transport)
     return s, h, states, spy.runs
@@ -92,7 +92,7 @@ def test_auto_equals_the_task_path_whichever_path_it_keeps(ray_local, monkeypatc
         assert [r["test_acc"] for r in h] == [r["test_acc"] for r in ref_h]
         for key in LEDGER_KEYS:
             assert s.get(key) == ref_s.get(key), key
-        for a, b in zip(_params(states), _params(ref_states), strict=True):
+        for a, b in zip(state_tensors(states), state_tensors(ref_states), strict=True):
             assert torch.equal(a, b)
     assert "compiled_graph_choice" not in ref_s  # only auto reports a choice
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from tests.helpers import run_with_states
+from tests.helpers import ChainSpy, run_with_states, state_tensors
 from vfl.errors import ConfigError
 from vfl.schema import load_run_config
 
@@ -30,32 +30,6 @@ def _cfg(strategy: str, params: dict[str, Any], *, plane: str, **transport: Any)
                             "transport": {"kind": "ray", "compiled_graph": "off", "data_plane": plane, **transport}})
 
 
-def _params(states: dict[int, dict[str, Any]]) -> list[torch.Tensor]:
-    return [t for nid in sorted(states) for st in states[nid].values() if isinstance(st, dict)
-            for t in st.values() if isinstance(t, torch.Tensor)]
-
-
-class _Spy:
-    """Counts socket-chain runs by wrapping the transport's ``socket_chain``."""
-
-    def __init__(self, transport: Any) -> None:
-        self.runs = 0
-        inner = transport.socket_chain
-
-        def chain(hops):
-            c = inner(hops)  # the transport keeps one chain per hop plan: wrap its run once
-            if getattr(c, "_spied", False):
-                return c
-            c._spied, run = True, c.run
-
-            def counted(*a, **k):
-                self.runs += 1
-                return run(*a, **k)
-            c.run = counted
-            return c
-        transport.socket_chain = chain
-
-
 @pytest.mark.ray
 @pytest.mark.parametrize(("strategy", "params"), [("npq+secagg", {}), ("pbm", {"b": 16})])
 def test_the_socket_chain_equals_the_task_path(ray_local, strategy, params):
@@ -64,7 +38,7 @@ def test_the_socket_chain_equals_the_task_path(ray_local, strategy, params):
     ref_s, ref_h, ref_states = run_with_states(_cfg(strategy, params, plane="ray", max_actors=2),
                                                num_train=N, transport=RayTransport())
     transport = RayTransport()
-    spy = _Spy(transport)
+    spy = ChainSpy(transport, "socket_chain")
     s, h, states = run_with_states(_cfg(strategy, params, plane="socket", max_actors=2), num_train=N,
                                    transport=transport)
     assert spy.runs == 2 * -(-N // B)  # every training step went over the sockets
@@ -72,7 +46,7 @@ def test_the_socket_chain_equals_the_task_path(ray_local, strategy, params):
     assert [r["test_acc"] for r in h] == [r["test_acc"] for r in ref_h]
     for key in LEDGER_KEYS:
         assert s.get(key) == ref_s.get(key), key
-    for a, b in zip(_params(states), _params(ref_states), strict=True):
+    for a, b in zip(state_tensors(states), state_tensors(ref_states), strict=True):
         assert torch.equal(a, b)
 
 
@@ -88,7 +62,7 @@ def _killed_run(kill: str | None):
                            "transport": {"kind": "ray", "max_actors": 1, "data_plane": "socket"},
                            "privacy": {"noise_rng": "seeded"}})
     transport = RayTransport()
-    spy = _Spy(transport)
+    spy = ChainSpy(transport, "socket_chain")
     timers: list[threading.Timer] = []
 
     def on_step(epoch, done, engine):

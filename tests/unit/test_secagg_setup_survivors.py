@@ -14,7 +14,7 @@ import pytest
 
 from parties import secagg_nodes
 from parties.secagg_nodes import SetupTerms
-from tests.secagg_helpers import SESSION, inputs, run_round
+from tests.secagg_helpers import SESSION, inputs, make_session, run_round
 from tests.unit.test_secagg_announced_resetup import (  # noqa: F401 - the fixture `run`
     C,
     T,
@@ -30,14 +30,7 @@ from vfl.secagg.consistency import MaliciousServer
 
 def _session(ids: list[int], *, threshold: int, roster: int, k: int) -> tuple[dict[int, SecAggClient], SecAggServer]:
     """Clients of a session over ``ids`` drawn from a roster of ``roster`` parties, keys and seed shares exchanged."""
-    clients = {i: SecAggClient(i, ids, threshold, SESSION, roster=roster) for i in ids}
-    keys = {i: c.public_key() for i, c in clients.items()}
-    for c in clients.values():
-        c.receive_public_keys(keys)
-    sent = {i: c.make_shares() for i, c in clients.items()}
-    for i, c in clients.items():
-        c.receive_shares({s: env[i] for s, env in sent.items() if s != i})
-    return clients, SecAggServer(ids, threshold, k, SESSION, roster=roster)
+    return make_session(len(ids), threshold, k, ids=ids, roster=roster)
 
 
 def test_announced_a_set_up_shrunk_to_the_victim_and_a_colluder_is_refused(run):  # noqa: F811
