@@ -60,8 +60,8 @@ def recover_cotangent(model: LoraEncoder, ids: torch.Tensor, lengths: torch.Tens
                                   materialize_grads=True)
 
         def jt(v: torch.Tensor) -> torch.Tensor:
-            out = torch.autograd.grad(h, slots, grad_outputs=v.to(h.dtype), retain_graph=True, allow_unused=True,
-                                      materialize_grads=True)
+            out = torch.autograd.grad(h, slots, grad_outputs=v.to(device=h.device, dtype=h.dtype), retain_graph=True,
+                                      allow_unused=True, materialize_grads=True)
             return torch.cat([t.reshape(-1) for t in out]).detach().cpu()
 
         def j(r: torch.Tensor) -> torch.Tensor:
@@ -174,7 +174,7 @@ class Curious:
             for t in sorted(common):
                 first = self.seen[min(self.seen)][t]
                 hs = [model.forward(first.ids, first.lengths, self.seen[a][t].adapter) for a in sorted(self.seen)]
-                cat_rows.append(torch.cat(hs, 1).numpy().astype(np.float32))
+                cat_rows.append(torch.cat(hs, 1).cpu().numpy().astype(np.float32))  # the server's device
                 cat_keys.append(_keys(t, -1, len(first.ids)))
         for per in self.seen.values():  # keep the last two steps: the pair across the drain, momentum
             order = sorted(per)
