@@ -8,7 +8,7 @@ export RAY_USAGE_STATS_ENABLED := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo test test-fast test-gpu lint bench clean
 
 $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ test: $(STAMP)  ## the whole suite (unit, contract, integration with Ray, e2e CL
 
 test-fast: $(STAMP)  ## without Ray and slow tests
 	$(VENV)/bin/pytest -q -m "not gpu and not ray and not slow"
+
+test-gpu: $(STAMP)  ## the gpu-marked tests (a CUDA machine; NF4 also needs bitsandbytes): CI has no GPU, run by hand
+	$(VENV)/bin/pytest -q -m gpu -rA
 
 lint: $(STAMP)  ## ruff on every package and the tests, mypy on all four packages (pyproject [tool.mypy] files)
 	$(VENV)/bin/ruff check vfl parties strategies simulations tests
