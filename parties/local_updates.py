@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from parties.fast_step import set_mode, step_all
+from vfl.torch_light import backward
 
 
 def party_local_steps(*, bottom: nn.Module, optimizer: torch.optim.Optimizer, inputs: Callable[[], torch.Tensor],
@@ -36,7 +37,7 @@ def party_local_steps(*, bottom: nn.Module, optimizer: torch.optim.Optimizer, in
     for _ in range(extra):
         out = bottom(x)
         optimizer.zero_grad(set_to_none=True)
-        out.backward(grad.reshape(out.shape))
+        backward([out], [grad.reshape(out.shape)])
         step_all([optimizer])
     return extra
 

@@ -31,6 +31,7 @@ from parties.local_updates import party_local_steps
 from vfl import message as wire
 from vfl.fastrecords import items_of, meta_of
 from vfl.node import Node
+from vfl.torch_light import backward
 
 
 class BatchParty(Protocol):
@@ -104,7 +105,7 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
         steps.append((epoch, step, grad_step, out, g, forward))
     optimizers = [party.optimizer for party in parties]
     zero_grads(optimizers)
-    torch.autograd.backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
+    backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
     stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (parties/fast_step.py)
     replies: list[list[Message]] = []
     for party, (_, (m,)), (epoch, step, grad_step, _, g, forward) in zip(parties, deliveries, steps, strict=True):

@@ -35,6 +35,7 @@ from vfl.mods import Mod, ModContext, apply_mods
 from vfl.node import Node, NodeSpec, handles
 from vfl.rng import NodeNoise
 from vfl.sampling import Schedule
+from vfl.torch_light import backward
 
 __all__ = ["ActiveServer", "PassiveParty", "Schedule", "concat_aggregator",
            "sum_aggregator"]  # the protocol's names: parties.vertical_wire (Kind, Record, Array, Key)
@@ -102,7 +103,7 @@ class PassiveParty(Node):
         out = self._pending[2]
         g = torch.tensor(grad, dtype=torch.float32, device=self.device).reshape(out.shape)
         zero_grads([self.optimizer])
-        out.backward(g)
+        backward([out], [g])  # torch's own call would import sympy in each party process (vfl.torch_light)
         if (begin_step := getattr(self.optimizer, "begin_step", None)) is not None:  # DP-SGD: parties/dp_bottom.py
             begin_step(epoch=epoch, step=step, batch_size=int(out.shape[0]))
         step_all([self.optimizer])  # plain torch optimizers: without the per-call wrapper (fast_step.py)

@@ -1,4 +1,5 @@
-"""Keep a process that never compiles from importing ``torch._dynamo`` (~1.1 s of CPU in each Ray actor).
+"""Keep a process that never compiles from importing ``torch._dynamo`` (~1.1 s of CPU in each Ray actor),
+and a backward with given gradients from importing sympy (:func:`backward`, ~0.35 s and 34 MB per process).
 
 torch wraps some ``Optimizer`` methods (``add_param_group``, ``zero_grad``, ``state_dict``,
 ``load_state_dict``) in ``torch._disable_dynamo``: on its first call the wrapper imports
@@ -109,3 +110,27 @@ def _undecorated(f: Any, inner: types.CodeType) -> types.FunctionType | None:
     if not isinstance(fn, types.FunctionType) or getattr(f, "__wrapped__", None) is not fn or _CACHE in vars(fn):
         return None
     return fn
+
+
+SYMBOLIC = "torch.fx.experimental.symbolic_shapes"
+
+
+def backward(outputs: Sequence[Any], grads: Sequence[Any]) -> None:
+    """``torch.autograd.backward(outputs, grads)`` for plain tensors of concrete shapes, without torch's
+    ``_make_grads``: its first call with a gradient tensor imports ``torch.fx.experimental.symbolic_shapes``
+    and sympy (to compare shapes that may be symbolic) in every party process. The same checks here
+    (equal shape, a floating gradient for a floating output), then the same engine call: identical
+    gradients. Falls back to torch's own call where that engine entry is missing or the module is loaded."""
+    import torch
+
+    run = getattr(torch.autograd.graph, "_engine_run_backward", None)
+    if run is None or SYMBOLIC in sys.modules or len(outputs) != len(grads):
+        torch.autograd.backward(list(outputs), list(grads))
+        return
+    for out, g in zip(outputs, grads, strict=True):
+        if (type(out) is not torch.Tensor or type(g) is not torch.Tensor or out.is_nested or out.shape != g.shape
+                or out.dtype.is_floating_point != g.dtype.is_floating_point):
+            torch.autograd.backward(list(outputs), list(grads))  # anything else: torch's own checks and errors
+            return
+    run(tuple(outputs), tuple(grads), False, False, (), allow_unreachable=True, accumulate_grad=True)
+

@@ -130,3 +130,45 @@ def test_feature_detection() -> None:
     assert torch_light._undecorated(wrapped, code) is None  # its cache is already filled: left as it is
     assert torch_light._inner_code(_fake_disable("_dynamo_cache")) is None  # another cache name
     assert torch_light._inner_code(None) is None and torch_light._inner_code(len) is None
+
+
+BACKWARD = """
+import hashlib, json, sys, torch
+from vfl.torch_light import SYMBOLIC, backward
+torch.manual_seed(0)
+bottoms = [torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4)) for _ in range(2)]
+x, g = torch.randn(16, 7), torch.randn(16, 4)
+outs = [b(x) for b in bottoms]
+if MODE == "torch":
+    outs[0].backward(g)
+    torch.autograd.backward([outs[1]], [g * 2])
+else:
+    backward([outs[0]], [g])
+    backward([outs[1]], [g * 2])
+h = hashlib.sha256()
+for b in bottoms:
+    for p in b.parameters():
+        h.update(p.grad.numpy().tobytes())
+print(json.dumps({"grads": h.hexdigest(), "sympy": SYMBOLIC in sys.modules or "sympy" in sys.modules}))
+"""
+
+
+def test_backward_with_gradients_is_torchs_without_importing_sympy() -> None:
+    """Parties' ``out.backward(g)``: the same gradients bit for bit; torch's own call (the control)
+    imports torch.fx.experimental.symbolic_shapes and sympy, ours does not."""
+    light = _run('MODE = "light"\n' + BACKWARD)
+    control = _run('MODE = "torch"\n' + BACKWARD)
+    assert light["grads"] == control["grads"]
+    assert control["sympy"] is True and light["sympy"] is False
+
+
+def test_backward_refuses_a_gradient_of_another_shape_as_torch_does() -> None:
+    import pytest
+    import torch
+
+    out = torch.nn.Linear(3, 4)(torch.randn(5, 3))
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        torch_light.backward([out], [torch.randn(5, 2)])  # the C++ engine alone would reduce a (1, 4) gradient
+    out = torch.nn.Linear(3, 4)(torch.randn(5, 3))
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        torch_light.backward([out], [torch.randn(1, 4)])
