@@ -21,7 +21,7 @@ import torch
 
 GB = 1e9
 # Llama-2-7B's shape (docs/llm.md "Memory of a 7B model server"); tiny: the same path in seconds on a CPU
-PRESETS: dict[str, dict[str, int]] = {
+PRESETS: dict[str, dict[str, Any]] = {
     "7b": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
            "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096},
     "tiny": {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -50,7 +50,8 @@ def build_model(preset: str, *, layers: int, device: str) -> Any:
     """A Llama base model (``AutoModel``: no lm_head) of ``preset``'s shape in bf16, initialised on ``device``."""
     from transformers import AutoModel, LlamaConfig
 
-    cfg = LlamaConfig(**{**PRESETS[preset], **({"num_hidden_layers": layers} if layers else {})})
+    kwargs: dict[str, Any] = {**PRESETS[preset], **({"num_hidden_layers": layers} if layers else {})}
+    cfg = LlamaConfig(**kwargs)
     with torch.device(device):
         model = AutoModel.from_config(cfg, dtype=torch.bfloat16)
     return model.eval()
