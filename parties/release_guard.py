@@ -167,8 +167,8 @@ class ReleaseGuard:
 def party_reports(grid: Any) -> dict[str, Any]:
     """Summary keys from each party still in the run, as it reports them itself (``release_report``);
     empty when no party guards its releases (npq...)."""
-    reports = [r for pid in grid.party_ids
-               if (r := grid.transport.call(grid.group_of[pid], pid, "release_report")) is not None]
+    calls = [(grid.group_of[pid], pid, "release_report") for pid in grid.party_ids]
+    reports = [r for r in grid.transport.call_all(calls) if r is not None]  # the hosts answer concurrently
     if not reports:
         return {}
     return {"party_release_cap": max(r["release_cap"] for r in reports),

@@ -100,6 +100,11 @@ class Transport(ABC):
     def call(self, group: str, node_id: int, method: str, *args: Any, **kwargs: Any) -> Any:
         """Control-plane call on one node (diagnostics, attack evaluation), outside the protocol."""
 
+    def call_all(self, calls: Sequence[tuple[str, int, str]]) -> list[Any]:
+        """Control-plane calls ``(group, node_id, method)`` on several nodes, answers in order; a
+        transport with separate hosts runs them concurrently (here: one after the other)."""
+        return [self.call(group, node_id, method) for group, node_id, method in calls]
+
     def views(self) -> dict[int, dict[str, Any]]:
         """Control plane: the recorded views of every node (``privacy.record_views``), drained."""
         return {}

@@ -243,6 +243,12 @@ class RayTransport(Transport):
         return self._get({group: self.actors[group].call.remote(node_id, method, *args, **kwargs)},
                          round="control")[group]
 
+    def call_all(self, calls: Sequence[tuple[str, int, str]]) -> list[Any]:
+        """Every call submitted before the first is awaited: the hosts answer concurrently (a party's
+        first ``release_report`` imports scipy and dp_accounting, ~0.9 CPU s: serially that was 4x)."""
+        futures = [(group, self.actors[group].call.remote(node_id, method)) for group, node_id, method in calls]
+        return [self._get({group: fut}, round="control")[group] for group, fut in futures]
+
     def views(self) -> dict[int, dict[str, Any]]:
         parts = self._get({n: a.drain_views.remote() for n, a in self.actors.items()}, round="control")
         return {nid: v for part in parts.values() for nid, v in part.items()}
