@@ -66,54 +66,56 @@ class CommLedger:
 
     def record_rows(self, rows: Iterable[tuple[str, str, str, str, int, int, str]]) -> None:
         """``record`` of each (phase, direction, party, round, nbytes, payload, kind) row, in order: the
-        hosts' rows of a drain in one call (no keyword call and no ``Counter.add`` call per row)."""
-        by_key, by_kind, by_kind_direction, epoch = self.by_key, self.by_kind, self.by_kind_direction, self._epoch
-        by_round = self.by_round if self.keep_rounds else None
-        # a drain's rows come in runs of one kind and direction, and of one round (a step's): the last
-        # run's kind rows and round row are reused, looked up again only when the run changes
-        last_kind, last_direction, last_round = None, None, None
-        row: dict[str, Any] = {}
-        split: dict[str, int] = {}
-        per_round: dict[str, int] = {}
+        hosts' rows of a drain in one call. A drain's rows come in runs of one phase, direction, round and
+        kind (a step's embeddings, then its broadcast): each row is counted for its party, and each run once,
+        by its sums, for its kind, this epoch and its round (the same totals and the same first-seen order)."""
+        by_key = self.by_key
+        phase0, direction0, round0, kind0 = "", "", "", ""
+        n = nbytes_sum = payload_sum = 0
         for phase, direction, party, round, nbytes, payload, kind in rows:
             c = by_key[(phase, direction, party)]
             c.bytes += nbytes
             c.payload += payload
             c.messages += 1
-            if kind:  # (get, then create: a setdefault would build its default row on every call)
-                if kind != last_kind or direction != last_direction:
-                    last_kind, last_direction = kind, direction
-                    found = by_kind.get(kind)
-                    if found is None:
-                        found = by_kind[kind] = {"direction": direction, "messages": 0, "bytes": 0, "payload": 0}
-                    elif found["direction"] != direction:
-                        found["direction"] = MIXED
-                    row = found
-                    ways = by_kind_direction.get(kind)
-                    if ways is None:
-                        ways = by_kind_direction[kind] = {}
-                    got = ways.get(direction)
-                    if got is None:
-                        got = ways[direction] = {"messages": 0, "bytes": 0, "payload": 0}
-                    split = got
-                row["messages"] += 1
-                row["bytes"] += nbytes
-                row["payload"] += payload
-                split["messages"] += 1
-                split["bytes"] += nbytes
-                split["payload"] += payload
-            c = epoch[(phase, direction)]
-            c.bytes += nbytes
-            c.payload += payload
-            c.messages += 1
-            if by_round is not None and direction != CONTROL:
-                if round != last_round:
-                    last_round = round
-                    here = by_round.get(round)
-                    if here is None:
-                        here = by_round[round] = {UP: 0, DOWN: 0}
-                    per_round = here
-                per_round[direction] += nbytes
+            if kind != kind0 or round != round0 or direction != direction0 or phase != phase0:
+                if n:
+                    self._record_run(phase0, direction0, round0, kind0, n, nbytes_sum, payload_sum)
+                phase0, direction0, round0, kind0 = phase, direction, round, kind
+                n = nbytes_sum = payload_sum = 0
+            n += 1
+            nbytes_sum += nbytes
+            payload_sum += payload
+        if n:
+            self._record_run(phase0, direction0, round0, kind0, n, nbytes_sum, payload_sum)
+
+    def _record_run(self, phase: str, direction: str, round: str, kind: str, n: int, nbytes: int, payload: int) -> None:
+        """``n`` messages of one phase, direction, round and kind (``nbytes`` and ``payload`` summed): per kind
+        (created on first sight: a setdefault would build its default row on every call), this epoch, per round."""
+        if kind:
+            row = self.by_kind.get(kind)
+            if row is None:
+                row = self.by_kind[kind] = {"direction": direction, "messages": 0, "bytes": 0, "payload": 0}
+            elif row["direction"] != direction:
+                row["direction"] = MIXED
+            ways = self.by_kind_direction.get(kind)
+            if ways is None:
+                ways = self.by_kind_direction[kind] = {}
+            split = ways.get(direction)
+            if split is None:
+                split = ways[direction] = {"messages": 0, "bytes": 0, "payload": 0}
+            for r in (row, split):
+                r["messages"] += n
+                r["bytes"] += nbytes
+                r["payload"] += payload
+        c = self._epoch[(phase, direction)]
+        c.bytes += nbytes
+        c.payload += payload
+        c.messages += n
+        if self.keep_rounds and direction != CONTROL:
+            here = self.by_round.get(round)
+            if here is None:
+                here = self.by_round[round] = {UP: 0, DOWN: 0}
+            here[direction] += nbytes
 
     def start_epoch(self) -> None:
         self._epoch = defaultdict(Counter)
