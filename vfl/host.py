@@ -106,15 +106,16 @@ class NodeHost(ChainHost):
         """
         per_node: dict[int, list[Any]] = {}
         auth, nodes, views = self.auth, self.nodes, self.views
+        timed = profile.enabled  # (read once: a start/stop pair per message and reply is four calls)
         for w in wires:
             message = decode(w.data)
             if auth is not None:
-                t0 = profile.start()
+                t0 = profile.start() if timed else 0.0
                 message = auth.verify(w.data, message)  # before any node sees it
-                profile.stop("auth", t0)
+                if timed:
+                    profile.stop("auth", t0)
             dst = int(meta_of(message)["_dst_node_id"])  # the (signed) metadata, not the routing header
-            targets = [nid for nid, n in nodes.items() if n.accepts_broadcast] if dst == BROADCAST else (dst,)
-            for nid in targets:
+            for nid in self._broadcast_ids() if dst == BROADCAST else (dst,):
                 if nid not in nodes:
                     raise ProtocolError(f"message {w.kind} for node {nid} delivered to a host without it")
                 got = per_node.get(nid)
@@ -126,34 +127,47 @@ class NodeHost(ChainHost):
                     views.record(nid, message)
         out: list[Wire] = []
         armed = faults.armed()  # the testing hook's environment, read once per delivery
-        for node, replies in self._handle(per_node):
+        for node, replies in self._handle(per_node):  # (node, its replies), in order of first appearance
             if armed:
                 faults.check(node.spec.name, replies, in_driver=self.in_driver)
             for r in replies:
-                out.append(self._wire(node.spec.node_id, r))
+                if auth is None:
+                    out.append(Wire.of(r))
+                    continue
+                check_unreserved(r)  # (a node may not write the auth record itself)
+                wire = Wire.of(r)
+                t0 = profile.start() if timed else 0.0
+                out.append(auth.sign(node.spec.node_id, wire))  # one MAC or signature, by the node that produced it
+                if timed:
+                    profile.stop("auth", t0)
         return out
+
+    def _roster(self) -> tuple[dict[int, Node], int, list[int], bool]:
+        """(nodes, their number, the ids that take a ``BROADCAST``, whether all are of one class), worked
+        out once per set of nodes (a restart rebuilds them: ``reset``)."""
+        nodes = self.nodes
+        cached = self.__dict__.get("_roster_cache")
+        if cached is None or cached[0] is not nodes or cached[1] != len(nodes):
+            ids = [nid for nid, n in nodes.items() if n.accepts_broadcast]
+            cached = self.__dict__["_roster_cache"] = (nodes, len(nodes), ids, len({type(n) for n in nodes.values()}) == 1)
+        return cached  # type: ignore[no-any-return]
+
+    def _broadcast_ids(self) -> list[int]:
+        """My nodes that take a ``BROADCAST`` (``Node.accepts_broadcast``)."""
+        return self._roster()[2]
 
     def _handle(self, per_node: dict[int, list[Message]]) -> list[tuple[Node, list[Message]]]:
         """Each node's replies, in order; nodes of one class get one ``handle_together`` call."""
         t0 = profile.start()
-        pairs = [(self.nodes[nid], messages) for nid, messages in per_node.items()]
-        nodes = [n for n, _ in pairs]
+        nodes = self.nodes
+        pairs = [(nodes[nid], messages) for nid, messages in per_node.items()]
         together = None
-        if len(nodes) > 1 and len({type(n) for n in nodes}) == 1:
-            together = type(nodes[0]).handle_together(pairs)
-        replies = together if together is not None else [n.handle(messages) for n, messages in pairs]
+        if len(pairs) > 1 and (self._roster()[3] or len({type(n) for n, _ in pairs}) == 1):
+            together = type(pairs[0][0]).handle_together(pairs)
+        if together is None:
+            together = [n.handle(messages) for n, messages in pairs]
         profile.stop("handle", t0)
-        return list(zip(nodes, replies, strict=True))
-
-    def _wire(self, node_id: int, message: Message) -> Wire:
-        if self.auth is None:
-            return Wire.of(message)
-        check_unreserved(message)  # (a node may not write the auth record itself)
-        wire = Wire.of(message)
-        t0 = profile.start()
-        signed = self.auth.sign(node_id, wire)  # one MAC or signature, by the node that produced it
-        profile.stop("auth", t0)
-        return signed
+        return list(zip([n for n, _ in pairs], together, strict=True))
 
     # ---- authentication (control plane, called by the driver at setup) ------------------------
     def auth_begin(self) -> dict[int, tuple[bytes, bytes]]:
