@@ -69,45 +69,44 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     """The replies of each party (host order) to one gradient delivery, with one fused backward;
     None when the delivery is not exactly one gradient message per plain party (see module doc)."""
     parties: list[BatchParty] = []
-    on_train, checked = base.__dict__["on_train"], None  # checked: the last message found a gradient delivery
+    steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
+    on_train, kind = base.__dict__["on_train"], vw.Kind.TRAIN_FORWARD
     plain: type | None = None  # the last class found plain (a host's parties share one: checked once)
-    for node, messages in deliveries:
+    read, fields = None, (0, 0, 0, False, False)  # the last message read and its step record (a broadcast: read once)
+    g, g_of, g_device = None, None, ""  # the last gradient tensor, its message and device (a broadcast: one tensor)
+    for node, messages in deliveries:  # every check before anything changes: None leaves the parties as they were
         party: BatchParty = node  # type: ignore[assignment]  # (checked next; a cast() call per party costs)
         if (cls := type(node)) is not plain:
             if not issubclass(cls, base) or not _plain(base, cls):
                 return None
             plain = cls
-        if (len(messages) != 1 or party._handlers.get(vw.Kind.TRAIN_FORWARD) is not on_train
+        if (len(messages) != 1 or party._handlers.get(kind) is not on_train
                 or getattr(party.optimizer, "begin_step", None) is not None):
             return None
-        if messages[0] is not checked:  # a broadcast: the same message for every party, checked once
-            if (meta_of(messages[0])["_message_type"] != vw.Kind.TRAIN_FORWARD
-                    or not wire.has_array(messages[0], vw.Record.GRAD)):
+        m = messages[0]
+        if m is not read:  # a broadcast: the same message for every party, checked and read once
+            if meta_of(m)["_message_type"] != kind or not wire.has_array(m, vw.Record.GRAD):
                 return None
-            checked = messages[0]
-        parties.append(party)  # an instance of `base`, checked above
-    steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
-    read, fields = None, (0, 0, 0, False, False)  # the last message read and its step record (a broadcast: read once)
-    g, g_of = None, None  # the last gradient tensor and the message it came from (a broadcast: one shared tensor)
-    for party, (_, (m,)) in zip(parties, deliveries, strict=True):
-        if m is not read:
             cfg = items_of(wire.config_of(m, vw.Record.STEP))  # (the record's dict: no TypedDict or cast() calls)
             read, fields = m, (int(cfg[vw.Key.EPOCH]), int(cfg[vw.Key.STEP]), int(cfg[vw.Key.GRAD_STEP]),
                                bool(cfg[vw.Key.FORWARD]), _broadcast_grad(m))
         epoch, step, grad_step, forward, broadcast = fields
-        if party._pending is None or party._pending[:2] != (epoch, grad_step):
+        pending = party._pending
+        if pending is None or pending[0] != epoch or pending[1] != grad_step:
             return None  # let the one-by-one path raise its ProtocolError
-        out = party._pending[2]
+        out = pending[2]
         # one broadcast array for every party of the host: one tensor, shared (backward only reads it)
-        if not (broadcast and m is g_of and g is not None and g.device == out.device and g.shape == out.shape):
+        if not (broadcast and m is g_of and g is not None and party.device == g_device and g.shape == out.shape):
             g = torch.tensor(party.select_gradient(m), dtype=torch.float32, device=party.device).reshape(out.shape)
-            g_of = m
+            g_of, g_device = m, party.device
+        parties.append(party)  # an instance of `base`, checked above
         steps.append((epoch, step, grad_step, out, g, forward))
     optimizers = [party.optimizer for party in parties]
     zero_grads(optimizers)
     backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
     stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (parties/fast_step.py)
     replies: list[list[Message]] = []
+    ids_of: tuple[Any, int, int, Any] = (None, -1, -1, None)  # (schedule, epoch, step, its batch ids): read once
     for party, (_, (m,)), (epoch, step, grad_step, _, g, forward) in zip(parties, deliveries, steps, strict=True):
         if not stepped:
             party.optimizer.step()
@@ -115,14 +114,17 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
         if party.local_steps > 1:  # FedBCD Q > 1 (the call and its closure cost ~1 us a party otherwise)
             party_local_steps(bottom=party.bottom, optimizer=party.optimizer, grad=g, extra=party.local_steps - 1,
                               inputs=_batch(party, epoch, grad_step))
-        mine = []
-        if forward:
-            if party.bottom.training is not True:  # = set_mode(party.bottom, training=True), without its call
-                party.bottom.train(True)
-            out = party.bottom(party._inputs(party.shard.x_train, party.schedule.train_ids(epoch, step)))
-            party._pending = (epoch, step, out)
-            mine.append(party._send(m, out, "train", epoch, step))
-        replies.append(mine)
+        if not forward:
+            replies.append([])
+            continue
+        bottom = party.bottom
+        if bottom.training is not True:  # = set_mode(party.bottom, training=True), without its call
+            bottom.train(True)
+        if ids_of[0] is not party.schedule or ids_of[1] != epoch or ids_of[2] != step:  # parties sharing a schedule
+            ids_of = (party.schedule, epoch, step, party.schedule.train_ids(epoch, step))
+        out = bottom(party._inputs(party.shard.x_train, ids_of[3]))
+        party._pending = (epoch, step, out)
+        replies.append([party._send(m, out, "train", epoch, step)])
     return replies
 
 

@@ -89,9 +89,12 @@ class VerticalStrategy(Strategy):
         return specs
 
     def schedule(self, num_train: int, num_test: int) -> Schedule:
+        """The batch schedule; one object per size, so the nodes a host builds share it (the party batch path
+        reads a step's batch ids once for parties with the same schedule: ``parties/party_batch.py``)."""
         t = self.cfg.train
-        return Schedule(seed=self.cfg.seed, num_train=num_train, num_test=num_test, batch_size=t.batch_size,
-                        eval_batch_size=max(t.batch_size, t.eval_batch_size))
+        sched = Schedule(seed=self.cfg.seed, num_train=num_train, num_test=num_test, batch_size=t.batch_size,
+                         eval_batch_size=max(t.batch_size, t.eval_batch_size))
+        return self.__dict__.setdefault("_schedules", {}).setdefault(sched, sched)  # type: ignore[no-any-return]
 
     def party_mods(self, index: int) -> list[Mod]:
         """Transforms of each outgoing embedding (identity for NPQ)."""
