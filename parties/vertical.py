@@ -20,7 +20,7 @@ from parties import vertical_wire as vw
 from parties.data_guard import STATE_KEY as DATA_KEY
 from parties.data_guard import DataGuard
 from parties.defenses.server_labels import ServerLabels
-from parties.fast_step import set_mode, step_all, zero_grads
+from parties.fast_step import module_hook, set_mode, step_all, zero_grads
 from parties.local_updates import party_local_steps, server_local_steps
 from parties.nonfinite import check_embedding, check_loss
 from parties.party_batch import train_together
@@ -204,6 +204,7 @@ class ActiveServer(Node):
         self.device = device
         self.loss_fn = nn.CrossEntropyLoss()
         self.last_summed: list[int] = []
+        self._senders: tuple[list[Message] | None, list[int]] = (None, [])  # (messages, their senders) last checked
         self.reset_metrics()
 
     def reset_metrics(self) -> None:
@@ -233,23 +234,28 @@ class ActiveServer(Node):
 
     def _check_round(self, messages: list[Message], phase: str) -> tuple[int, int]:
         mds = metas_of(messages)  # (read directly: each flwr metadata property costs two calls)
-        senders = sorted([int(md["_src_node_id"]) for md in mds])  # (a list: a generator is a call per item)
-        if senders != self.party_ids:
-            missing = sorted(set(self.party_ids) - set(senders))
+        srcs = [int(md["_src_node_id"]) for md in mds]  # (a list: a generator is a call per item)
+        if sorted(srcs) != self.party_ids:
+            missing = sorted(set(self.party_ids) - set(srcs))
             raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
-        tags = {str(md["_group_id"]) for md in mds}  # the embeddings' (authenticated) round tags (#29.2)
+        tags = {md["_group_id"] for md in mds}  # the embeddings' (authenticated) round tags (#29.2)
         if len(tags) != 1:
-            raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(tags)}")
-        got, epoch, step = wire.parse_round(tags.pop())
+            raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(str(t) for t in tags)}")
+        self._senders = (messages, srcs)  # fuse reads the same list's senders from here
+        got, epoch, step = wire.parse_round(str(tags.pop()))
         if got != phase:
             raise ProtocolError(f"{phase} embeddings tagged with round phase {got!r}")
         return epoch, step
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
-        srcs = [int(md["_src_node_id"]) for md in metas_of(messages)]  # (read once, directly: flwr's is four calls)
+        read, srcs = self._senders  # the senders _check_round read of this list, or read now (directly: flwr's is four calls)
+        if read is not messages:
+            srcs = [int(md["_src_node_id"]) for md in metas_of(messages)]
         order = sorted(range(len(messages)), key=srcs.__getitem__)
         self.last_summed = [srcs[i] for i in order]
-        fused = self.aggregate([messages[i] for i in order]).to(self.device)
+        fused = self.aggregate([messages[i] for i in order])
+        if self.device != "cpu":  # (on the CPU ``to`` returns the tensor itself)
+            fused = fused.to(self.device)
         if self.view_sink is not None:  # views only
             self.note_derived(wire.round_of(messages[0]), "fused", fused.detach().cpu().numpy())
         return fused
@@ -295,16 +301,16 @@ class ActiveServer(Node):
         if self.data_guard.expected is not None:
             self.data_guard.check((self.labels.y_train, self.labels.y_test))
         ids = self.schedule.train_ids(epoch, step)
-        y = torch.as_tensor(self.train_labels()[ids], device=self.device)
-        fused = self.fuse(messages).detach().requires_grad_(True)
         defended = bool(self.defenses)  # without defenses the label hooks below are identities: skipped
+        y = torch.as_tensor((self.train_labels() if defended else self.labels.y_train)[ids], device=self.device)
+        fused = self.fuse(messages).detach().requires_grad_(True)
         if defended and (staged := self.server_labels.batch(self.labels.y_train, num_classes=self.labels.num_classes,
                                                             ids=ids, epoch=epoch, step=step, head=self.head,
                                                             fused=fused)) is not None:
             y = torch.as_tensor(staged, device=self.device)  # label_rr_prior: stage-2 labels drawn / put to use
         if self.head.training is not True:  # = set_mode(self.head, training=True), without its call per step
             self.head.train(True)
-        if (arm := getattr(self.head, "arm", None)) is not None:  # a head defense (mid): this step's noise
+        if (arm := module_hook(self.head, "arm")) is not None:  # a head defense (mid): this step's noise
             arm(self.node_noise.round("head", phase="train", epoch=epoch, step=step))
         logits = self.head(fused)
         if not defended:  # the dataset's labels, in [0, num_classes) (vfl.data): never UNDRAWN
@@ -312,7 +318,7 @@ class ActiveServer(Node):
         else:
             loss = (self.loss_fn(logits, self.server_labels.targets(y, num_classes=self.labels.num_classes))
                     if bool((y != UNDRAWN).any()) else logits.sum() * 0.0)  # all UNDRAWN: no signal
-        if (penalty := getattr(self.head, "penalty", None)) is not None:  # mid: + lambda * KL of the bottleneck
+        if (penalty := module_hook(self.head, "penalty")) is not None:  # mid: + lambda * KL of the bottleneck
             loss = loss + penalty
         value = check_loss(loss, epoch=epoch, step=step, messages=messages, fused=fused, logits=logits, head=self.head)
         zero_grads([self.optimizer])
@@ -346,12 +352,13 @@ class ActiveServer(Node):
         nxt = step + 1 < self.schedule.steps
         cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
         src = messages[0]
+        tag = meta_of(src)["_group_id"]  # = wire.round_of(src) (flwr's property chain: four calls)
         if self.fusion == "sum":  # one tensor for everyone: the gradient of the sum is the same for all
-            out = [wire.make(vw.Kind.TRAIN_FORWARD, src=self.node_id, dst=BROADCAST, round=wire.round_of(src),
+            out = [wire.make(vw.Kind.TRAIN_FORWARD, src=self.spec.node_id, dst=BROADCAST, round=tag,
                              content=wire.records(**{vw.Record.GRAD: wire.arrays(**{vw.Array.GRAD: grad}), vw.Record.STEP: cfg}))]
             return self._defend(out, epoch, step)
         dim = grad.shape[1] // len(self.party_ids)
-        return self._defend([wire.make(vw.Kind.TRAIN_FORWARD, src=self.node_id, dst=pid, round=wire.round_of(src),
+        return self._defend([wire.make(vw.Kind.TRAIN_FORWARD, src=self.spec.node_id, dst=pid, round=tag,
                           content=wire.records(**{vw.Record.GRAD: wire.arrays(**{f"{vw.Array.GRAD}{i}": grad[:, i * dim:(i + 1) * dim]}),
                                                   vw.Record.STEP: cfg}))
                 for i, pid in enumerate(self.party_ids)], epoch, step)

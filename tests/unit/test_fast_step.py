@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from parties.fast_step import fused_step, set_mode, step_all, zero_grads
+from parties.fast_step import fused_step, module_hook, set_mode, step_all, zero_grads
 
 Make = Callable[[Any], torch.optim.Optimizer]
 
@@ -140,3 +140,30 @@ def test_zero_grads_and_set_mode():
     net.train = lambda mode=True: calls.append(mode) or net  # type: ignore[method-assign]
     set_mode(net, training=True)  # already training: no recursive walk
     assert calls == []
+
+
+class _Hooked(nn.Module):
+    """A head with every kind of attribute ``module_hook`` must find as ``getattr`` does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.scale = nn.Parameter(torch.ones(1))
+        self.register_buffer("offset", torch.zeros(1))
+        self.plain = 3
+
+    def arm(self, noise: Any) -> None:  # a method of the class
+        self.armed = noise
+
+    @property
+    def penalty(self) -> int:  # a property of the class
+        return 7
+
+
+def test_module_hook_is_getattr_with_none():
+    m = _Hooked()
+    for name in ("arm", "penalty", "lin", "scale", "offset", "plain", "training", "missing", "arm_", "forward"):
+        assert module_hook(m, name) == getattr(m, name, None) or module_hook(m, name) is getattr(m, name, None), name
+    assert module_hook(m, "missing") is None and module_hook(nn.Linear(1, 1), "penalty") is None
+    m.penalty_set_later = 1  # an instance attribute added after construction
+    assert module_hook(m, "penalty_set_later") == 1
