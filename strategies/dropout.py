@@ -15,8 +15,7 @@ privacy accounting.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from flwr.common import Message
 
@@ -32,9 +31,8 @@ from vfl.schema import RunConfig
 from vfl.transport.base import Outcome
 
 
-@dataclass(frozen=True)
-class Hop:
-    """One pipelined delivery: the step it belongs to and its handles per host."""
+class Hop(NamedTuple):
+    """One pipelined delivery: the step it belongs to and its handles per host (a tuple: two are made a step)."""
 
     step: int
     handles: dict[str, Any]
