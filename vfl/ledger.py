@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from vfl.psi_wire import KIND_PREFIX as PSI_KIND_PREFIX
 
 UP, DOWN, CONTROL = "up", "down", "control"
+_NBYTES, _PAYLOAD = itemgetter(4), itemgetter(5)  # of a (phase, direction, party, round, nbytes, payload, kind) row
 MIXED = "mixed"  # by_kind direction of a kind sent both ways (e.g. a request down and its reply up)
 
 
@@ -66,31 +68,33 @@ class CommLedger:
 
     def record_rows(self, rows: Iterable[tuple[str, str, str, str, int, int, str]]) -> None:
         """``record`` of each (phase, direction, party, round, nbytes, payload, kind) row, in order: the
-        hosts' rows of a drain in one call. A drain's rows come in runs of one phase, direction, round and
-        kind (a step's embeddings, then its broadcast): each row is counted for its party, and each run once,
-        by its sums, for its kind, this epoch and its round (the same totals and the same first-seen order)."""
+        hosts' rows of a drain in one call. Every view but the per-round bytes is a sum over rows of one
+        (phase, direction, party, kind): the rows are gathered by that (in the order first seen, which keeps
+        every dict's first-seen order) and each gathering is counted once by its sums."""
+        groups: dict[tuple[str, str, str, str], list[tuple[str, str, str, str, int, int, str]]] = {}
+        by_round = self.by_round if self.keep_rounds else None
+        last_round, here = None, {UP: 0, DOWN: 0}
+        for row in rows:
+            phase, direction, party, round, nbytes, _, kind = row
+            groups.setdefault((phase, direction, party, kind), []).append(row)
+            if by_round is not None and direction != CONTROL:  # a step's rows share its round
+                if round != last_round:
+                    last_round = round
+                    found = by_round.get(round)
+                    here = by_round[round] = {UP: 0, DOWN: 0} if found is None else found
+                here[direction] += nbytes
         by_key = self.by_key
-        phase0, direction0, round0, kind0 = "", "", "", ""
-        n = nbytes_sum = payload_sum = 0
-        for phase, direction, party, round, nbytes, payload, kind in rows:
+        for (phase, direction, party, kind), got in groups.items():
+            n, nbytes, payload = len(got), sum(map(_NBYTES, got)), sum(map(_PAYLOAD, got))
             c = by_key[(phase, direction, party)]
             c.bytes += nbytes
             c.payload += payload
-            c.messages += 1
-            if kind != kind0 or round != round0 or direction != direction0 or phase != phase0:
-                if n:
-                    self._record_run(phase0, direction0, round0, kind0, n, nbytes_sum, payload_sum)
-                phase0, direction0, round0, kind0 = phase, direction, round, kind
-                n = nbytes_sum = payload_sum = 0
-            n += 1
-            nbytes_sum += nbytes
-            payload_sum += payload
-        if n:
-            self._record_run(phase0, direction0, round0, kind0, n, nbytes_sum, payload_sum)
+            c.messages += n
+            self._record_sums(phase, direction, kind, n, nbytes, payload)
 
-    def _record_run(self, phase: str, direction: str, round: str, kind: str, n: int, nbytes: int, payload: int) -> None:
-        """``n`` messages of one phase, direction, round and kind (``nbytes`` and ``payload`` summed): per kind
-        (created on first sight: a setdefault would build its default row on every call), this epoch, per round."""
+    def _record_sums(self, phase: str, direction: str, kind: str, n: int, nbytes: int, payload: int) -> None:
+        """``n`` messages of one phase, direction and kind (``nbytes`` and ``payload`` summed): per kind
+        (created on first sight: a setdefault would build its default row on every call) and this epoch."""
         if kind:
             row = self.by_kind.get(kind)
             if row is None:
@@ -111,11 +115,6 @@ class CommLedger:
         c.bytes += nbytes
         c.payload += payload
         c.messages += n
-        if self.keep_rounds and direction != CONTROL:
-            here = self.by_round.get(round)
-            if here is None:
-                here = self.by_round[round] = {UP: 0, DOWN: 0}
-            here[direction] += nbytes
 
     def start_epoch(self) -> None:
         self._epoch = defaultdict(Counter)
