@@ -79,3 +79,20 @@ def test_record_rows_without_rounds_kept():
                           payload=payload, kind=kind)
     batch.record_rows(rows)
     assert _view(batch) == _view(one) and batch.by_round == {}
+
+
+def test_record_rows_keeps_first_seen_order():
+    """Rows are gathered before they are counted: every dict still lists its keys in the order first seen
+    (the checkpoint's JSON, ``bytes_by_kind``), as the row-by-row reference does."""
+    def order(ledger: CommLedger) -> tuple[object, ...]:
+        return (list(ledger.state()["keys"]), list(ledger.by_kind), [list(v) for v in ledger.by_kind_direction.values()],
+                list(ledger.by_round), [list(v) for v in ledger.by_round.values()], list(ledger._epoch))
+
+    for seed in range(4):
+        rows = _rows(seed)
+        one, batch = CommLedger(), CommLedger()
+        for phase, direction, party, rnd, nbytes, payload, kind in rows:
+            _reference_record(one, phase=phase, direction=direction, party=party, round=rnd, nbytes=nbytes,
+                              payload=payload, kind=kind)
+        batch.record_rows(rows)
+        assert order(batch) == order(one)
