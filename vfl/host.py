@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import torch
@@ -115,6 +116,9 @@ class NodeHost(ChainHost):
                 if timed:
                     profile.stop("auth", t0)
             dst = int(meta_of(message)["_dst_node_id"])  # the (signed) metadata, not the routing header
+            if dst == BROADCAST and not per_node and views is None:  # a step's broadcast: every taker, one list each
+                per_node = {nid: [message] for nid in self._broadcast_ids()}
+                continue
             for nid in self._broadcast_ids() if dst == BROADCAST else (dst,):
                 if nid not in nodes:
                     raise ProtocolError(f"message {w.kind} for node {nid} delivered to a host without it")
@@ -167,7 +171,7 @@ class NodeHost(ChainHost):
         if together is None:
             together = [n.handle(messages) for n, messages in pairs]
         profile.stop("handle", t0)
-        return list(zip([n for n, _ in pairs], together, strict=True))
+        return list(zip(map(itemgetter(0), pairs), together, strict=True))
 
     # ---- authentication (control plane, called by the driver at setup) ------------------------
     def auth_begin(self) -> dict[int, tuple[bytes, bytes]]:
@@ -194,7 +198,8 @@ class NodeHost(ChainHost):
     def deliver_piped(self, *parts: Sequence[Wire]) -> list[Wire]:
         """Pipelined delivery: take what is addressed to my nodes from other hosts' outputs (Ray
         passes them actor to actor, not through the driver) and log my replies for the ledger."""
-        mine = [w for part in parts for w in part if w.dst == BROADCAST or w.dst in self.nodes]
+        nodes = self.nodes
+        mine = [w for part in parts for w in part if w.dst == BROADCAST or w.dst in nodes]
         out = self.deliver(mine)
         self.outbox.extend([(w.src, w.dst, w.kind, w.round, len(w.data), w.payload) for w in out])  # len = w.nbytes
         return out
