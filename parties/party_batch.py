@@ -69,11 +69,13 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     """The replies of each party (host order) to one gradient delivery, with one fused backward;
     None when the delivery is not exactly one gradient message per plain party (see module doc)."""
     parties: list[BatchParty] = []
-    steps = []  # per party: (epoch, step of this message, gradient step, output, gradient, forward next?)
+    steps = []  # per party: (its message's step record as read, output, gradient)
     on_train, kind = base.__dict__["on_train"], vw.Kind.TRAIN_FORWARD
     plain: type | None = None  # the last class found plain (a host's parties share one: checked once)
-    read, fields = None, (0, 0, 0, False, False)  # the last message read and its step record (a broadcast: read once)
-    g, g_of, g_device = None, None, ""  # the last gradient tensor, its message and device (a broadcast: one tensor)
+    read, fields = None, (0, 0, 0, False)  # the last message read and its step record (a broadcast: read once)
+    epoch, grad_step, broadcast = 0, 0, False
+    g: Any = None  # the last gradient tensor (a broadcast: one for every party of the host, on one device)
+    g_of, g_device = None, ""  # the message and device it was made for
     for node, messages in deliveries:  # every check before anything changes: None leaves the parties as they were
         party: BatchParty = node  # type: ignore[assignment]  # (checked next; a cast() call per party costs)
         if (cls := type(node)) is not plain:
@@ -89,25 +91,25 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
                 return None
             cfg = items_of(wire.config_of(m, vw.Record.STEP))  # (the record's dict: no TypedDict or cast() calls)
             read, fields = m, (int(cfg[vw.Key.EPOCH]), int(cfg[vw.Key.STEP]), int(cfg[vw.Key.GRAD_STEP]),
-                               bool(cfg[vw.Key.FORWARD]), _broadcast_grad(m))
-        epoch, step, grad_step, forward, broadcast = fields
+                               bool(cfg[vw.Key.FORWARD]))
+            epoch, grad_step, broadcast = fields[0], fields[2], _broadcast_grad(m)
         pending = party._pending
         if pending is None or pending[0] != epoch or pending[1] != grad_step:
             return None  # let the one-by-one path raise its ProtocolError
         out = pending[2]
         # one broadcast array for every party of the host: one tensor, shared (backward only reads it)
-        if not (broadcast and m is g_of and g is not None and party.device == g_device and g.shape == out.shape):
+        if m is not g_of or not broadcast or party.device != g_device or g.shape != out.shape:  # (g_of: g is set)
             g = torch.tensor(party.select_gradient(m), dtype=torch.float32, device=party.device).reshape(out.shape)
             g_of, g_device = m, party.device
         parties.append(party)  # an instance of `base`, checked above
-        steps.append((epoch, step, grad_step, out, g, forward))
+        steps.append((fields, out, g))
     optimizers = [party.optimizer for party in parties]
     zero_grads(optimizers)
-    backward([s[3] for s in steps], [s[4] for s in steps])  # disjoint graphs: one engine run
+    backward([s[1] for s in steps], [s[2] for s in steps])  # disjoint graphs: one engine run
     stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (parties/fast_step.py)
     replies: list[list[Message]] = []
-    ids_of: tuple[Any, int, int, Any] = (None, -1, -1, None)  # (schedule, epoch, step, its batch ids): read once
-    for party, (_, (m,)), (epoch, step, grad_step, _, g, forward) in zip(parties, deliveries, steps, strict=True):
+    ids_of, ids_sched, ids = None, None, None  # the message and schedule the batch ids were read for: once per delivery
+    for party, (_, (m,)), ((epoch, step, grad_step, forward), _, g) in zip(parties, deliveries, steps, strict=True):
         if not stepped:
             party.optimizer.step()
         party._pending = None
@@ -120,9 +122,9 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
         bottom = party.bottom
         if bottom.training is not True:  # = set_mode(party.bottom, training=True), without its call
             bottom.train(True)
-        if ids_of[0] is not party.schedule or ids_of[1] != epoch or ids_of[2] != step:  # parties sharing a schedule
-            ids_of = (party.schedule, epoch, step, party.schedule.train_ids(epoch, step))
-        out = bottom(party._inputs(party.shard.x_train, ids_of[3]))
+        if m is not ids_of or party.schedule is not ids_sched:  # parties sharing a message and a schedule
+            ids_of, ids_sched, ids = m, party.schedule, party.schedule.train_ids(epoch, step)
+        out = bottom(party._inputs(party.shard.x_train, ids))
         party._pending = (epoch, step, out)
         replies.append([party._send(m, out, "train", epoch, step)])
     return replies
