@@ -204,7 +204,7 @@ class ActiveServer(Node):
         self.device = device
         self.loss_fn = nn.CrossEntropyLoss()
         self.last_summed: list[int] = []
-        self._senders: tuple[list[Message] | None, list[int]] = (None, [])  # (messages, their senders) last checked
+        self._senders: tuple[list[Message] | None, list[int], list[int]] = (None, [], [])  # (messages, senders, sorted)
         self.reset_metrics()
 
     def reset_metrics(self) -> None:
@@ -235,25 +235,29 @@ class ActiveServer(Node):
     def _check_round(self, messages: list[Message], phase: str) -> tuple[int, int]:
         mds = metas_of(messages)  # (read directly: each flwr metadata property costs two calls)
         srcs = [int(md["_src_node_id"]) for md in mds]  # (a list: a generator is a call per item)
-        if sorted(srcs) != self.party_ids:
+        if (senders := sorted(srcs)) != self.party_ids:
             missing = sorted(set(self.party_ids) - set(srcs))
             raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
         tags = {md["_group_id"] for md in mds}  # the embeddings' (authenticated) round tags (#29.2)
         if len(tags) != 1:
             raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(str(t) for t in tags)}")
-        self._senders = (messages, srcs)  # fuse reads the same list's senders from here
+        self._senders = (messages, srcs, senders)  # fuse reads the same list's senders from here
         got, epoch, step = wire.parse_round(str(tags.pop()))
         if got != phase:
             raise ProtocolError(f"{phase} embeddings tagged with round phase {got!r}")
         return epoch, step
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
-        read, srcs = self._senders  # the senders _check_round read of this list, or read now (directly: flwr's is four calls)
+        read, srcs, senders = self._senders  # what _check_round read of this list, or read now (directly: flwr's is four calls)
         if read is not messages:
             srcs = [int(md["_src_node_id"]) for md in metas_of(messages)]
-        order = sorted(range(len(messages)), key=srcs.__getitem__)
-        self.last_summed = [srcs[i] for i in order]
-        fused = self.aggregate([messages[i] for i in order])
+            senders = sorted(srcs)
+        if srcs == senders:  # already in sender order (a host's parties reply in node order): the sort is the identity
+            self.last_summed, ordered = senders, list(messages)
+        else:
+            order = sorted(range(len(messages)), key=srcs.__getitem__)
+            self.last_summed, ordered = [srcs[i] for i in order], [messages[i] for i in order]
+        fused = self.aggregate(ordered)
         if self.device != "cpu":  # (on the CPU ``to`` returns the tensor itself)
             fused = fused.to(self.device)
         if self.view_sink is not None:  # views only
