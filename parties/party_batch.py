@@ -108,7 +108,9 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     backward([s[1] for s in steps], [s[2] for s in steps])  # disjoint graphs: one engine run
     stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (parties/fast_step.py)
     replies: list[list[Message]] = []
-    ids_of, ids_sched, ids = None, None, None  # the message and schedule the batch ids were read for: once per delivery
+    ids_of: Message | None = None  # the message and schedule the batch ids were read for: once per delivery
+    ids_sched: Any = None
+    ids: Any = None
     for party, (_, (m,)), ((epoch, step, grad_step, forward), _, g) in zip(parties, deliveries, steps, strict=True):
         if not stepped:
             party.optimizer.step()
