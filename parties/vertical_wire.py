@@ -16,6 +16,11 @@ Node ids of the vertical layout: the label-holding server is ``SERVER_ID`` (0), 
 
 from __future__ import annotations
 
+from typing import Any
+
+from flwr.common import Message
+
+from vfl import message as wire
 from vfl.message import METRICS, METRICS_RECORD
 
 SERVER_ID = 0  # the one definition of the server's node id (strategies, benchmarks and views import it)
@@ -65,4 +70,16 @@ class Key:
 FORWARD_KINDS = (Kind.TRAIN_FORWARD, Kind.EVAL_FORWARD)
 KINDS = (Kind.TRAIN_FORWARD, Kind.EVAL_FORWARD, Kind.METRICS, Kind.DROP)
 
-__all__ = ["FORWARD_KINDS", "KINDS", "SERVER_ID", "Array", "Key", "Kind", "Record", "party_node_id"]
+__all__ = ["FORWARD_KINDS", "KINDS", "SERVER_ID", "Array", "Key", "Kind", "Record", "party_node_id", "step_config",
+           "step_of"]
+
+
+def step_config(*, epoch: int, step: int, forward: bool, grad_step: int = -1) -> Any:
+    """A step's STEP record: its epoch and step, whether parties forward it, and which step a gradient is of."""
+    return wire.config(**{Key.EPOCH: epoch, Key.STEP: step, Key.FORWARD: forward, Key.GRAD_STEP: grad_step})
+
+
+def step_of(message: Message) -> tuple[int, int]:
+    """(epoch, step) of a message's STEP record."""
+    cfg = wire.config_of(message, Record.STEP)
+    return wire.config_int(cfg, Key.EPOCH), wire.config_int(cfg, Key.STEP)

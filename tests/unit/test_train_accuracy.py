@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from parties import vertical
+from parties import active_server
 from parties.vertical import ActiveServer
 from tests.defense_server import defended_server, forward_messages
 
@@ -27,9 +27,9 @@ def _per_step(batches: list[tuple[torch.Tensor, torch.Tensor]]) -> int:
 
 
 @pytest.mark.parametrize("classes", [2, 6, 10, 100])
-@pytest.mark.parametrize("limit", [vertical.UNSCORED_ROWS, 150])
+@pytest.mark.parametrize("limit", [active_server.UNSCORED_ROWS, 150])
 def test_batched_scoring_counts_what_each_step_would(classes, limit, monkeypatch):
-    monkeypatch.setattr(vertical, "UNSCORED_ROWS", limit)
+    monkeypatch.setattr(active_server, "UNSCORED_ROWS", limit)
     x = _near_ties(1234, classes, seed=classes)
     y = torch.randint(0, classes, (1234,), generator=torch.Generator().manual_seed(1))
     y[::3] = classes - 1  # many rows labelled with the near-tied larger entry
@@ -39,7 +39,7 @@ def test_batched_scoring_counts_what_each_step_would(classes, limit, monkeypatch
     for lg, lab in batches:  # as train_step holds them (and scores every `limit` rows)
         server._unscored.append((lg, lab))
         server._unscored_rows += len(lab)
-        if server._unscored_rows >= vertical.UNSCORED_ROWS:
+        if server._unscored_rows >= active_server.UNSCORED_ROWS:
             server._score()
     assert server.train_stats["correct"] == _per_step(batches)
     assert not server._unscored
