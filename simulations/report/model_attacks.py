@@ -11,11 +11,12 @@ from torch import nn
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
 from vfl.attacks.backdoor import attack_success_rate, stamp_trigger
-from vfl.attacks.extraction import CountingOracle, extract_first_layer, match_neurons
+from vfl.attacks.extraction import extract, match_neurons, untanh
 from vfl.attacks.membership import control_split, label_only_scores, loss_scores, roc_metrics
 from vfl.rng import NoiseSource, seeded_numpy, seeded_torch
 
 MAX_MEMBERS = 500
+EXTRACTION_QUERIES = 1_000_000  # input rows; a digits run's extraction asks ~100k
 
 
 def _flat(xs: list[np.ndarray]) -> torch.Tensor:
@@ -79,22 +80,22 @@ def extraction_attack(run: RunArtifacts, party: int = 0, lines: int = 10) -> lis
 
     def oracle(x: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            out = net(torch.from_numpy(x)).numpy() / c
-        return np.arctanh(np.clip(out, -1 + 1e-15, 1 - 1e-15))  # type: ignore[no-any-return]
+            return untanh(net(torch.from_numpy(x)).numpy(), c=c)
 
     x = run.parts[0][party].x_train.reshape(len(run.parts[0][party].x_train), -1).astype(np.float64)
     center = x.mean(0)
     radius = float(2 * np.linalg.norm(x - center, axis=1).mean())
-    counted = CountingOracle(oracle)
-    normals, offsets = extract_first_layer(counted, dim=x.shape[1], radius=radius, lines=lines,
-                                           rng=seeded_numpy("report-extract", run.cfg.seed), center=center)
+    got = extract(oracle, dim=x.shape[1], radius=radius, lines=lines, rng=seeded_numpy("report-extract", run.cfg.seed),
+                  center=center, max_queries=EXTRACTION_QUERIES)
+    normals, offsets = got.normals, got.offsets
     w = first.weight.detach().double().numpy()
     b = first.bias.detach().double().numpy()
     res = match_neurons(w, b, normals, offsets)
     rng = seeded_numpy("report-extract-chance", run.cfg.seed)
     rand = rng.normal(size=(max(1, len(normals)), w.shape[1]))
     chance = match_neurons(w, b, rand / np.linalg.norm(rand, axis=1, keepdims=True), np.zeros(len(rand)))
-    res.update(queries=float(counted.queries), radius=radius)
+    res.update(queries=float(got.queries), radius=radius, query_budget=float(EXTRACTION_QUERIES),
+               lines=float(lines), lines_done=float(got.lines_done), noisy_lines=float(got.noisy_lines))
     return [AttackResult("extraction", f"share of party{party}'s first-layer neurons recovered (cosine > 0.99 up to sign)",
                          res["recovered"], chance["recovered"],
                          threat="query access to the party's bottom (chosen inputs -> embedding), known architecture",

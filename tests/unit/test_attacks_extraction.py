@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from vfl.attacks import extraction
 from vfl.attacks.extraction import (
@@ -71,3 +72,64 @@ def test_the_hyperplane_test_accepts_a_true_plane_however_exactly_its_normal_is_
             c = float(bj / np.linalg.norm(wj))
             passed.append(extraction.test_hyperplane(f, n, c, -c * n, radius=5.0, rng=rng))
         assert len(passed) == 16 and np.mean(passed) >= 15 / 16, (error, passed)
+
+
+class _Runaway(Exception):
+    pass
+
+
+def _capped(f, limit: int) -> CountingOracle:
+    """A counting oracle that stops the caller once ``limit`` rows were asked (the control's fuse)."""
+    def g(x: np.ndarray) -> np.ndarray:
+        if counted.queries > limit:
+            raise _Runaway
+        return f(x)
+    counted = CountingOracle(g)
+    return counted
+
+
+def _saturated(seed: int):
+    """A width-16 ReLU net under a C·tanh whose outputs reach |y| ~ 1 - 1e-7 (where atanh is noisy)."""
+    layers, g = _relu_net(seed, (10, 16, 4))
+    return layers, (lambda x: 4.0 * np.tanh(6.0 * g(x)))
+
+
+def test_a_line_through_a_saturated_tanh_is_noise_without_the_clamp_and_clean_with_it():
+    layers, y = _saturated(5)
+    (w, b), _ = layers
+    rng = np.random.default_rng(0)
+    a, v = rng.normal(size=10), rng.normal(size=10)
+    v /= np.linalg.norm(v)
+    z = 6.0 * _relu_net(5, (10, 16, 4))[1](a + np.linspace(-5, 5, 1001)[:, None] * v)
+    assert np.abs(np.tanh(z)).max() > 1 - 1e-6 and (np.abs(z) < 18).all()  # saturated, not exactly +-1
+    noisy = _capped(lambda x: extraction.untanh(y(x), c=4.0, saturation=1e-15), 2_000_000)
+    with pytest.raises(extraction.NoisyLine):  # the old clamp: rounding read as bends
+        points_on_line(noisy, a, v, -5, 5, tol=5e-7)
+    control = _capped(noisy.f, 2_000_000)
+    with pytest.raises(_Runaway):  # and without the cap it bisects the noise past 2M queries
+        points_on_line(control, a, v, -5, 5, tol=5e-7, max_live=None)
+    clean = CountingOracle(lambda x: extraction.untanh(y(x), c=4.0))
+    found = points_on_line(clean, a, v, -5, 5, tol=5e-7)
+    t_true = np.sort(-(w @ a + b) / (w @ v))
+    t_true = t_true[np.abs(t_true) < 5]
+    assert all(np.abs(found - t).min() < 1e-5 for t in t_true)  # every first-layer crossing is found
+    assert clean.queries < 50_000
+
+
+def test_extraction_through_a_saturated_tanh_recovers_the_layer_within_a_bounded_budget():
+    layers, y = _saturated(5)
+    got = extraction.extract(lambda x: extraction.untanh(y(x), c=4.0), dim=10, radius=5.0, lines=12,
+                             rng=np.random.default_rng(3), max_queries=1_000_000)
+    w, b = layers[0]
+    assert got.noisy_lines == 0 and got.lines_done == 12 and got.queries < 1_000_000
+    assert match_neurons(w, b, got.normals, got.offsets)["recovered"] >= 0.9
+
+
+def test_extraction_stops_at_its_query_budget_and_keeps_what_it_found():
+    layers, f = _relu_net(2, (10, 16, 16, 4))
+    full = extraction.extract(f, dim=10, radius=5.0, lines=12, rng=np.random.default_rng(3))
+    cut = extraction.extract(f, dim=10, radius=5.0, lines=12, rng=np.random.default_rng(3), max_queries=full.queries // 3)
+    assert full.lines_done == 12 and 0 < cut.lines_done < 12
+    assert full.queries // 3 < cut.queries <= full.queries // 3 + 2000  # at most the call that crossed it
+    assert 0 < len(cut.normals) < len(full.normals)
+    assert np.allclose(cut.normals, full.normals[:len(cut.normals)])  # a prefix of the same run

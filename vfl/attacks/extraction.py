@@ -14,6 +14,12 @@ u·nᵀ across a boundary; n (top right singular vector of the jump) is the loca
 probing across it must find the bend again exactly there; deeper boundaries bend and fail.
 Accepted hyperplanes are merged; score = share of true first-layer neurons whose normal is
 recovered with |cosine| > 0.99 (and the mean best |cosine|).
+
+Bisection assumes the oracle is piecewise linear to the last bit. Where rounding makes it bend
+everywhere (an atanh of a nearly saturated tanh, ~1e-10 of noise) every segment looks bent and the
+live segments double at each level: one such line asked 578k queries and held 36k "bends", each then
+tested as a plane (a report ran past 10 minutes). So a line whose live segments pass ``max_live`` is
+dropped as noisy (:class:`NoisyLine`), and :func:`extract` stops at a query budget.
 """
 
 from __future__ import annotations
@@ -24,6 +30,21 @@ from dataclasses import dataclass
 import numpy as np
 
 Oracle = Callable[[np.ndarray], np.ndarray]  # (n, d) float64 -> (n, k), piecewise linear
+
+MAX_LIVE = 4096  # live bisection segments per line; a real line holds ~2 per bend (hundreds at most here)
+# atanh(y) amplifies y's rounding by 1/(1 - y^2): at |y| = 1 - 1.5e-7 that is ~1e-10 on the pre-tanh
+# value, which bisection (1e-11 relative) reads as bends everywhere. Clamped at 1 - 1e-4 it stays under
+# 1e-12; a clamped coordinate is flat, and its kink is a curved level set the hyperplane test rejects.
+SATURATION = 1e-4
+
+
+def untanh(y: np.ndarray, *, c: float, saturation: float = SATURATION) -> np.ndarray:
+    """Undo an output ``c·tanh``: atanh(y / c), with |y / c| clamped to 1 - ``saturation``."""
+    return np.arctanh(np.clip(np.asarray(y, np.float64) / c, -1 + saturation, 1 - saturation))  # type: ignore[no-any-return]
+
+
+class NoisyLine(ValueError):
+    """The oracle bends almost everywhere along this line: rounding noise, not ReLU boundaries."""
 
 
 @dataclass
@@ -39,8 +60,10 @@ class CountingOracle:
 
 
 def points_on_line(f: Oracle, a: np.ndarray, v: np.ndarray, lo: float, hi: float, *, tol: float,
-                   segments: int = 64, rel: float = 1e-11) -> np.ndarray:
-    """Parameters t of the bends of t -> f(a + t v) on [lo, hi] (bisection of non-linear segments)."""
+                   segments: int = 64, rel: float = 1e-11, max_live: int | None = MAX_LIVE) -> np.ndarray:
+    """Parameters t of the bends of t -> f(a + t v) on [lo, hi] (bisection of non-linear segments).
+
+    Raises :class:`NoisyLine` when more than ``max_live`` segments are bent at once (None: no cap)."""
     edges = np.linspace(lo, hi, segments + 1)
     segs = np.stack([edges[:-1], edges[1:]], axis=1)
     frac = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
@@ -56,6 +79,9 @@ def points_on_line(f: Oracle, a: np.ndarray, v: np.ndarray, lo: float, hi: float
         wide = segs[bent & ~narrow]
         mid = wide.mean(axis=1, keepdims=True)
         segs = np.concatenate([np.c_[wide[:, :1], mid], np.c_[mid, wide[:, 1:]]])
+        if max_live is not None and len(segs) > max_live:
+            raise NoisyLine(f"{len(segs)} bent segments at width {float(segs[0, 1] - segs[0, 0]):.3g}: "
+                            f"the oracle is not piecewise linear at this resolution")
     return np.sort(np.concatenate(found)) if found else np.zeros(0)
 
 
@@ -93,7 +119,10 @@ def test_hyperplane(f: Oracle, n: np.ndarray, c: float, p: np.ndarray, *, radius
         # side looks linear): the test then saw a true plane only when rounding moved the bend far
         # enough inside a segment -- machine-dependent. A random asymmetric window puts 0 off the grid.
         lo, hi = -width * rng.uniform(0.75, 1.25), width * rng.uniform(0.75, 1.25)
-        ts = points_on_line(f, x0, n, lo, hi, tol=width * 1e-6, segments=8)
+        try:
+            ts = points_on_line(f, x0, n, lo, hi, tol=width * 1e-6, segments=8)
+        except NoisyLine:
+            continue  # no clean bend to find here: this probe does not vouch for the plane
         if len(ts) and np.abs(ts).min() < width * 1e-4:
             t0 = ts[np.abs(ts).argmin()]
             got = infer_hyperplane(f, x0 + t0 * n, n, step=width * 1e-3)
@@ -107,40 +136,86 @@ def _canonical(n: np.ndarray, c: float) -> tuple[np.ndarray, float]:
     return s * n, s * c
 
 
-def extract_first_layer(f: Oracle, *, dim: int, radius: float, lines: int, rng: np.random.Generator,
-                        center: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Recovered first-layer hyperplanes: (normals (h, d) unit rows, offsets (h,)), deduplicated."""
+@dataclass(frozen=True)
+class Extraction:
+    """What :func:`extract` recovered and what it cost."""
+
+    normals: np.ndarray  # (h, d) unit rows
+    offsets: np.ndarray  # (h,)
+    queries: int  # input rows asked of the oracle
+    noisy_lines: int  # lines dropped as NoisyLine
+    lines_done: int  # lines fully processed before the budget ran out (== lines when it did not)
+
+
+class _Budget:
+    """Counts the rows asked and stops the attack (``_Spent``) once ``limit`` is passed."""
+
+    def __init__(self, f: Oracle, limit: int | None) -> None:
+        self.f, self.limit, self.queries = f, limit, 0
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        self.queries += len(x)
+        if self.limit is not None and self.queries > self.limit:
+            raise _Spent
+        return self.f(x)
+
+
+class _Spent(Exception):
+    pass
+
+
+def extract(f: Oracle, *, dim: int, radius: float, lines: int, rng: np.random.Generator,
+            center: np.ndarray | None = None, max_queries: int | None = None) -> Extraction:
+    """Recovered first-layer hyperplanes, deduplicated; stops (keeping what it has) after ``max_queries`` rows."""
     base = np.zeros(dim) if center is None else np.asarray(center, np.float64)
+    oracle = _Budget(f, max_queries)
     normals: list[np.ndarray] = []
     offsets: list[float] = []
     rejected: list[tuple[np.ndarray, float]] = []
+    noisy = done = 0
 
     def seen(n: np.ndarray, c: float, planes: list[tuple[np.ndarray, float]]) -> bool:
         return any(abs(float(n @ m)) > 0.999 and abs(c - o) < 1e-3 * (1 + abs(o)) for m, o in planes)
 
-    for _ in range(lines):
-        a = base + rng.normal(scale=radius / 4, size=dim)
-        v = rng.normal(size=dim)
-        v /= np.linalg.norm(v)
-        ts = points_on_line(f, a, v, -radius, radius, tol=radius * 1e-7)
-        gaps = np.diff(np.r_[-radius, ts, radius])
-        for i, t in enumerate(ts):
-            step = min(radius * 1e-4, 0.25 * gaps[i], 0.25 * gaps[i + 1])
-            p = a + t * v
-            got = infer_hyperplane(f, p, v, step=step)
-            if got is None:
+    try:
+        for _ in range(lines):
+            a = base + rng.normal(scale=radius / 4, size=dim)
+            v = rng.normal(size=dim)
+            v /= np.linalg.norm(v)
+            try:
+                ts = points_on_line(oracle, a, v, -radius, radius, tol=radius * 1e-7)
+            except NoisyLine:
+                noisy += 1
+                done += 1
                 continue
-            n, c = _canonical(*got)
-            if seen(n, c, list(zip(normals, offsets, strict=True))) or seen(n, c, rejected):
-                continue  # this plane was tested already
-            if test_hyperplane(f, n, c, p, radius=radius, rng=rng):
-                normals.append(n)
-                offsets.append(c)
-            else:
-                rejected.append((n, c))
-    if not normals:
-        return np.zeros((0, dim)), np.zeros(0)
-    return np.stack(normals), np.asarray(offsets)
+            gaps = np.diff(np.r_[-radius, ts, radius])
+            for i, t in enumerate(ts):
+                step = min(radius * 1e-4, 0.25 * gaps[i], 0.25 * gaps[i + 1])
+                p = a + t * v
+                got = infer_hyperplane(oracle, p, v, step=step)
+                if got is None:
+                    continue
+                n, c = _canonical(*got)
+                if seen(n, c, list(zip(normals, offsets, strict=True))) or seen(n, c, rejected):
+                    continue  # this plane was tested already
+                if test_hyperplane(oracle, n, c, p, radius=radius, rng=rng):
+                    normals.append(n)
+                    offsets.append(c)
+                else:
+                    rejected.append((n, c))
+            done += 1
+    except _Spent:
+        pass
+    return Extraction(normals=np.stack(normals) if normals else np.zeros((0, dim)), offsets=np.asarray(offsets, np.float64),
+                      queries=oracle.queries, noisy_lines=noisy, lines_done=done)
+
+
+def extract_first_layer(f: Oracle, *, dim: int, radius: float, lines: int, rng: np.random.Generator,
+                        center: np.ndarray | None = None,
+                        max_queries: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Recovered first-layer hyperplanes: (normals (h, d) unit rows, offsets (h,)), deduplicated."""
+    got = extract(f, dim=dim, radius=radius, lines=lines, rng=rng, center=center, max_queries=max_queries)
+    return got.normals, got.offsets
 
 
 def match_neurons(weight: np.ndarray, bias: np.ndarray, normals: np.ndarray, offsets: np.ndarray, *,
