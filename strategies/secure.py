@@ -120,6 +120,12 @@ class SecureSumStrategy(VerticalStrategy):
                 "tells parties different survivor sets can learn sums of >= max(t, 2) parties, never one input; "
                 "malicious detects it)"]
 
+    def replayable(self) -> bool:
+        """A SecAgg sum that starts short of parties (skip-party dropouts earlier) is not replayed by a redo
+        after a resume, which sums every party again: under seeded noise the two sums differ by the missing
+        parties' counts, so the short attempt is written fresh (charged)."""
+        return not self.uses_secagg or self.dropouts.active == self.cfg.num_parties
+
     @property
     def secagg_mode(self) -> str:
         """``semi-honest``, ``malicious`` or ``announced`` (``params.secagg_mode``)."""

@@ -296,7 +296,8 @@ class Engine:
         events = self.strategy.privacy_events(epoch=epoch)
         if not events and label_dp(self.cfg.defenses, epochs=1, delta=self.cfg.privacy.delta) is None:
             return 0
-        return self.releases.begin(epoch=epoch, events=events, fresh=self.cfg.privacy.noise_rng != "seeded")
+        fresh = self.cfg.privacy.noise_rng != "seeded" or not self.strategy.replayable()
+        return self.releases.begin(epoch=epoch, events=events, fresh=fresh)
 
     def summary(self, history: list[dict[str, Any]]) -> dict[str, Any]:
         cfg = self.cfg

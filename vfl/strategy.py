@@ -101,6 +101,12 @@ class Strategy(ABC):
         """Privacy events released during ``epoch`` (for the accountant)."""
         return []
 
+    def replayable(self) -> bool:
+        """Would a seeded redo of the attempt that starts now repeat its releases bit for bit? (Then the
+        write-ahead ledger need not charge it.) Yes by default; a strategy whose redo may sum other inputs
+        (a SecAgg sum that starts short of parties who are back after a resume) says no."""
+        return True
+
     def summary_extra(self, grid: Grid) -> dict[str, Any]:
         """Strategy-specific keys for summary.json (formula bytes, leak metrics...)."""
         return {}

@@ -19,7 +19,8 @@ A checkpoint stores the ``seq`` its accountant covers. Restoring it gives the ch
 accountant plus the events of every release after that ``seq`` (``restore_accountant``): the
 failed attempt, and an attempt whose newer checkpoint was damaged. Under ``noise_rng: seeded`` a
 redone step repeats the same noise on the same state (the same decoded sums): nothing new is
-released, so ``fresh`` is false and nothing is charged. A partial last line (the process died
+released, so ``fresh`` is false and nothing is charged -- unless the strategy says a redo would not
+replay the attempt (``Strategy.replayable``: a SecAgg sum that starts short of parties). A partial last line (the process died
 while appending, before the release it announced was sent) is ignored.
 """
 
