@@ -16,7 +16,13 @@ from vfl.attacks.membership import control_split, label_only_scores, loss_scores
 from vfl.rng import NoiseSource, seeded_numpy, seeded_torch
 
 MAX_MEMBERS = 500
-EXTRACTION_QUERIES = 1_000_000  # input rows; a digits run's extraction asks ~100k
+
+
+def extraction_budget(*, lines: int, width: int, dim: int) -> int:
+    """Query rows the extraction may ask: per line ~2 bends per first-layer neuron, each costing two
+    Jacobians (2(d+1) rows) and four probe lines (~1,000 rows + a Jacobian each), with a 4x margin.
+    A digits bottom (d 16, width 32, 10 lines) gets 1.5M and asks ~100k."""
+    return lines * 4 * width * (1000 + 10 * (dim + 1))
 
 
 def _flat(xs: list[np.ndarray]) -> torch.Tensor:
@@ -85,8 +91,9 @@ def extraction_attack(run: RunArtifacts, party: int = 0, lines: int = 10) -> lis
     x = run.parts[0][party].x_train.reshape(len(run.parts[0][party].x_train), -1).astype(np.float64)
     center = x.mean(0)
     radius = float(2 * np.linalg.norm(x - center, axis=1).mean())
+    budget = extraction_budget(lines=lines, width=first.out_features, dim=x.shape[1])
     got = extract(oracle, dim=x.shape[1], radius=radius, lines=lines, rng=seeded_numpy("report-extract", run.cfg.seed),
-                  center=center, max_queries=EXTRACTION_QUERIES)
+                  center=center, max_queries=budget)
     normals, offsets = got.normals, got.offsets
     w = first.weight.detach().double().numpy()
     b = first.bias.detach().double().numpy()
@@ -94,7 +101,7 @@ def extraction_attack(run: RunArtifacts, party: int = 0, lines: int = 10) -> lis
     rng = seeded_numpy("report-extract-chance", run.cfg.seed)
     rand = rng.normal(size=(max(1, len(normals)), w.shape[1]))
     chance = match_neurons(w, b, rand / np.linalg.norm(rand, axis=1, keepdims=True), np.zeros(len(rand)))
-    res.update(queries=float(got.queries), radius=radius, query_budget=float(EXTRACTION_QUERIES),
+    res.update(queries=float(got.queries), radius=radius, query_budget=float(budget),
                lines=float(lines), lines_done=float(got.lines_done), noisy_lines=float(got.noisy_lines))
     return [AttackResult("extraction", f"share of party{party}'s first-layer neurons recovered (cosine > 0.99 up to sign)",
                          res["recovered"], chance["recovered"],

@@ -86,6 +86,8 @@ def test_attacks_without_views_say_what_is_missing(tmp_path):
     rep = build_report(run)
     assert "record_views" in rep["skipped"]["label_inference"] and rep["audit_epsilon_lower"] is None
     assert {a["name"] for a in rep["attacks"]} >= {"membership_loss", "extraction"}
+    (ext,) = [a for a in rep["attacks"] if a["name"] == "extraction"]  # bounded work, every line done
+    assert ext["lines_done"] == ext["lines"] and 0 < ext["queries"] < ext["query_budget"]
     assert main(["attack", "nope", str(run)]) == 2 and main(["report", str(tmp_path)]) == 2
 
 
