@@ -74,20 +74,6 @@ def test_the_hyperplane_test_accepts_a_true_plane_however_exactly_its_normal_is_
         assert len(passed) == 16 and np.mean(passed) >= 15 / 16, (error, passed)
 
 
-class _Runaway(Exception):
-    pass
-
-
-def _capped(f, limit: int) -> CountingOracle:
-    """A counting oracle that stops the caller once ``limit`` rows were asked (the control's fuse)."""
-    def g(x: np.ndarray) -> np.ndarray:
-        if counted.queries > limit:
-            raise _Runaway
-        return f(x)
-    counted = CountingOracle(g)
-    return counted
-
-
 def _saturated(seed: int):
     """A width-16 ReLU net under a C·tanh whose outputs reach |y| ~ 1 - 1e-7 (where atanh is noisy)."""
     layers, g = _relu_net(seed, (10, 16, 4))
@@ -102,11 +88,11 @@ def test_a_line_through_a_saturated_tanh_is_noise_without_the_clamp_and_clean_wi
     v /= np.linalg.norm(v)
     z = 6.0 * _relu_net(5, (10, 16, 4))[1](a + np.linspace(-5, 5, 1001)[:, None] * v)
     assert np.abs(np.tanh(z)).max() > 1 - 1e-6 and (np.abs(z) < 18).all()  # saturated, not exactly +-1
-    noisy = _capped(lambda x: extraction.untanh(y(x), c=4.0, saturation=1e-15), 2_000_000)
+    noisy = CountingOracle(lambda x: extraction.untanh(y(x), c=4.0, saturation=1e-15), limit=2_000_000)
     with pytest.raises(extraction.NoisyLine):  # the old clamp: rounding read as bends
         points_on_line(noisy, a, v, -5, 5, tol=5e-7)
-    control = _capped(noisy.f, 2_000_000)
-    with pytest.raises(_Runaway):  # and without the cap it bisects the noise past 2M queries
+    control = CountingOracle(noisy.f, limit=2_000_000)
+    with pytest.raises(extraction.BudgetSpent):  # and without the cap it bisects the noise past 2M queries
         points_on_line(control, a, v, -5, 5, tol=5e-7, max_live=None)
     clean = CountingOracle(lambda x: extraction.untanh(y(x), c=4.0))
     found = points_on_line(clean, a, v, -5, 5, tol=5e-7)

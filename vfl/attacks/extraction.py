@@ -47,15 +47,23 @@ class NoisyLine(ValueError):
     """The oracle bends almost everywhere along this line: rounding noise, not ReLU boundaries."""
 
 
+class BudgetSpent(Exception):
+    """A :class:`CountingOracle` was asked past its ``limit`` (the call that crossed it is not answered)."""
+
+
 @dataclass
 class CountingOracle:
-    """Wraps an oracle and counts the input rows it was asked (the attack's query budget)."""
+    """Wraps an oracle and counts the input rows it was asked (the attack's query budget); past ``limit``
+    rows it raises :class:`BudgetSpent`."""
 
     f: Oracle
     queries: int = 0
+    limit: int | None = None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         self.queries += len(x)
+        if self.limit is not None and self.queries > self.limit:
+            raise BudgetSpent(f"{self.queries} query rows asked, the budget is {self.limit}")
         return np.asarray(self.f(np.asarray(x, dtype=np.float64)), dtype=np.float64).reshape(len(x), -1)
 
 
@@ -147,28 +155,11 @@ class Extraction:
     lines_done: int  # lines fully processed before the budget ran out (== lines when it did not)
 
 
-class _Budget:
-    """Counts the rows asked and stops the attack (``_Spent``) once ``limit`` is passed."""
-
-    def __init__(self, f: Oracle, limit: int | None) -> None:
-        self.f, self.limit, self.queries = f, limit, 0
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        self.queries += len(x)
-        if self.limit is not None and self.queries > self.limit:
-            raise _Spent
-        return self.f(x)
-
-
-class _Spent(Exception):
-    pass
-
-
 def extract(f: Oracle, *, dim: int, radius: float, lines: int, rng: np.random.Generator,
             center: np.ndarray | None = None, max_queries: int | None = None) -> Extraction:
     """Recovered first-layer hyperplanes, deduplicated; stops (keeping what it has) after ``max_queries`` rows."""
     base = np.zeros(dim) if center is None else np.asarray(center, np.float64)
-    oracle = _Budget(f, max_queries)
+    oracle = CountingOracle(f, limit=max_queries)
     normals: list[np.ndarray] = []
     offsets: list[float] = []
     rejected: list[tuple[np.ndarray, float]] = []
@@ -204,7 +195,7 @@ def extract(f: Oracle, *, dim: int, radius: float, lines: int, rng: np.random.Ge
                 else:
                     rejected.append((n, c))
             done += 1
-    except _Spent:
+    except BudgetSpent:
         pass
     return Extraction(normals=np.stack(normals) if normals else np.zeros((0, dim)), offsets=np.asarray(offsets, np.float64),
                       queries=oracle.queries, noisy_lines=noisy, lines_done=done)
