@@ -18,18 +18,18 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties import vertical_wire as vw
 from parties.mods import gaussian_mod
-from strategies.vertical import VerticalStrategy
-from vfl import message as wire
-from vfl.config import param
-from vfl.mods import Mod, ModContext
-from vfl.privacy.events import GaussianEvent
-from vfl.privacy.mechanisms import discrete_gaussian_perturb, ldp_grid, ldp_sigma
-from vfl.privacy.scope import bottom_dp_events, bottom_dp_run_events
-from vfl.rng import NoiseSource
-from vfl.schema import RunConfig
-from vfl.strategy import register
+from parties.vertical import wire as vw
+from strategies.base.vertical import VerticalStrategy
+from vfl.config.fields import param
+from vfl.core.rng import NoiseSource
+from vfl.engine.schema import RunConfig
+from vfl.engine.strategy import register
+from vfl.privacy.accounting.events import GaussianEvent
+from vfl.privacy.accounting.scope import bottom_dp_events, bottom_dp_run_events
+from vfl.privacy.mechanisms.gaussian import discrete_gaussian_perturb, ldp_grid, ldp_sigma
+from vfl.runtime import message as wire
+from vfl.runtime.mods import Mod, ModContext
 
 NOISE_KINDS = ("discrete", "float")
 FLOAT_CAVEAT = ("params.noise=float: float32 Gaussian noise is not DP in floating point (Mironov, CCS 2012): "
@@ -68,7 +68,7 @@ class LDP(VerticalStrategy):
     @classmethod
     def calibrate_to_target(cls, cfg: RunConfig) -> RunConfig:
         """σ whose ε after train.epochs is privacy.target_epsilon (sets params.sigma)."""
-        from vfl.privacy.calibrate import calibrate_ldp_sigma
+        from vfl.privacy.accounting.calibrate import calibrate_ldp_sigma
 
         sens = 2 * cfg.model.tanh_c * math.sqrt(cfg.model.embed_dim)
         sigma, _ = calibrate_ldp_sigma(target_epsilon=float(cfg.privacy.target_epsilon or 0), delta=cfg.privacy.delta,

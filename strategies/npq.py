@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from strategies.vertical import VerticalStrategy
-from vfl.strategy import register
+from strategies.base.vertical import VerticalStrategy
+from vfl.engine.strategy import register
 
 
 @register

@@ -7,18 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parties.mods import fixed_point_mod, secagg_mod
-from parties.sum_decoder import FixedPointDecoder
-from strategies.secure import (
+from parties.secagg.decoders import FixedPointDecoder
+from strategies.base.secure import (
     SecureSumStrategy,
     check_secagg_config,
     secagg_mode_param,
     threshold_param,
 )
-from vfl.config import param
-from vfl.mods import Mod
-from vfl.schema import RunConfig
+from vfl.config.fields import param
+from vfl.engine.schema import RunConfig
+from vfl.engine.strategy import register
+from vfl.runtime.mods import Mod
 from vfl.secagg import fixed_point_bits
-from vfl.strategy import register
 
 
 @dataclass(frozen=True)

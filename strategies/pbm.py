@@ -15,23 +15,23 @@ import numpy as np
 import torch
 
 from parties.mods import pack_counts_mod, pbm_mod, secagg_mod
-from parties.sum_decoder import PBMDecoder
-from strategies.secure import (
+from parties.secagg.decoders import PBMDecoder
+from strategies.base.secure import (
     SecureSumStrategy,
     check_secagg_config,
     secagg_mode_param,
     shamir_threshold,
     threshold_param,
 )
-from vfl.config import param
-from vfl.errors import ConfigError
-from vfl.mods import Mod
-from vfl.privacy.events import PBMEvent
-from vfl.privacy.scope import bottom_dp_events, bottom_dp_run_events, honest_binomials
-from vfl.rng import NoiseSource
-from vfl.schema import RunConfig
+from vfl.config.fields import param
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
+from vfl.engine.schema import RunConfig
+from vfl.engine.strategy import register
+from vfl.privacy.accounting.events import PBMEvent
+from vfl.privacy.accounting.scope import bottom_dp_events, bottom_dp_run_events, honest_binomials
+from vfl.runtime.mods import Mod
 from vfl.secagg import smallest_modulus_bits
-from vfl.strategy import register
 
 MAX_B = 1 << 16  # params.b: beyond it the exact accountant takes hours (its cost grows with b); refused at config time
 
@@ -65,7 +65,7 @@ class PBM(SecureSumStrategy):
     @classmethod
     def calibrate_to_target(cls, cfg: RunConfig) -> RunConfig:
         """β (at the configured b) whose ε after train.epochs is privacy.target_epsilon."""
-        from vfl.privacy.calibrate import calibrate_pbm_beta
+        from vfl.privacy.accounting.calibrate import calibrate_pbm_beta
 
         p: PBMParams = cfg.params
         beta, _ = calibrate_pbm_beta(target_epsilon=float(cfg.privacy.target_epsilon or 0), delta=cfg.privacy.delta,

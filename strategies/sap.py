@@ -21,19 +21,19 @@ from parties.llm.common.lora import lora_spec_for
 from parties.llm.sap.customer import Privatizer, SapCustomer
 from parties.llm.sap.vendor import AttackBudget, SapVendor
 from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Record, split_packed, step_config
-from strategies.llm_driver import LlmDriver, optimizer_factory, schedule_lr, text_pairs
-from vfl import message as wire
+from strategies.base.llm import LlmDriver, optimizer_factory, schedule_lr, text_pairs
 from vfl.attacks.attribute import PROBES, bootstrap_ci, majority_rate, split_labeled
 from vfl.attacks.inversion import token_recovery, token_recovery_counts
-from vfl.config import param
-from vfl.data import Dataset, DataSource
-from vfl.errors import ConfigError, DataError
-from vfl.grid import Grid
-from vfl.message import round_tag
-from vfl.node import Node, NodeSpec
-from vfl.sampling import derive_seed
-from vfl.schema import RunConfig
-from vfl.strategy import Progress, register
+from vfl.config.fields import param
+from vfl.core.errors import ConfigError, DataError
+from vfl.data.dataset import Dataset, DataSource
+from vfl.data.sampling import derive_seed
+from vfl.engine.schema import RunConfig
+from vfl.engine.strategy import Progress, register
+from vfl.runtime import message as wire
+from vfl.runtime.grid import Grid
+from vfl.runtime.message import round_tag
+from vfl.runtime.node import Node, NodeSpec
 
 
 @dataclass(frozen=True)

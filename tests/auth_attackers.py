@@ -12,11 +12,11 @@ from typing import Any
 import torch
 from flwr.common import Message
 
-from parties import vertical_wire as vw
-from parties.vertical import PassiveParty, step_config
+from parties.vertical import wire as vw
+from parties.vertical.party import PassiveParty, step_config
 from strategies.npq import NPQ
-from vfl import message as wire
-from vfl.node import Node, NodeSpec, handles
+from vfl.runtime import message as wire
+from vfl.runtime.node import Node, NodeSpec, handles
 
 FORGE = "query.forge"
 

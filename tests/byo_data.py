@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfl.data import Dataset
+from vfl.data.dataset import Dataset
 
 
 def blobs(*, seed, n=120, features=8):
@@ -17,7 +17,7 @@ def blobs(*, seed, n=120, features=8):
 
 
 def as_dataset():
-    """A ``vfl.data.Dataset`` with three classes (no seed taken: the factory is deterministic)."""
+    """A ``vfl.data.dataset.Dataset`` with three classes (no seed taken: the factory is deterministic)."""
     x = np.tile(np.arange(6, dtype=np.float32), (30, 1))
     y = np.arange(30) % 3
     return Dataset(name="stairs", x_train=x[:24], y_train=y[:24], x_test=x[24:], y_test=y[24:], num_classes=3)

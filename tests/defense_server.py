@@ -7,13 +7,13 @@ from typing import Any
 import numpy as np
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
-from parties.vertical import step_config
-from simulations.datasource import ConfigDataSource
-from vfl import message as wire
-from vfl.node import NodeSpec
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
+from simulations.data.source import ConfigDataSource
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.runtime import message as wire
+from vfl.runtime.node import NodeSpec
 
 M, P, B = 2, 8, 32  # parties, embedding width, batch
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from vfl.data import Dataset, LabelShard, PartyShard
+from vfl.data.dataset import Dataset, LabelShard, PartyShard
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ class BlobSource:
 def run_with_states(cfg: Any, *, num_train: int, transport: Any = None
                     ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
     """Run ``cfg`` on blobs; summary, history and every node's ``state()`` (models + optimizer state)."""
-    from vfl.engine import Engine
-    from vfl.transport.inprocess import InProcessTransport
+    from vfl.engine.engine import Engine
+    from vfl.runtime.transport.inprocess import InProcessTransport
 
     transport = transport or InProcessTransport()
     engine = Engine(cfg, transport, BlobSource(num_parties=cfg.num_parties, num_train=num_train), progress=False)

@@ -11,13 +11,13 @@ import pytest
 from flwr.common import Message
 
 import strategies  # noqa: F401
-from parties.vertical import ActiveServer, PassiveParty
+from parties.vertical.party import ActiveServer, PassiveParty
 from tests.helpers import BlobSource
-from vfl.engine import Engine, EngineResult
-from vfl.message import parse_round
-from vfl.sampling import Schedule
-from vfl.schema import RunConfig, load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.data.sampling import Schedule
+from vfl.engine.engine import Engine, EngineResult
+from vfl.engine.schema import RunConfig, load_run_config
+from vfl.runtime.message import parse_round
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 Key = tuple[int, str, int, int]  # (party node id, phase, epoch, step)
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.private_backprop import recombine, split_gradient
-from vfl.rng import NoiseSource
+from vfl.core.rng import NoiseSource
 
 
 def check_private_backprop_step(server: LoraEncoder, ids: torch.Tensor, mask: torch.Tensor, *, width: int,

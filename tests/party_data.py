@@ -12,8 +12,8 @@ import pandas as pd
 from simulations.data.party_tables import PartyTableSource
 from simulations.data.split_parties import ID, LABEL, SPLIT, export
 from tests.helpers import BlobSource
-from vfl.data import Dataset, LabelShard, PartyShard
-from vfl.party_files import LabelFile, PartyFile
+from vfl.config.party_files import LabelFile, PartyFile
+from vfl.data.dataset import Dataset, LabelShard, PartyShard
 
 
 def write_blob_parties(out: Path, *, num_parties: int = 3, overlap: float = 0.7, seed: int = 0,

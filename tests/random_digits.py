@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from simulations.data.packaged import load_digits
-from vfl.data import Dataset
+from vfl.data.dataset import Dataset
 
 
 def shuffled_labels(*, seed: int = 0, data_dir: object = None) -> Dataset:

@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from parties import vertical_wire as vw
-from parties.vertical import ActiveServer
-from vfl import faults
-from vfl.fastrecords import meta_of
-from vfl.message import parse_round
-from vfl.privacy.accountant import DEFAULT_ORDERS, epsilon_from_rdp, event_rdp
-from vfl.privacy.events import GaussianEvent, PBMEvent
+from parties.vertical import wire as vw
+from parties.vertical.party import ActiveServer
+from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, epsilon_from_rdp, event_rdp
+from vfl.privacy.accounting.events import GaussianEvent, PBMEvent
+from vfl.runtime import faults
+from vfl.runtime.fast.records import meta_of
+from vfl.runtime.message import parse_round
 
 
 @dataclass

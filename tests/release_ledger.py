@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from parties import vertical_wire as vw
+from parties.vertical import wire as vw
 from tests.contract.wire_tap import WireTap
-from vfl.message import parse_round
+from vfl.engine.schema import RunConfig
 from vfl.privacy import Accountant, PBMEvent
-from vfl.schema import RunConfig
+from vfl.runtime.message import parse_round
 
 
 def decoded_rounds(taps: list[WireTap], *, use_rows: bool) -> Counter[tuple[int, int]]:

@@ -7,12 +7,12 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.errors import PartyFailure
-from vfl.faults import InjectedCrash
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.runtime.faults import InjectedCrash
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 SOURCE = BlobSource(num_parties=3, num_train=240, num_test=60)
 STEPS = 10  # 240 / 24
@@ -53,7 +53,7 @@ def old_parties_summed(self, epoch, default):
 
 def old_label_privacy(self):
     """Before: the label ε charged one epoch per restart or resume recorded in the newest checkpoint."""
-    from vfl.defenses import label_privacy
+    from vfl.privacy.defenses import label_privacy
 
     redone = len(self.recovery.restarts) + len(self.recovery.resumes)
     out = label_privacy(self.cfg.defenses, epochs=self.cfg.train.epochs + redone, delta=self.cfg.privacy.delta)

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vfl import message as wire
-from vfl.node import Node, NodeSpec, handles
+from vfl.runtime import message as wire
+from vfl.runtime.node import Node, NodeSpec, handles
 
 SERVER = 0
 SERVER_SPEC = NodeSpec(SERVER, "server", "server", "server")

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from vfl.attacks.secagg.curious import ServerView
 from vfl.secagg import SecAggClient, SecAggServer, ShareRequest, UnmaskRequest
-from vfl.secagg.curious import ServerView
 from vfl.secagg.shares import SHARE_BYTES
 
 SESSION = b"test-session"

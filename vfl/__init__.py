@@ -1,13 +1,13 @@
 """Core runtime of the framework: messages, transports, engine, strategies ABC, privacy, secagg.
 
 Imports only go down: ``simulations -> strategies/parties -> vfl``; nothing here imports the
-layers above (they register through the ``vfl.plugins`` entry points, see ``vfl/plugins.py``).
+layers above (they register through the ``vfl.plugins`` entry points, see ``vfl/core/plugins.py``).
 
 The Python API (``vfl.run``, ``vfl.resume_run``, ``vfl.resolve``, ``vfl.validate``, ``vfl.account``,
-``vfl.RunResult``) lives in ``vfl/api.py`` and is imported on first use, so ``import vfl`` stays cheap.
+``vfl.RunResult``) lives in ``vfl/engine/api.py`` and is imported on first use, so ``import vfl`` stays cheap.
 So are the names a strategy author needs (docs/writing-a-strategy.md): ``Strategy``, ``register``,
 ``STRATEGIES``, ``Node``, ``NodeSpec``, ``handles``, ``Mod``, ``ModContext``, ``param``,
-``ConfigError`` and the message helpers ``vfl.message``.
+``ConfigError`` and the message helpers ``vfl.message`` (``vfl/runtime/message.py``).
 """
 
 import importlib
@@ -23,9 +23,9 @@ __version__ = "0.1.0"
 
 _API = ("run", "resume_run", "resolve", "validate", "account", "RunResult")
 _EXTEND = {  # name -> its module: what docs/writing-a-strategy.md imports from ``vfl``
-    "Strategy": "strategy", "register": "strategy", "STRATEGIES": "strategy",
-    "Node": "node", "NodeSpec": "node", "handles": "node",
-    "Mod": "mods", "ModContext": "mods", "param": "config", "ConfigError": "errors",
+    "Strategy": "engine.strategy", "register": "engine.strategy", "STRATEGIES": "engine.strategy",
+    "Node": "runtime.node", "NodeSpec": "runtime.node", "handles": "runtime.node",
+    "Mod": "runtime.mods", "ModContext": "runtime.mods", "param": "config.fields", "ConfigError": "core.errors",
 }
 __all__ = ["__version__", *_API, *_EXTEND, "message"]
 
@@ -37,11 +37,11 @@ def __dir__() -> list[str]:
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from vfl import api
+        from vfl.engine import api
 
         return getattr(api, name)
     if name == "message":
-        return importlib.import_module("vfl.message")  # not `from vfl import`: that asks this hook again
+        return importlib.import_module("vfl.runtime.message")  # not `from vfl import`: that asks this hook again
     if name in _EXTEND:
         return getattr(importlib.import_module(f"vfl.{_EXTEND[name]}"), name)
     raise AttributeError(f"module 'vfl' has no attribute {name!r}")

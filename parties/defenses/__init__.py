@@ -1,4 +1,4 @@
-"""Built-in defenses (registered in ``vfl.defenses.DEFENSES`` on import): label DP by randomized
+"""Built-in defenses (registered in ``vfl.privacy.defenses.DEFENSES`` on import): label DP by randomized
 response (plain and with a prior), label-DP gradient perturbation, noise and top-k sparsification of the gradient the label holder sends down, Marvell, MID's bottleneck at the server, CAE/DCAE's confused labels, and the parties' NoPeek dCor penalty."""
 
 from parties.defenses import cae, forward, gradient, label, label_gp, marvell, mid, rr_prior  # noqa: F401  (importing registers them)

@@ -24,9 +24,9 @@ import torch
 from torch import nn
 
 from parties.defenses.gradient import gradient_mod
-from vfl.config import param
-from vfl.defenses import Defense, register
-from vfl.mods import Mod
+from vfl.config.fields import param
+from vfl.privacy.defenses import Defense, register
+from vfl.runtime.mods import Mod
 
 STEPS, LR, WIDTH = 300, 0.02, 4  # the autoencoder's Adam steps, rate and hidden width per class
 EXCLUSIVE = ("label_rr_prior", "label_gp", "marvell")  # read the integer labels the head trains on

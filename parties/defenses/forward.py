@@ -16,14 +16,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from parties.llm.p3eft.regularizers import distance_correlation_sq
-from vfl.config import param
-from vfl.defenses import Defense, register
+from vfl.config.fields import param
+from vfl.privacy.defenses import Defense, register
 
-if TYPE_CHECKING:  # annotations only: parties.vertical imports this package (server_labels)
-    from parties.vertical import PassiveParty
+if TYPE_CHECKING:  # annotations only: parties.vertical.party imports this package (server_labels)
+    from parties.vertical.party import PassiveParty
 
 _VARIANTS: dict[type, type] = {}
+
+
+def _centered_distances(x: torch.Tensor) -> torch.Tensor:
+    sq = (x.unsqueeze(0) - x.unsqueeze(1)).pow(2).sum(-1)
+    d = torch.sqrt(sq + 1e-12)  # smooth at 0 (the diagonal): finite gradients
+    return d - d.mean(0, keepdim=True) - d.mean(1, keepdim=True) + d.mean()
+
+
+def distance_correlation_sq(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Squared sample distance correlation dCor²(x, y) of two row-aligned batches (Székely et al.)."""
+    a, b = _centered_distances(x.reshape(len(x), -1)), _centered_distances(y.reshape(len(y), -1))
+    dcov = (a * b).mean()
+    return dcov / torch.sqrt((a * a).mean() * (b * b).mean()).clamp_min(1e-12)
 
 
 def distance_correlation(x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 from flwr.common import ArrayRecord, Message
 
-from parties import vertical_wire as vw
-from vfl import message as wire
-from vfl.config import param
-from vfl.defenses import Defense, register
-from vfl.mods import Mod, ModContext
-from vfl.privacy.label_dp import noisy_gradient, topk_rows
+from parties.vertical import wire as vw
+from vfl.config.fields import param
+from vfl.privacy.defenses import Defense, register
+from vfl.privacy.mechanisms.label_dp import noisy_gradient, topk_rows
+from vfl.runtime import message as wire
+from vfl.runtime.mods import Mod, ModContext
 
 
 def gradient_mod(transform: Any, purpose: str) -> Mod:

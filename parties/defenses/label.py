@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vfl.config import param
-from vfl.defenses import Defense, register
-from vfl.privacy.label_dp import randomized_response
-from vfl.rng import NoiseSource
+from vfl.config.fields import param
+from vfl.core.rng import NoiseSource
+from vfl.privacy.defenses import Defense, register
+from vfl.privacy.mechanisms.label_dp import randomized_response
 
 
 @dataclass(frozen=True)

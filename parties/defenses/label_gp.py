@@ -24,10 +24,10 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from vfl.config import param
-from vfl.defenses import Defense, register
-from vfl.privacy.accountant import DEFAULT_ORDERS, epsilon_from_rdp, gaussian_rdp
-from vfl.rng import NoiseSource
+from vfl.config.fields import param
+from vfl.core.rng import NoiseSource
+from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, epsilon_from_rdp, gaussian_rdp
+from vfl.privacy.defenses import Defense, register
 
 EXCLUSIVE = ("label_rr", "label_rr_prior", "marvell", "cae", "dcae", "mid")  # read the labels or reshape the head
 

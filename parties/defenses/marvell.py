@@ -2,7 +2,7 @@
 
 The server knows each row's label, so it can shape the noise per class: the covariances that make
 the two classes' perturbed gradient distributions closest (symmetrised KL) under a power budget
-``strength``·‖ḡ₁ − ḡ₀‖² (vfl/privacy/marvell.py). The mod reads the batch's labels from the
+``strength``·‖ḡ₁ − ḡ₀‖² (vfl/privacy/mechanisms/marvell.py). The mod reads the batch's labels from the
 server's mod state (the labels the head trains on). No formal ε: Marvell bounds a KL-based leak
 metric of each batch, not a DP guarantee.
 """
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 from flwr.common import ArrayRecord, Message
 
-from parties import vertical_wire as vw
-from vfl import message as wire
-from vfl.config import param
-from vfl.defenses import Defense, register
-from vfl.errors import ConfigError
-from vfl.mods import Mod, ModContext
-from vfl.privacy.marvell import marvell_perturb
+from parties.vertical import wire as vw
+from vfl.config.fields import param
+from vfl.core.errors import ConfigError
+from vfl.privacy.defenses import Defense, register
+from vfl.privacy.mechanisms.marvell import marvell_perturb
+from vfl.runtime import message as wire
+from vfl.runtime.mods import Mod, ModContext
 
 FALLBACK = "marvell_last"  # mod-state key: the previous batch's noise, for a batch with one class only
 

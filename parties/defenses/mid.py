@@ -19,9 +19,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from vfl.config import param
-from vfl.defenses import Defense, register
-from vfl.rng import NoiseSource
+from vfl.config.fields import param
+from vfl.core.rng import NoiseSource
+from vfl.privacy.defenses import Defense, register
 
 
 class Bottleneck(nn.Module):

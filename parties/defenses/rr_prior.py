@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from vfl.config import param
-from vfl.defenses import UNDRAWN, Defense, register
-from vfl.privacy.rr_prior import rr_with_prior
-from vfl.rng import NoiseSource
+from vfl.config.fields import param
+from vfl.core.rng import NoiseSource
+from vfl.privacy.defenses import UNDRAWN, Defense, register
+from vfl.privacy.mechanisms.rr_prior import rr_with_prior
 
 EXCLUSIVE = ("label_rr", "label_gp", "marvell", "cae", "dcae")  # also read or replace the training labels
 

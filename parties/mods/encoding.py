@@ -3,7 +3,7 @@
 A message's ``EMB`` record holds exactly one of: ``FLOAT`` (float embedding), ``INTS`` (integers:
 PBM counts or fixed-point codes), or ``PACKED`` (integers bit-packed to ``k`` bits, possibly masked
 by secure aggregation, with shape and ``k`` in the ``ENC`` config record); names in
-``parties.vertical_wire``. Mods compose left to
+``parties.vertical.wire``. Mods compose left to
 right: ``pbm_mod`` (e -> q), ``secagg_mod`` (q -> masked p) or ``pack_counts_mod`` (q -> p).
 """
 
@@ -15,11 +15,11 @@ import numpy as np
 import torch
 from flwr.common import ArrayRecord, Message
 
-from parties import vertical_wire as vw
-from vfl import message as wire
-from vfl.errors import ProtocolError
-from vfl.faults import audit_enabled
-from vfl.mods import Mod, ModContext
+from parties.vertical import wire as vw
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
+from vfl.runtime.faults import audit_enabled
+from vfl.runtime.mods import Mod, ModContext
 from vfl.secagg import encode_fixed, pack_bits, unpack_bits
 
 AUDIT = "audit"  # mod-state key of the plain inputs kept for tests (VFL_SECAGG_AUDIT=1 only)
@@ -40,7 +40,7 @@ def _packed(message: Message, values: np.ndarray, k: int, masked: bool) -> Messa
 
 def pbm_mod(*, b: int, beta: float, c: float) -> Mod:
     """Float embedding (clamped to [-c, c]) -> Binomial(b, 1/2 + (beta/c) x) counts (PBM-VFL, Algorithm 1)."""
-    from vfl.privacy.mechanisms import pbm_encode
+    from vfl.privacy.mechanisms.pbm import pbm_encode
 
     def mod(message: Message, ctx: ModContext) -> Message:
         e = wire.get_array(message, vw.Record.EMB, vw.Array.FLOAT)
@@ -54,7 +54,7 @@ def pbm_mod(*, b: int, beta: float, c: float) -> Mod:
 
 def gaussian_mod(*, sigma: float) -> Mod:
     """LDP baseline: add N(0, sigma^2) to every embedding coordinate before it leaves the party."""
-    from vfl.privacy.mechanisms import gaussian_perturb
+    from vfl.privacy.mechanisms.gaussian import gaussian_perturb
 
     def mod(message: Message, ctx: ModContext) -> Message:
         e = torch.from_numpy(np.array(wire.get_array(message, vw.Record.EMB, vw.Array.FLOAT), dtype=np.float32))
@@ -87,7 +87,7 @@ def pack_counts_mod(*, k: int) -> Mod:
 def secagg_mod(*, k: int, name: str = vw.Record.EMB) -> Mod:
     """Double-mask the integers mod 2^k and bit-pack them; the round tag and tensor name make every
     mask key fresh. The party's key material is ``ctx.secagg``, which only a party that ran the
-    key set-up provides (``parties.secagg_nodes.SecAggParty.ctx``); any other party is refused."""
+    key set-up provides (``parties.secagg.party.SecAggParty.ctx``); any other party is refused."""
 
     def mod(message: Message, ctx: ModContext) -> Message:
         client = ctx.secagg

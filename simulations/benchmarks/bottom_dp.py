@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 from vfl.privacy import Accountant, DPSGDEvent, PBMEvent, PrivacyEvent
 
 DEFAULTS = ["transport.kind=inprocess", "strategy=pbm", "params.b=16", "params.beta=0.25"]

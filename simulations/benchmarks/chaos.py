@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulations.runner import execute, resolve_config
-from vfl.engine import Engine
+from simulations.cli.runner import execute, resolve_config
+from vfl.engine.engine import Engine
 
 
 class Killer:

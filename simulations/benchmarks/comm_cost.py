@@ -28,10 +28,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from simulations.plots import save_png_pdf  # noqa: E402
-from simulations.runner import execute, resolve_config  # noqa: E402
-from vfl.costs import paper_formula_bytes  # noqa: E402
-from vfl.schema import RunConfig  # noqa: E402
+from simulations.cli.runner import execute, resolve_config  # noqa: E402
+from simulations.report.plots import save_png_pdf  # noqa: E402
+from vfl.engine.schema import RunConfig  # noqa: E402
+from vfl.runtime.costs import paper_formula_bytes  # noqa: E402
 
 DEFAULT_GRID: dict[str, list[Any]] = {"b": [4, 16, 64], "beta": [0.1, 0.25]}
 FULL_GRID: dict[str, list[Any]] = {"b": [4, 8, 16, 64, 128], "beta": [0.1, 0.15, 0.2, 0.25]}  # the paper's Activity grid
@@ -154,7 +154,7 @@ def print_q_table(rows: list[dict[str, Any]]) -> None:
 
 
 def len_train(cfg: Any) -> int:
-    from simulations.datasource import ConfigDataSource
+    from simulations.data.source import ConfigDataSource
 
     return len(ConfigDataSource.from_config(cfg).partition()[1].y_train)
 

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from simulations.benchmarks.overhead import DEFAULTS, synthetic_har
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
-from strategies import compiled_epoch
-from vfl.engine import Engine
-from vfl.schema import RunConfig
-from vfl.transport.ray_transport import RayTransport
+from simulations.cli.runner import resolve_config
+from simulations.data.source import ConfigDataSource
+from strategies.base import compiled_epoch
+from vfl.engine.engine import Engine
+from vfl.engine.schema import RunConfig
+from vfl.runtime.transport.ray_transport import RayTransport
 
 PATHS = ("off", "on", "auto")
 AT_STEPS = 2000  # auto's whole-run cost projected to a run this long (MIN_AUTO_STEPS: the shortest it probes)

@@ -26,7 +26,7 @@ import simulations.data.text  # noqa: F401  (registers the text datasets)
 from parties.llm.common.backbone import load_tokenizer
 from parties.llm.sap.cti import class_token_counts, contributing_tokens, utility_importance
 from simulations.data.registry import DATASETS
-from simulations.datasource import subsample
+from simulations.data.source import subsample
 
 
 def _ids(tok: Any, texts: Sequence[Any] | np.ndarray, max_len: int) -> list[np.ndarray]:

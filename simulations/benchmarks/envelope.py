@@ -6,7 +6,7 @@
 Runs the config (default: the demo, PBM + SecAgg, 4 parties, ``auth`` on) in-process (the bytes are
 those of Ray: the same messages) and takes the ledger's counted bytes per message kind
 (``summary.json`` ``bytes_by_kind_direction``, control included). Every message is also read as it is
-serialized (``vfl.message.Wire.of``) to compute its share of the **information bound**: the bytes
+serialized (``vfl.runtime.message.Wire.of``) to compute its share of the **information bound**: the bytes
 the protocol must carry, each item at its wire precision —
 
 - array data: an integer embedding at its bit width k (``ceil(rows * cols * k / 8)``, k from the
@@ -52,11 +52,11 @@ from typing import Any
 import numpy as np
 from flwr.common import ArrayRecord, ConfigRecord, Message, MetricRecord, serde
 
-from parties import vertical_wire as vw
-from simulations.runner import execute, resolve_config
-from vfl import message as vm
-from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
-from vfl.ledger import CONTROL, DOWN, UP
+from parties.vertical import wire as vw
+from simulations.cli.runner import execute, resolve_config
+from vfl.runtime import message as vm
+from vfl.runtime.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
+from vfl.runtime.ledger import CONTROL, DOWN, UP
 
 SIG_TAG_BYTES, MAC_TAG_BYTES = 64, 32  # Ed25519 signature (broadcasts) / HMAC-SHA512/256 tag (unicasts)
 FLOAT_WIRE_BYTES = 4  # float32

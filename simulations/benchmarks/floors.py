@@ -7,9 +7,9 @@
 - :func:`split_epochs` with ``wire=True`` (``wire_floor``): the same math, and every step's
   messages as the protocol puts them on the wire: the epoch's opening forward request, each party's
   embedding message (its step is its round tag: no STEP record, #29.2) and the server's broadcast
-  gradient built as flwr ``Message`` s (``vfl.message``), byte for byte the ``inprocess`` run's
+  gradient built as flwr ``Message`` s (``vfl.runtime.message``), byte for byte the ``inprocess`` run's
   (``tests/unit/test_bench_floors.py`` compares them with its ledger), serialized, authenticated by
-  their sender's keys (``vfl.auth``: a MAC per embedding, an Ed25519 signature on the broadcast;
+  their sender's keys (``vfl.runtime.auth``: a MAC per embedding, an Ed25519 signature on the broadcast;
   skipped with ``auth: false``), then verified and decoded by the receiver, whose numbers are the
   ones the math continues with. No hosts, nodes, transport or driver: what remains between this
   floor and the ``inprocess`` run is the runtime's own dispatch, not the protocol's wire.
@@ -25,18 +25,18 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties import vertical_wire as vw
-from parties.fast_step import fused_step, zero_grads
-from parties.vertical import step_config
-from parties.vertical_wire import SERVER_ID
-from simulations.datasource import ConfigDataSource
-from vfl import message as wire
-from vfl.auth import HostAuth
-from vfl.engine import Engine
-from vfl.message import BROADCAST, Wire
-from vfl.sampling import batch_indices
-from vfl.schema import RunConfig
-from vfl.transport.inprocess import InProcessTransport
+from parties.vertical import wire as vw
+from parties.vertical.fast_step import fused_step, zero_grads
+from parties.vertical.party import step_config
+from parties.vertical.wire import SERVER_ID
+from simulations.data.source import ConfigDataSource
+from vfl.data.sampling import batch_indices
+from vfl.engine.engine import Engine
+from vfl.engine.schema import RunConfig
+from vfl.runtime import message as wire
+from vfl.runtime.auth import HostAuth
+from vfl.runtime.message import BROADCAST, Wire
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 def initial_models(cfg: RunConfig, data: ConfigDataSource) -> tuple[list[torch.nn.Module], torch.nn.Module]:

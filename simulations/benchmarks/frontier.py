@@ -29,10 +29,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from simulations.plots import save_png_pdf  # noqa: E402
+from simulations.cli.runner import execute, resolve_config  # noqa: E402
+from simulations.report.plots import save_png_pdf  # noqa: E402
 from simulations.report.render import RUN_ATTACKS, load_run  # noqa: E402
 from simulations.report.run import Skipped  # noqa: E402
-from simulations.runner import execute, resolve_config  # noqa: E402
 
 GRID: dict[str, list[Any]] = {"b": [2, 8, 32], "beta": [0.05, 0.1, 0.25]}
 QUICK: dict[str, list[Any]] = {"b": [2, 32], "beta": [0.05, 0.25]}

@@ -26,8 +26,13 @@ from typing import Any
 
 import torch
 
-from vfl.privacy.mechanisms import discrete_gaussian_perturb, gaussian_perturb, ldp_grid, ldp_sigma
-from vfl.rng import NoiseSource
+from vfl.core.rng import NoiseSource
+from vfl.privacy.mechanisms.gaussian import (
+    discrete_gaussian_perturb,
+    gaussian_perturb,
+    ldp_grid,
+    ldp_sigma,
+)
 
 
 def _times_ms(step: Callable[[], Any], repeats: int) -> tuple[float, float]:
@@ -44,7 +49,7 @@ def _times_ms(step: Callable[[], Any], repeats: int) -> tuple[float, float]:
 
 def e2e(*, epochs: int) -> list[dict[str, Any]]:
     """Per-step wall and CPU time of the demo run in-process with ldp and each noise kind."""
-    from simulations.runner import execute, resolve_config
+    from simulations.cli.runner import execute, resolve_config
 
     rows = []
     execute(resolve_config("demo", ["transport.kind=inprocess", "strategy=ldp", "train.epochs=1"]), out_dir=None,

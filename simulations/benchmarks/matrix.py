@@ -30,10 +30,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import strategies  # noqa: E402, F401  (registers the strategies and the built-in defenses)
-from simulations.plots import save_png_pdf  # noqa: E402
+from simulations.cli.runner import execute, resolve_config  # noqa: E402
+from simulations.report.plots import save_png_pdf  # noqa: E402
 from simulations.report.render import RUN_ATTACKS, load_run, run_attacks  # noqa: E402
-from simulations.runner import execute, resolve_config  # noqa: E402
-from vfl.defenses import DEFENSES  # noqa: E402
+from vfl.privacy.defenses import DEFENSES  # noqa: E402
 
 # (option, quick strengths, full strengths): the strength is the option's value
 STRENGTHS: dict[str, tuple[str, list[float], list[float]]] = {

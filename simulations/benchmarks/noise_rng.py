@@ -1,4 +1,4 @@
-"""Cost of unpredictable noise: PBM training steps with the keystream binomial of ``vfl.rng.NoiseSource``
+"""Cost of unpredictable noise: PBM training steps with the keystream binomial of ``vfl.core.rng.NoiseSource``
 (``privacy.noise_rng`` crypto and seeded) against the old ``torch.Generator`` binomial, which is
 kept HERE ONLY as the baseline (it is predictable from its 64-bit seed, so the framework never uses it).
 
@@ -30,12 +30,12 @@ from typing import Any
 
 import torch
 
-import vfl.privacy.mechanisms as mechanisms
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
-from vfl.engine import Engine
-from vfl.rng import NoiseSource
-from vfl.transport.inprocess import InProcessTransport
+import vfl.privacy.mechanisms.pbm as mechanisms
+from simulations.cli.runner import resolve_config
+from simulations.data.source import ConfigDataSource
+from vfl.core.rng import NoiseSource
+from vfl.engine.engine import Engine
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 TRIALS = (16, 64)
 MODES = ("crypto", "seeded")

@@ -13,7 +13,7 @@ Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``split_floor_rat
 ``wire_floor_noauth_ratio`` (with ``auth: true``), ``inprocess_ratio``, ``ray_ratio``,
 ``ray_compiled_ratio`` (and ``ray_compiled_first_epoch_s``: the warm-up epoch, with the compile),
 ``ray_socket_ratio`` and ``breakdown_ms_per_step`` (per transport: build, mods, serialize, deserialize, auth, compute and
-the remainder ``transport`` = wall - the rest; from ``vfl.profile`` accumulators summed over the
+the remainder ``transport`` = wall - the rest; from ``vfl.runtime.profile`` accumulators summed over the
 driver and every actor, epochs after the warm-up), ``wire_floor_paired_ratio`` (each transport epoch
 over a ``wire_floor`` epoch run right after it) and ``cpu_ms_per_step`` (per transport: CPU ms per step
 of the driver and of each host process, their ``total`` and the ``wall``). Timings are medians over epochs after a warm-up
@@ -45,12 +45,12 @@ from simulations.benchmarks.floors import (
 )
 from simulations.benchmarks.timing import transport_epochs
 from simulations.benchmarks.two_node import two_node_ratio
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
-from vfl import profile
-from vfl.schema import RunConfig
-from vfl.transport.inprocess import InProcessTransport
-from vfl.transport.ray_transport import RayTransport
+from simulations.cli.runner import resolve_config
+from simulations.data.source import ConfigDataSource
+from vfl.engine.schema import RunConfig
+from vfl.runtime import profile
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.runtime.transport.ray_transport import RayTransport
 
 TARGETS = {"inprocess": 1.5, "ray": 2.0}  # goal ratios to centralized for the default config (issue #13)
 WIRE_TARGETS = {"inprocess": 1.10, "ray": 1.30}  # goal ratios to wire_floor (issue #29.1)

@@ -39,7 +39,7 @@ ROW_KEYS = ("test_acc", "leak", "leak_act", "leak_grad", "leak_spectral", "leak_
 def run_config(args: argparse.Namespace, strategy: str, *, epochs: int | None = None, train: int | None = None,
                transport: str = "inprocess") -> dict[str, Any]:
     """The bundled ``<strategy>-rt`` config with this benchmark's data, epochs and transport."""
-    from simulations.runner import read_config_file
+    from simulations.cli.runner import read_config_file
 
     strategy, extra = VARIANTS.get(strategy, (strategy, {}))
     cfg = read_config_file(f"{strategy}-rt")
@@ -59,7 +59,7 @@ def run_config(args: argparse.Namespace, strategy: str, *, epochs: int | None = 
 
 
 def run_row(args: argparse.Namespace, strategy: str, out: Path) -> dict[str, Any]:
-    from simulations.runner import execute, resolve_config
+    from simulations.cli.runner import execute, resolve_config
 
     t0 = time.perf_counter()
     cfg = run_config(args, strategy)
@@ -79,8 +79,8 @@ def ray_step_times(args: argparse.Namespace, out: Path) -> dict[str, float]:
     import shutil
     import tempfile
 
-    from simulations.runner import execute, resolve_config
-    from vfl.transport.ray_transport import RayTransport
+    from simulations.cli.runner import execute, resolve_config
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     times = {}
     for strategy in ("split-lora", "p3eft"):
@@ -114,7 +114,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_title("accuracy vs label leakage (MiniLM, rt-polarity)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    from simulations.plots import save_png_pdf  # PNG + PDF beside it
+    from simulations.report.plots import save_png_pdf  # PNG + PDF beside it
 
     save_png_pdf(fig, path, dpi=120)
 

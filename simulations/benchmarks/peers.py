@@ -5,7 +5,7 @@ MLP bottoms on contiguous feature slices and an MLP head, sum fusion, B = 100, S
 ``--steps`` training steps of one epoch and the same test rows. Each system runs in its own subprocess
 (Flower's Ray and ours never share a process), interleaved per M: flower, vfl in-process, vfl over Ray.
 Flower runs Flower's own vertical-FL design (``simulations/benchmarks/peers_flower.py``); the project
-runs ``vfl.engine.Engine`` with the ``inprocess`` and ``ray`` transports. Same initial weights, data and
+runs ``vfl.engine.engine.Engine`` with the ``inprocess`` and ``ray`` transports. Same initial weights, data and
 batch order on both sides, so equal work shows as equal accuracy.
 
     python -m simulations.benchmarks.peers --out DIR [--full] [--parties 5,20] [--steps 40] [--repeats 1]
@@ -49,11 +49,11 @@ def vfl_worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
-    from simulations.datasource import ConfigDataSource
-    from simulations.runner import resolve_config
-    from vfl.engine import Engine
-    from vfl.transport.inprocess import InProcessTransport
-    from vfl.transport.ray_transport import RayTransport
+    from simulations.cli.runner import resolve_config
+    from simulations.data.source import ConfigDataSource
+    from vfl.engine.engine import Engine
+    from vfl.runtime.transport.inprocess import InProcessTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = resolve_config(None, spec["sets"])
     cfg = replace(cfg, transport=replace(cfg.transport, kind=spec["transport"]))

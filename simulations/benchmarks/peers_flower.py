@@ -7,7 +7,7 @@ back (sum), computes the loss and the gradient with the head, and sends every pa
 per-partition cache of the client process (one ClientApp actor: ``client_resources.num_cpus`` = the
 machine's cores, so every partition lives in one process; each party checks the step it is asked for
 is the next one, so a split cache would fail loudly). Models, seeds, data and batch order are the
-project's (``strategies/vertical.py`` seeds, ``vfl.sampling.Schedule``), so both systems do the same
+project's (``strategies/base/vertical.py`` seeds, ``vfl.data.sampling.Schedule``), so both systems do the same
 work from the same initial weights. Run by ``simulations.benchmarks.peers`` in a subprocess; the spec
 comes in ``$PEERS_SPEC`` (JSON), which Ray's workers inherit.
 """
@@ -27,12 +27,12 @@ from flwr.clientapp import ClientApp
 from flwr.common.serde import message_to_proto
 from flwr.serverapp import Grid, ServerApp
 
-from parties.models import BOTTOMS, HEADS
-from parties.vertical_wire import SERVER_ID, party_node_id
-from simulations.runner import resolve_config
-from vfl.rng import derive_seed
-from vfl.sampling import Schedule
-from vfl.schema import RunConfig
+from parties.vertical.models import BOTTOMS, HEADS
+from parties.vertical.wire import SERVER_ID, party_node_id
+from simulations.cli.runner import resolve_config
+from vfl.core.rng import derive_seed
+from vfl.data.sampling import Schedule
+from vfl.engine.schema import RunConfig
 
 _PARTIES: dict[int, dict[str, Any]] = {}  # partition id -> bottom, optimizer, shard, next step (client process)
 
@@ -53,7 +53,7 @@ def _seeded(what: str, seed: int, node_id: int, build: Any) -> Any:
 
 
 def _data(cfg: RunConfig) -> Any:
-    from simulations.datasource import ConfigDataSource
+    from simulations.data.source import ConfigDataSource
 
     return ConfigDataSource.from_config(cfg).partition()
 

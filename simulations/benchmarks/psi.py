@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 from flwr.common import ArrayRecord, ConfigRecord
 
-from parties import vertical_wire as vw
-from vfl import message as wire
-from vfl import psi_wire as pw
-from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES, HostAuth
-from vfl.message import Wire
-from vfl.psi import FPR, PsiClient, hashed_ids, respond
-from vfl.rng import seeded_numpy
+from parties.vertical import wire as vw
+from vfl.core.rng import seeded_numpy
+from vfl.data import psi_wire as pw
+from vfl.data.psi import FPR, PsiClient, hashed_ids, respond
+from vfl.runtime import message as wire
+from vfl.runtime.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES, HostAuth
+from vfl.runtime.message import Wire
 
 DEFAULT_SIZES = [10_000, 100_000]
 FULL_SIZES = [10_000, 100_000, 1_000_000]
@@ -135,7 +135,7 @@ def auth_rows(repeats: int) -> dict[str, dict[str, float]]:
 
 def demo_step_cost(epochs: int) -> dict[str, float]:
     """Time inside HostAuth.sign/verify per training step of the demo (in process), and step times."""
-    from simulations.runner import execute, resolve_config
+    from simulations.cli.runner import execute, resolve_config
 
     spent = {"sign": 0.0, "verify": 0.0, "n_sign": 0, "n_verify": 0}
     real_sign, real_verify = HostAuth.sign, HostAuth.verify
@@ -152,8 +152,8 @@ def demo_step_cost(epochs: int) -> dict[str, float]:
         spent["n_verify"] += 1
         return out
 
-    from simulations.datasource import ConfigDataSource
-    from vfl.sampling import num_batches
+    from simulations.data.source import ConfigDataSource
+    from vfl.data.sampling import num_batches
 
     step_s = {}
     for auth in (False, True):

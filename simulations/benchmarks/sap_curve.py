@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from vfl.errors import VFLError
+from vfl.core.errors import VFLError
 
 SERIES = ("eta", "split", "aia", "cti")
 DEFAULT_SERIES = ("eta", "split", "aia")
@@ -98,7 +98,7 @@ def point_config(args: argparse.Namespace, series: str, dataset: str,
 
 
 def run_point(args: argparse.Namespace, series: str, dataset: str, params: dict[str, Any], out: Path) -> dict[str, Any]:
-    from simulations.runner import execute, resolve_config
+    from simulations.cli.runner import execute, resolve_config
 
     name, seed, raw = point_config(args, series, dataset, params)
     params = {k: v for k, v in params.items() if k != "seed"}
@@ -205,7 +205,7 @@ def plot_cti(summary: Sequence[dict[str, Any]], out: Path) -> Path | None:
     fig.suptitle("SAP: CTI at fixed η (mean ± std over seeds)")
     fig.tight_layout()
     path = out / "sap_cti.png"
-    from simulations.plots import save_png_pdf  # PNG + PDF beside it
+    from simulations.report.plots import save_png_pdf  # PNG + PDF beside it
 
     return save_png_pdf(fig, path)
 
@@ -264,7 +264,7 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
             ax.legend(fontsize=8)
         fig.suptitle(f"SAP {series} series ({sel[0]['dataset']})")
         fig.tight_layout()
-        from simulations.plots import save_png_pdf  # PNG + PDF beside it
+        from simulations.report.plots import save_png_pdf  # PNG + PDF beside it
 
         written.append(save_png_pdf(fig, out / f"sap_{series}.png"))
     return written

@@ -20,10 +20,10 @@ from typing import Any
 import psutil
 
 from simulations.benchmarks import memory
-from simulations.datasource import ConfigDataSource
-from vfl.engine import Engine
-from vfl.schema import RunConfig
-from vfl.transport.ray_transport import RayTransport
+from simulations.data.source import ConfigDataSource
+from vfl.engine.engine import Engine
+from vfl.engine.schema import RunConfig
+from vfl.runtime.transport.ray_transport import RayTransport
 
 GIB = 2**30
 
@@ -132,6 +132,6 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax2.legend(loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    from simulations.plots import save_png_pdf  # PNG + PDF beside it
+    from simulations.report.plots import save_png_pdf  # PNG + PDF beside it
 
     save_png_pdf(fig, path)

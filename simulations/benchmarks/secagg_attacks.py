@@ -3,7 +3,7 @@ opens, whether an honest party detects it, and what the malicious mode costs per
 
     python -m simulations.benchmarks.secagg_attacks --out bench-out [--epochs 6 --repeats 3]
 
-Attacks (``vfl.secagg.lying``, real clients with real X25519/AES-GCM/Ed25519 keys, M and t of the
+Attacks (``vfl.attacks.secagg.lying``, real clients with real X25519/AES-GCM/Ed25519 keys, M and t of the
 demo): ``key_swap`` (the roster carries the server's own keys), ``single_survivor`` (each party told
 it alone survived), ``redeclared_dropout`` (a survivor that revealed its self key is then declared
 dropped to the others), ``late_survivor`` (v told all survived, the others told v dropped),
@@ -13,7 +13,7 @@ semi-honest is also played with ``auth: false`` (no identity keys: nothing binds
 as the control ``release: key``: the protocol before view-bound self-mask releases, whose
 survivors revealed raw round self keys. Mode ``announced`` (the server names each round's set before
 masking; no unmask exchange) runs every attack too (its parties reveal nothing after masking), and its own
-(``vfl.secagg.lying.ANNOUNCED_ATTACKS``): ``small_set`` (v told the set {v}) and ``two_sets`` (one round asked
+(``vfl.attacks.secagg.lying.ANNOUNCED_ATTACKS``): ``small_set`` (v told the set {v}) and ``two_sets`` (one round asked
 with {v, a}, {v, b} and {a, b}), each also against the control (``release: control``: a client without the
 size rule / the once-per-round rule). ``default: true`` marks the rows of the config's mode.
 
@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import strategies  # noqa: F401  (registers the strategies)
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
-from strategies.secure import shamir_threshold
-from vfl.engine import Engine
-from vfl.secagg import MODES, lying
-from vfl.transport import make_transport
+from simulations.cli.runner import resolve_config
+from simulations.data.source import ConfigDataSource
+from strategies.base.secure import shamir_threshold
+from vfl.attacks.secagg import lying
+from vfl.engine.engine import Engine
+from vfl.runtime.transport import make_transport
+from vfl.secagg import MODES
 
 # (mode, auth, release): release "key" is the control (raw self keys, before view-bound releases)
 SETTINGS = (("semi-honest", False, "view"), ("semi-honest", True, "view"), ("malicious", True, "view"),

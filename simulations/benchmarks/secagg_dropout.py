@@ -27,20 +27,20 @@ from typing import Any
 import numpy as np
 
 import strategies  # noqa: F401  (registers the strategies)
-from parties import secagg_wire as sw
-from parties.secagg_view import view_from_wires
-from parties.vertical_wire import SERVER_ID
-from strategies.secure import shamir_threshold
-from strategies.vertical import VerticalStrategy
-from vfl.data import Dataset, LabelShard, PartyShard
-from vfl.engine import Engine
-from vfl.errors import ProtocolError
-from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
-from vfl.host import NodeBuilder
-from vfl.message import Wire
-from vfl.schema import load_run_config
-from vfl.secagg.curious import unmasked
-from vfl.transport.inprocess import InProcessTransport
+from parties.secagg import wire as sw
+from parties.secagg.view import view_from_wires
+from parties.vertical.wire import SERVER_ID
+from strategies.base.secure import shamir_threshold
+from strategies.base.vertical import VerticalStrategy
+from vfl.attacks.secagg.curious import unmasked
+from vfl.core.errors import ProtocolError
+from vfl.data.dataset import Dataset, LabelShard, PartyShard
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.host import NodeBuilder
+from vfl.runtime.message import Wire
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 SERVER_GROUP = "server"
 

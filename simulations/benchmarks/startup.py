@@ -36,11 +36,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     import torch  # noqa: F401
 
     import strategies  # noqa: F401  (fills the strategy registry, as the CLI does)
-    from simulations.datasource import make_data_source
-    from simulations.runner import resolve_config
-    from vfl.engine import Engine
-    from vfl.transport.inprocess import InProcessTransport
-    from vfl.transport.ray_transport import RayTransport
+    from simulations.cli.runner import resolve_config
+    from simulations.data.source import make_data_source
+    from vfl.engine.engine import Engine
+    from vfl.runtime.transport.inprocess import InProcessTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
     marks["import"] = time.perf_counter() - t
     cfg = resolve_config(spec["config"], spec["sets"])
     t = time.perf_counter()
@@ -113,16 +113,16 @@ def session_cpu(transport: Any) -> dict[str, float]:
 def import_cpu() -> dict[str, float]:
     """CPU seconds of what every host actor imports, one after another in a fresh interpreter (no other
     process competing): Ray, torch, flwr, the runtime and strategies; ``optimizer``: the first optimizer,
-    made as the nodes make it (``vfl.optim.make_optimizer``: torch's ``Optimizer`` imports ``torch._dynamo``
-    unless ``vfl.torch_light`` can skip it; ``dynamo_imported`` 1/0 says whether it did); ``torch._dynamo``:
+    made as the nodes make it (``vfl.runtime.optim.make_optimizer``: torch's ``Optimizer`` imports ``torch._dynamo``
+    unless ``vfl.runtime.fast.torch_light`` can skip it; ``dynamo_imported`` 1/0 says whether it did); ``torch._dynamo``:
     what that import costs (0 when the optimizer already paid it)."""
     code = ("import json, resource, sys\n"
             "def cpu():\n r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime\n"
-            "def optimizer():\n import torch\n from vfl.optim import make_optimizer\n"
+            "def optimizer():\n import torch\n from vfl.runtime.optim import make_optimizer\n"
             " make_optimizer(torch.nn.Linear(2, 2).parameters(), name='sgd', lr=0.1, momentum=0.0, weight_decay=0.0)\n"
             "out = {'interpreter': cpu()}\n"
             "for name, step in (('ray', ['ray']), ('torch', ['torch']), ('flwr', ['flwr.common']),\n"
-            "                   ('runtime', ['vfl.host', 'strategies']), ('optimizer', optimizer),\n"
+            "                   ('runtime', ['vfl.runtime.host', 'strategies']), ('optimizer', optimizer),\n"
             "                   ('torch._dynamo', ['torch._dynamo'])):\n"
             " if name == 'torch._dynamo': out['dynamo_imported'] = float('torch._dynamo' in sys.modules)\n"
             " c = cpu()\n step() if callable(step) else [__import__(m) for m in step]\n out[name] = cpu() - c\n"

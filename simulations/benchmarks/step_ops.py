@@ -24,11 +24,11 @@ from typing import Any
 
 from simulations.benchmarks.floors import initial_models, split_epoch_times
 from simulations.benchmarks.overhead import DEFAULTS, synthetic_har
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
-from vfl.engine import Engine
-from vfl.schema import RunConfig
-from vfl.transport.inprocess import InProcessTransport
+from simulations.cli.runner import resolve_config
+from simulations.data.source import ConfigDataSource
+from vfl.engine.engine import Engine
+from vfl.engine.schema import RunConfig
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 class Counts:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from simulations.datasource import ConfigDataSource
-from vfl import profile
-from vfl.engine import Engine
-from vfl.schema import RunConfig
-from vfl.transport.inprocess import InProcessTransport
+from simulations.data.source import ConfigDataSource
+from vfl.engine.engine import Engine
+from vfl.engine.schema import RunConfig
+from vfl.runtime import profile
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 def transport_epochs(cfg: RunConfig, data: ConfigDataSource, transport: Any, *,

@@ -26,10 +26,10 @@ from typing import Any
 import psutil
 
 from simulations.benchmarks.timing import transport_epochs
-from vfl.host import NodeBuilder
-from vfl.transport.base import HostGroup
-from vfl.transport.ray_reaper import end_processes
-from vfl.transport.ray_transport import RayTransport
+from vfl.runtime.host import NodeBuilder
+from vfl.runtime.transport.base import HostGroup
+from vfl.runtime.transport.ray_reaper import end_processes
+from vfl.runtime.transport.ray_transport import RayTransport
 
 RAY = str(Path(sys.executable).parent / "ray")
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from simulations.data.common import missing, require_dir
 from simulations.data.registry import DATASETS
-from vfl.data import Dataset
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.data.dataset import Dataset
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
 ROOT = "cifar-10-batches-py"

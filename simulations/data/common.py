@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vfl.errors import DataError
-from vfl.sampling import derive_seed
+from vfl.core.errors import DataError
+from vfl.data.sampling import derive_seed
 
 ENV_DATA_DIR = "VFL_DATA_DIR"
 
@@ -95,7 +95,7 @@ def load_image(path: Path, *, size: int, channels: int) -> np.ndarray:
 
 def check_image_opts(name: str, size: int, channels: int) -> None:
     """Reject impossible image options early (size >= 1, channels 1 or 3)."""
-    from vfl.errors import ConfigError
+    from vfl.core.errors import ConfigError
 
     if int(size) < 1:
         raise ConfigError(f"{name}.size", f"must be >= 1, got {size}")

@@ -2,7 +2,7 @@
 
 The factory is called like the registered loaders, with the keywords its signature accepts among
 ``seed`` (the run seed, for a seeded train/test split) and ``data_dir`` (``data.data_dir`` or
-``$VFL_DATA_DIR``), plus ``data.load_opts``. It returns either a ``vfl.data.Dataset`` or a mapping
+``$VFL_DATA_DIR``), plus ``data.load_opts``. It returns either a ``vfl.data.dataset.Dataset`` or a mapping
 with the arrays ``x_train``, ``y_train``, ``x_test``, ``y_test`` (labels: integer class ids from 0)
 and optionally ``num_classes`` (default: the largest label + 1), ``modality`` (``tabular``,
 ``image``, ``multiview``, ``text``; default ``tabular``) and ``name``. The features are then split
@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from parties.custom_models import is_import_string, load_factory
-from vfl.data import Dataset
-from vfl.errors import ConfigError, DataError
+from parties.vertical.custom_models import is_import_string, load_factory
+from vfl.core.errors import ConfigError, DataError
+from vfl.data.dataset import Dataset
 
 __all__ = ["is_import_string", "load_custom_dataset"]
 
@@ -64,7 +64,7 @@ def _as_dataset(out: Any, target: str) -> Dataset:
     if isinstance(out, Dataset):
         return _checked(out, target)
     if not isinstance(out, Mapping):
-        raise ConfigError("dataset", f"{target!r} returned a {type(out).__name__}; expected a vfl.data.Dataset or a "
+        raise ConfigError("dataset", f"{target!r} returned a {type(out).__name__}; expected a vfl.data.dataset.Dataset or a "
                           f"mapping with {', '.join(REQUIRED)}")
     missing = [k for k in REQUIRED if k not in out]
     if missing:

@@ -14,8 +14,8 @@ import numpy as np
 
 from simulations.data.common import missing, require_dir
 from simulations.data.registry import DATASETS
-from vfl.data import Dataset
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.data.dataset import Dataset
 
 URL = "https://archive.ics.uci.edu/dataset/240/human+activity+recognition+using+smartphones"
 ROOT = "UCI HAR Dataset"

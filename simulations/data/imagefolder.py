@@ -13,8 +13,8 @@ import numpy as np
 
 from simulations.data.common import check_image_opts, load_images, missing
 from simulations.data.registry import DATASETS
-from vfl.data import Dataset
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.data.dataset import Dataset
 
 URL = "https://www.image-net.org/ (ImageNet; ImageNet-100 is a 100-class subset of ILSVRC-2012)"
 IMAGE_EXT = {".jpeg", ".jpg", ".png", ".bmp", ".webp"}

@@ -20,8 +20,8 @@ import numpy as np
 
 from simulations.data.common import labels_to_ids, missing, stratified_split
 from simulations.data.registry import DATASETS
-from vfl.data import Dataset
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.data.dataset import Dataset
 
 TEST_FRACTION = 0.2
 PAIR = "text_pair"

@@ -17,8 +17,8 @@ import numpy as np
 
 from simulations.data.common import check_image_opts, load_images, require_dir
 from simulations.data.registry import DATASETS
-from vfl.data import Dataset
-from vfl.errors import ConfigError, DataError
+from vfl.core.errors import ConfigError, DataError
+from vfl.data.dataset import Dataset
 
 URL = ("https://modelnet.cs.princeton.edu/ (meshes) and the MVCNN 12-view renders at "
        "https://people.cs.umass.edu/~jcsu/papers/shape_recog/ (shaded_images.tar.gz)")

@@ -15,8 +15,8 @@ import numpy as np
 
 from simulations.data.common import standardize, stratified_split
 from simulations.data.registry import DATASETS
-from vfl.data import Dataset
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.data.dataset import Dataset
 
 SKLEARN_TEST_FRACTION = 0.25
 MNIST_TEST_FRACTION = 0.2

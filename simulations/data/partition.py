@@ -1,7 +1,7 @@
 """Vertical partitioners: one ``PartyShard`` per party + the server's ``LabelShard``.
 
 Every shard keeps the dataset's sample order (row i is sample i at every party), so the shared
-batch order of ``vfl.sampling`` aligns parties. Shards are numpy views (basic slicing) wherever
+batch order of ``vfl.data.sampling`` aligns parties. Shards are numpy views (basic slicing) wherever
 the split allows it; only uneven ``interleaved`` and ``tokens`` build new arrays.
 
 Schemes: ``contiguous`` / ``interleaved`` feature ranges (tabular; images and views are
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from vfl.data import Dataset, LabelShard, PartyShard
-from vfl.errors import ConfigError
-from vfl.registry import Registry
+from vfl.core.errors import ConfigError
+from vfl.core.registry import Registry
+from vfl.data.dataset import Dataset, LabelShard, PartyShard
 
 Splitter = Callable[..., list[PartyShard]]
 SCHEMES: Registry[Splitter] = Registry("partition scheme")

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from vfl.errors import ConfigError
-from vfl.party_files import LabelFile, PartyFile
-from vfl.rng import seeded_numpy
-from vfl.schema import RunConfig
+from vfl.config.party_files import LabelFile, PartyFile
+from vfl.core.errors import ConfigError
+from vfl.core.rng import seeded_numpy
+from vfl.engine.schema import RunConfig
 
 ID, LABEL, SPLIT = "customer_id", "label", "split"
 FORMAT_VERSION = 1

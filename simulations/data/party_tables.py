@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from simulations.data.common import labels_to_ids, resolve_data_dir
-from vfl.data import Dataset, KeyedLabels, KeyedTable, LabelShard, PartyShard
-from vfl.errors import DataError
-from vfl.party_files import LabelFile, PartyFile, canonical_id
+from vfl.config.party_files import LabelFile, PartyFile, canonical_id
+from vfl.core.errors import DataError
+from vfl.data.dataset import Dataset, KeyedLabels, KeyedTable, LabelShard, PartyShard
 
 SPLIT_VALUES = ("train", "test")
 

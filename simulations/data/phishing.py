@@ -15,8 +15,8 @@ import numpy as np
 
 from simulations.data.common import missing, stratified_split
 from simulations.data.registry import DATASETS
-from vfl.data import Dataset
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.data.dataset import Dataset
 
 URL = "https://archive.ics.uci.edu/dataset/327/phishing+websites or https://www.openml.org/d/4534"
 ARFF_NAMES = ("Training Dataset.arff", "PhishingWebsites.arff", "phishing.arff")

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from simulations.data.common import resolve_data_dir
-from vfl.data import Dataset
-from vfl.errors import ConfigError
-from vfl.registry import Registry
+from vfl.core.errors import ConfigError
+from vfl.core.registry import Registry
+from vfl.data.dataset import Dataset
 
 # Reads one dataset from ``data_dir`` (or an installed package) and splits it by ``seed``:
 # ``(*, data_dir: Path | None, seed: int, **its own keyword options) -> Dataset``. Each loader names its

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+import vfl
 from simulations.data.party_export import (
     ENV_CACHE,
     FORMAT_VERSION,
@@ -25,9 +26,8 @@ from simulations.data.party_export import (
     export,
     write,
 )
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
-from vfl.errors import ConfigError, DataError
+from simulations.data.source import ConfigDataSource
+from vfl.core.errors import ConfigError, DataError
 
 __all__ = ["ENV_CACHE", "FORMAT_VERSION", "ID", "LABEL", "SPLIT", "_memberships", "cached", "data_section",
            "export", "main", "write"]
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", help="data directory of datasets that are not packaged")
     args = p.parse_args(argv)
     try:
-        cfg = resolve_config({"name": args.dataset, "dataset": args.dataset, "num_parties": args.parties,
+        cfg = vfl.resolve({"name": args.dataset, "dataset": args.dataset, "num_parties": args.parties,
                               "seed": args.seed, "data": {"partition": args.partition, "data_dir": args.data_dir}})
         out = Path(args.out_dir)
         if (out / "manifest.json").exists():

@@ -16,8 +16,8 @@ import numpy as np
 
 from simulations.data.common import labels_to_ids, missing, stratified_split
 from simulations.data.registry import DATASETS
-from vfl.data import Dataset
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.data.dataset import Dataset
 
 SST2_URL = "https://gluebenchmark.com/tasks (SST-2, file SST-2.zip)"
 SENTIMENT = ("negative", "positive")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from parties.vertical_wire import party_node_id
+from parties.vertical.wire import party_node_id
 from simulations.report.observe import Observed, server_embeddings, server_fused
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped

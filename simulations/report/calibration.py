@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from vfl.accounting import account
+from vfl.privacy.accounting.account import account
 
 
 def target_report(args: argparse.Namespace) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import torch
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
 from vfl.attacks.model_completion import completion_accuracy, known_label_ids
-from vfl.rng import seeded_numpy
+from vfl.core.rng import seeded_numpy
 
 PER_CLASS = 4  # known labels per class: 40 on a 10-class task (Fu et al. use 40 on CIFAR-10)
 MAX_EVAL = 2000  # scored samples (a seeded subset beyond that: one forward pass of the bottom each)

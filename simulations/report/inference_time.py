@@ -13,11 +13,11 @@ import torch
 
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
-from strategies.vertical import VerticalStrategy
+from strategies.base.vertical import VerticalStrategy
 from vfl.attacks.grn import grn_attack
 from vfl.attacks.reconstruction import mean_baseline, mse
 from vfl.attacks.robustness import accuracy_drop, missing_features, noisy_samples
-from vfl.rng import NoiseSource, seeded_numpy, seeded_torch
+from vfl.core.rng import NoiseSource, seeded_numpy, seeded_torch
 
 GRN_EPOCHS = 300
 GRN_SAMPLES = 500  # observed predictions the generator is fitted on (a seeded subset of the test set)

@@ -13,7 +13,7 @@ from simulations.report.run import RunArtifacts, Skipped
 from vfl.attacks.backdoor import attack_success_rate, stamp_trigger
 from vfl.attacks.extraction import extract, match_neurons, untanh
 from vfl.attacks.membership import control_split, label_only_scores, loss_scores, roc_metrics
-from vfl.rng import NoiseSource, seeded_numpy, seeded_torch
+from vfl.core.rng import NoiseSource, seeded_numpy, seeded_torch
 
 MAX_MEMBERS = 500
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from parties import vertical_wire as vw
-from parties.vertical_wire import party_node_id
+from parties.vertical import wire as vw
+from parties.vertical.wire import party_node_id
 from simulations.report.run import RunArtifacts, Skipped
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.runtime.views import NodeView
 from vfl.secagg import unpack_bits
-from vfl.views import NodeView
 
 # Views recorded before the #29.2 wire vocabulary (commit 7bb5874) hold the long config key names:
 # the reader takes either (key -> its name in older view files).

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulations.plots import run_title
 from simulations.report import (  # noqa: F401  (register attacks)
     audit_run,
     completion,
@@ -23,9 +22,10 @@ from simulations.report import (  # noqa: F401  (register attacks)
     model_attacks,
     vertical_attacks,
 )
+from simulations.report.plots import run_title
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped, load_run
-from vfl.privacy.events import GaussianEvent, PBMEvent
+from vfl.privacy.accounting.events import GaussianEvent, PBMEvent
 
 ORDER = ("label_inference", "feature_reconstruction", "gradient_inversion", "membership", "extraction", "backdoor",
          "passive_model_completion", "active_model_completion", "grn_feature_inference", "noisy_samples",
@@ -128,7 +128,7 @@ def _relative_figure(attack: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 
 
 def _params(cfg: Any) -> dict[str, Any]:
-    from vfl.config import to_dict
+    from vfl.config.fields import to_dict
 
     return to_dict(cfg.params) if cfg.params else {}
 

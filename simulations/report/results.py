@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulations.report.run import RunArtifacts
-from vfl.registry import Registry
+from vfl.core.registry import Registry
 
 
 @dataclass

@@ -19,18 +19,18 @@ import torch
 from torch import nn
 
 import strategies  # noqa: F401  (registers the strategies the config may name)
-from simulations.datasource import ConfigDataSource
-from strategies.vertical import VerticalStrategy
-from vfl.data import Dataset, LabelShard, PartyShard
-from vfl.errors import ConfigError, DataError
-from vfl.node import state_from_bytes
+from simulations.data.source import ConfigDataSource
+from strategies.base.vertical import VerticalStrategy
+from vfl.core.errors import ConfigError, DataError
+from vfl.core.rng import NoiseSource
+from vfl.data.dataset import Dataset, LabelShard, PartyShard
+from vfl.data.sampling import Schedule
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import RunConfig, load_run_config
+from vfl.engine.strategy import STRATEGIES
 from vfl.privacy import Accountant
-from vfl.rng import NoiseSource
-from vfl.rundir import RunDir
-from vfl.sampling import Schedule
-from vfl.schema import RunConfig, load_run_config
-from vfl.strategy import STRATEGIES
-from vfl.views import NodeView, load_views
+from vfl.runtime.node import state_from_bytes
+from vfl.runtime.views import NodeView, load_views
 
 
 class Skipped(Exception):
@@ -103,7 +103,7 @@ class RunArtifacts:
     def accountant(self) -> Accountant | None:
         """The checkpoint's accountant plus every release the write-ahead ledger holds after it (a
         run killed mid-epoch has released more than its checkpoint says)."""
-        from vfl.privacy.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
+        from vfl.privacy.accounting.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
 
         state = self.engine_state or {}
         acc, _ = restore_accountant(saved=state.get("accountant"), covered=int(state.get("privacy_ledger_seq", 0)),

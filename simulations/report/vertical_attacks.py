@@ -23,7 +23,7 @@ from simulations.report.run import RunArtifacts, Skipped
 from vfl.attacks.gradient_inversion import dlg, idlg_label, input_gradients
 from vfl.attacks.label_inference import label_inference
 from vfl.attacks.reconstruction import mean_baseline, mse, psnr, reconstruct
-from vfl.rng import seeded_numpy, seeded_torch
+from vfl.core.rng import seeded_numpy, seeded_torch
 
 MAX_WINDOWS = 30
 AUX_FRACTION = 0.2

@@ -10,12 +10,12 @@ import math
 import pytest
 
 import strategies  # noqa: F401  (registers every strategy)
-from simulations.datasource import ConfigDataSource
+from simulations.data.source import ConfigDataSource
 from tests.contract.wire_tap import WireTap, ledger_bytes, tiny_model_dir
-from vfl.engine import Engine
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
-from vfl.transport.inprocess import InProcessTransport
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 ALL = STRATEGIES.names()
 
@@ -120,7 +120,7 @@ RAY_QUICK = {"npq", "head-only"}  # one per family in the default Ray run; the r
 @pytest.mark.ray
 @pytest.mark.parametrize("name", [n if n in RAY_QUICK else pytest.param(n, marks=pytest.mark.slow) for n in ALL])
 def test_two_epochs_over_ray_ledger_is_the_sum_of_the_wires(name, tiny_model, ray_local):
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = config(name, tiny_model, kind="ray", cpus_per_actor=0.1, max_actors=2)  # 2 party actors at most
     res, ledger, tap = run(cfg, RayTransport(), hops_visible=False)

@@ -8,14 +8,14 @@ import math
 import pytest
 
 import strategies  # noqa: F401
-from strategies.vertical import VerticalStrategy
+from strategies.base.vertical import VerticalStrategy
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.errors import ConfigError
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
-from vfl.transport.inprocess import InProcessTransport
-from vfl.transport.ray_transport import RayTransport
+from vfl.core.errors import ConfigError
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.runtime.transport.ray_transport import RayTransport
 
 VERTICAL = [n for n in STRATEGIES.names() if issubclass(STRATEGIES.get(n), VerticalStrategy)]
 M, P, N = 3, 6, 240

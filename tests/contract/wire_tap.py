@@ -10,7 +10,7 @@ from typing import Any
 
 from flwr.common import serde
 
-from vfl.message import Wire
+from vfl.runtime.message import Wire
 
 
 @dataclass

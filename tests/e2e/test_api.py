@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import vfl
-from simulations.cli import main
-from vfl.errors import ConfigError
+from simulations.cli.main import main
+from vfl.core.errors import ConfigError
 
 TINY = ["params.b=8", "data.train_subsample=128", "data.test_subsample=64", "train.epochs=2"]
 
@@ -65,8 +65,8 @@ def test_account_mirrors_the_cli(capsys):
 
 
 def test_vfl_imports_nothing_above_it():
-    """``import vfl; vfl.api`` loads no strategies/parties/simulations module until a run asks."""
-    code = ("import sys, vfl, vfl.api, vfl.engine, vfl.plugins\n"
+    """``import vfl; vfl.engine.api`` loads no strategies/parties/simulations module until a run asks."""
+    code = ("import sys, vfl, vfl.engine.api, vfl.engine.engine, vfl.core.plugins\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('simulations', 'strategies', 'parties')]\n"
             "print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -151,8 +151,8 @@ def test_resume_continues_and_tracking_may_be_switched_on(tmp_path):
 
 
 def test_every_api_name_is_the_function_even_after_the_core_modules_load():
-    import vfl.accounting  # noqa: F401  (modules of the same package must not shadow the API names)
-    import vfl.resume  # noqa: F401
+    import vfl.engine.resume  # noqa: F401
+    import vfl.privacy.accounting.account  # noqa: F401  (modules of the same package must not shadow the API names)
 
     names = vfl._API  # the API functions (the extension exports include a registry and the message module)
     assert {"run", "resume_run", "account"} <= set(names) <= set(vfl.__all__)  # the loop below checks something

@@ -1,5 +1,5 @@
 """Every bad input exits non-zero with ONE line naming the key/file/value and what is allowed
-(run in-process through ``simulations.cli.main``; all of these fail before any training)."""
+(run in-process through ``simulations.cli.main.main``; all of these fail before any training)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import threading
 import pytest
 import torch
 
-from simulations.cli import main
-from simulations.runner import default_out_dir, resolve_config
+from simulations.cli.main import main
+from simulations.cli.runner import default_out_dir, resolve_config
 
 FAST = ["--transport", "inprocess", "--no-progress"]
 
@@ -107,7 +107,7 @@ def test_yaml_alias_bombs_and_recursion_are_one_line(text, needle, tmp_path, cap
 def test_yaml_aliases_and_merge_keys_within_bounds_work(tmp_path):
     """Control: plain aliases (a value used twice) and merge keys stay allowed; the bomb above with
     two levels expands to 820 values and is accepted too."""
-    from vfl.config import load_yaml
+    from vfl.config.fields import load_yaml
 
     assert load_yaml("b: &b {lr: 0.2, epochs: 2}\ntrain:\n  <<: *b\n  lr: 0.3\n")["train"] == {"lr": 0.3, "epochs": 2}
     got = resolve_config(_config_file(tmp_path, "strategy: npq\nmodel:\n  bottom_hidden: &w [8]\n  head_hidden: *w\n"))

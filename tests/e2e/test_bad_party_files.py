@@ -1,6 +1,6 @@
 """Bad per-party files (``data.parties``, ``data.labels``): each is refused by the actor that reads
 it with ONE line naming the file, the column or row and what is allowed, and never a sample ID or
-a feature value; IDs are matched in their canonical form (``vfl.party_files.canonical_id``); a
+a feature value; IDs are matched in their canonical form (``vfl.config.party_files.canonical_id``); a
 party that shares far fewer IDs than it could is a warning and ``psi_warnings`` in summary.json."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulations.cli import main
-from vfl.party_files import canonical_id
+from simulations.cli.main import main
+from vfl.config.party_files import canonical_id
 
 FAST = ["--transport", "inprocess", "--no-progress"]
 N = 60  # samples; party p holds features p0, p1 of each; the label holder holds y and the split

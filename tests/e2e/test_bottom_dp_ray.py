@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 from vfl.privacy import SCOPE_END_TO_END
-from vfl.transport.ray_transport import RayTransport
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray]
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from simulations.cli import main
+from simulations.cli.main import main
 
 FAST = ["--transport", "inprocess", "--no-progress", "--set", "train.epochs=2", "--set", "params.b=8"]
 

@@ -28,7 +28,7 @@ SMALL = ["--no-progress", "--set", "params.b=8", "--set", "data.train_subsample=
 # inherited gRPC event engine (flwr imports grpc) then aborted a child before exec (seen once:
 # "epoll_wait error: Bad file descriptor", SIGABRT).
 _CLI = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "runpy.run_module('simulations.cli', run_name='__main__', alter_sys=True)")
+        "runpy.run_module('simulations.cli.main', run_name='__main__', alter_sys=True)")
 
 
 def _vfl(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:

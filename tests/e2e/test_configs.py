@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from simulations.cli.runner import CONFIG_DIR, execute, read_config_file, resolve_config
 from simulations.data.fixtures import write_fixtures
-from simulations.runner import CONFIG_DIR, execute, read_config_file, resolve_config
 
 OFFLINE = ["demo", "demo-psi", "digits-5p", "digits-10p", "phishing-river-5p", "breast-cancer-10p", "mnist5k-quadrants",
            "mnist5k-quadrants-p128", "mnist5k-6strips", "mnist5k-12strips"]

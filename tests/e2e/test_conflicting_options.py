@@ -1,4 +1,4 @@
-"""Options that contradict each other or mean nothing together (vfl/conflicts.py): each is ONE
+"""Options that contradict each other or mean nothing together (vfl/config/conflicts.py): each is ONE
 line refusing it (exit 2, already at --dry-run, nothing written) or ONE warning naming which wins."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import os
 import pytest
 import torch
 
-from simulations.cli import main
-from vfl.conflicts import check_machine
-from vfl.schema import load_run_config
+from simulations.cli.main import main
+from vfl.config.conflicts import check_machine
+from vfl.engine.schema import load_run_config
 
 CORES = os.cpu_count() or 1
 DRY = ["run", "demo", "--dry-run", "--no-progress"]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 from tests.tiny_lms import tiny_gpt2_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -81,7 +81,7 @@ def test_an_unadapted_family_is_one_config_error(tmp_path):
     import torch
     from transformers import BloomConfig, BloomModel
 
-    from vfl.errors import ConfigError
+    from vfl.core.errors import ConfigError
 
     tiny_gpt2_dir(tmp_path / "tok")  # for its tokenizer files
     with torch.random.fork_rng():
@@ -97,7 +97,7 @@ def test_an_unadapted_family_is_one_config_error(tmp_path):
 def test_cli_runs_a_bundled_config_on_a_decoder_by_setting_model_dir(gpt2_dir, tmp_path, capsys):
     """The bundled ``sap-rt`` (BERT numbers) with only ``params.model_dir`` changed: the LoRA targets
     and pooling follow the model family."""
-    from simulations.cli import main
+    from simulations.cli.main import main
 
     rc = main(["run", "sap-rt", "--out", str(tmp_path), "--no-progress", "--set", f"params.model_dir={gpt2_dir}",
                "--set", "train.epochs=1", "--set", "data.train_subsample=32", "--set", "data.test_subsample=16",

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from simulations.cli import main
-from simulations.runner import execute, resolve_config
+from simulations.cli.main import main
+from simulations.cli.runner import execute, resolve_config
 from tests.party_data import joined
-from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
-from vfl.engine import Engine
-from vfl.transport.inprocess import InProcessTransport
-from vfl.transport.ray_transport import RayTransport
+from vfl.engine.engine import Engine
+from vfl.runtime.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.runtime.transport.ray_transport import RayTransport
 
 SHORT = ["train.epochs=3", "privacy.noise_rng=seeded"]
 
@@ -73,7 +73,7 @@ def test_a_bad_party_file_is_one_line_and_exit_2(tmp_path, capsys):
 
 @pytest.mark.ray
 def test_a_bad_party_file_in_a_ray_actor_keeps_its_type(tmp_path, ray_local):
-    from vfl.errors import DataError
+    from vfl.core.errors import DataError
 
     cfg = resolve_config(_broken_config(tmp_path), ["transport.parties_per_actor=1"])
     with pytest.raises(DataError, match=r"gone\.csv: file not found \(data\.parties\[1\]\.path\)"):

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from simulations.cli import main
-from vfl.transport.placement import auto_max_actors
+from simulations.cli.main import main
+from vfl.runtime.transport.placement import auto_max_actors
 
 
 def _dry(capsys: pytest.CaptureFixture[str], *sets: str) -> tuple[int, str]:

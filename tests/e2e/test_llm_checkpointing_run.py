@@ -7,7 +7,7 @@ import pytest
 
 from tests.e2e.test_decoder_llm import run
 from tests.tiny_lms import tiny_lm_dir
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 from tests.tiny_lms import FAMILIES, tiny_lm_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py; 14 families in ~30 s

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 from tests.tiny_lms import tiny_lm_dir
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -44,7 +44,7 @@ def test_private_backprop_on_cuda_recombines_within_the_bound(tmp_path):
     from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
     from parties.llm.p3eft.private_backprop import recombine, split_gradient
     from tests.unit.test_llm_dtype import BOUND, TEXTS, _rel
-    from vfl.rng import NoiseSource
+    from vfl.core.rng import NoiseSource
 
     path = tiny_lm_dir(tmp_path / "llama", "llama", dtype="bfloat16")
     model = load_encoder(path, dtype="bf16")

@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.gpu,
 
 def test_p3eft_step_with_nf4_servers_on_cuda(tmp_path):
     from parties.llm.p3eft.server import ModelServer
-    from simulations.runner import execute, resolve_config
-    from vfl.transport.inprocess import InProcessTransport
+    from simulations.cli.runner import execute, resolve_config
+    from vfl.runtime.transport.inprocess import InProcessTransport
 
     path = tiny_lm_dir(tmp_path / "llama", "llama", dtype="bfloat16")
     raw = {"name": "p3eft-nf4", "strategy": "p3eft", "num_parties": 1, "seed": 1, "dataset": "rt-polarity",
@@ -44,7 +44,7 @@ def test_private_backprop_through_nf4_recombines_within_the_bound(tmp_path):
     from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
     from parties.llm.p3eft.private_backprop import recombine, split_gradient
     from tests.unit.test_llm_dtype import BOUND, TEXTS, _rel
-    from vfl.rng import NoiseSource
+    from vfl.core.rng import NoiseSource
 
     path = tiny_lm_dir(tmp_path / "llama", "llama", dtype="bfloat16")
     model = load_encoder(path, dtype="bf16", quantization="nf4", device="cuda")

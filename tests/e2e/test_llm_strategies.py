@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from simulations.datasource import ConfigDataSource
-from simulations.runner import execute, resolve_config
-from vfl.engine import Engine
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from simulations.cli.runner import execute, resolve_config
+from simulations.data.source import ConfigDataSource
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -65,7 +65,7 @@ def test_cli_runs_the_bundled_config_offline(tmp_path, capsys):
     registry = pytest.importorskip("simulations.data.registry")
     if "rt-polarity" not in registry.DATASETS.names():
         pytest.skip("rt-polarity dataset not registered")
-    from simulations.cli import main
+    from simulations.cli.main import main
 
     rc = main(["run", "p3eft-rt", "--out", str(tmp_path), "--no-progress", "--set", "train.epochs=1",
                "--set", "data.train_subsample=32", "--set", "data.test_subsample=16", "--set", "params.max_len=16"])
@@ -77,7 +77,7 @@ def test_cli_runs_the_bundled_config_offline(tmp_path, capsys):
 @pytest.mark.ray
 @pytest.mark.slow
 def test_p3eft_over_ray_actors_matches_inprocess(ray_local):
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = load_run_config({**run_config("p3eft", RUNS["p3eft"]), "transport": {"kind": "ray", "cpus_per_actor": 0.1},
                            "privacy": {"noise_rng": "seeded"}})  # the same mixing weights and pieces in both runs

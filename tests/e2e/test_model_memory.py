@@ -8,9 +8,14 @@ from types import SimpleNamespace
 import pytest
 from torch import nn
 
-from parties.model_size import available_bytes, check_model_memory, count_params, training_bytes
-from simulations.cli import main
-from vfl.errors import ConfigError
+from parties.vertical.model_size import (
+    available_bytes,
+    check_model_memory,
+    count_params,
+    training_bytes,
+)
+from simulations.cli.main import main
+from vfl.core.errors import ConfigError
 
 DRY = ["run", "demo", "--dry-run", "--transport", "inprocess", "--no-progress"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-import vfl.api
-from simulations.cli import main
-from vfl.errors import ConfigError
+import vfl.engine.api
+from simulations.cli.main import main
+from vfl.core.errors import ConfigError
 
 TINY = ["num_parties=2", "train.epochs=1", "data.train_subsample=64", "data.test_subsample=32"]
 
@@ -15,7 +15,7 @@ TINY = ["num_parties=2", "train.epochs=1", "data.train_subsample=64", "data.test
 def test_a_model_factory_failing_in_the_node_leaves_nothing(tmp_path):
     out = tmp_path / "new" / "run"
     with pytest.raises(Exception, match="out of weights"):
-        vfl.api.run("demo", out_dir=out, overrides=[*TINY, "model.bottom=tests.byo_models:explodes"])
+        vfl.engine.api.run("demo", out_dir=out, overrides=[*TINY, "model.bottom=tests.byo_models:explodes"])
     assert not (tmp_path / "new").exists() and tmp_path.is_dir()  # the parents it made go too
 
 
@@ -30,7 +30,7 @@ def test_a_model_failing_in_the_first_epoch_leaves_nothing_via_the_cli(tmp_path,
 def test_a_dataset_factory_failing_leaves_nothing(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(ConfigError, match="the bucket is empty"):
-        vfl.api.run("demo", out_dir=out, overrides=[*TINY, "dataset=tests.byo_data:raises"])
+        vfl.engine.api.run("demo", out_dir=out, overrides=[*TINY, "dataset=tests.byo_data:raises"])
     assert not out.exists()
 
 
@@ -38,13 +38,13 @@ def test_an_existing_empty_directory_is_emptied_not_removed(tmp_path):
     out = tmp_path / "mine"
     out.mkdir()
     with pytest.raises(Exception, match="out of weights"):
-        vfl.api.run("demo", out_dir=out, overrides=[*TINY, "model.bottom=tests.byo_models:explodes"])
+        vfl.engine.api.run("demo", out_dir=out, overrides=[*TINY, "model.bottom=tests.byo_models:explodes"])
     assert out.is_dir() and list(out.iterdir()) == []
-    res = vfl.api.run("demo", out_dir=out, overrides=TINY)  # the same directory takes a good run
+    res = vfl.engine.api.run("demo", out_dir=out, overrides=TINY)  # the same directory takes a good run
     assert res.summary["epochs"] == 1 and (out / "config.resolved.yaml").is_file()
 
 
 def test_a_run_that_committed_an_epoch_keeps_its_directory(tmp_path):
     out = tmp_path / "run"
-    vfl.api.run("demo", out_dir=out, overrides=TINY)
+    vfl.engine.api.run("demo", out_dir=out, overrides=TINY)
     assert {"config.resolved.yaml", "metrics.jsonl", "summary.json"} <= {p.name for p in out.iterdir()}

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from simulations.cli import EXIT_NONFINITE, main
+from simulations.cli.main import EXIT_NONFINITE, main
 
 TINY = ["strategy=npq", "params={}", "num_parties=2", "auth=false", "data.train_subsample=64",
         "data.test_subsample=32", "train.batch_size=16", "train.epochs=3", "model.bottom_hidden=[8]",
@@ -60,9 +60,9 @@ def test_control_the_same_models_before_the_bad_call_finish(tmp_path, monkeypatc
 def test_non_finite_in_a_ray_actor_keeps_its_type(tmp_path, ray_local):
     """Over Ray the party's error crosses the actor boundary as NonFiniteError (not a PartyFailure that
     a restart would retry forever), and the run directory keeps epoch 0."""
-    from simulations.runner import execute, resolve_config
-    from vfl.errors import NonFiniteError
-    from vfl.transport.ray_transport import RayTransport
+    from simulations.cli.runner import execute, resolve_config
+    from vfl.core.errors import NonFiniteError
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = resolve_config("demo", [*TINY, f"model.bottom={M}:nan_bottom", "transport.kind=ray",
                                   "transport.compiled_graph=off"])

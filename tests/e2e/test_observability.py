@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 import vfl
-from simulations.cli import main
-from vfl.tracking import CSV_FILE
+from simulations.cli.main import main
+from vfl.engine.tracking import CSV_FILE
 
 FAST = ["--transport", "inprocess", "--no-progress", "--set", "train.epochs=2", "--set", "params.b=8",
         "--set", "data.train_subsample=128", "--set", "data.test_subsample=64"]
@@ -71,13 +71,13 @@ def test_csv_tracking_mirrors_metrics_and_summary_records_versions(tmp_path):
 
 
 def test_git_commit_is_none_outside_a_checkout(tmp_path):
-    from vfl.versions import git_commit
+    from vfl.engine.versions import git_commit
 
     assert git_commit(tmp_path) is None
 
 
 def test_log_levels_from_flags():
-    from vfl.logs import level_from_flags, setup_logging
+    from vfl.core.logs import level_from_flags, setup_logging
 
     assert level_from_flags(log_level=None, verbose=0, quiet=0) == "warning"
     assert level_from_flags(log_level=None, verbose=1, quiet=0) == "info"
@@ -86,15 +86,15 @@ def test_log_levels_from_flags():
     assert level_from_flags(log_level="debug", verbose=0, quiet=3) == "debug"
     try:
         setup_logging("debug")
-        assert logging.getLogger("vfl.engine").getEffectiveLevel() == logging.DEBUG
+        assert logging.getLogger("vfl.engine.engine").getEffectiveLevel() == logging.DEBUG
         setup_logging("error")
-        assert logging.getLogger("simulations.runner").getEffectiveLevel() == logging.ERROR
+        assert logging.getLogger("simulations.cli.runner").getEffectiveLevel() == logging.ERROR
     finally:
         setup_logging("warning")
 
 
 def test_verbose_shows_debug_lines_and_quiet_hides_warnings(tmp_path, capsys):
-    from vfl.checkpoint import stderr_warning
+    from vfl.engine.checkpoint import stderr_warning
 
     try:
         assert main(["-vv", "account", "--mechanism", "pbm", "--b", "8", "--beta", "0.25", "--parties", "2",

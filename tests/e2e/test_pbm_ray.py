@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from simulations.runner import execute, resolve_config
-from vfl.transport.ray_transport import RayTransport
+from simulations.cli.runner import execute, resolve_config
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray]
 

@@ -9,7 +9,7 @@ import json
 
 import yaml
 
-from simulations.cli import main
+from simulations.cli.main import main
 
 FAST = ["--transport", "inprocess", "--no-progress", "--set", "params.b=8", "--set", "data.train_subsample=256",
         "--set", "data.test_subsample=64", "--set", "privacy.target_epsilon=40"]

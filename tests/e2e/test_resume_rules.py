@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from simulations.cli import main
-from simulations.runner import resolve_config
-from vfl.rundir import RunDir
-from vfl.runlock import RunLock
+from simulations.cli.main import main
+from simulations.cli.runner import resolve_config
+from vfl.engine.lock import RunLock
+from vfl.engine.rundir import RunDir
 
 FAST = ["--transport", "inprocess", "--no-progress", "--set", "train.epochs=2", "--set", "params.b=8",
         "--set", "data.train_subsample=256", "--set", "data.test_subsample=64"]

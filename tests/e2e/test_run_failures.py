@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from simulations.cli import main
+from simulations.cli.main import main
 
 SMALL = ["--transport", "inprocess", "--no-progress", "--set", "params.b=8", "--set", "data.train_subsample=256",
          "--set", "data.test_subsample=64"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 
 KEYS = {"test_acc", "ep_eia", "ep_aia", "eta", "split"}
 
@@ -37,7 +37,7 @@ def test_cli_runs_the_bundled_config_offline(tmp_path, capsys):
     registry = pytest.importorskip("simulations.data.registry")
     if "rt-polarity" not in registry.DATASETS.names():
         pytest.skip("rt-polarity dataset not registered")
-    from simulations.cli import main
+    from simulations.cli.main import main
 
     rc = main(["run", "sap-rt", "--out", str(tmp_path), "--no-progress", "--set", "train.epochs=1",
                "--set", "data.train_subsample=48", "--set", "data.test_subsample=16", "--set", "params.eia_samples=4"])

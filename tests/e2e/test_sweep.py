@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulations.cli import main
-from simulations.sweep import mean_std, parse_grid, print_table, split_values, table_rows
+from simulations.cli.main import main
+from simulations.cli.sweep import mean_std, parse_grid, print_table, split_values, table_rows
 
 TINY = {"name": "tiny", "strategy": "npq", "dataset": "digits", "num_parties": 2,
         "data": {"train_subsample": 128, "test_subsample": 64},

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from simulations.cli import main
-from vfl.runlock import RunLock
+from simulations.cli.main import main
+from vfl.engine.lock import RunLock
 
 TINY = ["--transport", "inprocess", "--set", "params.b=8", "--set", "data.train_subsample=128",
         "--set", "data.test_subsample=64", "--set", "train.epochs=1", "--seeds", "0"]

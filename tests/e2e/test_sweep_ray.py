@@ -8,9 +8,9 @@ import json
 import pytest
 import yaml
 
-from simulations.cli import main
-from simulations.sweep_ray import check_parallel
-from vfl.errors import ConfigError
+from simulations.cli.main import main
+from simulations.cli.sweep_ray import check_parallel
+from vfl.core.errors import ConfigError
 
 TINY = {"name": "tiny", "strategy": "npq", "dataset": "digits", "num_parties": 2,
         "data": {"train_subsample": 128, "test_subsample": 64},

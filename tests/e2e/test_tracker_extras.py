@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import vfl
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"params.b": 8, "data.train_subsample": 128, "data.test_subsample": 64, "train.epochs": 2}
@@ -52,7 +52,7 @@ def test_mlflow_that_cannot_start_is_one_line_and_leaves_no_run(tmp_path, monkey
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=path, MLFLOW_TRACKING_URI=str(blocker / "mlruns"))
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "simulations.cli", "run", "demo", "--transport", "inprocess",
+    done = subprocess.run([sys.executable, "-m", "simulations.cli.main", "run", "demo", "--transport", "inprocess",
                            "--out", str(out), "--set", "tracking=mlflow", "--set", "train.epochs=1"],
                           env=env, text=True, capture_output=True, timeout=300)
     err = [ln for ln in done.stderr.splitlines() if ln.strip()]

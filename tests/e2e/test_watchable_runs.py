@@ -24,7 +24,7 @@ LINE = re.compile(r"^ *epoch (\d+)/(\d+) loss [0-9.]+ acc [0-9.]+ (ε [0-9.e+-]+
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI as under nohup/SLURM/CI: stdout is a pipe, not a terminal."""
-    return subprocess.run([sys.executable, "-m", "simulations.cli", *args], env=ENV, text=True,
+    return subprocess.run([sys.executable, "-m", "simulations.cli.main", *args], env=ENV, text=True,
                           capture_output=True, timeout=600)
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import vfl
-from vfl.strategy import STRATEGIES
+from vfl.engine.strategy import STRATEGIES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-strategy.md"
 TINY = ["params={}", "data.train_subsample=256", "data.test_subsample=128", "train.epochs=2"]

@@ -8,9 +8,9 @@ import json
 import pytest
 
 import strategies  # noqa: F401
-from simulations.cli import main
+from simulations.cli.main import main
+from simulations.cli.runner import execute, resolve_config
 from simulations.report.render import RUN_ATTACKS, build_report, load_run
-from simulations.runner import execute, resolve_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -91,7 +91,7 @@ def test_attacks_without_views_say_what_is_missing(tmp_path):
     assert main(["attack", "nope", str(run)]) == 2 and main(["report", str(tmp_path)]) == 2
 
 
-_SEEDED_NOISE = "noise" in inspect.signature(__import__("vfl.privacy.mechanisms", fromlist=["x"]).gaussian_perturb
+_SEEDED_NOISE = "noise" in inspect.signature(__import__("vfl.privacy.mechanisms.gaussian", fromlist=["x"]).gaussian_perturb
                                               ).parameters
 
 

@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
-from parties.vertical import step_config
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
 from tests.auth_attackers import FORGE, ForgingNPQ
 from tests.helpers import BlobSource
-from vfl import message as wire
-from vfl.errors import AuthenticationError
-from vfl.grid import Grid
-from vfl.message import BROADCAST
-from vfl.schema import load_run_config
-from vfl.strategy import NodeFactory
-from vfl.transport.placement import place
-from vfl.transport.ray_transport import RayTransport
+from vfl.core.errors import AuthenticationError
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import NodeFactory
+from vfl.runtime import message as wire
+from vfl.runtime.grid import Grid
+from vfl.runtime.message import BROADCAST
+from vfl.runtime.transport.placement import place
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = pytest.mark.ray
 M = 3

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from simulations.benchmarks.startup import PARTS, run_startup
-from vfl.transport.placement import auto_max_actors
+from vfl.runtime.transport.placement import auto_max_actors
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -9,13 +9,13 @@ import math
 import pytest
 
 import strategies  # noqa: F401
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 from tests.helpers import BlobSource
-from vfl.engine import Engine
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
 from vfl.privacy import SCOPE_END_TO_END, SCOPE_GAUSSIAN, SCOPE_PBM
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 

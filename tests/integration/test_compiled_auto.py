@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from strategies import compiled_auto, compiled_epoch, vertical
-from strategies.compiled_auto import COMPILED, TASK, PathChoice
+from strategies.base import compiled_auto, compiled_epoch, vertical
+from strategies.base.compiled_auto import COMPILED, TASK, PathChoice
 from tests.helpers import ChainSpy, run_with_states, state_tensors
 from tests.integration.test_compiled_graph import LEDGER_KEYS, _cfg
 
@@ -63,7 +63,7 @@ def test_a_block_cut_by_the_epoch_end_goes_on_in_the_next_epoch_with_its_times_s
 
 
 def _auto_run(monkeypatch: pytest.MonkeyPatch, margin: float) -> tuple[Any, ...]:
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     monkeypatch.setattr(compiled_epoch, "MIN_AUTO_STEPS", 1)  # probe this 10-step run
     monkeypatch.setattr(compiled_auto, "WIN_MARGIN", margin)
@@ -78,7 +78,7 @@ def _auto_run(monkeypatch: pytest.MonkeyPatch, margin: float) -> tuple[Any, ...]
 @pytest.mark.ray
 @pytest.mark.slow
 def test_auto_equals_the_task_path_whichever_path_it_keeps(ray_local, monkeypatch):
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     ref_s, ref_h, ref_states = run_with_states(_cfg("npq+secagg", {}, compiled="off", max_actors=2), num_train=N,
                                                transport=RayTransport())

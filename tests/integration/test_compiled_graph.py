@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from strategies.compiled_epoch import MIN_AUTO_STEPS, compiled_chain
+from strategies.base.compiled_epoch import MIN_AUTO_STEPS, compiled_chain
 from tests.helpers import ChainSpy, run_with_states, state_tensors
-from vfl.errors import ConfigError
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
 
 M, N, B = 3, 240, 50
 LEDGER_KEYS = ("total_bytes_up", "total_bytes_down", "payload_bytes_up", "payload_bytes_down",
@@ -33,7 +33,7 @@ def _cfg(strategy: str, params: dict[str, Any], *, compiled: str, **transport: A
 @pytest.mark.ray
 @pytest.mark.parametrize(("strategy", "params"), [("npq+secagg", {}), ("pbm", {"b": 16})])  # npq: a subset of npq+secagg
 def test_compiled_graph_equals_the_task_path(ray_local, strategy, params):
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     ref_s, ref_h, ref_states = run_with_states(_cfg(strategy, params, compiled="off", max_actors=2),
                                                num_train=N, transport=RayTransport())
@@ -56,8 +56,8 @@ def _killed_run(kill: str | None, **train: Any):
     import threading
 
     from tests.helpers import BlobSource
-    from vfl.engine import Engine
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.engine.engine import Engine
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = load_run_config({"num_parties": 3, "seed": 2, "strategy": "pbm", "params": {"b": 8, "secagg": True},
                            "train": {"epochs": 2, "batch_size": 8, "lr": 0.05, **train},
@@ -103,10 +103,10 @@ def test_a_party_that_hangs_inside_the_compiled_chain_is_replaced_and_the_run_ne
     round_timeout_s, the chain's stuck actor is killed and replaced (the server's is kept), and a
     second hang ends the run with the restart budget spent, instead of Ray's teardown waiting forever."""
     from tests.helpers import BlobSource
-    from vfl.engine import Engine
-    from vfl.errors import PartyFailure
-    from vfl.faults import FAULT_ENV
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.core.errors import PartyFailure
+    from vfl.engine.engine import Engine
+    from vfl.runtime.faults import FAULT_ENV
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     monkeypatch.setenv(FAULT_ENV, "party1@1:2!hang")  # fires again in the replaced actor: two failures
     cfg = load_run_config({"num_parties": 3, "seed": 2, "strategy": "npq",
@@ -153,7 +153,7 @@ def test_auto_compiles_only_long_ray_runs_and_never_skip_party_or_inprocess():
     # YAML 1.1 reads on/off as booleans (--set transport.compiled_graph=on): they mean "on"/"off"
     assert _cfg("npq", {}, compiled=True).transport.compiled_graph == "on"
     assert _cfg("npq", {}, compiled=False).transport.compiled_graph == "off"
-    from simulations.runner import resolve_config
+    from simulations.cli.runner import resolve_config
     assert resolve_config(None, ["transport.compiled_graph=on"], transport="ray").transport.compiled_graph == "on"
     assert resolve_config(None, []).transport.compiled_graph == "auto"  # the default
 
@@ -167,10 +167,10 @@ def test_a_restart_after_a_hung_party_on_the_task_path_honours_round_timeout_s(r
     import time
 
     from tests.helpers import BlobSource
-    from vfl.engine import Engine
-    from vfl.errors import PartyFailure
-    from vfl.faults import FAULT_ENV
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.core.errors import PartyFailure
+    from vfl.engine.engine import Engine
+    from vfl.runtime.faults import FAULT_ENV
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     monkeypatch.setenv(FAULT_ENV, "party1@1:2!hang")
     cfg = load_run_config({"num_parties": 3, "seed": 2, "strategy": "npq",

@@ -11,9 +11,9 @@ import json
 import pytest
 
 import strategies  # noqa: F401
-from simulations.cli import main
+from simulations.cli.main import main
+from simulations.cli.runner import execute, resolve_config
 from simulations.report.render import RUN_ATTACKS, load_run
-from simulations.runner import execute, resolve_config
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
 
@@ -104,7 +104,7 @@ def test_dcor_weakens_the_servers_feature_reconstruction(tmp_path):
 def test_a_resumed_label_rr_run_keeps_its_one_draw_of_the_labels(tmp_path):
     """A resume rebuilds the server with a fresh crypto source: without the checkpointed draw it would
     randomize every label again (a second release; the control is the fresh node of test_defense_nodes)."""
-    from vfl.node import state_from_bytes
+    from vfl.runtime.node import state_from_bytes
 
     base = ["--transport", "inprocess", "--no-progress", "--set", "train.epochs=1",
             "--set", "defenses=[{kind: label_rr, epsilon: 1.0}]", "--set", "model.head_hidden=[8]"]

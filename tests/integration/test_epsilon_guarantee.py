@@ -8,7 +8,7 @@ import json
 import pytest
 
 import strategies  # noqa: F401
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 

@@ -12,13 +12,13 @@ import pytest
 import strategies  # noqa: F401
 from parties.defenses import label_gp
 from tests.helpers import BlobSource
-from vfl.defenses import label_privacy
-from vfl.engine import Engine
-from vfl.errors import PartyFailure
-from vfl.faults import FAULT_ENV
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.privacy.defenses import label_privacy
+from vfl.runtime.faults import FAULT_ENV
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 SOURCE = BlobSource(num_parties=3, num_train=120, num_test=30)
 GP = {"kind": "label_gp", "noise_multiplier": 2.0, "max_norm": 1.0}

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from simulations.datasource import ConfigDataSource
-from simulations.runner import read_config_file
+from simulations.cli.runner import read_config_file
+from simulations.data.source import ConfigDataSource
 from tests.helpers import run_with_states
-from vfl.engine import Engine
-from vfl.errors import ConfigError
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import ConfigError
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 M, N, B = 3, 240, 50
 CASES = [("npq", {}), ("ldp", {"sigma": 1.0}), ("pbm", {"b": 16}), ("npq+secagg", {})]
@@ -70,7 +70,7 @@ def test_q3_same_bytes_same_epsilon_and_exactly_q_updates_per_exchange(strategy,
 
 @pytest.mark.ray
 def test_q3_over_ray_matches_inprocess(ray_local):
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = _cfg("pbm", {"b": 16}, q=3, optimizer="adam")
     ray_s, ray_h, ray_states = _run(cfg, RayTransport())

@@ -10,15 +10,15 @@ import pickle
 import numpy as np
 import pytest
 
-from parties.vertical import PassiveParty
+from parties.vertical.party import PassiveParty
 from tests.helpers import BlobSource
 from tests.noise_capture import run_and_capture, vertical_config
-from vfl import message as wire
-from vfl.engine import Engine
-from vfl.node import state_to_bytes
-from vfl.rng import NoiseSource
-from vfl.rundir import RunDir
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.rng import NoiseSource
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.runtime import message as wire
+from vfl.runtime.node import state_to_bytes
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 CASES = [("ldp", {}), ("pbm", {"secagg": False, "b": 16})]
 
@@ -106,7 +106,7 @@ def test_metrics_lines_and_summary_carry_noise_rng(tmp_path):
 
 
 def test_cli_warns_once_for_seeded_accounted_runs(tmp_path, capsys):
-    from simulations.cli import main
+    from simulations.cli.main import main
 
     fast = ["--transport", "inprocess", "--no-progress", "--set", "train.epochs=1", "--set", "params.b=8",
             "--set", "data.train_subsample=256", "--set", "data.test_subsample=128"]

@@ -11,10 +11,10 @@ import torch
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.sampling import batch_indices
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.data.sampling import batch_indices
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 def _engine(fusion: str, batch: int) -> tuple[Engine, BlobSource, InProcessTransport]:

@@ -1,4 +1,4 @@
-"""Parties sharing a host take the server's gradient with one fused backward (parties/party_batch.py):
+"""Parties sharing a host take the server's gradient with one fused backward (parties/vertical/party_batch.py):
 the run is bit-identical to one party per host (parameters, optimizer state, metrics, bytes), and
 the fused path really ran (it can fail: a wrong order or a missed step changes the parameters)."""
 
@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from parties import fast_step, party_batch, vertical
-from strategies.vertical import VerticalStrategy
+from parties.vertical import fast_step, party_batch
+from parties.vertical import party as vertical
+from strategies.base.vertical import VerticalStrategy
 from tests.helpers import run_with_states
-from vfl.schema import load_run_config
+from vfl.engine.schema import load_run_config
 
 M, N, B = 3, 200, 50
 
@@ -115,7 +116,7 @@ def _assert_same_run(a, b) -> None:
 @pytest.mark.parametrize(("optimizer", "train", "q"), [
     ("sgd", {"momentum": 0.9, "weight_decay": 1e-3}, 1), ("adam", {"weight_decay": 1e-3}, 2), ("adamw", {}, 1)])
 def test_fused_optimizer_step_is_bit_identical_to_torch_steps(monkeypatch, optimizer, train, q):
-    """The host's parties step in one multi-tensor call (parties/fast_step.py): same bits as each
+    """The host's parties step in one multi-tensor call (parties/vertical/fast_step.py): same bits as each
     party's own torch ``optimizer.step()`` on its own host (parameters, momentum/Adam state, losses, bytes)."""
     _torch_steps_only(monkeypatch)
     ref = _run(_cfg("npq", {}, per_host=1, q=q, optimizer=optimizer, **train))

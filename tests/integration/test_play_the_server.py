@@ -20,14 +20,14 @@ from parties.llm.p3eft.wire import read_step
 from parties.mods import read_encoded
 from tests.noise_capture import Capture, run_and_capture, vertical_config
 from tests.unit.test_sap_nodes import ToySentiment
-from vfl import message as wire
-from vfl.engine import Engine
-from vfl.privacy.discrete_gaussian import discrete_gaussian
-from vfl.privacy.mechanisms import ldp_grid
-from vfl.rng import NoiseSource
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.rng import NoiseSource
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.privacy.mechanisms.discrete_gaussian import discrete_gaussian
+from vfl.privacy.mechanisms.gaussian import ldp_grid
+from vfl.runtime import message as wire
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 def _recipe(cap: Capture, purpose: str, key: tuple[int, str, int, int]) -> NoiseSource:

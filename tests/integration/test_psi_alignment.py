@@ -20,13 +20,13 @@ import simulations.data.party_tables as party_tables
 import strategies  # noqa: F401
 from simulations.data.split_parties import ID
 from tests.party_data import all_ids, joined, source, write_blob_parties
-from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
-from vfl.engine import Engine
-from vfl.errors import DataError
-from vfl.host import NodeHost
-from vfl.psi import hashed_ids
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import DataError
+from vfl.data.psi import hashed_ids
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
+from vfl.runtime.host import NodeHost
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 M = 3
 
@@ -155,7 +155,7 @@ def test_each_host_opens_only_its_own_file_and_the_driver_none(tmp_path, monkeyp
         note(path)
         return real_csv(path, *a, **kw)
 
-    monkeypatch.setattr("vfl.transport.inprocess.NodeHost", RecordingHost)
+    monkeypatch.setattr("vfl.runtime.transport.inprocess.NodeHost", RecordingHost)
     monkeypatch.setattr(party_tables, "read_table", read_table)
     monkeypatch.setattr(builtins, "open", open_)
     monkeypatch.setattr(pd, "read_csv", read_csv)
@@ -194,7 +194,7 @@ def test_without_a_split_column_the_intersection_gets_a_uniform_split_of_fixed_s
 
 
 def test_a_resumed_run_aligns_again_and_ends_where_an_uninterrupted_one_ends(tmp_path):
-    from vfl.rundir import RunDir
+    from vfl.engine.rundir import RunDir
 
     data, _ = write_blob_parties(tmp_path / "files", num_parties=M, overlap=0.7)
     cfg = _cfg("pbm", train={"epochs": 3, "batch_size": 40, "lr": 0.05})

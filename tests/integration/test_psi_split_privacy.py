@@ -17,18 +17,18 @@ import pandas as pd
 import pytest
 
 import strategies  # noqa: F401
-from parties.psi_nodes import PartyAlignment, ServerAlignment
+from parties.vertical.psi import PartyAlignment, ServerAlignment
 from simulations.data.split_parties import ID, LABEL
 from simulations.data.split_parties import main as split_parties
 from tests.party_data import source
-from vfl import message as wire
-from vfl import psi_wire as pw
-from vfl.engine import Engine
-from vfl.errors import DataError
-from vfl.psi import num_test_rows, uniform_test_mask, unpack_ids
-from vfl.rng import NoiseSource, seeded_numpy
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import DataError
+from vfl.core.rng import NoiseSource, seeded_numpy
+from vfl.data import psi_wire as pw
+from vfl.data.psi import num_test_rows, uniform_test_mask, unpack_ids
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 M, SEED, FRACTION = 2, 0, 0.25
 
@@ -190,9 +190,9 @@ def _bound(engine: Engine) -> dict[str, np.ndarray]:
 def test_a_resumed_run_trains_on_the_split_it_started_with(tmp_path, monkeypatch, kept):
     """noise_rng: crypto draws a new split each time the alignment runs; the split travels in the
     nodes' checkpoint state, so a resume binds the rows it trained on (control: without it, not)."""
-    import strategies.psi as sp
+    import strategies.base.psi as sp
     from tests.party_data import write_blob_parties
-    from vfl.rundir import RunDir
+    from vfl.engine.rundir import RunDir
 
     if not kept:
         monkeypatch.setattr(sp, "_keeps_state", lambda node, alignment: node)
@@ -229,7 +229,7 @@ def test_a_resumed_run_trains_on_the_split_it_started_with(tmp_path, monkeypatch
 def test_a_restart_aligns_again_on_the_same_split(tmp_path, monkeypatch, kept):
     """What ``Recovery.restore`` does after a host died: every node rebuilt from the snapshot, then
     PSI again; the label holder broadcasts the split it holds, not a new one (control: a new one)."""
-    import strategies.psi as sp
+    import strategies.base.psi as sp
     from tests.party_data import write_blob_parties
 
     if not kept:

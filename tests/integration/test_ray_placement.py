@@ -6,12 +6,12 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.errors import TransportError
-from vfl.schema import load_run_config
-from vfl.transport.base import HostGroup
-from vfl.transport.ray_placement import bundle_of, check_fits
-from vfl.transport.ray_transport import RayTransport
+from vfl.core.errors import TransportError
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.base import HostGroup
+from vfl.runtime.transport.ray_placement import bundle_of, check_fits
+from vfl.runtime.transport.ray_transport import RayTransport
 
 
 def _cfg(**transport):

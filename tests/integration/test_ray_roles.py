@@ -7,9 +7,9 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.schema import load_run_config
-from vfl.transport.ray_transport import RayTransport
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.ray_transport import RayTransport
 
 
 @pytest.mark.ray

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.ray]
 _SCRIPT = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
     asked = sys.argv[1]
     t = RayTransport(temp_dir=asked, num_cpus=1)
     made = Path(Path(asked + ".path").read_text().strip())

@@ -8,12 +8,12 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.errors import PartyFailure
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
-from vfl.transport.ray_transport import RayTransport
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = pytest.mark.ray
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from strategies.dropout import Dropouts
+from strategies.base.dropout import Dropouts
 from tests.release_audit import OneShotFaults, ReleaseAudit, check
 from tests.release_runs import (
     MODES,
@@ -24,7 +24,7 @@ from tests.release_runs import (
     run,
     tiny_cfg,
 )
-from vfl.rundir import RunDir
+from vfl.engine.rundir import RunDir
 
 # ---- a) a party fails mid-epoch --------------------------------------------------------------------
 
@@ -190,14 +190,14 @@ def test_skip_party_variants_control_old_default(tmp_path, monkeypatch):
         test_skip_party_variants(tmp_path, monkeypatch, "party1@eval:0:0,server@1:3", {}, {}, True)
 
 
-# ---- d) parties sharing a host (one fused backward: parties/party_batch.py) ---------------------------------
+# ---- d) parties sharing a host (one fused backward: parties/vertical/party_batch.py) ---------------------------------
 @pytest.mark.parametrize("resume", [False, True], ids=["restart", "resume"])
 def test_party_batch_host_crash_charges_the_failed_attempt(tmp_path, monkeypatch, resume):
-    from parties import party_batch
+    from parties.vertical import party_batch
 
     calls = []
     real = party_batch.train_together
-    monkeypatch.setattr("parties.vertical.train_together", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr("parties.vertical.party.train_together", lambda *a, **k: calls.append(1) or real(*a, **k))
     audit = ReleaseAudit().attach(monkeypatch)
     OneShotFaults(monkeypatch, "party1@1:6")  # its host holds two parties: both go
     cfg = tiny_cfg(transport={"max_actors": 2}, train=None if resume else {"on_failure": "restart"})

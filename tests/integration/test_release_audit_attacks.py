@@ -17,7 +17,7 @@ from tests.release_runs import (
     run,
     tiny_cfg,
 )
-from vfl.engine import Engine
+from vfl.engine.engine import Engine
 
 # ---- label DP (play a passive party: it receives the server's label-noised gradients) ----------------
 GP = {"kind": "label_gp", "noise_multiplier": 2.0, "max_norm": 1.0}
@@ -31,7 +31,7 @@ def test_label_gp_two_resumes_of_the_same_epoch_charge_every_attempt(tmp_path, m
     noised gradients of its first labels. The resumes' records live in checkpoints, and no checkpoint
     was written between the two crashes. Control: the old count charged 4 epochs for 5 received
     (ε_label 4.75 against 5.38)."""
-    from vfl.defenses import label_privacy
+    from vfl.privacy.defenses import label_privacy
 
     if control:
         monkeypatch.setattr(Engine, "_label_privacy", old_label_privacy)
@@ -93,7 +93,7 @@ def test_seeded_dropout_in_an_earlier_epoch_then_crash(tmp_path, monkeypatch, co
     resume redoes epoch 1 with every party. Under seeded noise the two sums of a step differ by party1's counts: the
     short attempt is a release no redo repeats, so it is written fresh and charged. Control: the old
     begin (seeded = never fresh) charged only the redo."""
-    from strategies.secure import SecureSumStrategy
+    from strategies.base.secure import SecureSumStrategy
 
     if control:
         monkeypatch.setattr(SecureSumStrategy, "replayable", lambda self: True)
@@ -120,8 +120,8 @@ def _lying_server(monkeypatch):
     """Every gradient reply becomes a forward request (no gradient) for a fresh 'epoch' f >= 1000, at the step
     whose batch holds sample 0; the last reply of an epoch asks for nothing, so the driver sees the usual hops.
     Each request is a new round (SecAgg masks it)."""
-    from parties import vertical_wire as vw
-    from parties.vertical import ActiveServer, step_config
+    from parties.vertical import wire as vw
+    from parties.vertical.party import ActiveServer, step_config
 
     real, calls = ActiveServer.train_step, [0]
 
@@ -147,13 +147,13 @@ LYING = [("pbm", "semi-honest"), ("pbm", "announced"), ("ldp", None)]
 def test_a_lying_server_cannot_ask_for_more_releases_than_the_party_allows(tmp_path, monkeypatch, strategy, mode,
                                                                            cap):
     """Play a lying server (``_lying_server``). Each party counts its own releases per training sample and
-    refuses the forward that would take one past its cap (``parties/release_guard.py``): the run fails naming
+    refuses the forward that would take one past its cap (``parties/vertical/release_guard.py``): the run fails naming
     the party, and the server observed at most the cap's releases of sample 0, at most the party's own
     worst-case ε. With ``privacy.max_epoch_attempts = train.epochs`` that is what an honest run is charged."""
-    from parties.release_guard import release_cap
+    from parties.vertical.release_guard import release_cap
     from tests.release_runs import engine_at
-    from vfl.errors import ReleaseRefused
-    from vfl.privacy.accountant import DEFAULT_ORDERS, epsilon_from_rdp
+    from vfl.core.errors import ReleaseRefused
+    from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, epsilon_from_rdp
 
     audit = ReleaseAudit().attach(monkeypatch)
     _lying_server(monkeypatch)
@@ -181,9 +181,9 @@ def test_a_lying_server_cannot_ask_for_more_releases_than_the_party_allows(tmp_p
 def test_a_lying_server_control_without_the_guard_collects_every_request(tmp_path, monkeypatch, strategy, mode):
     """Control: the parties without their release guard (the old code) answer every request: the server
     collects 27 releases of sample 0 in 3 epochs, charged as 3, past any cap the parties' config allows."""
-    import strategies.vertical as sv
-    from parties.release_guard import guard_for, release_cap
-    from vfl.privacy.accountant import DEFAULT_ORDERS, epsilon_from_rdp
+    import strategies.base.vertical as sv
+    from parties.vertical.release_guard import guard_for, release_cap
+    from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, epsilon_from_rdp
 
     monkeypatch.setattr(sv, "guard_for", lambda strategy, party: None)
     audit = ReleaseAudit().attach(monkeypatch)
@@ -211,7 +211,7 @@ def test_label_rr_charges_every_draw_across_a_crash_before_the_first_checkpoint(
     the server's checkpointed state: resume without a checkpoint, restart to the start-of-run snapshot).
     Two independent draws of a label cost two ε; the old summary charged one (83 / 92 of the 144 reached
     labels differ between the draws)."""
-    from parties.defenses.server_labels import ServerLabels
+    from parties.vertical.labels import ServerLabels
 
     if control:
         monkeypatch.setattr(Engine, "_label_privacy", old_label_privacy)
@@ -248,8 +248,8 @@ def test_label_rr_charges_every_draw_across_a_crash_before_the_first_checkpoint(
 
 def test_seeded_skip_party_control_old_amend(tmp_path, monkeypatch):
     """Control: an amended seeded release that stays not fresh (the old amend) is not charged on resume."""
-    from vfl.privacy.events import event_to_dict
-    from vfl.privacy.wal import ReleaseLedger
+    from vfl.privacy.accounting.events import event_to_dict
+    from vfl.privacy.accounting.wal import ReleaseLedger
 
     def old_amend(self, seq, events):
         if tuple(events) != self._releases[seq].events:

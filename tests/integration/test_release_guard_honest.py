@@ -1,4 +1,4 @@
-"""Honest runs never meet the parties' release guard (``parties/release_guard.py``): the same run with and
+"""Honest runs never meet the parties' release guard (``parties/vertical/release_guard.py``): the same run with and
 without it prints the same ε and trains bit for bit the same (seeded noise), across strategies and across
 a restart and a resume; each party's count is one release per sample per epoch attempt it answered
 (evaluation forwards not counted), and its own worst-case ε covers what the accountant charged."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-import strategies.vertical as sv
-from parties.release_guard import release_cap
+import strategies.base.vertical as sv
+from parties.vertical.release_guard import release_cap
 from tests.release_audit import OneShotFaults
 from tests.release_runs import run, tiny_cfg
 

@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties.vertical import ActiveServer, PassiveParty
+from parties.vertical.party import ActiveServer, PassiveParty
 from tests.contract.wire_tap import WireTap
 from tests.helpers import BlobSource
 from tests.release_ledger import decoded_rounds, pbm_epsilon, worst_sample_releases
-from vfl.engine import Engine
-from vfl.errors import PartyFailure
-from vfl.faults import FAULT_ENV
-from vfl.message import round_of
-from vfl.privacy.wal import LEDGER_FILE, ReleaseLedger
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.privacy.accounting.wal import LEDGER_FILE, ReleaseLedger
+from vfl.runtime.faults import FAULT_ENV
+from vfl.runtime.message import round_of
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 SOURCE = BlobSource(num_parties=3, num_train=240, num_test=60)
 
@@ -191,7 +191,7 @@ def test_a_dropout_amends_the_release_on_disk_before_the_epoch_commits(tmp_path,
 
 
 def test_vfl_run_resume_lists_the_resume_and_charges_it(tmp_path, monkeypatch, capsys):
-    from simulations.cli import main
+    from simulations.cli.main import main
 
     out = tmp_path / "run"
     fast = ["--no-progress", "--transport", "inprocess", "--set", "params.b=8", "--set", "data.train_subsample=256",

@@ -16,11 +16,11 @@ import strategies  # noqa: F401
 from tests.contract.wire_tap import WireTap
 from tests.helpers import BlobSource
 from tests.release_ledger import decoded_rounds, pbm_epsilon, worst_sample_releases
-from vfl.engine import Engine
-from vfl.privacy.wal import LEDGER_FILE, ReleaseLedger
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.ray_transport import RayTransport
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.privacy.accounting.wal import LEDGER_FILE, ReleaseLedger
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tests.release_runs import SOURCE, tiny_cfg
-from vfl.engine import Engine
-from vfl.transport.inprocess import InProcessTransport
-from vfl.transport.ray_transport import RayTransport
+from vfl.engine.engine import Engine
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray]
 

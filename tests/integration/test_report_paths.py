@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
+from simulations.cli.runner import execute, resolve_config
 from simulations.report.render import build_report
-from simulations.runner import execute, resolve_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

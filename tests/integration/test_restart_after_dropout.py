@@ -10,14 +10,14 @@ import os
 import pytest
 
 import strategies  # noqa: F401
-from parties.secagg_nodes import SecAggParty
-from parties.vertical_wire import SERVER_ID
+from parties.secagg.party import SecAggParty
+from parties.vertical.wire import SERVER_ID
 from tests.release_runs import SOURCE, tiny_cfg
-from vfl import faults
-from vfl.engine import Engine
-from vfl.errors import PartyFailure
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.runtime import faults
+from vfl.runtime.transport.inprocess import InProcessTransport
 from vfl.secagg.consistency import MaliciousServer
-from vfl.transport.inprocess import InProcessTransport
 
 FAULTS = "party1@0:4,server@1:3"  # party1 drops in epoch 0 (skip-party); the server's host dies in epoch 1
 

@@ -8,10 +8,10 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.faults import FAULT_ENV
-from vfl.schema import load_run_config
-from vfl.transport.ray_transport import RayTransport
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.faults import FAULT_ENV
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 M = 3

@@ -8,11 +8,11 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.party_data import write_blob_parties
-from vfl.engine import Engine
-from vfl.errors import PartyFailure
-from vfl.faults import FAULT_ENV
-from vfl.schema import load_run_config
-from vfl.transport.ray_transport import RayTransport
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.faults import FAULT_ENV
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 M = 3

@@ -10,11 +10,11 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.release_runs import SOURCE, tiny_cfg
-from vfl import faults
-from vfl.engine import Engine
-from vfl.errors import PartyFailure
-from vfl.host import NodeHost
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.runtime import faults
+from vfl.runtime.host import NodeHost
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 def _one_shot(mp: pytest.MonkeyPatch, spec: str) -> None:

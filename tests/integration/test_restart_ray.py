@@ -9,12 +9,12 @@ import threading
 import pytest
 
 import strategies  # noqa: F401
-from simulations.cli import main
+from simulations.cli.main import main
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.errors import PartyFailure
-from vfl.schema import load_run_config
-from vfl.transport.ray_transport import RayTransport
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = pytest.mark.ray
 SOURCE = BlobSource(num_parties=3, num_train=240, num_test=60)

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 
 import strategies  # noqa: F401
-from parties.data_guard import DataGuard, digest
+from parties.vertical.data_guard import DataGuard, digest
 from simulations.data.split_parties import ID, LABEL
 from tests.helpers import BlobSource
 from tests.party_data import source, write_blob_parties
-from vfl.engine import Engine
-from vfl.errors import DataError
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import DataError
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 M = 3
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 import strategies  # noqa: F401
-import vfl.checkpoint as ckpt_mod
+import vfl.engine.checkpoint as ckpt_mod
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 KEYS = ("train_loss", "train_acc", "test_acc", "bytes_up", "bytes_down", "cum_bytes_up", "epsilon")
 SOURCE = BlobSource(num_parties=3, num_train=96, num_test=30)

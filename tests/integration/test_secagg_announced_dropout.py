@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties import secagg_wire as sw
-from parties import vertical_wire as vw
-from parties.secagg_nodes import announced_of
+from parties.secagg import wire as sw
+from parties.secagg.party import announced_of
+from parties.vertical import wire as vw
 from tests.helpers import BlobSource
 from tests.integration.test_secagg_dropout import Keeping
-from vfl import message as wire
-from vfl.engine import Engine
-from vfl.errors import PartyFailure, ProtocolError
-from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
-from vfl.schema import load_run_config
+from vfl.core.errors import PartyFailure, ProtocolError
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
+from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
 from vfl.secagg import SecAggClient, SecAggServer
 from vfl.secagg.announce import RoundSkipped
 

@@ -10,7 +10,7 @@ import pytest
 import strategies  # noqa: F401
 from tests.integration.test_secagg_dropout_ray import run_two_dropouts
 from vfl.privacy import Accountant
-from vfl.privacy.events import PBMEvent
+from vfl.privacy.accounting.events import PBMEvent
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 M = 4

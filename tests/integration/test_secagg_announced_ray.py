@@ -10,7 +10,7 @@ import torch
 
 import strategies  # noqa: F401
 from tests.helpers import run_with_states
-from vfl.schema import load_run_config
+from vfl.engine.schema import load_run_config
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 M, N, B = 3, 240, 50
@@ -31,7 +31,7 @@ def _params(states: dict[int, dict[str, Any]]) -> list[torch.Tensor]:
 
 
 def test_ray_task_path_and_compiled_graph_train_the_in_process_parameters(ray_local):
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     ref, ref_h, ref_states = run_with_states(_cfg({"kind": "inprocess"}), num_train=N)
     kinds = set(ref["bytes_by_kind"])  # no exchange after the embeddings, no seed shares at set-up

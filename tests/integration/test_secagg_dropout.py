@@ -11,16 +11,16 @@ import pytest
 
 import strategies  # noqa: F401
 from simulations.benchmarks.secagg_dropout import run_one
-from simulations.cli import main
+from simulations.cli.main import main
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.errors import ConfigError, PartyFailure
-from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.core.errors import ConfigError, PartyFailure
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
 from vfl.privacy import Accountant
-from vfl.privacy.events import PBMEvent
-from vfl.schema import load_run_config
+from vfl.privacy.accounting.events import PBMEvent
+from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.transport.inprocess import InProcessTransport
 from vfl.secagg.keys import private_key_bytes
-from vfl.transport.inprocess import InProcessTransport
 
 M = 4
 
@@ -167,7 +167,7 @@ def test_curious_server_on_the_wire_bytes_learns_nothing() -> None:
 def test_at_the_default_threshold_a_vanished_survivor_fails_the_round_instead_of_opening_seed_shares(
         monkeypatch) -> None:
     """M = 4, t = 2: t + max(t, 2) = M, so a server telling split survivor sets could rebuild a seed whose
-    pair keys it also holds (vfl.secagg.lying.split_rebuild); the honest server does not ask for shares."""
+    pair keys it also holds (vfl.attacks.secagg.lying.split_rebuild); the honest server does not ask for shares."""
     with pytest.raises(PartyFailure) as info:
         _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1)
     assert info.value.round == "train:0:2" and "seed shares are off" in str(info.value)

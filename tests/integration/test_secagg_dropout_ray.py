@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from simulations.cli import main
+from simulations.cli.main import main
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
 from vfl.privacy import Accountant
-from vfl.privacy.events import PBMEvent
-from vfl.schema import load_run_config
-from vfl.transport.ray_transport import RayTransport
+from vfl.privacy.accounting.events import PBMEvent
+from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray]
 M = 4

@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 
 import strategies  # noqa: F401
-from parties import secagg_wire as sw
-from parties.secagg_nodes import cfg_of
-from parties.secagg_server import SecAggActiveServer
+from parties.secagg import wire as sw
+from parties.secagg.party import cfg_of
+from parties.secagg.server import SecAggActiveServer
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.errors import VFLError
-from vfl.faults import FAULT_ENV
-from vfl.schema import load_run_config
+from vfl.core.errors import VFLError
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.faults import FAULT_ENV
+from vfl.runtime.transport.inprocess import InProcessTransport
 from vfl.secagg import KeySwapDetected
 from vfl.secagg.keys import (
     derive_pair_keys,
@@ -27,7 +28,6 @@ from vfl.secagg.keys import (
     load_public_key,
     public_key_bytes,
 )
-from vfl.transport.inprocess import InProcessTransport
 
 M, VICTIM, READER = 3, 2, 1
 FAKE = generate_private_key()  # the server's stand-in for party 2

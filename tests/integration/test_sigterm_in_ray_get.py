@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from simulations import signals
+from simulations.cli import signals
 
 pytestmark = [pytest.mark.ray]
 

@@ -14,8 +14,8 @@ import torch
 
 import strategies  # noqa: F401
 from tests.helpers import ChainSpy, run_with_states, state_tensors
-from vfl.errors import ConfigError
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
 
 M, N, B = 3, 240, 50
 LEDGER_KEYS = ("total_bytes_up", "total_bytes_down", "payload_bytes_up", "payload_bytes_down",
@@ -33,7 +33,7 @@ def _cfg(strategy: str, params: dict[str, Any], *, plane: str, **transport: Any)
 @pytest.mark.ray
 @pytest.mark.parametrize(("strategy", "params"), [("npq+secagg", {}), ("pbm", {"b": 16})])
 def test_the_socket_chain_equals_the_task_path(ray_local, strategy, params):
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     ref_s, ref_h, ref_states = run_with_states(_cfg(strategy, params, plane="ray", max_actors=2),
                                                num_train=N, transport=RayTransport())
@@ -54,8 +54,8 @@ def _killed_run(kill: str | None):
     """pbm+secagg over Ray on sockets; ``kill`` a host actor a moment after step 16 of epoch 1 (a
     step is then in flight in the chain). Returns the result and the chain runs."""
     from tests.helpers import BlobSource
-    from vfl.engine import Engine
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.engine.engine import Engine
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = load_run_config({"num_parties": 3, "seed": 2, "strategy": "pbm", "params": {"b": 8, "secagg": True},
                            "train": {"epochs": 2, "batch_size": 8, "lr": 0.05},
@@ -99,10 +99,10 @@ def test_a_party_that_hangs_in_the_socket_chain_is_replaced_and_the_run_never_ha
     killed and replaced (the server's loop stops, its actor is kept), and a second hang ends the run
     with the restart budget spent."""
     from tests.helpers import BlobSource
-    from vfl.engine import Engine
-    from vfl.errors import PartyFailure
-    from vfl.faults import FAULT_ENV
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.core.errors import PartyFailure
+    from vfl.engine.engine import Engine
+    from vfl.runtime.faults import FAULT_ENV
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     monkeypatch.setenv(FAULT_ENV, "party1@1:2!hang")  # fires again in the replaced actor: two failures
     cfg = load_run_config({"num_parties": 3, "seed": 2, "strategy": "npq",
@@ -134,10 +134,10 @@ def _no_nodes(specs):
 
 @pytest.mark.ray
 def test_a_host_exception_names_its_parties_and_closed_actors_serve_tasks_again(ray_local):
-    from vfl.errors import PartyFailure
-    from vfl.host import NodeHost
-    from vfl.message import BROADCAST, Wire
-    from vfl.transport.socket_chain import SocketChain
+    from vfl.core.errors import PartyFailure
+    from vfl.runtime.fast.socket_chain import SocketChain
+    from vfl.runtime.host import NodeHost
+    from vfl.runtime.message import BROADCAST, Wire
 
     remote = ray_local.remote(NodeHost)
     actors = {n: remote.options(num_cpus=0.1).remote(_no_nodes, [], 1) for n in ("server", "parties-0")}
@@ -173,8 +173,8 @@ def test_socket_is_refused_in_process_with_skip_party_and_with_a_compiled_graph(
 
 
 def test_socket_uses_the_chain_at_any_run_length():
-    from strategies.compiled_auto import SOCKET, PathChoice
-    from strategies.compiled_epoch import compiled_chain
+    from strategies.base.compiled_auto import SOCKET, PathChoice
+    from strategies.base.compiled_epoch import compiled_chain
 
     class G:
         party_groups = ["p0", "p1"]

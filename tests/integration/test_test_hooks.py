@@ -13,13 +13,13 @@ import os
 
 import pytest
 
-from simulations.cli import main
-from simulations.datasource import make_data_source
-from simulations.runner import resolve_config
-from vfl import faults
-from vfl.engine import Engine
-from vfl.host import NodeHost
-from vfl.transport.inprocess import InProcessTransport
+from simulations.cli.main import main
+from simulations.cli.runner import resolve_config
+from simulations.data.source import make_data_source
+from vfl.engine.engine import Engine
+from vfl.runtime import faults
+from vfl.runtime.host import NodeHost
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 SHORT = ["train.epochs=1", "data.train_subsample=120", "data.test_subsample=40", "train.batch_size=40"]
 
@@ -34,7 +34,7 @@ def hosts(monkeypatch):
             super().__init__(*a, **kw)
             made.append(self)
 
-    monkeypatch.setattr("vfl.transport.inprocess.NodeHost", Recording)
+    monkeypatch.setattr("vfl.runtime.transport.inprocess.NodeHost", Recording)
     return made
 
 

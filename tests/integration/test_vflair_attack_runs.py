@@ -13,10 +13,10 @@ import json
 import pytest
 
 import strategies  # noqa: F401
-from simulations.cli import main
+from simulations.cli.main import main
+from simulations.cli.runner import execute, resolve_config
 from simulations.report.inference_time import grn_feature_inference_attack
 from simulations.report.render import RUN_ATTACKS, load_run
-from simulations.runner import execute, resolve_config
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
 

@@ -11,11 +11,11 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
-from vfl.views import load_views
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.runtime.views import load_views
 
 N, B = 200, 50
 STEPS = N // B
@@ -81,7 +81,7 @@ def test_a_kill_between_views_and_checkpoint_flags_the_aborted_attempt_on_resume
 def test_a_restart_flags_what_live_hosts_received_in_the_aborted_attempt(tmp_path, ray_local):
     import threading
 
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = load_run_config({**_cfg().to_dict(), "train": {**_cfg().to_dict()["train"], "on_failure": "restart",
                                                           "max_restarts": 1, "batch_size": 8},

@@ -1,4 +1,4 @@
-"""``vfl.run`` in a notebook: which progress display it picks (vfl/progress.py, environment injected),
+"""``vfl.run`` in a notebook: which progress display it picks (vfl/engine/progress.py, environment injected),
 that the kernel fallback really prints one line per epoch, and that the API keeps the CLI's options
 and names its different default transport."""
 
@@ -10,9 +10,16 @@ import types
 import pytest
 
 import vfl
-import vfl.api
-from simulations.cli import _parser as build_parser
-from vfl.progress import Environment, choose, detect, draws_widgets, engine_progress, in_kernel
+import vfl.engine.api
+from simulations.cli.main import _parser as build_parser
+from vfl.engine.progress import (
+    Environment,
+    choose,
+    detect,
+    draws_widgets,
+    engine_progress,
+    in_kernel,
+)
 
 TERMINAL = Environment(kernel=False, notebook_bar=False)
 NOTEBOOK = Environment(kernel=True, notebook_bar=True)
@@ -62,7 +69,7 @@ def test_tqdm_autos_notebook_class_counts_as_a_widget_bar():
 
 
 def test_a_kernel_without_widgets_prints_one_line_per_epoch(monkeypatch, capsys):
-    monkeypatch.setattr(vfl.api, "detect", lambda: BARE_KERNEL)
+    monkeypatch.setattr(vfl.engine.api, "detect", lambda: BARE_KERNEL)
     seen = []
     result = vfl.run("demo", overrides=TINY, on_epoch_end=lambda e, row, engine: seen.append(e))
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("epoch ")]
@@ -71,7 +78,7 @@ def test_a_kernel_without_widgets_prints_one_line_per_epoch(monkeypatch, capsys)
 
 
 def test_progress_false_prints_nothing_even_in_a_kernel(monkeypatch, capsys):
-    monkeypatch.setattr(vfl.api, "detect", lambda: BARE_KERNEL)
+    monkeypatch.setattr(vfl.engine.api, "detect", lambda: BARE_KERNEL)
     vfl.run("demo", overrides=TINY, progress=False)
     assert not [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("epoch ")]
 
@@ -84,28 +91,28 @@ def test_the_api_default_transport_differs_from_the_cli_and_says_so():
 
 
 def test_the_in_process_default_over_a_ray_config_warns_once(monkeypatch, recwarn):
-    monkeypatch.setattr(vfl.api, "_noted_transport", [])
-    assert vfl.api._api_transport({"transport": {"kind": "inprocess"}}, (), None) == "inprocess"  # silent
+    monkeypatch.setattr(vfl.engine.api, "_noted_transport", [])
+    assert vfl.engine.api._api_transport({"transport": {"kind": "inprocess"}}, (), None) == "inprocess"  # silent
     assert not recwarn.list
     with pytest.warns(UserWarning, match=r"transport.kind is 'ray'.*transport=None"):
         result = vfl.run("demo", overrides=TINY, progress=False)  # the demo's kind is ray
     assert result.summary["transport"] == "inprocess"
-    assert vfl.api._api_transport("demo", (), None) == "inprocess"  # once per process, not once per call
+    assert vfl.engine.api._api_transport("demo", (), None) == "inprocess"  # once per process, not once per call
     assert not [w for w in recwarn.list if "transport" in str(w.message)]
 
 
 def test_a_cluster_address_keeps_ray_as_the_cli_does():
-    assert vfl.api._api_transport("demo", (), "10.0.0.1:6379") is None  # `--address` implies ray
-    assert vfl.api._api_transport("demo", {"transport.address": "10.0.0.1:6379"}, None) is None
+    assert vfl.engine.api._api_transport("demo", (), "10.0.0.1:6379") is None  # `--address` implies ray
+    assert vfl.engine.api._api_transport("demo", {"transport.address": "10.0.0.1:6379"}, None) is None
     with pytest.raises(vfl.ConfigError):  # what the in-process default met before: a refusal
         vfl.resolve("demo", transport="inprocess", address="10.0.0.1:6379")
     assert vfl.resolve("demo", transport=None, address="10.0.0.1:6379").transport.kind == "ray"
 
 
 def test_an_explicit_inprocess_is_obeyed_silently(monkeypatch, recwarn):
-    monkeypatch.setattr(vfl.api, "_noted_transport", [])
+    monkeypatch.setattr(vfl.engine.api, "_noted_transport", [])
     result = vfl.run("demo", overrides=TINY, transport="inprocess", progress=False)  # as `vfl sweep` tasks pass it
-    assert result.summary["transport"] == "inprocess" and not vfl.api._noted_transport
+    assert result.summary["transport"] == "inprocess" and not vfl.engine.api._noted_transport
     assert not [w for w in recwarn.list if "transport" in str(w.message)]
     with pytest.raises(vfl.ConfigError):  # explicit in-process with a cluster address: refused, never rerouted
         vfl.run("demo", overrides={**TINY, "transport.address": "10.0.0.1:6379"}, transport="inprocess")

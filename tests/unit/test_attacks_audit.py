@@ -17,8 +17,8 @@ from vfl.attacks.audit import (
     p_value,
 )
 from vfl.attacks.seeded_noise import regenerate_binomial, regenerate_normal, round_source
+from vfl.core.rng import NoiseSource
 from vfl.privacy import Accountant, GaussianEvent, PBMEvent
-from vfl.rng import NoiseSource
 
 M_CANARIES, EPOCHS, P, DELTA = 400, 3, 4, 1e-5
 

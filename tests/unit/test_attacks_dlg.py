@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from vfl.attacks.gradient_inversion import dlg, idlg_label, input_gradients, param_gradients
-from vfl.privacy.mechanisms import pbm_decode
-from vfl.rng import NoiseSource
+from vfl.core.rng import NoiseSource
+from vfl.privacy.mechanisms.pbm import pbm_decode
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

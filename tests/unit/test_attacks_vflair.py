@@ -8,18 +8,18 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
-from parties.vertical import step_config
-from simulations.datasource import ConfigDataSource
-from vfl import message as wire
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
+from simulations.data.source import ConfigDataSource
 from vfl.attacks.grn import grn_attack
 from vfl.attacks.model_completion import completion_accuracy, known_label_ids
 from vfl.attacks.reconstruction import mean_baseline, mse
 from vfl.attacks.robustness import accuracy_drop, missing_features, noisy_samples
-from vfl.errors import ConfigError, DataError
-from vfl.node import NodeSpec
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from vfl.core.errors import ConfigError, DataError
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.runtime import message as wire
+from vfl.runtime.node import NodeSpec
 
 
 def _clusters(rng, n=600, k=5, d=8, spread=0.6):

@@ -14,12 +14,12 @@ import pytest
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl import message as wire
-from vfl.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES, HostAuth
-from vfl.engine import Engine
-from vfl.errors import AuthenticationError, ProtocolError
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import AuthenticationError, ProtocolError
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
+from vfl.runtime.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES, HostAuth
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 NAMES = {0: "server", 1: "party0", 2: "party1"}
 
@@ -118,7 +118,7 @@ def test_signature_overhead_is_constant_and_the_reserved_name_is_refused():
     bcast = wire.Wire.of(wire.make("train.forward", src=1, dst=wire.BROADCAST, round="train:0:0",
                                    content=wire.records(emb=wire.arrays(e=np.ones(3, np.float32)))))
     assert len(parties.sign(1, bcast).data) - len(bcast.data) == SIGNATURE_RECORD_BYTES
-    from vfl.auth import check_unreserved
+    from vfl.runtime.auth import check_unreserved
 
     m = wire.make("query.x", src=1, dst=0, round="setup:0:0", content=wire.records(auth=wire.config(a=1)))
     with pytest.raises(ProtocolError, match="reserved"):

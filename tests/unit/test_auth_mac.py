@@ -15,10 +15,16 @@ import itertools
 import numpy as np
 import pytest
 
-from vfl import auth
-from vfl import message as wire
-from vfl.auth import AUTH_RECORD, MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES, HostAuth, record_bytes
-from vfl.errors import AuthenticationError, ProtocolError
+from vfl.core.errors import AuthenticationError, ProtocolError
+from vfl.runtime import auth
+from vfl.runtime import message as wire
+from vfl.runtime.auth import (
+    AUTH_RECORD,
+    MAC_RECORD_BYTES,
+    SIGNATURE_RECORD_BYTES,
+    HostAuth,
+    record_bytes,
+)
 
 NAMES = {0: "server", 1: "a", 2: "b", 3: "c", 4: "d2"}
 SERVER, A, B, C, D2 = 0, 1, 2, 3, 4

@@ -8,9 +8,9 @@ import json
 import numpy as np
 from flwr.common import ConfigRecord
 
-from parties import vertical_wire as vw
+from parties.vertical import wire as vw
 from simulations.benchmarks.envelope import information_bytes, main
-from vfl import message as vm
+from vfl.runtime import message as vm
 
 
 def test_information_counts_arrays_at_wire_precision_and_byte_strings_only() -> None:

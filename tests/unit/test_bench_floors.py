@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from simulations.benchmarks import floors
+from simulations.cli.runner import resolve_config
 from simulations.data.fixtures import write_har
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
-from vfl import message as wire
-from vfl.engine import Engine
-from vfl.errors import AuthenticationError
-from vfl.ledger import CommLedger
-from vfl.transport.inprocess import InProcessTransport
+from simulations.data.source import ConfigDataSource
+from vfl.core.errors import AuthenticationError
+from vfl.engine.engine import Engine
+from vfl.runtime import message as wire
+from vfl.runtime.ledger import CommLedger
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 @pytest.fixture(scope="module")

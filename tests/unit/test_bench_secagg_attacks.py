@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from simulations.benchmarks.secagg_attacks import main
-from vfl.schema import load_run_config
+from vfl.engine.schema import load_run_config
 
 
 def test_attack_table_json(tmp_path, capsys) -> None:

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 
 from simulations.benchmarks import step_ops
+from simulations.cli.runner import resolve_config
 from simulations.data.fixtures import write_har
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
+from simulations.data.source import ConfigDataSource
 
 
 def test_step_ops_counts_the_runtime_and_the_floor(tmp_path):

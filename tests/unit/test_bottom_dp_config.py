@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from simulations.runner import resolve_config
-from vfl.errors import ConfigError
-from vfl.schema import BottomDPConfig
+from simulations.cli.runner import resolve_config
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import BottomDPConfig
 
 ON = "privacy.bottom_dp={noise_multiplier: 1.0, max_grad_norm: 1.0}"
 

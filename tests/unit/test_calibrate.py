@@ -7,10 +7,15 @@ import json
 import pytest
 
 import strategies  # noqa: F401
-from simulations.cli import main
-from vfl.errors import ConfigError
-from vfl.privacy.calibrate import calibrate_ldp_sigma, calibrate_pbm_beta, ldp_epsilon, pbm_epsilon
-from vfl.schema import load_run_config
+from simulations.cli.main import main
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
+from vfl.privacy.accounting.calibrate import (
+    calibrate_ldp_sigma,
+    calibrate_pbm_beta,
+    ldp_epsilon,
+    pbm_epsilon,
+)
 
 
 def test_pbm_beta_reaches_the_target_from_below():

@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 
 import strategies  # noqa: F401
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
 from vfl.privacy import Accountant
-from vfl.privacy.calibrate import calibrate_ldp_sigma, calibrate_pbm_beta
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from vfl.privacy.accounting.calibrate import calibrate_ldp_sigma, calibrate_pbm_beta
 
 BOTTOM_DP = {"noise_multiplier": 4.0, "max_grad_norm": 1.0}
 EPOCHS = 20

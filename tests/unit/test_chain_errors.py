@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import ray
 
-from vfl.errors import PartyFailure
-from vfl.transport.ray_chain import CompiledChain, forget_frames
+from vfl.core.errors import PartyFailure
+from vfl.runtime.fast.ray_chain import CompiledChain, forget_frames
 
 
 class _Buffer:

@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 import strategies  # noqa: F401
-from vfl.config import apply_overrides
-from vfl.errors import ConfigError
-from vfl.registry import Registry
-from vfl.schema import load_run_config
+from vfl.config.fields import apply_overrides
+from vfl.core.errors import ConfigError
+from vfl.core.registry import Registry
+from vfl.engine.schema import load_run_config
 
 
 def test_defaults_are_valid_and_frozen():

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 import strategies  # noqa: F401  (registers the built-in strategies)
-import vfl.api
-from simulations.cli import main
-from vfl.config import help_table
-from vfl.config_schema import registered_schema
-from vfl.errors import ConfigError
-from vfl.schema import RunConfig
+import vfl.engine.api
+from simulations.cli.main import main
+from vfl.config.fields import help_table
+from vfl.core.errors import ConfigError
+from vfl.engine.config_schema import registered_schema
+from vfl.engine.schema import RunConfig
 
 jsonschema = pytest.importorskip("jsonschema")
 CONFIGS = sorted((Path(__file__).parents[2] / "simulations" / "configs").glob("*.yaml"))
@@ -68,7 +68,7 @@ def test_every_key_has_its_type_default_range_and_help() -> None:
 ])
 def test_what_the_loader_refuses_the_schema_refuses(bad: dict) -> None:
     with pytest.raises(ConfigError):
-        vfl.api.validate({"dataset": "digits", **bad})
+        vfl.engine.api.validate({"dataset": "digits", **bad})
     assert list(VALIDATOR.iter_errors(bad))
 
 

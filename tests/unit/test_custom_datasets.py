@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import vfl.api
+import vfl.engine.api
 from simulations.data.registry import load_dataset
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 
 def test_a_mapping_factory_gets_the_seed_and_load_opts():
@@ -26,7 +26,7 @@ def test_a_dataset_factory_without_seed_is_called_without_it():
 @pytest.mark.parametrize("target, key, match", [
     ("tests.no_such_module:f", "dataset", "cannot import 'tests.no_such_module:f'.*ModuleNotFoundError"),
     ("tests.byo_data:nope", "dataset", "module 'tests.byo_data' has no attribute 'nope'"),
-    ("tests.byo_data:a_list", "dataset", "returned a list; expected a vfl.data.Dataset or a mapping"),
+    ("tests.byo_data:a_list", "dataset", "returned a list; expected a vfl.data.dataset.Dataset or a mapping"),
     ("tests.byo_data:missing_test", "dataset", "mapping without x_test, y_test"),
     ("tests.byo_data:bad_labels", "dataset", r"y_train outside \[0, num_classes=2\)"),
     ("tests.byo_data:mismatched", "dataset", "inconsistent arrays: .*4 train inputs but 3 labels"),
@@ -45,7 +45,7 @@ def test_unknown_load_opts_are_named():
 
 
 def test_a_run_trains_on_a_factory_dataset_split_among_the_parties():
-    res = vfl.api.run({"dataset": "tests.byo_data:blobs", "num_parties": 2, "seed": 0,
+    res = vfl.engine.api.run({"dataset": "tests.byo_data:blobs", "num_parties": 2, "seed": 0,
                        "data": {"load_opts": {"n": 160, "features": 6}},
                        "train": {"epochs": 3, "batch_size": 40, "lr": 0.1, "optimizer": "adam"}})
     assert res.summary["epochs"] == 3 and res.summary["final_test_acc"] >= 0.8  # separable blobs

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from parties.custom_models import UserBottom
-from parties.models import BOTTOMS, HEADS
-from vfl.errors import ConfigError
+from parties.vertical.custom_models import UserBottom
+from parties.vertical.models import BOTTOMS, HEADS
+from vfl.core.errors import ConfigError
 
 
 def test_an_imported_bottom_gets_the_framework_tanh_and_a_head_its_widths():

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulations.cli import main
+from simulations.cli.main import main
 from simulations.data import fixtures as fx
 from simulations.data import load_dataset
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from simulations.data import DATASETS, load_dataset
 from simulations.data import fixtures as fx
 from simulations.data.modelnet import parse_view_file
-from vfl.errors import ConfigError, DataError
+from vfl.core.errors import ConfigError, DataError
 
 REAL = ("har", "cifar10", "modelnet10", "phishing", "sst2", "text-csv", "imagefolder", "imagenet100")
 

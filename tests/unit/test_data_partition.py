@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from simulations.data.partition import SCHEMES, describe, partition, split_sizes
-from vfl.data import Dataset
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
+from vfl.data.dataset import Dataset
 
 
 def _ds(x_shape: tuple[int, ...], modality: str = "tabular", n_test: int = 3) -> Dataset:

@@ -9,9 +9,9 @@ import pytest
 import torch
 from scipy import stats
 
-from vfl.errors import ConfigError
-from vfl.privacy.dchi import dchi_noise, nearest_rows, privatize
-from vfl.rng import NoiseSource
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
+from vfl.privacy.mechanisms.dchi import dchi_noise, nearest_rows, privatize
 
 
 def _gen(seed: int = 0) -> torch.Generator:

@@ -10,11 +10,11 @@ from torch import nn
 
 import strategies  # noqa: F401
 from parties.defenses.cae import CAE, discretize, entropy, train_autoencoder
-from simulations.cli import main
+from simulations.cli.main import main
 from tests.defense_server import defended_server, forward_messages
-from vfl import message as wire
-from vfl.errors import ConfigError
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
 
 
 @pytest.mark.parametrize("k", [2, 10])

@@ -7,15 +7,15 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
 from parties.defenses.forward import distance_correlation
-from parties.vertical import step_config
-from simulations.datasource import ConfigDataSource
-from vfl import message as wire
-from vfl.errors import ConfigError
-from vfl.node import NodeSpec
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
+from simulations.data.source import ConfigDataSource
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.runtime import message as wire
+from vfl.runtime.node import NodeSpec
 
 ALPHA = 0.5
 

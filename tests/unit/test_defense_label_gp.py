@@ -12,12 +12,12 @@ from torch import nn
 import strategies  # noqa: F401
 from parties.defenses.label_gp import clipped_per_sample, private_backward
 from tests.defense_server import defended_server, forward_messages
-from vfl import message as wire
-from vfl.defenses import label_privacy
-from vfl.errors import ConfigError
-from vfl.privacy.accountant import DEFAULT_ORDERS
-from vfl.rng import NoiseSource
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
+from vfl.engine.schema import load_run_config
+from vfl.privacy.accounting.accountant import DEFAULT_ORDERS
+from vfl.privacy.defenses import label_privacy
+from vfl.runtime import message as wire
 
 
 def _head(seed=0, p=6, k=4):

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from simulations.datasource import ConfigDataSource
-from vfl.errors import ConfigError
-from vfl.privacy.marvell import marvell_perturb, solve, sym_kl
-from vfl.rng import NoiseSource
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from simulations.data.source import ConfigDataSource
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.privacy.mechanisms.marvell import marvell_perturb, solve, sym_kl
 
 D, N = 8, 20_000
 

@@ -11,9 +11,9 @@ from torch import nn
 import strategies  # noqa: F401
 from parties.defenses.mid import Bottleneck, MIDHead, kl_standard_normal
 from tests.defense_server import M, defended_server, forward_messages
-from vfl.errors import ConfigError
-from vfl.rng import NodeNoise, NoiseSource
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NodeNoise, NoiseSource
+from vfl.engine.schema import load_run_config
 
 
 def test_kl_matches_the_closed_form_of_torch_distributions():

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
-from parties.vertical import step_config
-from simulations.datasource import ConfigDataSource
-from vfl import message as wire
-from vfl.node import NodeSpec, state_from_bytes, state_to_bytes
-from vfl.privacy.label_dp import keep_probability
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
+from simulations.data.source import ConfigDataSource
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.privacy.mechanisms.label_dp import keep_probability
+from vfl.runtime import message as wire
+from vfl.runtime.node import NodeSpec, state_from_bytes, state_to_bytes
 
 SERVER = NodeSpec(0, "server", "server", "server")
 M, P = 2, 8

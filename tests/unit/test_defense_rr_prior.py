@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
-from parties.vertical import step_config
-from simulations.datasource import ConfigDataSource
-from vfl import message as wire
-from vfl.defenses import UNDRAWN
-from vfl.errors import ConfigError
-from vfl.node import NodeSpec, state_from_bytes, state_to_bytes
-from vfl.privacy.label_dp import keep_probability
-from vfl.privacy.rr_prior import rr_with_prior, top_k
-from vfl.rng import NoiseSource
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
+from simulations.data.source import ConfigDataSource
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.privacy.defenses import UNDRAWN
+from vfl.privacy.mechanisms.label_dp import keep_probability
+from vfl.privacy.mechanisms.rr_prior import rr_with_prior, top_k
+from vfl.runtime import message as wire
+from vfl.runtime.node import NodeSpec, state_from_bytes, state_to_bytes
 
 N = 40_000
 

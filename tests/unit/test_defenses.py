@@ -8,18 +8,25 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401  (registers strategies and the built-in defenses)
-from simulations.cli import main
-from vfl.defenses import DEFENSES, Defense, check_defenses, label_privacy, make_defenses, register
-from vfl.errors import ConfigError
-from vfl.privacy.label_dp import (
+from simulations.cli.main import main
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
+from vfl.engine.schema import load_run_config
+from vfl.privacy.defenses import (
+    DEFENSES,
+    Defense,
+    check_defenses,
+    label_privacy,
+    make_defenses,
+    register,
+)
+from vfl.privacy.mechanisms.label_dp import (
     keep_probability,
     noisy_gradient,
     randomized_response,
     topk_count,
     topk_rows,
 )
-from vfl.rng import NoiseSource
-from vfl.schema import load_run_config
 
 N = 40_000
 
@@ -158,7 +165,7 @@ def test_registry_refuses_duplicates_and_non_defenses():
 
 PLUGIN = '''
 import numpy as np
-from vfl.defenses import Defense, register
+from vfl.privacy.defenses import Defense, register
 
 def register_all():
     @register("zero_grad_test")
@@ -172,7 +179,7 @@ def register_all():
 
 
 def test_a_third_party_package_registers_a_defense(tmp_path, monkeypatch, capsys):
-    from vfl import plugins
+    from vfl.core import plugins
 
     (tmp_path / "vfl_defense_plugin.py").write_text(PLUGIN)
     info = tmp_path / "vfl_defense_plugin-1.0.dist-info"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from vfl.transport.deferred_signals import deferred_signals
+from vfl.runtime.transport.deferred_signals import deferred_signals
 
 
 class Stop(Exception):

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 import strategies  # noqa: F401  (registers the strategies)
-from vfl.devices import resolve_device, with_resolved_device
-from vfl.errors import ConfigError
-from vfl.preflight import check_device
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
-from vfl.transport.placement import place
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.runtime.devices import resolve_device, with_resolved_device
+from vfl.runtime.preflight import check_device
+from vfl.runtime.transport.placement import place
 
 BASE = {"strategy": "npq", "dataset": "digits", "num_parties": 3}
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 from scipy import stats
 
-from vfl.privacy.discrete_gaussian import (
+from vfl.core.rng import NoiseSource
+from vfl.privacy.mechanisms.discrete_gaussian import (
     MAX_SIGMA2,
     _below,
     bernoulli_exp,
@@ -19,8 +20,7 @@ from vfl.privacy.discrete_gaussian import (
     discrete_gaussian_pmf,
     discrete_laplace,
 )
-from vfl.privacy.mechanisms import discrete_gaussian_perturb, grid_codes, ldp_grid
-from vfl.rng import NoiseSource
+from vfl.privacy.mechanisms.gaussian import discrete_gaussian_perturb, grid_codes, ldp_grid
 
 DRAWS = 200_000
 P_MIN = 1e-4  # fixed tolerance: a correct sampler fails this 1 time in 10^4 per check

@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from parties.dp_bottom import check_bottoms, gaussian_noise, wrap_bottom
-from parties.models import BOTTOMS, linear_head, mlp_bottom
-from vfl.errors import ConfigError, ProtocolError
-from vfl.rng import NoiseSource
-from vfl.schema import ModelConfig
+from parties.vertical.dp_bottom import check_bottoms, gaussian_noise, wrap_bottom
+from parties.vertical.models import BOTTOMS, linear_head, mlp_bottom
+from vfl.core.errors import ConfigError, ProtocolError
+from vfl.core.rng import NoiseSource
+from vfl.engine.schema import ModelConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 

@@ -10,9 +10,9 @@ import torch
 
 import strategies  # noqa: F401  (registers the strategies)
 from tests.helpers import BlobSource
-from vfl.engine import Engine, torch_threads
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.engine.engine import Engine, torch_threads
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 TINY = {"strategy": "npq", "num_parties": 2, "auth": False, "train": {"epochs": 1, "batch_size": 48}}
 

@@ -18,10 +18,10 @@ from parties.mods.encoding import (
     secagg_mod,
 )
 from tests.secagg_helpers import make_session
-from vfl import message as wire
-from vfl.errors import ProtocolError
-from vfl.mods import ModContext, apply_mods
-from vfl.rng import NodeNoise
+from vfl.core.errors import ProtocolError
+from vfl.core.rng import NodeNoise
+from vfl.runtime import message as wire
+from vfl.runtime.mods import ModContext, apply_mods
 from vfl.secagg import UnmaskRequest, decode_fixed_sum
 
 ROUND = "train:0:3"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
-from simulations.epoch_log import EpochLog, epoch_line, wants_epoch_lines
+from simulations.cli.epoch_log import EpochLog, epoch_line, wants_epoch_lines
 
 ROW = {"epoch": 3, "train_loss": 0.41234, "test_acc": 0.90312, "epsilon": 1.2549, "bytes_up": 300_000,
        "bytes_down": 112_000, "epoch_s": 3.14}
@@ -41,7 +41,7 @@ def test_epoch_log_prints_with_the_engines_epoch_count_and_an_ascii_fallback() -
 
 def test_plots_have_integer_0_based_epochs_a_loss_panel_delta_and_pdfs(tmp_path):
     import vfl
-    from simulations.plots import plot_run, run_title
+    from simulations.report.plots import plot_run, run_title
 
     rows = [{"epoch": e, "train_loss": 1.0 / (e + 1), "train_acc": 0.5, "test_acc": 0.6, "cum_bytes_up": 1e6 * e,
              "cum_bytes_down": 5e5 * e, "epsilon": 2.0 * (e + 1), "delta": 1e-5} for e in range(3)]

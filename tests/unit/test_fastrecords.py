@@ -1,4 +1,4 @@
-"""``vfl.fastrecords``: the hot-path decoder and record builders give the very objects flwr's own
+"""``vfl.runtime.fast.records``: the hot-path decoder and record builders give the very objects flwr's own
 constructors and ``message_from_proto`` give (same classes, same attributes, same re-encoding)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from flwr import __version__ as flwr_version
 from flwr.common import Array, ArrayRecord, ConfigRecord, Error, Message, RecordDict, serde
 
-from vfl import fastrecords
-from vfl import message as wire
-from vfl.auth import HostAuth
+from vfl.runtime import message as wire
+from vfl.runtime.auth import HostAuth
+from vfl.runtime.fast import records as fastrecords
 
 
 def _state(obj: object) -> dict[str, object]:

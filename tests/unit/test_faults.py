@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vfl import faults
-from vfl import message as wire
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
+from vfl.runtime import faults
+from vfl.runtime import message as wire
 
 
 def test_grammar() -> None:

@@ -1,5 +1,5 @@
 """Every figure the project writes has a PDF beside its PNG (vector, for a paper): run plots and
-report figures draw their own pair, every other figure goes through ``simulations.plots.save_png_pdf``."""
+report figures draw their own pair, every other figure goes through ``simulations.report.plots.save_png_pdf``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from simulations.benchmarks import scaling
-from simulations.plots import save_png_pdf
+from simulations.report.plots import save_png_pdf
 
 SIMULATIONS = Path(__file__).resolve().parents[2] / "simulations"
-PAIR_WRITERS = {"plots.py", "report/figures.py"}  # each saves a PNG and its PDF itself (tested elsewhere)
+PAIR_WRITERS = {"report/plots.py", "report/figures.py"}  # each saves a PNG and its PDF itself (tested elsewhere)
 
 
 def test_save_png_pdf_writes_both_and_closes_the_figure(tmp_path):
@@ -39,4 +39,4 @@ def test_no_figure_is_saved_as_a_png_alone():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "savefig":
                 lone.append(f"{rel}:{node.lineno}")
-    assert not lone, f"use simulations.plots.save_png_pdf (PNG + PDF) at {lone}"
+    assert not lone, f"use simulations.report.plots.save_png_pdf (PNG + PDF) at {lone}"

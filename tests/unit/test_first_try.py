@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import vfl
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 
 def test_switching_strategy_drops_the_files_options_the_new_one_lacks():
@@ -45,7 +45,7 @@ def test_the_api_is_in_dir_of_vfl():
 
 
 def test_the_schema_defaults_are_the_demos():
-    from simulations.runner import read_config_file
+    from simulations.cli.runner import read_config_file
 
     demo, defaults = read_config_file("demo"), vfl.resolve({}).to_dict()
     checked = []
@@ -113,8 +113,8 @@ def test_account_picks_the_order_when_alpha_is_left_out():
 
 
 def test_account_warns_when_the_best_order_is_at_the_edge_of_the_grid(capsys):
-    from simulations.cli import main
-    from vfl.privacy.accountant import DEFAULT_ORDERS
+    from simulations.cli.main import main
+    from vfl.privacy.accounting.accountant import DEFAULT_ORDERS
 
     weak = vfl.account(mechanism="pbm", b=16, beta=0.25, parties=4, epochs=2000, dim=64, delta=1e-5)
     assert weak["order"] == min(DEFAULT_ORDERS) and "smallest" in weak["warnings"][0]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from parties import secagg_wire, vertical_wire
-from vfl import psi_wire
-from vfl.node import NodeSpec
-from vfl.strategy import Strategy
+from parties.secagg import wire as secagg_wire
+from parties.vertical import wire as vertical_wire
+from vfl.data import psi_wire
+from vfl.engine.strategy import Strategy
+from vfl.runtime.node import NodeSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""``vfl.grid.Grid``: routing by node id and broadcast, and a ledger equal to the bytes on the wire."""
+"""``vfl.runtime.grid.Grid``: routing by node id and broadcast, and a ledger equal to the bytes on the wire."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 from flwr.common import serde
 
 from tests.runtime_nodes import SERVER, SERVER_SPEC, build, party_specs
-from vfl import message as wire
-from vfl.errors import PartyFailure, ProtocolError
-from vfl.grid import Grid, HostGroup
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import PartyFailure, ProtocolError
+from vfl.runtime import message as wire
+from vfl.runtime.grid import Grid, HostGroup
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 M = 3  # parties 1..3: parties-0 holds 1, 2; parties-1 holds 3
 
@@ -168,7 +168,7 @@ def test_count_rows_attributes_directions_by_role():
 @pytest.mark.ray
 def test_over_ray_actors_routing_and_counts_match_inprocess(ray_local):
     """The same grid with each host a Ray actor: same replies, same ledger, real wires."""
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     counts = []
     for transport in (RayTransport(), InProcessTransport()):

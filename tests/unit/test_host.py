@@ -1,4 +1,4 @@
-"""``vfl.host.NodeHost``: bytes in, flwr messages to the right nodes, serialized replies out."""
+"""``vfl.runtime.host.NodeHost``: bytes in, flwr messages to the right nodes, serialized replies out."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from flwr.common import serde
 
 from tests.runtime_nodes import SERVER, SERVER_SPEC, build, party_specs
-from vfl import message as wire
-from vfl.errors import DataError, ProtocolError
-from vfl.host import NodeHost
+from vfl.core.errors import DataError, ProtocolError
+from vfl.runtime import message as wire
+from vfl.runtime.host import NodeHost
 
 
 def host(n: int = 2, server: bool = False) -> NodeHost:
@@ -120,7 +120,7 @@ def test_authenticated_hosts_sign_and_verify_and_reject_a_forged_sender():
     (pong,) = parties.deliver([signed])
     assert serde.message_from_proto(serde.ProtoMessage.FromString(pong.data)).metadata.src_node_id == 1
     assert server_host.deliver([pong]) == [] and server_host.nodes[SERVER].pongs == [1]
-    from vfl.errors import AuthenticationError
+    from vfl.core.errors import AuthenticationError
 
     with pytest.raises(AuthenticationError):
         parties.deliver([ping(1)])  # unsigned: refused before any node sees it

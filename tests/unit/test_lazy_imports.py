@@ -11,7 +11,7 @@ HEAVY = ("scipy", "dp_accounting", "transformers", "peft", "opacus", "matplotlib
 
 
 def test_host_actor_imports_skip_heavy_packages():
-    code = ("import sys, json, vfl.host, strategies, parties.vertical, simulations.datasource; "
+    code = ("import sys, json, vfl.runtime.host, strategies, parties.vertical.party, simulations.data.source; "
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []

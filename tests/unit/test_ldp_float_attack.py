@@ -16,12 +16,12 @@ import torch
 
 import strategies  # noqa: F401
 from parties.mods.encoding import read_encoded
-from vfl import message as wire
-from vfl.mods import ModContext, apply_mods
-from vfl.privacy.mechanisms import grid_codes, ldp_grid, ldp_sigma
-from vfl.rng import NodeNoise
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from vfl.core.rng import NodeNoise
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.privacy.mechanisms.gaussian import grid_codes, ldp_grid, ldp_sigma
+from vfl.runtime import message as wire
+from vfl.runtime.mods import ModContext, apply_mods
 
 C = 1.0
 SIGMA = ldp_sigma(b=16, beta=0.25, num_parties=4, c=C)  # the demo's LDP sigma = sqrt(8)

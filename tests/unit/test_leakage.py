@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vfl.attacks.leakage import kmeans_accuracy, leak_metrics, norm_auc, spectral_auc, windowed_leak
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 
 def separable(n: int = 400, d: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from vfl.ledger import CONTROL, DOWN, MIXED, UP, CommLedger, kind_bytes
+from vfl.runtime.ledger import CONTROL, DOWN, MIXED, UP, CommLedger, kind_bytes
 
 
 def _ledger() -> CommLedger:

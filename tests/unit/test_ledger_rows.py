@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from vfl.ledger import CONTROL, DOWN, MIXED, UP, CommLedger
+from vfl.runtime.ledger import CONTROL, DOWN, MIXED, UP, CommLedger
 
 
 def _reference_record(ledger: CommLedger, *, phase: str, direction: str, party: str, round: str, nbytes: int,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 import strategies  # noqa: F401
-from simulations.cli import main
+from simulations.cli.main import main
 from strategies.pbm import MAX_B
-from vfl.errors import ConfigError
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
 
 
 def test_params_b_beyond_the_accountants_reach_is_refused_naming_the_key():

@@ -17,7 +17,7 @@ from parties.llm.common.lora import inject_lora, lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
 from parties.llm.sap.split import bottom_state, build_bottom, split_encoder
 from tests.tiny_lms import tiny_gpt2_dir
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat", "dull"]

@@ -14,7 +14,7 @@ from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.private_backprop import split_gradient
 from simulations.benchmarks.llm_server_passes import saved_activation_bytes as saved_bytes
 from tests.tiny_lms import tiny_gpt2_dir, tiny_lm_dir
-from vfl.rng import NoiseSource
+from vfl.core.rng import NoiseSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat", "dull", "one of the best movies",

@@ -26,15 +26,15 @@ from parties.llm.p3eft.private_backprop import PER_EXAMPLE, split_gradient
 from parties.llm.p3eft.server import ModelServer
 from tests.tiny_lms import tiny_lm_dir
 from tests.unit.test_sap_nodes import ToySentiment
-from vfl.engine import Engine
-from vfl.errors import ConfigError
-from vfl.privacy.accountant import DEFAULT_ORDERS, Accountant
-from vfl.privacy.events import LoraDPSGDEvent, event_from_dict, event_to_dict
-from vfl.privacy.noise_report import DPSGD_CAVEAT
-from vfl.privacy.scope import SCOPE_LLM_DPSGD
-from vfl.rng import NodeNoise, NoiseSource
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NodeNoise, NoiseSource
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, Accountant
+from vfl.privacy.accounting.events import LoraDPSGDEvent, event_from_dict, event_to_dict
+from vfl.privacy.accounting.noise_report import DPSGD_CAVEAT
+from vfl.privacy.accounting.scope import SCOPE_LLM_DPSGD
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat", "dull", "one of the best movies",
@@ -213,7 +213,7 @@ def test_target_epsilon_calibrates_the_noise_multiplier():
     acc = Accountant()
     acc.record(LoraDPSGDEvent(noise_multiplier=dp.noise_multiplier, max_grad_norm=dp.max_grad_norm, count=3))
     assert 4.0 * 0.999 <= acc.epsilon(cfg.privacy.delta)[0] <= 4.0
-    from simulations.run_facts import calibrated_params
+    from simulations.cli.run_facts import calibrated_params
 
     assert calibrated_params(cfg) == {"privacy.bottom_dp.noise_multiplier": dp.noise_multiplier}  # summary.json
 
@@ -224,7 +224,7 @@ def test_theta_difference_attack_reads_labels_without_dp_and_chance_with_it(llam
     """P3EFT §3.3's θ-difference attack (``leak_theta``: each model server inverts SGD on the adapters it
     receives and solves Jᵀ g_h = Δθ/lr, then scores the labels). Control: without DP it reads the labels;
     with ``privacy.bottom_dp`` the adapter sequence is DP and it reads near chance."""
-    from simulations.runner import execute, resolve_config
+    from simulations.cli.runner import execute, resolve_config
 
     def run(name: str, **privacy):
         raw = {"name": name, "strategy": "p3eft", "num_parties": 1, "seed": 1, "dataset": "rt-polarity",
@@ -245,8 +245,8 @@ def test_theta_difference_attack_reads_labels_without_dp_and_chance_with_it(llam
 @pytest.mark.slow
 def test_dp_split_lora_over_ray_actors_matches_inprocess(ray_local, llama):
     """The DP client built inside its Ray actor trains as in-process (seeded noise: the same draws)."""
-    from simulations.datasource import ConfigDataSource
-    from vfl.transport.ray_transport import RayTransport
+    from simulations.data.source import ConfigDataSource
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     raw = {"name": "dp-ray", "strategy": "split-lora", "num_parties": 1, "seed": 1, "dataset": "rt-polarity",
            "data": {"train_subsample": 32, "test_subsample": 16},

@@ -14,8 +14,8 @@ from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.private_backprop import recombine, split_gradient
 from parties.llm.sap.split import bottom_state, build_bottom, split_encoder
 from tests.tiny_lms import tiny_lm_dir
-from vfl.errors import ConfigError
-from vfl.rng import NoiseSource
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat", "dull", "one of the best movies of the year"]

@@ -10,10 +10,10 @@ import torch
 
 from parties.llm.p3eft import wire as p3eft_wire
 from parties.llm.sap import wire as sap_wire
-from strategies.llm_driver import optimizer_factory
-from vfl.config import build
-from vfl.errors import ConfigError
-from vfl.schema import TrainConfig
+from strategies.base.llm import optimizer_factory
+from vfl.config.fields import build
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("vfl", "parties", "strategies", "simulations")

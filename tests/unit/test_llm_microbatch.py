@@ -12,7 +12,7 @@ from parties.llm.common.lora import lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.private_backprop import PER_EXAMPLE, split_gradient
 from tests.tiny_lms import tiny_lm_dir
-from vfl.rng import NoiseSource
+from vfl.core.rng import NoiseSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat", "dull", "one of the best movies",

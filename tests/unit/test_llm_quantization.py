@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from parties.llm.common.quantization import check_quantization, quantization_config
-from simulations.runner import execute, resolve_config
-from vfl.errors import ConfigError
+from simulations.cli.runner import execute, resolve_config
+from vfl.core.errors import ConfigError
 
 HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
 

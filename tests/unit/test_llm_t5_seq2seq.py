@@ -20,10 +20,10 @@ from parties.llm.p3eft.server import ModelServer
 from tests.p3eft_step import check_private_backprop_step
 from tests.tiny_lms import tiny_gpt2_dir, tiny_lm_dir
 from tests.unit.test_sap_nodes import ToySentiment
-from vfl.engine import Engine
-from vfl.errors import ConfigError
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import ConfigError
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 ED = "encoder-decoder"

@@ -19,10 +19,10 @@ from parties.llm.p3eft.wire import StepTag, inputs, read_inputs, read_types, req
 from parties.llm.sap.split import bottom_state, build_bottom, pack, split_encoder, unpack
 from simulations.data import load_dataset
 from simulations.data.gen_pairs import dumps, generate
-from vfl import message as wire
-from vfl.errors import ConfigError, DataError
-from vfl.optim import attach_schedule, lr_factor, warmup_count
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError, DataError
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
+from vfl.runtime.optim import attach_schedule, lr_factor, warmup_count
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -110,7 +110,7 @@ class _Data:
 
 
 def test_token_types_only_for_pairs_on_models_with_segments(minilm):
-    from vfl.strategy import STRATEGIES
+    from vfl.engine.strategy import STRATEGIES
 
     pairs = load_dataset("tiny-pairs")
     s = STRATEGIES.get("split-lora")(_llm_cfg("split-lora"))
@@ -199,7 +199,7 @@ def test_schedule_keys_validated():
         _llm_cfg("split-lora", **{"train.lr_schedule": "cosine"})
     with pytest.raises(ConfigError, match=r"train\.lr_schedule.*constant train\.lr"):
         load_run_config({"strategy": "npq", "dataset": "digits", "train": {"lr_schedule": "linear"}})
-    from vfl.strategy import STRATEGIES
+    from vfl.engine.strategy import STRATEGIES
 
     cfg = _llm_cfg("split-lora", **{"train.warmup_steps": 15})  # tiny-pairs: 240 / 16 = 15 steps in 1 epoch
     with pytest.raises(ConfigError, match=r"train\.warmup_steps.*all 15 optimizer steps"):
@@ -268,7 +268,7 @@ def test_max_len_checked_against_the_position_table(minilm):
 
     assert max_positions(RobertaConfig(max_position_embeddings=514, pad_token_id=1)) == 512
     assert max_positions(T5Config()) is None  # relative positions: no table
-    from vfl.strategy import STRATEGIES
+    from vfl.engine.strategy import STRATEGIES
 
     cfg = _llm_cfg("split-lora", **{"params.max_len": 1024})  # the key allows > 512 ...
     with pytest.raises(ConfigError, match=r"params\.max_len.*got 1024"):  # ... the model decides
@@ -298,7 +298,7 @@ def test_max_len_beyond_512_runs_where_the_model_allows(tmp_path):
 
 
 def test_llm_optimizer_factory_applies_the_configured_schedule():
-    from strategies.llm_driver import optimizer_factory
+    from strategies.base.llm import optimizer_factory
 
     cfg = _llm_cfg("split-lora", **{"train.lr_schedule": "linear", "train.warmup_ratio": 0.25})
     p = torch.nn.Parameter(torch.zeros(1))

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from flwr.common import ConfigRecord, RecordDict, serde
 
-from vfl import message as wire
-from vfl.errors import ProtocolError
-from vfl.ledger import CommLedger
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
+from vfl.runtime.ledger import CommLedger
 
 DTYPES = [np.float32, np.float16, np.uint16, np.uint32, np.int64, np.uint8, np.float64]
 

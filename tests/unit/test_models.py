@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from parties.models import BOTTOMS, HEADS, ScaledTanh
-from vfl.errors import ConfigError
+from parties.vertical.models import BOTTOMS, HEADS, ScaledTanh
+from vfl.core.errors import ConfigError
 
 CASES = [
     ("mlp", (112,)), ("linear", (30,)),

@@ -1,4 +1,4 @@
-"""``vfl.node``: handler dispatch by message kind, attached components, checkpoint bytes."""
+"""``vfl.runtime.node``: handler dispatch by message kind, attached components, checkpoint bytes."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from vfl import message as wire
-from vfl.errors import ProtocolError
-from vfl.node import Node, NodeSpec, handles, state_from_bytes, state_to_bytes
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
+from vfl.runtime.node import Node, NodeSpec, handles, state_from_bytes, state_to_bytes
 
 SPEC = NodeSpec(1, "party", "alice", "parties-0")
 

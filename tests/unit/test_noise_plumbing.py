@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties.llm.p3eft.regularizers import keep_probability, randomized_response
-from vfl.errors import ConfigError
-from vfl.mods import ModContext
-from vfl.privacy.noise_report import SEEDED_WARNING, noise_fields, seeded_noise_warning
-from vfl.rng import NodeNoise, NoiseSource
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NodeNoise, NoiseSource
+from vfl.engine.schema import load_run_config
+from vfl.privacy.accounting.noise_report import SEEDED_WARNING, noise_fields, seeded_noise_warning
+from vfl.privacy.mechanisms.label_dp import keep_probability, randomized_response
+from vfl.runtime.mods import ModContext
 
 
 def _ctx(noise: NodeNoise, *, step: int = 0) -> ModContext:
@@ -95,7 +95,7 @@ def test_noise_rng_config_and_the_removed_secure_rng_key():
 def test_gaussian_mod_noise_depends_on_the_mode():
     """The LDP mod: crypto parties never repeat their noise; seeded ones repeat per round."""
     from parties.mods import gaussian_mod
-    from vfl import message as wire
+    from vfl.runtime import message as wire
 
     def send(noise: NodeNoise) -> np.ndarray:
         m = wire.make("train.forward", src=1, dst=0, round=wire.round_tag(1, 0),
@@ -110,8 +110,8 @@ def test_semi_honest_secagg_says_what_its_epsilon_assumes_of_the_server():
     """The default SecAgg mode answers split survivor views (0 inputs open) but does not detect them: a lying
     server can learn sums of fewer parties than the accountant counted, so the printed ε says it assumes the
     survivor protocol is kept; malicious mode (detects the lie) and no SecAgg add nothing."""
-    from vfl.schema import load_run_config
-    from vfl.strategy import STRATEGIES
+    from vfl.engine.schema import load_run_config
+    from vfl.engine.strategy import STRATEGIES
 
     def assumptions(**params):
         cfg = load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"b": 8, **params}})

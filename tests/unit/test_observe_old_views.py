@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parties import vertical_wire as vw
+from parties.vertical import wire as vw
 from simulations.report import observe
-from vfl.errors import DataError
+from vfl.core.errors import DataError
+from vfl.runtime.views import ViewPolicy, load_views, write_views
 from vfl.secagg import pack_bits
-from vfl.views import ViewPolicy, load_views, write_views
 
 K, ROWS, COLS = 5, 3, 4
 OLD_ENC = {vw.Key.BITS: K, "rows": ROWS, "cols": COLS, "masked": False}  # pre-#29.2 names ("k" is unchanged)

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 
 import strategies  # noqa: F401  (registers the strategies)
 from parties.llm.p3eft.private_backprop import PER_EXAMPLE, split_gradient
-from strategies.llm_leak import sign_invariant_label_attack
-from vfl.errors import ConfigError
-from vfl.rng import NoiseSource
+from strategies.base.llm_leak import sign_invariant_label_attack
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
 
 
 def _server_view(num_classes: int, *, seed: int, batch: int = 64, dim: int = 32):
@@ -48,7 +48,7 @@ def _p3eft(num_classes: int, **params):
     from types import SimpleNamespace
 
     from strategies.p3eft import P3eft
-    from vfl.schema import load_run_config
+    from vfl.engine.schema import load_run_config
 
     cfg = load_run_config({"name": "m-b", "strategy": "p3eft", "num_parties": 1, "dataset": "rt-polarity",
                            "train": {"batch_size": 8}, "params": {"servers": 1, "m": 0, **params}})

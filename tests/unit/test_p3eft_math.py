@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from parties.defenses.forward import distance_correlation_sq
 from parties.llm.p3eft.private_backprop import (
     PER_EXAMPLE,
     mix,
@@ -17,17 +18,10 @@ from parties.llm.p3eft.private_backprop import (
     recombine,
     split_gradient,
 )
-from parties.llm.p3eft.regularizers import (
-    adversarial_loss,
-    dcor_loss,
-    distance_correlation_sq,
-    fit_probe,
-    keep_probability,
-    randomized_response,
-    standardize,
-)
-from vfl.errors import ConfigError
-from vfl.rng import NoiseSource
+from parties.llm.p3eft.regularizers import adversarial_loss, dcor_loss, fit_probe, standardize
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
+from vfl.privacy.mechanisms.label_dp import keep_probability, randomized_response
 
 
 def gen(seed: int = 0) -> torch.Generator:

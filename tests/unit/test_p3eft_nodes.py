@@ -16,12 +16,12 @@ from parties.llm.p3eft.private_backprop import PER_EXAMPLE, recombine, split_gra
 from parties.llm.p3eft.server import ModelServer
 from tests.helpers import BlobSource
 from tests.unit.test_sap_nodes import ToySentiment
-from vfl import message as wire
-from vfl.engine import Engine
-from vfl.errors import ConfigError, ProtocolError
-from vfl.rng import NoiseSource
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import ConfigError, ProtocolError
+from vfl.core.rng import NoiseSource
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

@@ -16,11 +16,11 @@ from parties.llm.common.backbone import load_encoder, load_tokenizer
 from parties.llm.common.lora import lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.curious import _flat, recover_cotangent
-from simulations.runner import execute, resolve_config
+from simulations.cli.runner import execute, resolve_config
 from tests.tiny_lms import SENTENCES, tiny_lm_dir
 from vfl.attacks.leakage import spectral_auc
 from vfl.attacks.theta_difference import cosine, optimizer_gradient
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -99,7 +99,7 @@ def test_control_theta_attack_reads_labels_that_the_old_metrics_miss_and_noise_c
 @pytest.mark.slow
 def test_rotation_keeps_servers_off_consecutive_steps_but_two_step_differences_still_leak(llama, tmp_path):
     from parties.llm.p3eft.server import ModelServer
-    from vfl.transport.inprocess import InProcessTransport
+    from vfl.runtime.transport.inprocess import InProcessTransport
 
     transport = InProcessTransport()
     raw = {"name": "rot", "strategy": "p3eft", "num_parties": 1, "seed": 1, "dataset": "rt-polarity",
@@ -121,7 +121,7 @@ def test_rotation_keeps_servers_off_consecutive_steps_but_two_step_differences_s
                                              ({"theta_noise": -1.0}, "params.theta_noise")])
 def test_mitigation_keys_are_validated(params, key):
     from strategies.p3eft import P3eft
-    from vfl.schema import load_run_config
+    from vfl.engine.schema import load_run_config
 
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         cfg = load_run_config({"name": "v", "strategy": "p3eft", "num_parties": 1, "params": params})
@@ -148,8 +148,8 @@ def test_leak_report_scores_sign_free_rows_with_the_sign_invariant_attack_and_th
     """A server's m = B-like stream (one direction per class, secret sign per row, K = 3) in the leak
     report: ``leak_sign`` reads the labels, the probe is reported beside ``leak``; a missing source
     (head-only servers run no θ attack) is skipped."""
-    from strategies.llm_leak import LeakTracker
-    from vfl.sampling import Schedule
+    from strategies.base.llm_leak import LeakTracker
+    from vfl.data.sampling import Schedule
 
     rng = np.random.default_rng(0)
     y = np.arange(192) % 3

@@ -10,8 +10,8 @@ from flwr.common import Message
 
 from parties.llm.p3eft.theta_cache import FULL, THETA, ThetaSender, ThetaStore
 from tests.tiny_lms import tiny_lm_dir
-from vfl import message as wire
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -66,8 +66,8 @@ def llama(tmp_path_factory):
 
 def _run(llama, tmp_path, strategy: str, resend: bool, **params):
     from parties.llm.p3eft.server import ModelServer
-    from simulations.runner import execute, resolve_config
-    from vfl.transport.inprocess import InProcessTransport
+    from simulations.cli.runner import execute, resolve_config
+    from vfl.runtime.transport.inprocess import InProcessTransport
 
     raw = {"name": "theta-cache", "strategy": strategy, "num_parties": 1, "seed": 1, "dataset": "rt-polarity",
            "data": {"train_subsample": 48, "test_subsample": 32}, "privacy": {"noise_rng": "seeded"},

@@ -12,13 +12,13 @@ import pytest
 
 import strategies  # noqa: F401
 from simulations.data.party_tables import PartyTableSource, read_label_table, read_party_table
+from simulations.data.source import make_data_source
 from simulations.data.split_parties import ID, _memberships, main
-from simulations.datasource import make_data_source
 from tests.party_data import write_blob_parties
-from vfl.errors import ConfigError, DataError
-from vfl.party_files import LabelFile, PartyFile
-from vfl.rng import seeded_numpy
-from vfl.schema import load_run_config
+from vfl.config.party_files import LabelFile, PartyFile
+from vfl.core.errors import ConfigError, DataError
+from vfl.core.rng import seeded_numpy
+from vfl.engine.schema import load_run_config
 
 
 def _party(tmp_path, frame, name="p.csv", **kw):

@@ -1,4 +1,4 @@
-"""``vfl.pbwire``: the directly written protobuf bytes equal flwr's encoder on generated messages,
+"""``vfl.runtime.fast.pbwire``: the directly written protobuf bytes equal flwr's encoder on generated messages,
 and decoding them gives flwr's own ``message_from_proto`` objects."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_fastrecords import assert_same_message
-from vfl import fastrecords, pbwire
-from vfl import message as wire
+from vfl.runtime import message as wire
+from vfl.runtime.fast import pbwire
+from vfl.runtime.fast import records as fastrecords
 
 _U64 = st.integers(0, 2**64 - 1)
 _TEXT = st.text(max_size=12)  # unicode included; "" is proto3's default (omitted)
@@ -154,7 +155,7 @@ def test_a_flwr_with_another_schema_gets_its_own_encoder(monkeypatch: pytest.Mon
     monkeypatch.setattr(pbwire, "_PATH", [""])
     monkeypatch.setattr(pbwire.serde, "message_to_proto", _NewField)
     assert pbwire.path() == pbwire.FLWR
-    assert pbwire.encode(m) is None  # so vfl.message.encode uses flwr's serde
+    assert pbwire.encode(m) is None  # so vfl.runtime.message.encode uses flwr's serde
 
 
 def test_a_flwr_with_another_layout_gets_its_own_encoder(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from vfl.node import NodeSpec
-from vfl.transport.placement import auto_max_actors, place
+from vfl.runtime.node import NodeSpec
+from vfl.runtime.transport.placement import auto_max_actors, place
 
 
 @pytest.mark.parametrize(("cpus", "expected"), [(None, 2), (1, 2), (2, 4), (3, 6), (4, 8), (64, 8)])

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from vfl import plugins
-from vfl.errors import ConfigError
+from vfl.core import plugins
+from vfl.core.errors import ConfigError
 
 
 def _dist(tmp_path, name, target, module_src):

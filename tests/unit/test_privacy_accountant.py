@@ -10,7 +10,7 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant, compute_epsilon
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 from vfl.privacy import (
     DEFAULT_ORDERS,
     Accountant,
@@ -20,8 +20,8 @@ from vfl.privacy import (
     event_rdp,
     gaussian_rdp,
     ldp_sigma,
-    pbm_rdp,
 )
+from vfl.privacy.accounting.pbm_rdp import pbm_rdp
 
 PBM = PBMEvent(b=16, beta=0.1, num_parties=4, dim=16, count=1)
 GAUSS = GaussianEvent(sigma=3.0, sensitivity=2.0 * math.sqrt(16), dim=16, count=1)

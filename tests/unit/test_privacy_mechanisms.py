@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
 from vfl.privacy import (
     gaussian_perturb,
     ldp_sigma,
@@ -17,7 +18,6 @@ from vfl.privacy import (
     pbm_variance,
     validate_pbm,
 )
-from vfl.rng import NoiseSource
 
 
 def _gen(seed: int = 0) -> torch.Generator:

@@ -10,12 +10,11 @@ import pytest
 from scipy.special import logsumexp
 from scipy.stats import binom
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 from vfl.privacy import (
     gaussian_style_estimate,
     log_convolve_concave,
     pbm_pure_dp,
-    pbm_rdp,
     pbm_rdp_bruteforce,
     pbm_rdp_cap,
     pbm_rdp_profile,
@@ -25,7 +24,7 @@ from vfl.privacy import (
     theorem_6_1_per_iteration,
     theorem_6_2_sample,
 )
-from vfl.privacy.pbm_rdp import _bruteforce_sum_pmf
+from vfl.privacy.accounting.pbm_rdp import _bruteforce_sum_pmf, pbm_rdp
 
 ORDERS = [1.1, 1.5, 2.0, 3.0, 5.0, 10.0, 32.0, 256.0]
 

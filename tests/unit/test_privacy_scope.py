@@ -8,7 +8,8 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant, compute_epsilon
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import BottomDPConfig
 from vfl.privacy import (
     DEFAULT_ORDERS,
     SCOPE_END_TO_END,
@@ -22,9 +23,8 @@ from vfl.privacy import (
     epsilon_scope,
     event_from_dict,
     event_to_dict,
-    pbm_rdp,
 )
-from vfl.schema import BottomDPConfig
+from vfl.privacy.accounting.pbm_rdp import pbm_rdp
 
 EPOCHS, DIM, DELTA = 5, 16, 1e-5
 PBM = PBMEvent(b=16, beta=0.25, num_parties=5, dim=DIM, count=1)

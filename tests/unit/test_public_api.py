@@ -7,7 +7,10 @@ import subprocess
 import sys
 
 import vfl
-from vfl import config, errors, message, mods, node, strategy
+from vfl.config import fields as config
+from vfl.core import errors
+from vfl.engine import strategy
+from vfl.runtime import message, mods, node
 
 EXTENSION_API = {
     "Strategy": strategy.Strategy, "register": strategy.register, "STRATEGIES": strategy.STRATEGIES,

@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from vfl.transport.ray_reaper import Reaper
+from vfl.runtime.transport.ray_reaper import Reaper
 
 
 def _register(reaper: Reaper, proc: subprocess.Popen[bytes]) -> None:

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from vfl.transport.ray_teardown import MONITOR, end_monitor, monitors
+from vfl.runtime.transport.ray_teardown import MONITOR, end_monitor, monitors
 
 SLEEP = "import time; time.sleep(120)"
 
@@ -39,8 +39,8 @@ def test_end_monitor_ends_the_monitor_child_and_nothing_else():
 
 DRIVER = textwrap.dedent("""
     import json, psutil
-    from vfl.transport.ray_teardown import monitors
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_teardown import monitors
+    from vfl.runtime.transport.ray_transport import RayTransport
     t = RayTransport(num_cpus=1)
     mons = [p.pid for p in monitors()]
     session = psutil.Process().children(recursive=True)

@@ -1,4 +1,4 @@
-"""The party's release guard (``parties/release_guard.py``): its cap from its own config, its counts, its
+"""The party's release guard (``parties/vertical/release_guard.py``): its cap from its own config, its counts, its
 refusal, its memory (checkpoint bytes, merges) and the events its worst-case ε composes."""
 
 from __future__ import annotations
@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401  (registers the strategies)
-from parties.release_guard import (
+from parties.vertical.release_guard import (
     RESUME_ALLOWANCE,
     ReleaseGuard,
     cap_source,
     party_release_events,
     release_cap,
 )
-from vfl.errors import ConfigError, ReleaseRefused
-from vfl.node import state_from_bytes, state_to_bytes
-from vfl.privacy.events import GaussianEvent, PBMEvent
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
+from vfl.core.errors import ConfigError, ReleaseRefused
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.privacy.accounting.events import GaussianEvent, PBMEvent
+from vfl.runtime.node import state_from_bytes, state_to_bytes
 
 
 def _cfg(strategy="pbm", **extra):
@@ -98,7 +98,7 @@ def _strategy(name, **extra):
 
 
 def test_release_events_only_for_noised_releases_at_the_smallest_sum_the_party_accepts():
-    from parties.secagg_nodes import SetupTerms
+    from parties.secagg.party import SetupTerms
 
     assert party_release_events(_strategy("npq")) == ()
     assert party_release_events(_strategy("npq+secagg")) == ()

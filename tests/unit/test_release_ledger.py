@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from vfl.errors import RunDirError
+from vfl.core.errors import RunDirError
 from vfl.privacy import Accountant, PBMEvent
-from vfl.privacy.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
+from vfl.privacy.accounting.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
 
 EV4 = PBMEvent(b=8, beta=0.25, num_parties=4, dim=4)
 EV3 = PBMEvent(b=8, beta=0.25, num_parties=3, dim=4)  # a dropout: fewer binomials summed, costlier

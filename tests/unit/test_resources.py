@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 import strategies  # noqa: F401  (registers the strategies)
-from vfl.errors import ConfigError, TransportError
-from vfl.node import NodeSpec
-from vfl.resources import actor_resources, profile_resources
-from vfl.schema import load_run_config
-from vfl.strategy import STRATEGIES
-from vfl.transport.placement import pack_nodes, place
-from vfl.transport.ray_placement import bundle_of, check_fits
+from vfl.config.resources import actor_resources, profile_resources
+from vfl.core.errors import ConfigError, TransportError
+from vfl.engine.schema import load_run_config
+from vfl.engine.strategy import STRATEGIES
+from vfl.runtime.node import NodeSpec
+from vfl.runtime.transport.placement import pack_nodes, place
+from vfl.runtime.transport.ray_placement import bundle_of, check_fits
 
 
 def _cfg(strategy="npq", num_parties=4, **transport):

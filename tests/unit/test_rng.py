@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from vfl.rng import NoiseSource, derive_seed, seeded_numpy, seeded_torch
+from vfl.core.rng import NoiseSource, derive_seed, seeded_numpy, seeded_torch
 
 
 def test_fresh_sources_differ_and_seeded_ones_repeat():

@@ -1,21 +1,22 @@
-"""The round's hop plan (parties/round_plan.py) and the SecAgg server's round state (parties/secagg_round.py)."""
+"""The round's hop plan (parties/vertical/round_plan.py) and the SecAgg server's round state (parties/secagg/round.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from parties import secagg_wire as sw
-from parties import vertical_wire as vw
-from parties.round_plan import PARTIES, SERVER, plan_for_hops, round_plan
-from parties.secagg_round import AWAITING, IDLE, UNMASKED, ServerRound
-from vfl.errors import ProtocolError
+from parties.secagg import wire as sw
+from parties.secagg.plan import plan_for_hops, secagg_round_plan
+from parties.secagg.round import AWAITING, IDLE, UNMASKED, ServerRound
+from parties.vertical import wire as vw
+from parties.vertical.round_plan import PARTIES, SERVER, round_plan
+from vfl.core.errors import ProtocolError
 
 
 @pytest.mark.parametrize("secagg,mode,n", [(False, "semi-honest", 0), (True, "semi-honest", 1), (True, "malicious", 2),
                                            (True, "announced", 0)])
 def test_train_plan_is_the_hop_chain_the_loops_used_to_write_out(secagg, mode, n):
-    plan = round_plan(secagg=secagg, mode=mode)
+    plan = secagg_round_plan(mode=mode) if secagg else round_plan()
     parties = ("p0", "p1", "p2")
     # the pattern written in three places before: server, (parties, server) per unmask hop, parties
     assert plan.targets(server="s", parties=parties) == [("s",)] + [parties, ("s",)] * n + [parties]
@@ -26,12 +27,12 @@ def test_train_plan_is_the_hop_chain_the_loops_used_to_write_out(secagg, mode, n
 
 
 def test_malicious_plan_signs_the_survivors_before_unmasking():
-    assert round_plan(secagg=True, mode="malicious").exchanges == (sw.Kind.CONSISTENCY, sw.Kind.UNMASK)
-    assert round_plan(secagg=True).exchanges == (sw.Kind.UNMASK,)
+    assert secagg_round_plan(mode="malicious").exchanges == (sw.Kind.CONSISTENCY, sw.Kind.UNMASK)
+    assert secagg_round_plan().exchanges == (sw.Kind.UNMASK,)
 
 
 def test_eval_plan_ends_at_the_server():
-    plan = round_plan(phase="eval", secagg=True)
+    plan = secagg_round_plan(phase="eval")
     assert plan.hops[0].kind == vw.Kind.EVAL_FORWARD
     assert plan.hops[-1].dst == SERVER and plan.hops[0].src == PARTIES
     with pytest.raises(ValueError, match="allowed: train, eval"):

@@ -9,11 +9,11 @@ import pickle
 
 import pytest
 
-from vfl.checkpoint import CheckpointStore
-from vfl.errors import ConfigError, PartyFailure, RunDirError
-from vfl.host import NodeHost
-from vfl.rundir import RunDir, safe_name
-from vfl.runlock import RunLock
+from vfl.core.errors import ConfigError, PartyFailure, RunDirError
+from vfl.engine.checkpoint import CheckpointStore
+from vfl.engine.lock import RunLock
+from vfl.engine.rundir import RunDir, safe_name
+from vfl.runtime.host import NodeHost
 
 
 # ---- lock ------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vfl.rundir import RunDir
+from vfl.engine.rundir import RunDir
 
 
 @pytest.fixture(params=[0o000, 0o022, 0o077], ids=["umask000", "umask022", "umask077"])
@@ -72,7 +72,7 @@ def test_a_resumed_older_run_becomes_owner_only(tmp_path):
 def test_recorded_views_are_owner_only(tmp_path, umask):
     import numpy as np
 
-    from vfl.views import ViewPolicy, write_views
+    from vfl.runtime.views import ViewPolicy, write_views
 
     entry = {"round": "train:0:1", "name": "grad", "kind": "train.forward", "src": 0}
     root = write_views(tmp_path / "views", {1: {"entries": [entry], "arrays": [np.ones(3)], "dropped": 0}},

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from simulations.benchmarks import floors
+from simulations.cli.runner import resolve_config
 from simulations.data.fixtures import write_har
-from simulations.datasource import ConfigDataSource
-from simulations.runner import resolve_config
-from vfl.engine import Engine
-from vfl.transport.inprocess import InProcessTransport
+from simulations.data.source import ConfigDataSource
+from vfl.engine.engine import Engine
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 @pytest.mark.parametrize("auth", ["true", "false"])

@@ -23,9 +23,9 @@ from vfl.attacks.attribute import (
     split_labeled,
 )
 from vfl.attacks.inversion import token_recovery, token_recovery_counts
-from vfl.node import NodeSpec
-from vfl.rng import NoiseSource
-from vfl.sampling import Schedule
+from vfl.core.rng import NoiseSource
+from vfl.data.sampling import Schedule
+from vfl.runtime.node import NodeSpec
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

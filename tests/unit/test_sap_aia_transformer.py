@@ -123,7 +123,7 @@ def test_sap_summary_names_the_winning_probe_and_the_switch_turns_the_transforme
 @pytest.mark.parametrize("key,value", [("aia_finetune_epochs", -1), ("aia_finetune_lr", 0.0)])
 def test_the_probe_options_are_validated(key, value):
     from tests.unit.test_sap_nodes import sap_config
-    from vfl.errors import ConfigError
+    from vfl.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=f"params.{key}"):
         sap_config(**{key: value})

@@ -12,8 +12,8 @@ from parties.llm.common.backbone import load_encoder, load_tokenizer
 from parties.llm.sap.split import split_encoder
 from vfl.attacks.attribute import attribute_inference, majority_rate, pooled_features, split_labeled
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion, token_recovery
-from vfl.privacy.dchi import privatize
-from vfl.rng import NoiseSource
+from vfl.core.rng import NoiseSource
+from vfl.privacy.mechanisms.dchi import privatize
 
 TEXTS = ["the gorgeously elaborate continuation of the lord of the rings trilogy is so huge",
          "effective but too-tepid biopic", "a masterpiece four years in the making",

@@ -11,7 +11,7 @@ from parties.llm.sap.cti import (
     noise_scale,
     utility_importance,
 )
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 V = 200
 SKEWED = {0: [11, 12, 13], 1: [21, 22, 23], 2: [31, 32, 33]}  # each appears mostly in its class

@@ -11,12 +11,12 @@ import torch
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.data import Dataset, LabelShard
-from vfl.engine import Engine
-from vfl.errors import ConfigError
-from vfl.privacy.dchi import nearest_rows
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.core.errors import ConfigError
+from vfl.data.dataset import Dataset, LabelShard
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.privacy.mechanisms.dchi import nearest_rows
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 POS = "great wonderful moving superb delightful charming".split()
 NEG = "awful boring dull terrible tedious clumsy".split()

@@ -17,7 +17,7 @@ from parties.llm.sap.split import (
     split_encoder,
     unpack,
 )
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 TEXTS = ["a fine, moving film", "the rock is destined to be the 21st century's new conan", "dull"]
 

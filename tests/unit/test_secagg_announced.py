@@ -13,24 +13,31 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import strategies  # noqa: F401
-from parties import secagg_wire as sw
-from parties import vertical_wire as vw
-from parties.round_plan import round_plan
-from parties.secagg_nodes import announced_of
-from parties.vertical import step_config
+from parties.secagg import wire as sw
+from parties.secagg.party import announced_of
+from parties.secagg.plan import secagg_round_plan
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
 from tests.helpers import BlobSource
 from tests.unit.test_secagg_split_views import _span_has
-from vfl import message as wire
-from vfl.auth import HostAuth
-from vfl.engine import Engine
-from vfl.errors import AuthenticationError, ConfigError, PartyFailure, ProtocolError, RevealRefused
-from vfl.faults import FAULT_ENV
-from vfl.message import BROADCAST
-from vfl.schema import load_run_config
-from vfl.secagg import SecAggClient, SecAggServer, lying
+from vfl.attacks.secagg import lying
+from vfl.core.errors import (
+    AuthenticationError,
+    ConfigError,
+    PartyFailure,
+    ProtocolError,
+    RevealRefused,
+)
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
+from vfl.runtime.auth import HostAuth
+from vfl.runtime.faults import FAULT_ENV
+from vfl.runtime.message import BROADCAST
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.secagg import SecAggClient, SecAggServer
 from vfl.secagg.announce import decode_set, encode_set
 from vfl.secagg.consistency import AnnouncementRefused, MaliciousServer
-from vfl.transport.inprocess import InProcessTransport
 
 R = "train:0:1"
 
@@ -208,7 +215,7 @@ def test_announced_trains_the_same_parameters_as_semi_honest_with_half_the_messa
     assert len(pa) == len(ps) and all(torch.equal(x, y) for x, y in zip(pa, ps, strict=True))
     assert a.summary["final_test_acc"] == s.summary["final_test_acc"]
     epochs, steps, evals, m = 2, 6, 1, 3  # 240 / 40 training steps, 60 test samples in one eval batch, M parties
-    assert [h.kind for h in round_plan(secagg=True, mode="announced").hops] == [vw.Kind.TRAIN_FORWARD] * 2
+    assert [h.kind for h in secagg_round_plan(mode="announced").hops] == [vw.Kind.TRAIN_FORWARD] * 2
     def msgs(ledger, phase):
         t = ledger.totals(phase)
         return t["messages_up"] + t["messages_down"]
@@ -250,8 +257,8 @@ def test_config_refuses_what_announced_cannot_protect():
 
 
 def test_the_servers_announcement_reaches_the_parties_in_its_signed_broadcast(monkeypatch):
-    from parties.secagg_server import SecAggActiveServer
-    from vfl.node import handles
+    from parties.secagg.server import SecAggActiveServer
+    from vfl.runtime.node import handles
 
     setup = SecAggActiveServer.on_setup
     told = []

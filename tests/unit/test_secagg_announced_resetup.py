@@ -11,26 +11,27 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties import secagg_wire as sw
-from parties import vertical_wire as vw
 from parties.mods.encoding import AUDIT, read_encoded
-from parties.secagg_nodes import SecAggParty, cfg_of
-from parties.vertical import step_config
-from parties.vertical_wire import SERVER_ID
-from strategies.secure import SETUP_ROUND
+from parties.secagg import wire as sw
+from parties.secagg.party import SecAggParty, cfg_of
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
+from parties.vertical.wire import SERVER_ID
+from strategies.base.secure import SETUP_ROUND
 from tests.helpers import BlobSource
-from vfl import message as wire
-from vfl.engine import Engine
-from vfl.faults import AUDIT_ENV, TEST_HOOKS_ENV
-from vfl.message import BROADCAST, round_tag
-from vfl.node import Node
-from vfl.schema import load_run_config
-from vfl.secagg import SecAggClient, lying, new_session_id
+from vfl.attacks.secagg import lying
+from vfl.attacks.secagg.curious import _strip
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
+from vfl.runtime.faults import AUDIT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.message import BROADCAST, round_tag
+from vfl.runtime.node import Node
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.secagg import SecAggClient, new_session_id
 from vfl.secagg.announce import encode_set
 from vfl.secagg.consistency import AnnouncementRefused, MaliciousServer
-from vfl.secagg.curious import _strip
 from vfl.secagg.masking import pair_sign
-from vfl.transport.inprocess import InProcessTransport
 
 M, T, C = 4, 3, 1  # the run's terms: every announced set has >= max(t, 2, c + 2) = 3 parties
 

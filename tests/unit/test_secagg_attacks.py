@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.secagg_helpers import inputs, make_session, mod_sum, new_view, run_round
+from vfl.attacks.secagg.curious import unmasked
 from vfl.secagg import round_key
-from vfl.secagg.curious import unmasked
 from vfl.secagg.keys import (
     PAIR_LABEL,
     SELF_LABEL,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vfl.errors import ConfigError, ProtocolError
+from vfl.core.errors import ConfigError, ProtocolError
 from vfl.secagg import (
     decode_fixed_sum,
     encode_fixed,

@@ -1,4 +1,4 @@
-"""Play the actively lying server (vfl.secagg.lying) against real clients with real X25519 and
+"""Play the actively lying server (vfl.attacks.secagg.lying) against real clients with real X25519 and
 Ed25519 keys: each attack opens inputs on the old rules / semi-honest mode (the controls) and opens
 nothing in the malicious mode, where an honest party raises a typed error naming the round."""
 
@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 
 import strategies  # noqa: F401  (registers pbm, npq+secagg)
 import vfl.secagg.client as client_mod
-from vfl.errors import ConfigError, ProtocolError, RevealRefused
-from vfl.schema import load_run_config
-from vfl.secagg import InconsistentSurvivors, KeySwapDetected, lying
+from vfl.attacks.secagg import lying
+from vfl.attacks.secagg.curious import unmasked
+from vfl.core.errors import ConfigError, ProtocolError, RevealRefused
+from vfl.engine.schema import load_run_config
+from vfl.secagg import InconsistentSurvivors, KeySwapDetected
 from vfl.secagg.consistency import quorum
-from vfl.secagg.curious import unmasked
 from vfl.secagg.rules import View
 
 M, T = 4, 2  # the demo: 4 parties, t = ceil(2(M-1)/3) = 2

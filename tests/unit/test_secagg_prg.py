@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from scipy.stats import chisquare
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 from vfl.secagg import apply_pairwise_masks, mask_stream, prg_nonce
 from vfl.secagg.prg import CHUNK_WORDS
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.secagg_helpers import SESSION, inputs, make_session, mod_sum, run_round
-from vfl.errors import ConfigError, PartyFailure, ProtocolError
+from vfl.core.errors import ConfigError, PartyFailure, ProtocolError
 from vfl.secagg import (
     SecAggClient,
     SecAggServer,

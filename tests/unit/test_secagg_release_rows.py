@@ -14,22 +14,22 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties import secagg_wire as sw
-from parties import vertical_wire as vw
 from parties.mods.encoding import AUDIT, read_encoded
-from parties.secagg_nodes import SecAggParty, _records, cfg_of, reveal_of
-from parties.vertical import step_config
-from parties.vertical_wire import SERVER_ID
+from parties.secagg import wire as sw
+from parties.secagg.party import SecAggParty, _records, cfg_of, reveal_of
+from parties.vertical import wire as vw
+from parties.vertical.party import step_config
+from parties.vertical.wire import SERVER_ID
 from tests.helpers import BlobSource
-from vfl import message as wire
-from vfl.engine import Engine
-from vfl.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
-from vfl.message import BROADCAST, round_tag
-from vfl.schema import load_run_config
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message as wire
+from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.message import BROADCAST, round_tag
+from vfl.runtime.transport.inprocess import InProcessTransport
 from vfl.secagg import SecAggClient
 from vfl.secagg.consistency import RowReleaseRefused
 from vfl.secagg.server import ConsistencyRequest, SecAggServer
-from vfl.transport.inprocess import InProcessTransport
 
 M = 4
 

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from parties import secagg_wire as sw
-from parties import vertical_wire as vw
-from parties.secagg_nodes import SecAggParty, answered_round, cfg_of, reveal_of
+from parties.secagg import wire as sw
+from parties.secagg.party import SecAggParty, answered_round, cfg_of, reveal_of
+from parties.vertical import wire as vw
 from tests.secagg_helpers import inputs, make_session, mod_sum
-from vfl import message as wire
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
 
 M, T, K, N = 4, 3, 12, 10
 ROUND = wire.round_tag(0, 5)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.secagg_helpers import inputs, make_session, run_round
-from vfl.errors import ProtocolError, RevealRefused
+from vfl.core.errors import ProtocolError, RevealRefused
 
 
 def _masked_round(num: int = 5, threshold: int = 2, rnd: str = "r1"):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parties import secagg_nodes
-from parties.secagg_nodes import SetupTerms
+from parties.secagg import party as secagg_nodes
+from parties.secagg.party import SetupTerms
 from tests.secagg_helpers import SESSION, inputs, make_session, run_round
 from tests.unit.test_secagg_announced_resetup import (  # noqa: F401 - the fixture `run`
     C,
@@ -23,7 +23,7 @@ from tests.unit.test_secagg_announced_resetup import (  # noqa: F401 - the fixtu
     _setup,
     run,
 )
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 from vfl.secagg import SecAggClient, SecAggServer
 from vfl.secagg.consistency import MaliciousServer
 

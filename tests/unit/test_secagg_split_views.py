@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vfl.errors import RevealRefused
-from vfl.secagg import lying
+from vfl.attacks.secagg import lying
+from vfl.attacks.secagg.curious import ServerView, unmasked
+from vfl.core.errors import RevealRefused
 from vfl.secagg.client import SecAggClient
-from vfl.secagg.curious import ServerView, unmasked
 from vfl.secagg.masking import pair_sign
 
 M, T = 4, 2  # the demo: t = ceil(2(M-1)/3)

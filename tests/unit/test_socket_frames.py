@@ -1,4 +1,4 @@
-"""The socket data plane's frame codec (``vfl.socket_frames``): any ``list[Wire]`` and any fault
+"""The socket data plane's frame codec (``vfl.runtime.fast.socket_frames``): any ``list[Wire]`` and any fault
 round-trip; a truncated, padded, oversized or unknown frame is a FrameError, never a wrong value."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vfl.message import BROADCAST, Wire
-from vfl.socket_frames import (
+from vfl.runtime.fast.socket_frames import (
     ChainFault,
     FrameError,
     PeerGone,
@@ -19,6 +18,7 @@ from vfl.socket_frames import (
     encode_wires,
     read_frame,
 )
+from vfl.runtime.message import BROADCAST, Wire
 
 _u64 = st.integers(min_value=0, max_value=2**64 - 1)
 _wires = st.lists(st.builds(Wire, src=_u64, dst=st.one_of(st.just(BROADCAST), _u64), kind=st.text(max_size=40),

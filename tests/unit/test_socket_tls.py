@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import strategies  # noqa: F401  (registers the strategies the default config names)
-from vfl.errors import ConfigError
-from vfl.schema import load_run_config
+from vfl.core.errors import ConfigError
+from vfl.engine.schema import load_run_config
 
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE"])

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from parties import vertical_wire as vw
-from parties.vertical import ActiveServer
-from vfl import message as wire
-from vfl.errors import ProtocolError
+from parties.vertical import wire as vw
+from parties.vertical.party import ActiveServer
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
 
 PARTIES = [vw.party_node_id(0), vw.party_node_id(1)]
 

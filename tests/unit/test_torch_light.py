@@ -1,4 +1,4 @@
-"""vfl.torch_light: optimizers made without importing torch._dynamo, bit-identical training, torch's real
+"""vfl.runtime.fast.torch_light: optimizers made without importing torch._dynamo, bit-identical training, torch's real
 disable wrappers back as soon as torch._dynamo is imported, and no-op on a torch it does not recognize.
 
 Each check runs in a fresh interpreter: the test session may have imported torch._dynamo already."""
@@ -11,12 +11,12 @@ import sys
 import textwrap
 from typing import Any
 
-from vfl import torch_light
+from vfl.runtime.fast import torch_light
 
 TRAIN = """
 import hashlib, json, sys, torch
-from parties.fast_step import step_all
-from vfl.optim import make_optimizer
+from parties.vertical.fast_step import step_all
+from vfl.runtime.optim import make_optimizer
 out = {}
 for name in ("sgd", "adam", "adamw", "sgd-own"):  # -own: torch's own step(), which imports torch._dynamo itself
     if name == "sgd-own":
@@ -54,7 +54,7 @@ def test_training_is_bit_identical_without_the_dynamo_import() -> None:
 def test_importing_dynamo_later_restores_torchs_own_disable() -> None:
     out = _run("""
         import json, sys, torch
-        from vfl import torch_light
+        from vfl.runtime.fast import torch_light
         n = torch_light.skip_dynamo_import()
         fns = torch_light.filled()
         hooked = any(isinstance(f, torch_light._Rearm) for f in sys.meta_path)
@@ -77,7 +77,7 @@ def test_importing_dynamo_later_restores_torchs_own_disable() -> None:
 def test_no_op_when_dynamo_is_already_imported() -> None:
     out = _run("""
         import json, sys, torch, torch._dynamo
-        from vfl import torch_light
+        from vfl.runtime.fast import torch_light
         print(json.dumps({"n": torch_light.skip_dynamo_import(), "filled": len(torch_light.filled()),
                           "hooked": any(isinstance(f, torch_light._Rearm) for f in sys.meta_path)}))
     """)
@@ -87,7 +87,7 @@ def test_no_op_when_dynamo_is_already_imported() -> None:
 def test_an_unrecognized_torch_is_left_alone() -> None:
     out = _run("""
         import json, sys, torch
-        from vfl import torch_light
+        from vfl.runtime.fast import torch_light
         torch._disable_dynamo = lambda fn=None, recursive=True: fn  # another torch: another decorator
         n = torch_light.skip_dynamo_import()
         opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1)  # torch's own path: imports dynamo
@@ -134,7 +134,7 @@ def test_feature_detection() -> None:
 
 BACKWARD = """
 import hashlib, json, sys, torch
-from vfl.torch_light import SYMBOLIC, backward
+from vfl.runtime.fast.torch_light import SYMBOLIC, backward
 torch.manual_seed(0)
 bottoms = [torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4)) for _ in range(2)]
 x, g = torch.randn(16, 7), torch.randn(16, 4)

@@ -9,8 +9,8 @@ import importlib.util
 import pytest
 
 import vfl
-from vfl.errors import ConfigError
-from vfl.tracking import CSV_FILE, check_tracking, flatten, kinds_of, run_info
+from vfl.core.errors import ConfigError
+from vfl.engine.tracking import CSV_FILE, check_tracking, flatten, kinds_of, run_info
 
 TINY = {"params.b": 8, "data.train_subsample": 128, "data.test_subsample": 64, "train.epochs": 2}
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from parties import active_server
-from parties.vertical import ActiveServer
+from parties.vertical import server as active_server
+from parties.vertical.party import ActiveServer
 from tests.defense_server import defended_server, forward_messages
 
 

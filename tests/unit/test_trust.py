@@ -11,10 +11,10 @@ import textwrap
 import pytest
 import yaml
 
-from simulations.cli import main
-from vfl.errors import ConfigError
-from vfl.rundir import CONFIG, RunDir
-from vfl.trust import ORIGIN, created_here, import_strings
+from simulations.cli.main import main
+from vfl.core.errors import ConfigError
+from vfl.engine.rundir import CONFIG, RunDir
+from vfl.engine.trust import ORIGIN, created_here, import_strings
 
 EVIL = "vfl_evil_payload_for_tests"
 

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties import vertical_wire as vw
+from parties.vertical import wire as vw
 from tests.helpers import BlobSource
-from vfl.engine import Engine
-from vfl.rundir import RunDir
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
-from vfl.views import ViewPolicy, load_views
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.runtime.views import ViewPolicy, load_views
 
 
 def _run(tmp_path, strategy: str = "npq", **privacy):
@@ -34,7 +34,7 @@ def test_off_by_default_records_nothing(tmp_path):
     assert not (tmp_path / "views").exists()
     cfg = load_run_config({"strategy": "npq"})
     assert ViewPolicy.from_privacy(cfg.privacy) is None  # hosts then hold no recorder at all
-    from vfl.host import NodeHost
+    from vfl.runtime.host import NodeHost
 
     host = NodeHost(lambda specs: {}, [], threads=0)
     assert host.views is None
@@ -83,7 +83,7 @@ def test_policy_of_a_round_tag():
 
 
 def test_a_resumed_run_appends_to_the_views(tmp_path):
-    from vfl.views import write_views
+    from vfl.runtime.views import write_views
 
     policy = ViewPolicy(max_bytes=1 << 20)
     meta = {"src": 1, "kind": "train.forward", "round": "train:0:0", "record": "emb", "name": "e", "config": {},
@@ -99,7 +99,7 @@ def test_a_resumed_run_appends_to_the_views(tmp_path):
 
 @pytest.mark.ray
 def test_views_come_back_from_ray_actors(tmp_path, ray_local):
-    from vfl.transport.ray_transport import RayTransport
+    from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = load_run_config({"strategy": "npq", "num_parties": 3, "seed": 1,
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},

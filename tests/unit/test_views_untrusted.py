@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from vfl.errors import DataError
-from vfl.views import ViewPolicy, load_views, write_views
+from vfl.core.errors import DataError
+from vfl.runtime.views import ViewPolicy, load_views, write_views
 
 _META = {"src": 1, "kind": "train.forward", "round": "train:0:0", "record": "emb", "name": "e", "config": {},
          "derived": False}

@@ -10,11 +10,11 @@ from flwr.proto.message_pb2 import Message as ProtoMessage
 
 import strategies  # noqa: F401
 from tests.helpers import BlobSource
-from vfl.auth import AUTH_RECORD, record_bytes
-from vfl.engine import Engine
-from vfl.host import NodeHost
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime.auth import AUTH_RECORD, record_bytes
+from vfl.runtime.host import NodeHost
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 
 @pytest.mark.parametrize("strategy", ["npq", "pbm"])

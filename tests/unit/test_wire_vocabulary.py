@@ -7,20 +7,22 @@ import ast
 from pathlib import Path
 
 import strategies  # noqa: F401
-from parties import secagg_wire, vertical_wire
+from parties.secagg import wire as secagg_wire
+from parties.vertical import wire as vertical_wire
 from tests.party_data import write_blob_parties
-from vfl import message, psi_wire
-from vfl.engine import Engine
-from vfl.schema import load_run_config
-from vfl.transport.inprocess import InProcessTransport
+from vfl.data import psi_wire
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.runtime import message
+from vfl.runtime.transport.inprocess import InProcessTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCABULARY = {*vertical_wire.KINDS, *secagg_wire.SETUP_KINDS, *secagg_wire.ROUND_KINDS, *psi_wire.KINDS,
               message.METRICS}
-VOCABULARY_FILES = {"parties/vertical_wire.py", "parties/secagg_wire.py", "vfl/psi_wire.py", "vfl/message.py"}
+VOCABULARY_FILES = {"parties/vertical/wire.py", "parties/secagg/wire.py", "vfl/data/psi_wire.py", "vfl/runtime/message.py"}
 # the split-LLM half keeps its own protocol modules (being reorganized separately)
-LLM = ("parties/llm/", "strategies/sap.py", "strategies/split_llm.py", "strategies/p3eft.py",
-       "strategies/llm_leak.py")
+LLM = ("parties/llm/", "strategies/sap.py", "strategies/split_lora.py", "strategies/p3eft.py",
+       "strategies/base/llm_leak.py")
 
 
 def test_every_kind_of_a_pbm_run_with_psi_and_auth_is_in_the_vocabulary(tmp_path):

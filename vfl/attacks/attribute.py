@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 
 def pooled_features(reps: list[np.ndarray]) -> np.ndarray:

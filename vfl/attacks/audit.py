@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vfl.errors import DataError
-from vfl.rng import seeded_numpy
+from vfl.core.errors import DataError
+from vfl.core.rng import seeded_numpy
 
 DEFAULT_FRACTIONS = (0.05, 0.1, 0.25, 0.5)  # guesses k as a share of m (each side)
 

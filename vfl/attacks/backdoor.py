@@ -12,15 +12,15 @@ target class lives. At test time the trigger in its features alone should flip t
 
 Scores: attack success rate (ASR: triggered non-target test samples predicted as the target),
 beside the chance baseline (the same samples without the trigger predicted as the target), and
-clean accuracy. The pure pieces live here; the party is ``parties.malicious``.
+clean accuracy. The pure pieces live here; the party is ``parties.attacks.nodes``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from vfl.errors import DataError
-from vfl.rng import seeded_numpy
+from vfl.core.errors import DataError
+from vfl.core.rng import seeded_numpy
 
 
 def backdoor_design(*, y_train: np.ndarray, target: int, known: int, poison: int,

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 Predict = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (adv features, victim features) -> probabilities
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from vfl.privacy.dchi import nearest_rows
+from vfl.privacy.mechanisms.dchi import nearest_rows
 
 BottomFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (inputs_embeds, mask) -> reps
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vfl.attacks.leakage import kmeans_accuracy, leak_metrics
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 METRICS = ("spectral", "norm", "kmeans", "cosine")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 
 def _rows(x: np.ndarray, y: np.ndarray, *, max_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

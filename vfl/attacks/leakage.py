@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 METRICS = ("spectral", "norm", "kmeans")
 

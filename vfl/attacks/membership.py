@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 Predict = Callable[[torch.Tensor], torch.Tensor]  # inputs -> logits
 

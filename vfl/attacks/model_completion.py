@@ -6,7 +6,7 @@ state, not a message) and, as declared auxiliary knowledge, the labels of a hand
 samples (``per_class`` per class, e.g. 4 × 10 classes = 40). It puts a small classifier on top of
 its bottom's outputs, fits it on the known labels and predicts everyone else's label. In the
 *active* variant the same party trained its bottom with a malicious local optimizer that scales up
-its own updates (``parties.malicious.arm_active_completion``), so the server's head leans on its
+its own updates (``parties.attacks.nodes.arm_active_completion``), so the server's head leans on its
 bottom and that bottom carries more of the label.
 
 Fit: plain supervised (a softmax-regression head, full-batch Adam with weight decay on the standardized
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 
 def known_label_ids(*, y: np.ndarray, per_class: int, rng: np.random.Generator) -> np.ndarray:

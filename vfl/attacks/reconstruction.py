@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 
 def _standardize(train: np.ndarray, *others: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfl.errors import DataError
+from vfl.core.errors import DataError
 
 
 def _rows(n: int, *, fraction: float, rng: np.random.Generator) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfl.rng import NoiseSource
+from vfl.core.rng import NoiseSource
 
 
 def round_source(*, seed: int, purpose: str, node: int, phase: str, epoch: int, step: int) -> NoiseSource:
@@ -28,8 +28,8 @@ def regenerate_normal(source: NoiseSource, shape: tuple[int, ...]) -> np.ndarray
 
 def regenerate_discrete_gaussian(source: NoiseSource, *, sigma: float, c: float, shape: tuple[int, ...]) -> np.ndarray:
     """The grid noise a ``discrete_gaussian_perturb`` draw added, in embedding units (z·c/L, float64)."""
-    from vfl.privacy.discrete_gaussian import discrete_gaussian
-    from vfl.privacy.mechanisms import ldp_grid
+    from vfl.privacy.mechanisms.discrete_gaussian import discrete_gaussian
+    from vfl.privacy.mechanisms.gaussian import ldp_grid
 
     levels, sigma2 = ldp_grid(sigma=sigma, c=c)
     z = discrete_gaussian(source, sigma2=sigma2, size=int(np.prod(shape)))

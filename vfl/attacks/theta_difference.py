@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 

@@ -1,14 +1,14 @@
 """Privacy mechanisms and accounting: PBM / LDP mechanisms, exact PBM RDP, the paper's formulas,
 privacy events and the RDP accountant (pure, typed; no Ray / flwr)."""
 
-from vfl.privacy.accountant import (
+from vfl.privacy.accounting.accountant import (
     DEFAULT_ORDERS,
     Accountant,
     epsilon_from_rdp,
     event_rdp,
     gaussian_rdp,
 )
-from vfl.privacy.events import (
+from vfl.privacy.accounting.events import (
     DPSGDEvent,
     GaussianEvent,
     PBMEvent,
@@ -16,18 +16,7 @@ from vfl.privacy.events import (
     event_from_dict,
     event_to_dict,
 )
-from vfl.privacy.mechanisms import (
-    discrete_gaussian_perturb,
-    gaussian_perturb,
-    ldp_grid,
-    ldp_sigma,
-    pbm_conditional_variance,
-    pbm_decode,
-    pbm_encode,
-    pbm_variance,
-    validate_pbm,
-)
-from vfl.privacy.pbm_rdp import (
+from vfl.privacy.accounting.pbm_rdp import (
     log_convolve_concave,
     pbm_pure_dp,
     pbm_rdp,
@@ -36,8 +25,8 @@ from vfl.privacy.pbm_rdp import (
     pbm_rdp_profile,
     renyi_divergence,
 )
-from vfl.privacy.report import account_report
-from vfl.privacy.scope import (
+from vfl.privacy.accounting.report import account_report
+from vfl.privacy.accounting.scope import (
     SCOPE_END_TO_END,
     SCOPE_GAUSSIAN,
     SCOPE_PBM,
@@ -45,12 +34,25 @@ from vfl.privacy.scope import (
     epsilon_scope,
     honest_binomials,
 )
-from vfl.privacy.theorems import (
+from vfl.privacy.accounting.theorems import (
     gaussian_style_estimate,
     sample_privacy_factor,
     theorem_6_1_final,
     theorem_6_1_per_iteration,
     theorem_6_2_sample,
+)
+from vfl.privacy.mechanisms.gaussian import (
+    discrete_gaussian_perturb,
+    gaussian_perturb,
+    ldp_grid,
+    ldp_sigma,
+)
+from vfl.privacy.mechanisms.pbm import (
+    pbm_conditional_variance,
+    pbm_decode,
+    pbm_encode,
+    pbm_variance,
+    validate_pbm,
 )
 
 __all__ = [

@@ -49,7 +49,7 @@ party can never be told "you survived" while its peers are told it dropped
 still split the parties into two signed groups and learn two partial sums of >= t parties each
 (choose t > M/2 to exclude it). Not covered: what the sum itself reveals (the job of DP noise /
 PBM), a server colluding with t or more parties, and denial of service (a lying server can always
-abort rounds). ``vfl.secagg.lying`` plays these attacks against real clients.
+abort rounds). ``vfl.attacks.secagg.lying`` plays these attacks against real clients.
 """
 
 from vfl.secagg.client import Reveal, SecAggClient

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
-from vfl.errors import PartyFailure, ProtocolError
+from vfl.core.errors import PartyFailure, ProtocolError
 from vfl.secagg.consistency import AnnouncementRefused, quorum
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
 from vfl.secagg.announce import check_announcement
 from vfl.secagg.consistency import AnnouncementRefused
 from vfl.secagg.masking import apply_pairwise_masks

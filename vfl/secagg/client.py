@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ProtocolError, RevealRefused
+from vfl.core.errors import ProtocolError, RevealRefused
 from vfl.secagg.announce_client import AnnouncedMasking
 from vfl.secagg.consistency import Identity, RowReleaseRefused, SurvivorCheck, check_mode, quorum
 from vfl.secagg.masking import apply_pairwise_masks

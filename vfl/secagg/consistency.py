@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from vfl.errors import ConfigError, RevealRefused
+from vfl.core.errors import ConfigError, RevealRefused
 
 MODES = ("semi-honest", "malicious", "announced")
 _KEY_DOMAIN = b"vfl/secagg/key/v1\x00"

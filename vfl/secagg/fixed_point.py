@@ -14,7 +14,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 from vfl.secagg.modular import MAX_BITS, check_bits
 
 

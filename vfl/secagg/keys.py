@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF, HKDFExpand
 
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
 
 KEY_BYTES = 32
 SESSION_BYTES = 16

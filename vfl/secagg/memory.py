@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
 
 Memory = dict[bytes, frozenset[int]]  # digest of codes -> the party set they were masked or released under
 

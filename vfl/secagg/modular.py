@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 MAX_BITS = 32
 """Largest supported modulus width: one keystream word (uint32) per element."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
 from vfl.secagg.modular import check_bits, to_residues
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
 from vfl.secagg.consistency import Identity, key_statement, verify_keys
 from vfl.secagg.keys import (
     PAIR_LABEL,

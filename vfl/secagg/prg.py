@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 from vfl.secagg.modular import check_bits, low_bits_mask
 
 SEED_BYTES = 32

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
 from vfl.secagg.keys import KEY_BYTES, round_key
 from vfl.secagg.masking import apply_pairwise_masks
 from vfl.secagg.packing import pack_bits, packed_size, unpack_bits

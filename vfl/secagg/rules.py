@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from vfl.errors import ConfigError, ProtocolError, RevealRefused
+from vfl.core.errors import ConfigError, ProtocolError, RevealRefused
 from vfl.secagg.consistency import quorum
 
 

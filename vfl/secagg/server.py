@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from vfl.errors import ConfigError, PartyFailure, ProtocolError
+from vfl.core.errors import ConfigError, PartyFailure, ProtocolError
 from vfl.secagg.announce import RoundSkipped, smallest_set
 from vfl.secagg.consistency import check_mode, quorum
 from vfl.secagg.keys import SELF_LABEL, round_key, session_bytes

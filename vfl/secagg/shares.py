@@ -16,7 +16,7 @@ from Crypto.Protocol.SecretSharing import Shamir
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from vfl.errors import ConfigError, ProtocolError
+from vfl.core.errors import ConfigError, ProtocolError
 
 HALF_BYTES = 16
 SECRET_BYTES = 2 * HALF_BYTES

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 POOLINGS = ("mean", "cls", "last")
 

@@ -23,7 +23,7 @@ from parties.llm.common.quantization import (
     prepare_quantized,
     quantization_config,
 )
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]  # the client/customer builds its optimizers
 

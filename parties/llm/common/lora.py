@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from parties.llm.common.arch import ALL_LINEAR, Arch
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

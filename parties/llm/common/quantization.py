@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 QUANTIZATIONS = ("none", "nf4")
 KEY = "params.quantization"

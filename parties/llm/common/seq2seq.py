@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from parties.llm.common.arch import Arch, register_family
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 STACKS = ("encoder", "encoder-decoder")  # params.t5_stack
 T5_TYPES = ("t5", "mt5", "umt5")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 # families whose learned positions start after the padding index (position ids = padding_idx + 1 + i)
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text", "longformer")

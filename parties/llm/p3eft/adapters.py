@@ -27,7 +27,7 @@ from parties.llm.common.backbone import pool
 from parties.llm.common.checkpointing import checkpoint_blocks
 from parties.llm.common.lora import LoraSpec, inject_lora
 from parties.llm.common.quantization import quantized_linears
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
 
 Adapter = dict[str, torch.Tensor]
 

@@ -29,12 +29,7 @@ from parties.llm.common.metrics import confusion, glue_scores
 from parties.llm.common.tokens import encode
 from parties.llm.p3eft.adapters import init_adapters
 from parties.llm.p3eft.private_backprop import mix, mixing_weights, recombine, split_gradient
-from parties.llm.p3eft.regularizers import (
-    adversarial_loss,
-    dcor_loss,
-    fit_probe,
-    randomized_response,
-)
+from parties.llm.p3eft.regularizers import adversarial_loss, dcor_loss, fit_probe
 from parties.llm.p3eft.theta_cache import THETA, ThetaSender
 from parties.llm.p3eft.wire import (
     Kind,
@@ -46,11 +41,12 @@ from parties.llm.p3eft.wire import (
     request,
     to_numpy,
 )
-from vfl import message as wire
-from vfl.errors import ProtocolError
-from vfl.node import Node, NodeSpec, handles
-from vfl.rng import NodeNoise, NoiseSource, derive_seed, seeded_torch
-from vfl.sampling import Schedule
+from vfl.core.errors import ProtocolError
+from vfl.core.rng import NodeNoise, NoiseSource, derive_seed, seeded_torch
+from vfl.data.sampling import Schedule
+from vfl.privacy.mechanisms.label_dp import randomized_response
+from vfl.runtime import message as wire
+from vfl.runtime.node import Node, NodeSpec, handles
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from torch import nn
 
 from parties.llm.p3eft.client import LlmClient, Pending
 from parties.llm.p3eft.private_backprop import mix
-from vfl.errors import ProtocolError
-from vfl.rng import NoiseSource
+from vfl.core.errors import ProtocolError
+from vfl.core.rng import NoiseSource
 
 CLIP_EPS = 1e-6  # Opacus' guard: factor C / (‖g‖ + 1e-6), so a clipped norm is < C
 
@@ -92,7 +92,7 @@ def clip_and_noise(per_ex: Mapping[str, torch.Tensor], *, max_grad_norm: float, 
 
     The norm of example i is over ALL its trainable parameters together; the noise is drawn in the
     sorted order of the names (a seeded run replays it)."""
-    from parties.dp_bottom import gaussian_noise
+    from parties.vertical.dp_bottom import gaussian_noise
 
     names = sorted(per_ex)
     norms = torch.sqrt(sum((per_ex[n].to(torch.float64).flatten(1).pow(2).sum(1) for n in names),

@@ -10,7 +10,7 @@ g_θ = Σ_j α_j · backprop(x, θ, ĝ^j).
     with a random sign, every other row is zero; α_b = ±‖g_h[b]‖.
 Mixture of adapters: W_i = e/n + Σ_{j>i} ξ_ij − Σ_{j<i} ξ_ji, ξ ~ N(0, 1)·10^{s/2}, so Σ_i W_i = e.
 Pieces, coefficients, signs and ξ are privacy noise: they come from the client's
-:class:`vfl.rng.NoiseSource`, so no server can regenerate them from the run seed.
+:class:`vfl.core.rng.NoiseSource`, so no server can regenerate them from the run seed.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from vfl.errors import ConfigError
-from vfl.rng import NoiseSource
+from vfl.core.errors import ConfigError
+from vfl.core.rng import NoiseSource
 
 PER_EXAMPLE = 0  # ``m`` value meaning one piece per example (m = B)
 

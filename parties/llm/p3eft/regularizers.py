@@ -10,14 +10,10 @@
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vfl.errors import ConfigError
-from vfl.rng import NoiseSource
+from parties.defenses.forward import distance_correlation_sq
 
 
 def standardize(h: torch.Tensor) -> torch.Tensor:
@@ -59,37 +55,7 @@ def adversarial_loss(h: torch.Tensor, y: torch.Tensor, *, probe: tuple[torch.Ten
     return -wrong.mean()
 
 
-def _centered_distances(x: torch.Tensor) -> torch.Tensor:
-    sq = (x.unsqueeze(0) - x.unsqueeze(1)).pow(2).sum(-1)
-    d = torch.sqrt(sq + 1e-12)  # smooth at 0 (the diagonal): finite gradients
-    return d - d.mean(0, keepdim=True) - d.mean(1, keepdim=True) + d.mean()
-
-
-def distance_correlation_sq(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Squared sample distance correlation dCor²(x, y) of two row-aligned batches (Székely et al.)."""
-    a, b = _centered_distances(x.reshape(len(x), -1)), _centered_distances(y.reshape(len(y), -1))
-    dcov = (a * b).mean()
-    return dcov / torch.sqrt((a * a).mean() * (b * b).mean()).clamp_min(1e-12)
-
-
 def dcor_loss(h: torch.Tensor, y: torch.Tensor, *, num_classes: int) -> torch.Tensor:
     """log dCor²(h, onehot(y)) (Sun et al. 2022's regularizer, added with weight λ)."""
     onehot = F.one_hot(y, num_classes).to(h.dtype)
     return torch.log(distance_correlation_sq(h, onehot).clamp_min(1e-12))
-
-
-def keep_probability(*, epsilon: float, num_classes: int) -> float:
-    """p_keep = e^ε / (e^ε + K − 1) of K-ary randomized response (ε = 0: uniform labels)."""
-    if epsilon < 0 or num_classes < 2:
-        raise ConfigError("params.epsilon", f"needs epsilon >= 0 and >= 2 classes (got {epsilon}, {num_classes})")
-    return 1.0 / (1.0 + (num_classes - 1) * math.exp(-epsilon))
-
-
-def randomized_response(y: np.ndarray, *, num_classes: int, epsilon: float, noise: NoiseSource) -> np.ndarray:
-    """Each label kept with ``keep_probability``, else replaced by a uniform draw of the other K − 1
-    (the coins come from the client's ``noise`` source: the label-DP guarantee rests on them)."""
-    p = keep_probability(epsilon=epsilon, num_classes=num_classes)
-    y = np.asarray(y, dtype=np.int64)
-    flip = noise.uniform(len(y)).numpy() >= p
-    shift = 1 + noise.integers(num_classes - 1, len(y))  # 1..K-1: never the original label
-    return np.where(flip, (y + shift) % num_classes, y)

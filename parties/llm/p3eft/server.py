@@ -35,9 +35,9 @@ from parties.llm.p3eft.wire import (
     read_types,
     respond,
 )
-from vfl import message as wire
-from vfl.message import parse_round
-from vfl.node import Node, NodeSpec, handles
+from vfl.runtime import message as wire
+from vfl.runtime.message import parse_round
+from vfl.runtime.node import Node, NodeSpec, handles
 
 
 @dataclass(frozen=True)

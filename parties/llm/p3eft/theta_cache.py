@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from flwr.common import ConfigRecord, Message
 
-from vfl import message as wire
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
 
 THETA = "theta"  # config record of a request carrying (a delta of) an adapter set: base, version
 FULL = -1  # base of a delta that is the whole set (the receiver holds nothing of it)

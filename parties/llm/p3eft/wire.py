@@ -21,8 +21,8 @@ import torch
 from flwr.common import ArrayRecord, ConfigRecord, Message
 
 from parties.llm.common import wire as common
-from vfl import message as wire
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
 
 
 class Kind(common.Kind):

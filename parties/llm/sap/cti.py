@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 
 def class_token_counts(*, sequences: Sequence[np.ndarray], labels: np.ndarray, num_classes: int,

@@ -22,12 +22,12 @@ from parties.llm.common.tokens import encode
 from parties.llm.sap import cti
 from parties.llm.sap.split import BottomModel, build_bottom, pack
 from parties.llm.sap.wire import VENDOR_ID, Kind, Mode, Record, read_step, send
-from vfl import message as wire
-from vfl.errors import ProtocolError
-from vfl.node import Node, NodeSpec, handles
-from vfl.privacy.dchi import privatize
-from vfl.rng import NodeNoise, NoiseSource, derive_seed
-from vfl.sampling import Schedule
+from vfl.core.errors import ProtocolError
+from vfl.core.rng import NodeNoise, NoiseSource, derive_seed
+from vfl.data.sampling import Schedule
+from vfl.privacy.mechanisms.dchi import privatize
+from vfl.runtime import message as wire
+from vfl.runtime.node import Node, NodeSpec, handles
 
 
 @dataclass(frozen=True)

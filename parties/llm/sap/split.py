@@ -23,7 +23,7 @@ from torch import nn
 
 from parties.llm.common.arch import Arch, arch_of
 from parties.llm.common.backbone import pool
-from vfl.errors import ConfigError
+from vfl.core.errors import ConfigError
 
 
 def num_blocks(encoder: nn.Module) -> int:

@@ -22,13 +22,13 @@ from parties.llm.common.backbone import OptimizerFactory
 from parties.llm.common.lora import LoraSpec, inject_lora
 from parties.llm.sap.split import bottom_state, split_encoder, unpack
 from parties.llm.sap.wire import CUSTOMER_ID, Kind, Mode, Record, read_step, send, split_packed
-from vfl import message as wire
 from vfl.attacks.attribute import PROBES, Probe, attacker_inference, transformer_attribute_inference
 from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion
-from vfl.errors import ProtocolError
-from vfl.node import Node, NodeSpec, handles
-from vfl.rng import derive_seed, seeded_torch
-from vfl.sampling import Schedule
+from vfl.core.errors import ProtocolError
+from vfl.core.rng import derive_seed, seeded_torch
+from vfl.data.sampling import Schedule
+from vfl.runtime import message as wire
+from vfl.runtime.node import Node, NodeSpec, handles
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ import numpy as np
 from flwr.common import ArrayRecord, ConfigRecord, Message
 
 from parties.llm.common import wire as common
-from vfl import message as wire
-from vfl.errors import ProtocolError
+from vfl.core.errors import ProtocolError
+from vfl.runtime import message as wire
 
 VENDOR_ID, CUSTOMER_ID = 0, 1
 

@@ -1,0 +1,248 @@
+"""Sample alignment by private set intersection: the label holder's and the parties' PSI sides.
+
+Attached to the usual server / party nodes when each party brings its own table (``Node.attach``).
+The label holder (server, PSI client) runs PSI with the parties one after the other, each time
+over the IDs still common so far: ``I_0`` = its IDs, ``I_k = I_{k-1} ∩ S_k``. So the server learns
+``I_1 ⊇ I_2 ⊇ ... ⊇ I_M`` (never a party's IDs outside them) and each party's set size; party k
+learns ``|I_{k-1}|`` (the request size) and, at the end, ``I_M``, which it already holds. The
+server then broadcasts the ordered common IDs — sorted, split into train and test — and every
+node binds its rows in that order: batch ids index it. Without a split column the split is a
+uniformly random subset of fixed size drawn from the label holder's own randomness, never
+stratified by label: the two ID lists every party receives tell nothing about the labels. Each
+node keeps the lists in its checkpoint state, so a resume or restart trains on the same split.
+Every exchange is a counted message of the ``setup`` phase with its own kind
+(``query.psi_request``, ``query.psi_response``, ``query.psi_align``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from flwr.common import ArrayRecord, ConfigRecord, Message
+
+from vfl.core.errors import DataError, ProtocolError
+from vfl.core.rng import NoiseSource
+from vfl.data import psi_wire as pw
+from vfl.data.dataset import KeyedLabels, KeyedTable, LabelShard, PartyShard
+from vfl.data.psi import PsiClient, pack_ids, respond, uniform_test_mask, unpack_ids
+from vfl.runtime import message as wire
+from vfl.runtime.message import BROADCAST
+from vfl.runtime.node import Node, handles
+
+__all__ = ["PartyAlignment", "ServerAlignment"]  # the protocol's names: vfl.data.psi_wire (Kind, Record, Array, Key)
+
+
+SHRINK_WARN = 0.5  # warn when a party shares fewer than this share of the IDs it could share
+
+
+def shrink_warning(name: str, *, before: int, own: int, after: int) -> str | None:
+    """One line when party ``name`` shares far fewer IDs than it could (``min(before, own)``): the
+    usual cause is an ID written differently in two files; sizes only, never an ID."""
+    could = min(before, own)
+    if could == 0 or after >= SHRINK_WARN * could:
+        return None
+    return (f"PSI: {name} shares {after} of the {before} IDs common so far ({own} in its file; at most {could} "
+            f"could match, below {SHRINK_WARN:.0%}): check that every file writes its IDs the same way (vfl "
+            "ignores surrounding spaces and an all-digit ID's leading zeros; case and prefixes count)")
+
+
+def _bytes(message: Message, name: str) -> bytes:
+    return wire.get_array(message, pw.Record.PSI, name).tobytes()
+
+
+def _u8(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+class PartyAlignment:
+    """A passive party's side: answers the label holder's PSI request with its own IDs, then binds
+    its rows in the broadcast order (``node.shard`` and ``node.schedule`` sizes)."""
+
+    def __init__(self, node: Node, table: KeyedTable, index: int) -> None:
+        self.node = node
+        self.table = table
+        self.index = index
+        self.ids = [str(i) for i in table.ids]
+        self.split: tuple[list[str], list[str]] | None = None  # (train IDs, test IDs) as bound
+
+    @handles(pw.Kind.REQUEST)
+    def on_request(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        setup, response = respond(_bytes(m, pw.Array.REQUEST), self.ids)
+        named: dict[str, ArrayRecord | ConfigRecord] = {
+            pw.Record.PSI: wire.arrays(**{pw.Array.SETUP: _u8(setup), pw.Array.RESPONSE: _u8(response)}),
+            pw.Record.SIZE: wire.config(**{pw.Key.SET_SIZE: len(self.ids)})}
+        content = wire.records(**named)
+        return [wire.reply(m, pw.Kind.RESPONSE, src=self.node.node_id, content=content)]
+
+    @handles(pw.Kind.ALIGN)
+    def on_align(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+
+        def ids(part: str) -> list[str]:
+            return unpack_ids(wire.get_array(m, pw.Record.PSI, part), wire.get_array(m, pw.Record.PSI, f"{part}_len"))
+
+        self._bind(ids(pw.Array.TRAIN), ids(pw.Array.TEST), f"{pw.Kind.ALIGN} names IDs it does not hold")
+        return []
+
+    def _bind(self, train_ids: list[str], test_ids: list[str], why: str) -> None:
+        """Bind this party's rows in the broadcast order (``node.shard`` and the schedule sizes)."""
+        row = {k: i for i, k in enumerate(self.ids)}
+        if any(k not in row for k in (*train_ids, *test_ids)):  # a PSI false positive (FPR), a lying server
+            raise ProtocolError(f"{self.node.spec.name}: {why}")
+        tr = np.asarray([row[k] for k in train_ids], dtype=np.int64)
+        te = np.asarray([row[k] for k in test_ids], dtype=np.int64)
+        x_tr, x_te = self.table.x[tr], self.table.x[te]
+        if self.table.standardize:
+            mu, sd = x_tr.mean(axis=0), x_tr.std(axis=0)
+            sd = np.where(sd > 0, sd, 1.0)
+            x_tr, x_te = ((x_tr - mu) / sd).astype(np.float32), ((x_te - mu) / sd).astype(np.float32)
+        node: Any = self.node
+        node.shard = PartyShard(self.index, x_tr, x_te, f"{len(self.table.columns)} columns of {self.table.source}")
+        node.schedule = dataclasses.replace(node.schedule, num_train=len(tr), num_test=len(te))
+        self.split = (list(train_ids), list(test_ids))
+
+    def state(self) -> dict[str, Any]:
+        """The split this party trains on (the ID lists it received), so a resume binds the same rows."""
+        return {} if self.split is None else {"train_ids": self.split[0], "test_ids": self.split[1]}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state:
+            self._bind(list(state["train_ids"]), list(state["test_ids"]),
+                       "its checkpoint names sample IDs its table no longer holds")
+
+
+class ServerAlignment:
+    """The label holder's side: chained PSI with every party, the split, and the broadcast order."""
+
+    def __init__(self, node: Node, labels: KeyedLabels, *, parties: Mapping[int, str], seed: int,
+                 noise_rng: str = "crypto") -> None:
+        self.node = node
+        self.labels = labels
+        self.parties = dict(sorted(parties.items()))
+        self.seed = seed
+        self.noise_rng = noise_rng
+        self.split: tuple[list[str], list[str]] | None = None  # (train IDs, test IDs) as broadcast
+        self.result: dict[str, Any] | None = None
+        self._queue: list[int] = []
+        self._common: list[str] = []
+        self._client: PsiClient | None = None
+        self._sizes: dict[str, int] = {}
+        self._chain: dict[str, int] = {}  # |I_k| after each party
+        self._warnings: list[str] = []
+
+    @handles(pw.Kind.START)
+    def on_start(self, messages: list[Message]) -> list[Message]:
+        """Driver's control message: start the chain with the first party."""
+        self._common = sorted(str(i) for i in self.labels.ids)
+        self._sizes = {"label_holder": len(self._common)}
+        self._chain, self._warnings = {}, []
+        self._queue = list(self.parties)
+        return [self._request(wire.round_of(messages[0]))]
+
+    def _request(self, tag: str) -> Message:
+        self._client = PsiClient(self._common)  # a fresh key per party
+        return wire.make(pw.Kind.REQUEST, src=self.node.node_id, dst=self._queue[0], round=tag,
+                         content=wire.records(**{pw.Record.PSI: wire.arrays(**{pw.Array.REQUEST: _u8(self._client.request())})}))
+
+    @handles(pw.Kind.RESPONSE)
+    def on_response(self, messages: list[Message]) -> list[Message]:
+        (m,) = messages
+        pid = int(m.metadata.src_node_id)
+        if not self._queue or pid != self._queue[0] or self._client is None:
+            raise ProtocolError(f"unexpected {pw.Kind.RESPONSE} from node {pid}")
+        before = len(self._common)
+        self._common = self._client.intersect(_bytes(m, pw.Array.SETUP), _bytes(m, pw.Array.RESPONSE))
+        name = self.parties[pid]
+        self._sizes[name] = int(str(wire.config_value(m, pw.Record.SIZE, pw.Key.SET_SIZE)))
+        self._chain[name] = len(self._common)
+        warning = shrink_warning(name, before=before, own=self._sizes[name], after=len(self._common))
+        if warning and self._common:  # the driver logs it and puts it in summary.json (psi_warnings)
+            self._warnings.append(warning)
+        done = list(self.parties)[: len(self.parties) - len(self._queue)]
+        if not self._common:
+            if not done:
+                raise DataError(f"PSI: {name} shares no sample ID with the label holder ({self._sizes[name]} vs "
+                                f"{before} IDs); check both files' id columns use the same ID format")
+            raise DataError(f"PSI: {name} holds none of the {before} sample IDs common to the label holder and "
+                            f"{', '.join(self.parties[p] for p in done)}; nothing to train on")
+        self._queue.pop(0)
+        tag = wire.round_of(m)
+        return [self._request(tag)] if self._queue else [self._align(tag)]
+
+    def _align(self, tag: str) -> Message:
+        lab = self.labels
+        ids = np.asarray(self._common, dtype=object)  # sorted: the shared sample order
+        if lab.is_test is not None:  # the label holder's own split column, broadcast as given
+            index = {str(k): i for i, k in enumerate(lab.ids)}
+            is_test = lab.is_test[np.asarray([index[k] for k in self._common], dtype=np.int64)]
+            if is_test.all() or not is_test.any():
+                which = "training" if is_test.all() else "test"
+                raise DataError(f"PSI: the {len(ids)} common samples hold no {which} row (split of {lab.source})")
+        elif self.split is not None and sorted(self.split[0] + self.split[1]) == self._common:
+            is_test = np.isin(ids, np.asarray(self.split[1], dtype=object))  # a restart keeps its split
+        else:
+            is_test = self._test_mask(len(ids))
+        train_ids, test_ids = [str(k) for k in ids[~is_test]], [str(k) for k in ids[is_test]]
+        self._bind(train_ids, test_ids)
+        tr_blob, tr_len = pack_ids(train_ids)
+        te_blob, te_len = pack_ids(test_ids)
+        return wire.make(pw.Kind.ALIGN, src=self.node.node_id, dst=BROADCAST, round=tag, content=wire.records(
+            **{pw.Record.PSI: wire.arrays(**{pw.Array.TRAIN: tr_blob, pw.Array.TRAIN_LEN: tr_len, pw.Array.TEST: te_blob,
+                                   pw.Array.TEST_LEN: te_len})}))
+
+    def _test_mask(self, n: int) -> np.ndarray:
+        """A label-blind split of the ``n`` common samples from the label holder's own randomness
+        (``privacy.noise_rng``: OS entropy; ``seeded`` reproduces it from the run seed)."""
+        noise = NoiseSource.for_round(self.noise_rng, seed=self.seed, purpose="psi-split", node=self.node.node_id,
+                                      phase="setup", epoch=0, step=0)
+        return uniform_test_mask(n, test_fraction=self.labels.test_fraction, noise=noise)
+
+    def _bind(self, train_ids: list[str], test_ids: list[str]) -> None:
+        """The label holder's rows in the broadcast order (``node.labels`` and the schedule sizes)."""
+        index = {str(k): i for i, k in enumerate(self.labels.ids)}
+        if any(k not in index for k in (*train_ids, *test_ids)):
+            raise DataError(f"PSI: the checkpoint's split names sample IDs that {self.labels.source} no longer holds")
+        y_tr = self.labels.y[np.asarray([index[k] for k in train_ids], dtype=np.int64)]
+        y_te = self.labels.y[np.asarray([index[k] for k in test_ids], dtype=np.int64)]
+        only_test = sorted(set(y_te.tolist()) - set(y_tr.tolist()))
+        if only_test and self.labels.is_test is not None:  # the file's split: its train rows of it all unmatched
+            names = self.labels.class_names or tuple(map(str, range(self.labels.num_classes)))
+            raise DataError(f"PSI: class {names[only_test[0]]!r} of {self.labels.source} appears only in test rows "
+                            f"of the {len(y_tr) + len(y_te)} common samples; allowed: every class in common "
+                            "training rows")
+        node: Any = self.node
+        node.labels = LabelShard(y_tr, y_te, self.labels.num_classes, self.labels.metric)
+        node.schedule = dataclasses.replace(node.schedule, num_train=len(y_tr), num_test=len(y_te))
+        self.split = (list(train_ids), list(test_ids))
+        self.result = {"intersection": len(y_tr) + len(y_te), "num_train": len(y_tr), "num_test": len(y_te),
+                       "set_sizes": dict(self._sizes)}
+
+    def state(self) -> dict[str, Any]:
+        """The split (train and test ID lists, as broadcast): a resume or restart keeps it."""
+        return {} if self.split is None else {"train_ids": self.split[0], "test_ids": self.split[1]}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        train_ids, test_ids = list(state["train_ids"]), list(state["test_ids"])
+        if self._common and sorted(train_ids + test_ids) != self._common:
+            raise DataError(f"PSI: the common sample IDs ({len(self._common)}) differ from the checkpoint's "
+                            f"({len(train_ids) + len(test_ids)}); were the party files changed since?")
+        self._bind(train_ids, test_ids)
+
+    @handles(pw.Kind.SIZES)
+    def on_query(self, messages: list[Message]) -> list[Message]:
+        """Driver's control read of what it needs to drive the schedule (sizes, never IDs)."""
+        if self.result is None:
+            raise ProtocolError(f"{pw.Kind.SIZES} before the alignment finished")
+        r = self.result
+        names: Sequence[str] = list(r["set_sizes"])
+        return [wire.reply(messages[0], content=wire.records(**{pw.Record.PSI: wire.config(**{
+            pw.Key.INTERSECTION: r["intersection"], pw.Key.NUM_TRAIN: r["num_train"], pw.Key.NUM_TEST: r["num_test"],
+            pw.Key.NAMES: list(names), pw.Key.SIZES: [int(r["set_sizes"][n]) for n in names],
+            pw.Key.CHAIN: [int(self._chain.get(n, r["set_sizes"][n])) for n in names],
+            pw.Key.WARNINGS: list(self._warnings) or [""]})}))]

@@ -1,0 +1,257 @@
+"""``vfl sweep CONFIG --set a=1,2,3 --seeds 0,1,2``: a grid of runs, one table of mean ± std.
+
+Runs go one after another, or with ``--parallel N`` as up to N Ray tasks at once
+(``simulations.cli.sweep_ray``), each a normal run directory under ``--out``; the table has one row per
+setting (a point of the grid) with the mean and sample standard deviation over the seeds of each
+metric, written to ``sweep.csv`` and printed. Every run in the grid is validated before the first
+one starts, so a typo in the last value fails at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from simulations.cli.epoch_log import EpochLog, wants_epoch_lines
+from simulations.cli.sweep_ray import check_parallel, run_grid_on_ray
+from vfl.core.errors import ConfigError
+from vfl.engine.lock import LOCK_FILE, RunLock
+from vfl.engine.rundir import safe_name
+
+METRICS = ("final_test_acc", "final_train_loss", "epsilon", "total_bytes_up", "total_bytes_down", "wall_s")
+
+
+def add_sweep_parser(sub: Any) -> None:
+    s = sub.add_parser("sweep", help="run a grid of settings x seeds; one table of mean ± std per setting",
+                       description="Run CONFIG for every combination of the --set values and every seed.")
+    s.add_argument("config", help="YAML config file or bundled config name")
+    s.add_argument("--set", dest="grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="values of a config key to sweep (repeatable: the grid is their product)")
+    s.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    s.add_argument("--metrics", default=",".join(METRICS), help="summary keys to tabulate")
+    s.add_argument("--out", help="sweep directory (default runs/sweep-<name>-<time>/)")
+    s.add_argument("--transport", choices=("ray", "inprocess"), help="override transport.kind")
+    s.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="run up to N grid points at once as Ray tasks, each in-process (default 1: one after another)")
+    s.add_argument("--cpus-per-task", type=float, default=1.0, metavar="CPUS",
+                   help="Ray num_cpus (and torch threads) of each parallel run (default 1)")
+    s.add_argument("--gpus-per-task", type=float, default=0.0, metavar="GPUS",
+                   help="Ray num_gpus of each parallel run (default 0; fractions share a GPU)")
+    s.add_argument("--address", help="HOST:PORT of a Ray cluster for --parallel (default: a local Ray)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the sweep in --out: finished runs (summary.json) are kept, interrupted ones "
+                        "resume from their last checkpoint, the others run")
+
+
+def split_values(text: str) -> list[str]:
+    """``1,2,[3,4]`` -> ``['1', '2', '[3,4]']`` (commas inside brackets/braces stay)."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "[{" and 1 or (-1 if ch in "]}" else 0)
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [v.strip() for v in out]
+
+
+def parse_grid(items: Sequence[str]) -> list[tuple[str, list[str]]]:
+    grid = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise ConfigError("--set", f"got {item!r}; expected KEY=V1,V2,... e.g. --set train.lr=0.01,0.1")
+        grid.append((key.strip(), split_values(values)))
+    return grid
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in split_values(text)]
+    except ValueError:
+        raise ConfigError("--seeds", f"got {text!r}; expected comma-separated integers, e.g. 0,1,2") from None
+    if not seeds or min(seeds) < 0:
+        raise ConfigError("--seeds", f"got {text!r}; expected integers >= 0")
+    return seeds
+
+
+def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation; the std is None for one value (undefined, not 0: one seed
+    says nothing about the spread), both None for none."""
+    if not values:
+        return None, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def table_rows(results: list[dict[str, Any]], keys: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """One row per setting: the swept values, ``n`` and ``<metric>_mean`` / ``<metric>_std``."""
+    rows: dict[tuple[str, ...], dict[str, Any]] = {}
+    for r in results:
+        point = tuple(r["setting"][k] for k in keys)
+        rows.setdefault(point, {"setting": r["setting"], "summaries": []})["summaries"].append(r["summary"])
+    out = []
+    for entry in rows.values():
+        row: dict[str, Any] = {**entry["setting"], "n": len(entry["summaries"])}
+        for m in metrics:
+            vals = [float(s[m]) for s in entry["summaries"] if isinstance(s.get(m), (int, float))]
+            row[f"{m}_mean"], row[f"{m}_std"] = mean_std(vals)
+        out.append(row)
+    return out
+
+
+def _fmt(row: dict[str, Any], keys: Sequence[str], metrics: Sequence[str]) -> list[str]:
+    cells = [str(row[k]) for k in keys] + [str(row["n"])]
+    for m in metrics:
+        mean, std = row[f"{m}_mean"], row[f"{m}_std"]
+        cells.append("-" if mean is None else f"{mean:.4g}" if std is None else f"{mean:.4g} ± {std:.2g}")
+    return cells
+
+
+def print_table(rows: list[dict[str, Any]], keys: Sequence[str], metrics: Sequence[str]) -> None:
+    header = [*keys, "n", *metrics]
+    body = [_fmt(r, keys, metrics) for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    for line in (header, *body):
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+def _setting(run: tuple[dict[str, str], int, list[str]]) -> str:
+    point, seed, _ = run
+    return " ".join([*(f"{key}={v}" for key, v in point.items()), f"seed={seed}"])
+
+
+def _shown(summary: dict[str, Any], metrics: Sequence[str]) -> str:
+    return " ".join(f"{m} {summary[m]:.4g}" for m in metrics if isinstance(summary.get(m), (int, float)))
+
+
+def _started(run_dir: Path) -> bool:
+    """A run directory a previous sweep began (its config is written first, summary.json last)."""
+    return (run_dir / "config.resolved.yaml").is_file()
+
+
+def _finished(runs: Sequence[tuple[dict[str, str], int, list[str]]], dirs: Sequence[Path],
+              metrics: Sequence[str]) -> dict[int, dict[str, Any]]:
+    """--resume: the summaries of the runs that finished before (kept, not run again)."""
+    kept = {}
+    for i, d in enumerate(dirs):
+        if (d / "summary.json").is_file():
+            kept[i] = json.loads((d / "summary.json").read_text())
+            print(f"run {i + 1}/{len(runs)}: {_setting(runs[i])} -> {d}: finished before, kept "
+                  f"({_shown(kept[i], metrics)})", flush=True)
+    return kept
+
+
+def _resume_started(runs: Sequence[tuple[dict[str, str], int, list[str]]], which: Sequence[int],
+                    dirs: Sequence[Path], metrics: Sequence[str]) -> dict[int, dict[str, Any]]:
+    """--resume: continue the interrupted runs from their last checkpoint, one after another."""
+    import vfl.engine.api
+
+    lines = wants_epoch_lines(no_progress=False)
+    out = {}
+    for i in which:
+        print(f"run {i + 1}/{len(runs)}: {_setting(runs[i])} -> {dirs[i]} (resumed)", flush=True)
+        out[i] = vfl.engine.api.resume_run(dirs[i], progress=False,
+                                    on_epoch_end=EpochLog(prefix="  ") if lines else None).summary
+        print(f"run {i + 1}/{len(runs)} done: {_shown(out[i], metrics)}", flush=True)
+    return out
+
+
+def _run_one_by_one(args: argparse.Namespace, runs: Sequence[tuple[dict[str, str], int, list[str]]],
+                    dirs: Sequence[Path], notes: Sequence[str], metrics: Sequence[str], *,
+                    kept: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The grid's runs in order, each announced as ``run k/N`` (and, off a terminal, its epochs);
+    ``kept`` (--resume) are not run again, an interrupted one is resumed."""
+    import vfl.engine.api
+
+    lines = wants_epoch_lines(no_progress=False)
+    summaries = []
+    for k, ((point, seed, overrides), d, note) in enumerate(zip(runs, dirs, notes, strict=True), start=1):
+        if k - 1 in kept:
+            summaries.append(kept[k - 1])
+            continue
+        if _started(d):
+            summaries.append(_resume_started(runs, [k - 1], dirs, metrics)[k - 1])
+            continue
+        print(f"run {k}/{len(runs)}: {_setting((point, seed, overrides))} -> {d}", flush=True)
+        summary = vfl.engine.api.run(args.config, out_dir=d, overrides=overrides, transport=args.transport,
+                              progress=False, note=note, on_epoch_end=EpochLog(prefix="  ") if lines else None).summary
+        print(f"run {k}/{len(runs)} done: {_shown(summary, metrics)}", flush=True)
+        summaries.append(summary)
+    return summaries
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import vfl.engine.api
+
+    grid, seeds = parse_grid(args.grid), parse_seeds(args.seeds)
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    keys = [k for k, _ in grid]
+    points = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(v for _, v in grid))]
+    runs = [(p, s, [f"{k}={v}" for k, v in p.items()] + [f"seed={s}"]) for p in points for s in seeds]
+    check_parallel(parallel=args.parallel, cpus_per_task=args.cpus_per_task, transport=args.transport,
+                   gpus_per_task=args.gpus_per_task)
+    transport = "inprocess" if args.parallel > 1 else args.transport  # a parallel run is in-process in its task
+    base = vfl.engine.api.resolve(args.config, transport=transport)
+    # every run of the grid is valid before the first starts
+    resolved = [vfl.engine.api.resolve(args.config, overrides=overrides, transport=transport) for _, _, overrides in runs]
+    if args.resume and not args.out:
+        raise ConfigError("--resume", "needs --out DIR: the sweep directory to continue")
+    out = Path(args.out) if args.out else Path("runs") / f"sweep-{safe_name(base.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out, key="--out"):  # one sweep per directory: a second one is refused naming the first's PID
+        if not args.resume and any(p.name != LOCK_FILE for p in out.iterdir()):
+            raise ConfigError("--out", f"{out} is not empty; a sweep goes into a new or empty directory "
+                              "(continue an interrupted sweep there with --resume)")
+        args.run_dir = str(out)
+        return _sweep_into(args, out, grid, seeds, metrics, keys, runs, resolved, base)
+
+
+def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int], metrics: list[str],
+                keys: list[str], runs: list[Any], resolved: list[Any], base: Any) -> int:
+    """The sweep itself, in ``out`` (locked by the caller)."""
+    names = [safe_name("-".join(f"{k}={v}" for k, v in p.items()) or "base") + f"-seed{s}" for p, s, _ in runs]
+    dirs = [out / f"{i:03d}-{name}" for i, name in enumerate(names)]
+    notes = [f"created by: vfl sweep ({name})" for name in names]
+    kept = _finished(runs, dirs, metrics) if args.resume else {}
+    if args.parallel > 1:
+        todo = [i for i in range(len(runs)) if i not in kept]
+        kept.update(_resume_started(runs, [i for i in todo if _started(dirs[i])], dirs, metrics))
+        todo = [i for i in todo if i not in kept]
+        print(f"sweep: {len(todo)} runs as Ray tasks, up to {args.parallel} at once, into {out}", flush=True)
+        finished = iter(range(len(runs) - len(todo) + 1, len(runs) + 1))
+
+        def done(j: int, summary: dict[str, Any]) -> None:
+            i = todo[j]
+            print(f"run {next(finished)}/{len(runs)} done: {_setting(runs[i])} -> {dirs[i]}: "
+                  f"{_shown(summary, metrics)}", flush=True)
+
+        fresh = run_grid_on_ray([(resolved[i].to_dict(), dirs[i], notes[i]) for i in todo],
+                                parallel=args.parallel, cpus_per_task=args.cpus_per_task,
+                                gpus_per_task=args.gpus_per_task, address=args.address, on_done=done)
+        kept.update(zip(todo, fresh, strict=True))
+        summaries = [kept[i] for i in range(len(runs))]
+    else:
+        summaries = _run_one_by_one(args, runs, dirs, notes, metrics, kept=kept)
+    # run_dir relative to the sweep directory (sweep.json sits in it): the directory can be moved whole
+    results = [{"setting": point, "seed": seed, "run_dir": d.relative_to(out).as_posix(), "summary": summary}
+               for (point, seed, _), d, summary in zip(runs, dirs, summaries, strict=True)]
+    rows = table_rows(results, keys, metrics)
+    with open(out / "sweep.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    (out / "sweep.json").write_text(json.dumps({"grid": dict(grid), "seeds": seeds, "table": rows,
+                                                "runs": [{k: r[k] for k in ("setting", "seed", "run_dir")}
+                                                         for r in results]}, indent=2, default=str))
+    print_table(rows, keys, metrics)
+    print(f"sweep table: {out / 'sweep.csv'}")
+    return 0

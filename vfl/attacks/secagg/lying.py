@@ -1,0 +1,356 @@
+"""The actively lying server as an attacker, played against real ``SecAggClient`` objects (real
+X25519/AES-GCM keys, real Ed25519 identities). Used by the tests and ``secagg_attacks`` benchmark.
+
+Each attack runs one session of ``num`` parties and one round, keeps everything the parties
+reveal in a :class:`vfl.attacks.secagg.curious.ServerView` and reports ``(inputs_opened, detected)``:
+how many parties' exact inputs any candidate of ``unmask_attempts`` recovers, and whether an
+honest party raised a typed refusal (``RevealRefused``, ``MaliciousServer``) instead.
+
+- ``key_swap``: the roster hands every party the server's own X25519 keys in place of its peers';
+  it decrypts every seed share, rebuilds every seed and derives every pair key. ``signed=False``
+  plays parties without identity keys (auth off): nothing binds a key to its party.
+- ``single_survivor``: each party is told it alone survived (all others dropped).
+- ``redeclared_dropout``: everyone reveals under "all survived"; then all but v are told v dropped.
+- ``late_survivor``: v is told everyone survived; the others are told v dropped (split views).
+- ``split_rebuild``: v is told the holders H (t of its peers) dropped; H are told all survived and
+  then that v vanished (they reveal their shares of v's seed); the rest are told v dropped. Seed +
+  every pair key of v = its input, unless t + max(t, 2) > M + colluders (honest clients refuse the
+  shares otherwise, in mode semi-honest) or the malicious mode's consistency check stops it.
+
+Mode ``announced`` (no unmask exchange; the server names each round's set before the parties mask):
+every attack above is played too (the parties refuse every reveal), and two of its own:
+
+- ``small_set``: v is told the round's set is {v} plus the ``colluders`` (whose pair keys with v the
+  server holds): the honest client refuses sets below max(t, 2, colluders + 2);
+- ``two_sets``: one round asked twice, v told {v, a} and then {v, b}, a and b then told {a, b}: three
+  sums that solve x_v; the honest client masks a round at most once;
+- ``same_input``: the same three sets in three rounds whose inputs repeat (an evaluation batch asked again
+  under another round tag, the model unchanged, deterministic fixed-point codes): the honest client never
+  masks one input over two different sets.
+- ``same_rows``: a frozen bottom model (zero gradients) and the same samples in other batches of later epochs,
+  over the sets of ``two_sets``: the honest client never masks one sample's row of codes over two sets.
+``weak=True`` plays clients without that rule (the control: the attack opens x_v).
+
+``release="key"`` plays the protocol before view-bound releases (``vfl.secagg.release``): each
+survivor handed the server its raw round self key. It is the control: ``late_survivor`` opens the
+victim's input with it, and nothing with today's releases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from vfl.attacks.secagg.curious import ServerView, _strip, unmasked
+from vfl.core.errors import RevealRefused
+from vfl.secagg.client import SecAggClient
+from vfl.secagg.consistency import Identity, ed25519_identities
+from vfl.secagg.keys import (
+    KEY_BYTES,
+    PAIR_LABEL,
+    derive_pair_keys,
+    generate_private_key,
+    load_public_key,
+    public_key_bytes,
+    round_key,
+)
+from vfl.secagg.masking import pair_sign
+from vfl.secagg.rules import Reveal
+from vfl.secagg.shares import SHARE_BYTES, decrypt_share
+
+ATTACKS = ("key_swap", "single_survivor", "redeclared_dropout", "late_survivor", "split_rebuild")
+SESSION, ROUND, NAME = b"lying-server-session", "r0", "emb"
+Outcome = tuple[int, bool]  # (inputs opened, a party detected the lie)
+
+
+def _clients(num: int, threshold: int, mode: str, signed: bool = True
+             ) -> tuple[dict[int, SecAggClient], dict[int, Identity]]:
+    """Clients with Ed25519 identities (``signed``: as with auth on) or none (auth off, semi-honest)."""
+    ids = ed25519_identities(range(num))
+    return {i: SecAggClient(i, range(num), threshold, SESSION, mode=mode, identity=ids[i] if signed else None)
+            for i in range(num)}, ids
+
+
+def _exchange(clients: Mapping[int, SecAggClient], rosters: Mapping[int, Mapping[int, bytes]],
+              sigs: Mapping[int, bytes]) -> dict[int, dict[int, bytes]]:
+    """Deliver each party its roster; return the share envelopes (sender -> recipient -> envelope)."""
+    for i, c in clients.items():
+        c.receive_public_keys(rosters[i], sigs)
+    return {i: c.make_shares() for i, c in clients.items()}
+
+
+def _honest_setup(clients: Mapping[int, SecAggClient]) -> None:
+    keys = {i: c.public_key() for i, c in clients.items()}
+    sigs = {i: c.key_signature() for i, c in clients.items() if c.identity is not None}
+    sent = _exchange(clients, dict.fromkeys(clients, keys), sigs)
+    for i, c in clients.items():
+        c.receive_shares({s: env[i] for s, env in sent.items() if s != i})
+
+
+def _malicious(clients: Mapping[int, SecAggClient]) -> bool:
+    return next(iter(clients.values())).mode == "malicious"
+
+
+def _view(clients: Mapping[int, SecAggClient], threshold: int, k: int) -> ServerView:
+    return ServerView(parties=tuple(sorted(clients)), threshold=threshold, k=k, session=SESSION, name=NAME)
+
+
+def _mask(clients: Mapping[int, SecAggClient], view: ServerView, k: int, seed: int) -> dict[int, npt.NDArray[np.int64]]:
+    xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
+    for i, c in clients.items():
+        if c.mode == "announced":  # the server names every party (the round's honest set)
+            c.announce(round_id=ROUND, members=clients)
+        view.vectors[(ROUND, i)] = c.mask(xs[i], round_id=ROUND, name=NAME, k=k)
+    view.active[ROUND] = tuple(sorted(clients))
+    return xs
+
+
+def _honest_round(*, num: int, threshold: int, mode: str, signed: bool, k: int, seed: int
+                  ) -> tuple[dict[int, SecAggClient], ServerView, dict[int, npt.NDArray[np.int64]]]:
+    """An honest set-up and masked round (clients, the server's view, the true inputs): where the lies start."""
+    clients, _ = _clients(num, threshold, mode, signed)
+    _honest_setup(clients)
+    view = _view(clients, threshold, k)
+    return clients, view, _mask(clients, view, k, seed)
+
+
+def _keep(view: ServerView, party: int, rv: Reveal, told: frozenset[int], legacy: SecAggClient | None) -> None:
+    view.releases[(ROUND, party)] = (tuple(sorted(told)), rv.self_keys[NAME])
+    if legacy is not None:  # the control: the old client revealed its raw round self key
+        view.self_keys[(ROUND, party)] = legacy._self_key(ROUND, NAME)
+    for d, keys in rv.pair_keys.items():
+        view.pair_keys[(ROUND, party, d)] = keys[NAME]
+
+
+def _ask(clients: Mapping[int, SecAggClient], view: ServerView, views: Mapping[int, tuple[Iterable[int], Iterable[int]]],
+         detected: list[bool], release: str = "view") -> None:
+    """Send each party in ``views`` its (survivors, dropped); in malicious mode the consistency
+    round first, with every signature the server got on that party's set forwarded to it."""
+    told = {p: (frozenset(s), frozenset(d)) for p, (s, d) in views.items()}
+    sigs: dict[frozenset[int], dict[int, bytes]] = {}
+    if _malicious(clients):
+        for p, (live, _) in told.items():
+            try:
+                sigs.setdefault(live, {})[p] = clients[p].sign_survivors(round_id=ROUND, survivors=live)
+            except RevealRefused:
+                detected[0] = True
+    for p, (live, gone) in told.items():
+        try:
+            _keep(view, p, clients[p].unmask(round_id=ROUND, survivors=live, dropped=gone,
+                                             signatures=sigs.get(live, {})), live,
+                  clients[p] if release == "key" else None)
+        except RevealRefused:
+            detected[0] = True
+
+
+def _opened(view: ServerView, xs: Mapping[int, npt.NDArray[np.int64]]) -> int:
+    return sum(unmasked(view, p, ROUND, x) for p, x in xs.items())
+
+
+def key_swap(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True, release: str = "view",
+) -> Outcome:
+    clients, _ = _clients(num, threshold, mode, signed)
+    view = _view(clients, threshold, k)
+    fake = {j: generate_private_key() for j in clients}  # the server's stand-in for party j
+    rosters = {i: {j: (c.public_key() if j == i else public_key_bytes(fake[j])) for j in clients}
+               for i, c in clients.items()}
+    real_sigs = {i: c.key_signature() for i, c in clients.items() if c.identity is not None}
+    try:
+        sent = _exchange(clients, rosters, real_sigs)  # the only signatures it has are on the real keys
+    except RevealRefused:
+        return 0, True
+    for i, c in clients.items():  # party i's pair secret with "j" is the server's: it derives it too
+        for j in c.peers:
+            pair = derive_pair_keys(own_key=fake[j], peer_public=load_public_key(c.public_key(), party=i),
+                                    own_id=j, peer_id=i, session=SESSION)
+            share = decrypt_share(sent[i][j], key=pair.share_key, sender=i, recipient=j, session=SESSION)
+            view.seed_shares.setdefault(i, {})[j] = share.to_bytes()
+            view.pair_keys[(ROUND, i, j)] = round_key(pair.mask_secret, label=PAIR_LABEL, session=SESSION,
+                                                      round_id=ROUND, name=NAME)
+    xs = _mask(clients, view, k, seed)
+    return _opened(view, xs), False
+
+
+def single_survivor(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, signed: bool = True, release: str = "view",
+) -> Outcome:
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    detected = [False]
+    _ask(clients, view, {p: ([p], [q for q in clients if q != p]) for p in clients}, detected, release)
+    return _opened(view, xs), detected[0]
+
+
+def redeclared_dropout(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
+    release: str = "view",
+) -> Outcome:
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    detected = [False]
+    _ask(clients, view, {p: (clients, []) for p in clients}, detected, release)
+    rest = [p for p in clients if p != victim]
+    _ask(clients, view, {p: (rest, [victim]) for p in rest}, detected, release)
+    return _opened(view, xs), detected[0]
+
+
+def late_survivor(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
+    release: str = "view",
+) -> Outcome:
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    detected = [False]
+    rest = [p for p in clients if p != victim]
+    _ask(clients, view, {victim: (clients, []), **{p: (rest, [victim]) for p in rest}}, detected, release)
+    return _opened(view, xs), detected[0]
+
+
+def split_rebuild(
+    *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
+    release: str = "view",
+) -> Outcome:
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    detected = [False]
+    peers = [p for p in clients if p != victim]
+    holders, rest = peers[:threshold], peers[threshold:]
+    _ask(clients, view, {victim: ([victim, *rest], holders), **{h: (clients, []) for h in holders},
+                         **{p: (peers, [victim]) for p in rest}}, detected, release)
+    for h in holders:  # "v vanished before answering": shares of its seed, and the view key with it
+        try:
+            got = clients[h].reveal_shares(round_id=ROUND, owners=[victim])
+        except RevealRefused:
+            detected[0] = True
+            continue
+        for owner, raw in got.items():
+            view.seed_shares.setdefault(owner, {})[h] = raw
+            view.view_keys[(ROUND, h, owner)] = raw[SHARE_BYTES:SHARE_BYTES + KEY_BYTES]
+    return _opened(view, xs), detected[0]
+
+
+RUN: dict[str, Callable[..., Outcome]] = {"key_swap": key_swap, "single_survivor": single_survivor,
+                                          "redeclared_dropout": redeclared_dropout, "late_survivor": late_survivor,
+                                          "split_rebuild": split_rebuild}
+
+
+# ---- mode announced: lies in the announced set ---------------------------------------------------------------
+ANNOUNCED_ATTACKS = ("small_set", "two_sets", "same_input", "same_rows")
+
+
+class _NoSizeRule(SecAggClient):
+    """The control of ``small_set``: a client that accepts any set holding itself."""
+
+    def announce(self, *, round_id: int | str, members: Iterable[int] | None = None) -> frozenset[int]:
+        live = frozenset(int(p) for p in (members if members is not None else self.parties))
+        self._announced, self._accepted = {str(round_id): live}, live
+        self._rounds.add(str(round_id))
+        return live
+
+
+class _NoOnceRule(SecAggClient):
+    """The control of ``two_sets``: a client that forgets which rounds (and so which inputs) it masked."""
+
+    def announce(self, *, round_id: int | str, members: Iterable[int] | None = None) -> frozenset[int]:
+        self._rounds.discard(str(round_id))
+        self._announced.clear()
+        self._inputs.clear()
+        self._used = {u for u in self._used if u[0] != str(round_id)}
+        return super().announce(round_id=round_id, members=members)
+
+
+class _NoInputRule(SecAggClient):
+    """The control of ``same_input``: a client that forgets which inputs it masked."""
+
+    def mask(self, values: npt.ArrayLike, *, round_id: int | str, name: str, k: int,
+             rows: Sequence[str] | None = None) -> npt.NDArray[np.uint32]:
+        self._inputs.clear()
+        return super().mask(values, round_id=round_id, name=name, k=k, rows=rows)
+
+
+def _announced_clients(num: int, threshold: int, colluders: int, cls: type[SecAggClient]) -> dict[int, SecAggClient]:
+    ids = ed25519_identities(range(num))
+    clients = {i: cls(i, range(num), threshold, SESSION, mode="announced", identity=ids[i], colluders=colluders)
+               for i in range(num)}
+    _honest_setup(clients)
+    return clients
+
+
+def _announce_mask(c: SecAggClient, members: Iterable[int], x: npt.NDArray[np.int64], k: int, detected: list[bool],
+                   rnd: str = ROUND) -> npt.NDArray[np.uint32] | None:
+    """Party ``c`` told ``members`` for round ``rnd``, masking ``x``; None when it refuses."""
+    try:
+        c.announce(round_id=rnd, members=members)
+        return c.mask(x, round_id=rnd, name=NAME, k=k)
+    except RevealRefused:
+        detected[0] = True
+        return None
+
+
+def small_set(*, num: int, threshold: int, colluders: int = 0, k: int = 16, seed: int = 0, victim: int = 0,
+              weak: bool = False) -> Outcome:
+    """v told the set {v} + colluders; the colluders hand the server their pair keys with v."""
+    clients = _announced_clients(num, threshold, colluders, _NoSizeRule if weak else SecAggClient)
+    xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
+    allies = [p for p in clients if p != victim][:colluders]
+    detected = [False]
+    y = _announce_mask(clients[victim], [victim, *allies], xs[victim], k, detected)
+    if y is None:
+        return 0, detected[0]
+    keys = [(clients[a]._pair_key(victim, ROUND, NAME), pair_sign(victim, a)) for a in allies]  # the colluders' keys
+    return int(np.array_equal(_strip(y, keys, rnd=ROUND, name=NAME, k=k).astype(np.int64), xs[victim])), detected[0]
+
+
+def two_sets(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: int = 0, weak: bool = False,
+             rounds: tuple[str, str, str] = (ROUND, ROUND, ROUND), control: type[SecAggClient] = _NoOnceRule) -> Outcome:
+    """One round asked twice with different sets: sums over {v, a}, {v, b}, {a, b} solve x_v."""
+    clients = _announced_clients(num, threshold, 0, control if weak else SecAggClient)
+    xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
+    a, b = [p for p in clients if p != victim][:2]
+    detected = [False]
+    sums = []
+    for rnd, group in zip(rounds, ((victim, a), (victim, b), (a, b)), strict=True):
+        ys = [_announce_mask(clients[p], group, xs[p], k, detected, rnd) for p in group]
+        if all(y is not None for y in ys):
+            sums.append(sum(y.astype(np.int64) for y in ys if y is not None) & (1 << k) - 1)
+    if len(sums) < 3:
+        return 0, detected[0]
+    twice = (sums[0] + sums[1] - sums[2]) & (1 << k) - 1  # 2 x_v mod 2^k; inputs < 2^(k-3): halve exactly
+    return int(np.array_equal(twice // 2, xs[victim])), detected[0]
+
+
+def same_input(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: int = 0, weak: bool = False) -> Outcome:
+    """The sets of ``two_sets`` in three rounds whose inputs repeat (one evaluation batch, three round tags)."""
+    return two_sets(num=num, threshold=threshold, k=k, seed=seed, victim=victim, weak=weak,
+                    rounds=("eval:0:3", "eval:1:3", "eval:2:3"), control=_NoInputRule)
+
+
+def same_rows(*, num: int, threshold: int, k: int = 16, seed: int = 0, victim: int = 0, weak: bool = False,
+              rows: int = 8, width: int = 4) -> Outcome:
+    """A frozen bottom model (the server sends zero gradients): each sample's codes repeat, and the same samples
+    come back in other batches of later epochs (other bytes: the input digest differs). v over {v, a}, then
+    {v, b}, a and b over {a, b}, in three epochs: per-row sums solve v's rows. ``weak``: no per-row rule."""
+    clients = _announced_clients(num, threshold, 0, SecAggClient)
+    codes = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=(rows, width)) for i in clients}
+    a, b = [p for p in clients if p != victim][:2]
+    detected = [False]
+    per_sample = []
+    for epoch, group in enumerate(((victim, a), (victim, b), (a, b))):
+        batch = np.roll(np.arange(rows), epoch + 1)  # the same samples, another order each epoch
+        rnd, total = f"train:{epoch}:1", np.zeros(rows * width, dtype=np.int64)
+        for p in group:
+            try:
+                clients[p].announce(round_id=rnd, members=group)
+                y = clients[p].mask(codes[p][batch].ravel(), round_id=rnd, name=NAME, k=k,
+                                    rows=None if weak else [f"train:{s}" for s in batch])
+            except RevealRefused:
+                detected[0] = True
+                return 0, True
+            total += y.astype(np.int64)
+        by_row = (total & (1 << k) - 1).reshape(rows, width)
+        per_sample.append(by_row[np.argsort(batch)])  # the server knows each batch's samples (it holds the labels)
+    twice = (per_sample[0] + per_sample[1] - per_sample[2]) & (1 << k) - 1
+    return int(np.array_equal(twice // 2, codes[victim])), detected[0]
+
+
+ANNOUNCED_RUN: dict[str, Callable[..., Outcome]] = {"small_set": small_set, "two_sets": two_sets,
+                                                    "same_input": same_input, "same_rows": same_rows}

@@ -1,0 +1,93 @@
+"""Typed errors of the framework: every failure a user can meet has one of these types."""
+
+from __future__ import annotations
+
+
+class VFLError(Exception):
+    """Base class of every error the framework raises on purpose."""
+
+
+class ConfigError(VFLError, ValueError):
+    """An invalid configuration value; the message names the key and what is allowed."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # picklable: errors cross Ray actors
+        return (type(self), (self.key, self.message))
+
+
+class DataError(VFLError):
+    """Missing or malformed data; the message names the expected files and their source."""
+
+
+class ProtocolError(VFLError):
+    """A message or protocol step that violates the expected exchange (wrong kind, bad tag...)."""
+
+
+class PartyFailure(VFLError):
+    """A party (or the actor hosting it) failed; names the party and the round."""
+
+    def __init__(self, party: str, round_: str, cause: str = "") -> None:
+        self.party = party
+        self.round = round_
+        self.cause = cause
+        detail = f": {cause}" if cause else ""
+        super().__init__(f"party {party} failed in round {round_}{detail}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        return (type(self), (self.party, self.round, self.cause))
+
+
+class RevealRefused(ProtocolError):
+    """An honest secure-aggregation client refused a request that would expose a protected input:
+    keys of a past round, both masks of one peer, its own seed, or masking after leaving a session."""
+
+
+class ReleaseRefused(ProtocolError):
+    """A party refused a training forward that would release one of its samples more often than its own cap
+    (``privacy.max_epoch_attempts``; ``parties/vertical/release_guard.py``); names the party, the round, the sample
+    and its count. Nothing was released for the round."""
+
+    def __init__(self, party: str, round_: str, sample: int, count: int, cap: int) -> None:
+        self.party, self.round, self.sample, self.count, self.cap = party, round_, sample, count, cap
+        super().__init__(f"party {party} refused the training forward of round {round_}: its training sample "
+                         f"{sample} was already released {count} time(s), its cap is {cap} "
+                         f"(privacy.max_epoch_attempts; a server asking for more forwards than the run's epochs "
+                         f"and redos)")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int, int, int]]:  # survives Ray's pickling
+        return (type(self), (self.party, self.round, self.sample, self.count, self.cap))
+
+
+class RunDirError(VFLError):
+    """A run directory that cannot be written or read back (disk full, corrupt checkpoint or
+    metrics); the message names the file."""
+
+
+class TransportError(VFLError):
+    """The transport cannot start, e.g. no Ray cluster answers at ``transport.address``."""
+
+
+class AuthenticationError(ProtocolError):
+    """A message failed authentication (bad signature, ``src`` not matching the signing key, replayed
+    or out-of-order sequence number); names the claimed sender, the receiving host and the round."""
+
+    def __init__(self, node: str, round_: str, reason: str, receiver: str = "") -> None:
+        self.node = node
+        self.round = round_
+        self.reason = reason
+        self.receiver = receiver
+        at = f" at {receiver}" if receiver else ""
+        super().__init__(f"message from node {node} in round {round_} rejected{at}: {reason}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:  # survives Ray's pickling
+        return (type(self), (self.node, self.round, self.reason, self.receiver))
+
+
+class NonFiniteError(VFLError):
+    """Training produced NaN or inf; names the epoch, the step and the first non-finite quantity
+    (a party's embedding, the fused input, the head's weights, its logits, the loss). The run stops
+    with the last checkpoint kept (``vfl run`` exits 3)."""

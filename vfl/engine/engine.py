@@ -1,0 +1,378 @@
+"""The engine: starts the hosts, runs the strategy epoch by epoch, accounts, checkpoints, resumes.
+
+It knows no algorithm: it asks the strategy for the layout and the per-epoch logic, counts bytes
+through the grid, turns privacy events into (epsilon, delta) with the accountant, and leaves a
+checkpoint and a metrics line after every epoch. A dead host is restarted from the last
+checkpoint when ``train.on_failure`` is ``restart`` (``vfl/engine/recovery.py``). Before an epoch's first
+message leaves, its privacy events are made durable in the write-ahead ledger
+(``vfl/privacy/accounting/wal.py``), so a restart or resume charges the releases of a failed attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from vfl.core.errors import PartyFailure
+from vfl.data.dataset import DataSource
+from vfl.engine.recovery import Recovery, Snapshot, epoch_or_none
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import RunConfig
+from vfl.engine.strategy import STRATEGIES, Strategy
+from vfl.privacy.accounting.budget import stop_after, stop_before
+from vfl.privacy.accounting.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
+from vfl.privacy.defenses import label_dp, label_privacy, make_defenses
+from vfl.runtime.auth import auth_summary
+from vfl.runtime.grid import Grid
+from vfl.runtime.ledger import CommLedger, setup_breakdown
+from vfl.runtime.node_factory import NodeFactory
+from vfl.runtime.transport.base import Transport
+from vfl.runtime.transport.placement import place
+from vfl.runtime.views import mark_replaced, save_run_views
+
+EpochCallback = Callable[[int, dict[str, Any], "Engine"], None]
+StepCallback = Callable[[int, int, "Engine"], None]  # (epoch, steps done in this attempt, engine)
+StartCallback = Callable[["Engine"], None]
+
+
+@dataclass
+class EngineResult:
+    summary: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Engine:
+    """Runs one configured experiment over a transport."""
+
+    def __init__(self, cfg: RunConfig, transport: Transport, data: DataSource, *, run_dir: RunDir | None = None,
+                 progress: bool | None = None, on_epoch_end: EpochCallback | None = None,
+                 on_step: StepCallback | None = None, on_started: StartCallback | None = None) -> None:
+        self.cfg = cfg
+        self.transport = transport
+        self.data = data
+        self.run_dir = run_dir
+        self.progress = progress
+        self.on_epoch_end = on_epoch_end
+        self.on_step = on_step
+        self.on_started = on_started  # after the hosts are up and the checkpoint is loaded
+        self.strategy: Strategy = STRATEGIES.get(cfg.strategy, "strategy")(cfg)
+        self.ledger = CommLedger()
+        self.accountant: Any = None
+        self.grid: Grid | None = None
+        self.groups: list[Any] = []
+        self.recovery = Recovery(cfg)
+        self.snapshot: Snapshot | None = None  # what a restart returns to
+        self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
+        # write-ahead privacy ledger: durable in the run directory, in memory without one
+        self.releases = ReleaseLedger(run_dir.path / LEDGER_FILE if run_dir is not None else None)
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def start(self) -> Grid:
+        """Place the strategy's nodes into hosts (``vfl.runtime.transport.placement``), start them and run
+        the protocol set-up; returns the grid that reaches them."""
+        self.strategy.prepare(self.data)
+        self.groups = place(self.strategy.layout(), self.cfg.transport,
+                            server_profile=self.strategy.server_profile)  # the runtime packs nodes into actors
+        factory = NodeFactory(type(self.strategy), self.cfg, self.data)
+        self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
+        self.grid = Grid(self.transport, self.groups, self.ledger)
+        while True:
+            try:
+                self.protocol_setup(self.grid)
+                return self.grid
+            except PartyFailure as exc:  # a host died in key set-up or PSI: restart it like a training failure
+                self.recovery.admit(exc, epoch=-1)  # re-raises unless train.on_failure restarts (budget left)
+                timeout = float(self.cfg.transport.round_timeout_s)
+                self.grid.count_rows(self.transport.restart({}, timeout_s=timeout))  # fresh nodes, no state yet
+
+    def protocol_setup(self, grid: Grid) -> None:
+        """What fresh nodes need before training (at start and after a restart rebuilt them)."""
+        if self.cfg.auth:
+            grid.authenticate()  # node keys made in the hosts; roster fixed before any protocol message
+        self.strategy.align(grid)  # PSI when the parties bring their own files
+        self.strategy.setup(grid)  # e.g. fresh secure-aggregation keys
+
+    def _new_accountant(self) -> Any:
+        from vfl.privacy import Accountant
+
+        return Accountant()
+
+    def _restore(self, resume: bool) -> tuple[int, list[dict[str, Any]], float]:
+        """On resume: load the newest intact checkpoint into the hosts and align metrics.jsonl with
+        it. Returns (first epoch to run, kept rows, wall seconds already spent)."""
+        if not resume or self.run_dir is None:
+            return 0, [], 0.0
+        ckpt = self.run_dir.load_checkpoint()
+        history = self.run_dir.reconcile_metrics(ckpt)
+        state = ckpt.engine if ckpt is not None else {}
+        if ckpt is not None:
+            self.transport.set_state(ckpt.nodes)
+            self.ledger.load_state(state["ledger"])
+            self.recovery.load_state(state.get("recovery"))
+        # the checkpoint's accountant plus every release made after it (the failed attempt's)
+        self.accountant, charged = restore_accountant(
+            saved=state.get("accountant"), covered=int(state.get("privacy_ledger_seq", 0)), ledger=self.releases,
+            warn=self.run_dir.checkpoints.warn)
+        epoch = ckpt.epoch if ckpt is not None else None
+        note = self.releases.note_restore(reason="resume", checkpoint_epoch=epoch, charged=charged)
+        self.recovery.note_resume(checkpoint_epoch=epoch, charged=charged, time=note["time"])
+        if ckpt is None:
+            return 0, history, 0.0
+        self.snapshot = Snapshot(ckpt.epoch, ckpt.nodes, state["ledger"], self._accountant_json(),
+                                 covered=self.releases.last_seq)
+        return ckpt.epoch + 1, history, float(state.get("wall_s", 0.0))
+
+    def restore_snapshot(self, snapshot: Snapshot) -> None:
+        """Every host back to ``snapshot`` (a restart): restart dead actors, load states, redo the
+        set-up; the accountant is the snapshot's plus the releases made since (the failed attempt's included)."""
+        grid = self.grid
+        if grid is None:
+            raise RuntimeError("Engine.restore_snapshot before Engine.start")
+        timeout = float(self.cfg.transport.round_timeout_s)  # a hung host: dead after this, not a fixed 120 s
+        grid.count_rows(self.transport.restart(snapshot.nodes, timeout_s=timeout))  # what live hosts sent before dying
+        self.protocol_setup(grid)  # fresh signing keys, alignment and SecAgg keys for the rebuilt nodes
+        after = _copy(self.ledger.state())  # the failed attempt and the repeated set-up, counted below as replay
+        self.ledger.load_state(snapshot.ledger)
+        self.accountant, charged = restore_accountant(saved=snapshot.accountant, covered=snapshot.covered,
+                                                      ledger=self.releases)
+        self.releases.note_restore(reason="restart", checkpoint_epoch=epoch_or_none(snapshot.epoch), charged=charged)
+        self.recovery.note_restore(before=snapshot.ledger, after=after, charged=charged)
+        # a later restore to the same snapshot starts from what is charged now (nothing twice)
+        self.snapshot = replace(snapshot, accountant=self._accountant_json(), covered=self.releases.last_seq)
+
+    def _accountant_json(self) -> str | None:
+        return self.accountant.to_json() if self.accountant is not None else None
+
+    def run(self, *, resume: bool = False) -> EngineResult:
+        """Start the hosts, set the protocol up and train epoch by epoch.
+
+        Args:
+            resume: continue from the newest intact checkpoint of ``run_dir``.
+
+        Returns:
+            The summary (``summary.json``) and one metrics row per epoch run.
+
+        Raises:
+            PartyFailure: a host failed and ``train.on_failure`` does not restart (or restarts ran out).
+        """
+        cfg = self.cfg
+        grid = self.start()
+        epoch, history, wall_offset = self._restore(resume)
+        if resume:  # views written before a kill, of epochs the resume redoes: an aborted attempt's
+            self._save_views(replaced_after=epoch - 1, reason="resume")
+        if self.snapshot is None and self.recovery.enabled:  # a failure in epoch 0 restarts from here
+            self.snapshot = Snapshot(-1, self.transport.get_state(), _copy(self.ledger.state()),
+                                     self._accountant_json(), covered=self.releases.last_seq)
+        if self.on_started is not None:
+            self.on_started(self)
+        t_run = time.perf_counter() - wall_offset
+        steps = self.strategy.steps_per_epoch()
+        outer = tqdm(total=cfg.train.epochs, initial=epoch, desc=f"{cfg.name} epochs", unit="epoch",
+                     disable=self._no_bar())
+        failed: PartyFailure | None = None
+        try:
+            while epoch < cfg.train.epochs:
+                try:
+                    if failed is not None and self.snapshot is not None:
+                        self.restore_snapshot(self.snapshot)
+                        # what live hosts recorded of the aborted attempt (dead ones lost theirs)
+                        self._save_views(replaced_after=self.snapshot.epoch, reason="restart")
+                        failed = None
+                    self.stopped = stop_before(budget=cfg.privacy.epsilon_budget, accountant=self.accountant,
+                                               events=self.strategy.privacy_events(epoch=epoch),
+                                               delta=cfg.privacy.delta, epoch=epoch)
+                    if self.stopped is not None:
+                        break
+                    record = self._run_epoch(grid, epoch, steps, t_run)
+                    self._commit(epoch, record)
+                except PartyFailure as exc:
+                    self.recovery.admit(exc, epoch=epoch)  # re-raises unless a restart is allowed
+                    failed = exc
+                    continue
+                history.append(record)
+                outer.update(1)
+                outer.set_postfix({k: f"{record[k]:.3f}" for k in ("train_loss", "test_acc")
+                                   if record.get(k) is not None})
+                if self.on_epoch_end is not None:
+                    self.on_epoch_end(epoch, record, self)
+                self.stopped = stop_after(budget=cfg.privacy.epsilon_budget, epsilon=record.get("epsilon"),
+                                          epoch=epoch)
+                if self.stopped is not None:
+                    break
+                epoch += 1
+        finally:
+            outer.close()
+        self._save_views()
+        return EngineResult(self.summary(history), history)
+
+    def _save_views(self, *, replaced_after: int | None = None, reason: str = "") -> None:
+        """Append what the hosts recorded since the last call to ``views/`` (with every checkpoint,
+        so a kill loses at most one epoch); ``replaced_after``: flag the entries of later epochs as
+        an aborted attempt's (a restart or resume redoes them)."""
+        if self.run_dir is None or not self.cfg.privacy.record_views:
+            return
+        save_run_views(self.run_dir.path, self.transport, self.groups, self.cfg.privacy)
+        if replaced_after is not None:
+            mark_replaced(self.run_dir.path / "views", after_epoch=replaced_after, reason=reason)
+
+    def _commit(self, epoch: int, record: dict[str, Any]) -> None:
+        """Checkpoint first (it carries the metrics row), then the row: a run killed in between is
+        repaired on resume from the checkpoint, so a row is never duplicated or lost."""
+        if self.run_dir is None and not self.recovery.enabled:
+            return
+        nodes = self.transport.get_state()
+        ledger = _copy(self.ledger.state())
+        accountant = self._accountant_json()
+        covered = self.releases.last_seq  # every release so far is committed (this epoch) or charged
+        if self.run_dir is not None:
+            self._save_views()  # before the checkpoint: a kill in between leaves views a resume flags
+            self.run_dir.save_checkpoint(epoch, nodes, {
+                "epoch": epoch, "ledger": ledger, "wall_s": record["wall_s"], "accountant": accountant,
+                "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record})
+            self.run_dir.append_metrics(record)
+        if self.recovery.enabled:
+            self.snapshot = Snapshot(epoch, nodes, ledger, accountant, covered=covered)
+
+    def _no_bar(self) -> bool | None:
+        return None if self.progress is None else not self.progress  # None: auto (only on a terminal)
+
+    def _run_epoch(self, grid: Grid, epoch: int, steps: int, t_run: float) -> dict[str, Any]:
+        cfg = self.cfg
+        self.ledger.start_epoch()
+        t0 = time.perf_counter()
+        with tqdm(total=steps or None, desc=f"epoch {epoch}", unit="batch", leave=False,
+                  disable=self._no_bar()) as bar:
+            done = 0
+            seq = self._write_ahead(epoch)
+
+            def progress(n: int = 1) -> None:
+                nonlocal done
+                bar.update(n)
+                done += n
+                if seq:  # a dropout may have lowered the parties summed: the cost of what left grew
+                    self.releases.amend(seq, self.strategy.privacy_events(epoch=epoch))
+                if self.on_step is not None:
+                    self.on_step(epoch, done, self)
+
+            train = self.strategy.train_epoch(grid, epoch=epoch, progress=progress)
+        train_s = time.perf_counter() - t0
+        record: dict[str, Any] = {"epoch": epoch}
+        record.update(train)
+        last = epoch == cfg.train.epochs - 1
+        if last or (epoch + 1) % cfg.train.eval_every == 0:
+            record.update(self.strategy.evaluate(grid, epoch=epoch))
+        record.update(self.strategy.epoch_metrics(grid, epoch=epoch))
+        for key in ("train_loss", "train_acc", "test_acc"):
+            record.setdefault(key, None)
+        tot = self.ledger.epoch_totals("train")
+        record.update(tot)
+        ev = self.ledger.epoch_totals("eval")
+        record["eval_bytes_up"], record["eval_bytes_down"] = ev["bytes_up"], ev["bytes_down"]
+        cum = self.ledger.totals("train")
+        record["cum_bytes_up"], record["cum_bytes_down"] = cum["bytes_up"], cum["bytes_down"]
+        events = self.strategy.privacy_events(epoch=epoch)
+        if events:
+            if self.accountant is None:
+                self.accountant = self._new_accountant()
+            for ev_ in events:
+                self.accountant.record(ev_)
+        if self.accountant is not None:
+            eps, order = self.accountant.epsilon(cfg.privacy.delta)
+            record.update({"epsilon": eps, "delta": cfg.privacy.delta, "rdp_order": order,
+                           "epsilon_scope": self.accountant.scope(), "noise_rng": cfg.privacy.noise_rng})
+        record["train_s"] = train_s
+        record["epoch_s"] = time.perf_counter() - t0
+        record["wall_s"] = time.perf_counter() - t_run
+        return record
+
+    def _write_ahead(self, epoch: int) -> int:
+        """Make this attempt's privacy events durable before its first message leaves (0: none). With a
+        label-DP defense an attempt is recorded even without events: the label ε counts the attempts."""
+        events = self.strategy.privacy_events(epoch=epoch)
+        if not events and label_dp(self.cfg.defenses, epochs=1, delta=self.cfg.privacy.delta) is None:
+            return 0
+        fresh = self.cfg.privacy.noise_rng != "seeded" or not self.strategy.replayable()
+        return self.releases.begin(epoch=epoch, events=events, fresh=fresh)
+
+    def summary(self, history: list[dict[str, Any]]) -> dict[str, Any]:
+        cfg = self.cfg
+        last = history[-1] if history else {}
+        tot = self.ledger.totals("train")
+        setup = self.ledger.totals("setup")
+        summary: dict[str, Any] = {
+            "name": cfg.name, "strategy": cfg.strategy, "dataset": cfg.dataset, "num_parties": cfg.num_parties,
+            "transport": self.transport.kind, "epochs": len(history) and history[-1]["epoch"] + 1,
+            "final_train_loss": last.get("train_loss"), "final_train_acc": last.get("train_acc"),
+            "final_test_acc": last.get("test_acc"),
+            "total_bytes_up": tot["bytes_up"], "total_bytes_down": tot["bytes_down"],
+            "payload_bytes_up": tot["payload_up"], "payload_bytes_down": tot["payload_down"],
+            "envelope_bytes_up": tot["bytes_up"] - tot["payload_up"],
+            "envelope_bytes_down": tot["bytes_down"] - tot["payload_down"],
+            "messages_up": tot["messages_up"], "messages_down": tot["messages_down"],
+            "envelope_bytes_per_message": (
+                (tot["bytes_up"] + tot["bytes_down"] - tot["payload_up"] - tot["payload_down"])
+                / max(1, tot["messages_up"] + tot["messages_down"])),
+            "setup_bytes": setup["bytes_up"] + setup["bytes_down"],
+            **setup_breakdown(self.ledger), **auth_summary(self.ledger, enabled=cfg.auth),
+            "eval_bytes": sum(self.ledger.totals("eval")[k] for k in ("bytes_up", "bytes_down")),
+            "bytes_per_party": self.ledger.per_party("train"),
+            "bytes_by_kind": dict(sorted(self.ledger.by_kind.items())),
+            "bytes_by_kind_direction": dict(sorted(self.ledger.by_kind_direction.items())),
+            "wall_s": last.get("wall_s"),
+        }
+        if "test_auprc" in last:
+            summary["final_test_auprc"] = last["test_auprc"]
+        if self.accountant is not None:
+            # from the accountant, not the last row: a resume may have charged releases since
+            summary.update({"epsilon": self.accountant.epsilon(cfg.privacy.delta)[0], "delta": cfg.privacy.delta,
+                            "epsilon_scope": self.accountant.scope()})
+        from vfl.privacy.accounting.noise_report import noise_fields
+
+        summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None,
+                                    caveats=self.strategy.epsilon_caveats(), colluders=cfg.privacy.colluders,
+                                    assumptions=self.strategy.epsilon_assumptions()))
+        summary.update(self.recovery.summary())
+        if self.stopped is not None:
+            summary["stopped"] = self.stopped
+        if self.grid is not None:
+            summary.update(self.strategy.summary_extra(self.grid))
+            summary.update(self._label_privacy())
+        return summary
+
+    def _label_privacy(self) -> dict[str, Any]:
+        """The defenses and the label ε over every epoch attempt: each restart or resume may have redone one
+        epoch whose failed attempt already sent label-noised gradients (fresh noise), so it is charged one more.
+        The write-ahead ledger's attempts count too: a resume or restart whose record no checkpoint kept
+        (a second crash in the same epoch) left its attempt there."""
+        attempts = [r.epoch for r in self.releases.releases() if r.fresh]
+        cfg = self.cfg
+        redone = max(len(self.recovery.restarts) + len(self.recovery.resumes), len(attempts) - len(set(attempts)))
+        out = label_privacy(cfg.defenses, epochs=cfg.train.epochs + redone, delta=cfg.privacy.delta)
+        if redone and "epsilon_label" in out:
+            out["label_epochs_charged"] = cfg.train.epochs + redone
+        # a restore to a state before any checkpoint (resume without one, restart to the start snapshot) gives a
+        # server that draws its randomized labels (site labels, drawn at first use) again: one more draw each
+        redrawn = sum(r.get("checkpoint_epoch") is None for r in self.releases.restores)
+        drawn = sum(d.label_epsilon() or 0.0 for d in make_defenses(cfg.defenses) if d.site == "labels")
+        if redrawn and drawn and "epsilon_label" in out:
+            out["epsilon_label"] += redrawn * drawn
+            out["label_draws_charged"] = 1 + redrawn
+        return out
+
+
+def torch_threads(train: Any, kind: str) -> int:
+    """Intra-op threads of each host: ``train.driver_threads`` (else ``threads_per_actor``) for the
+    in-process transport, whose hosts all compute in the driver; ``threads_per_actor`` in actors."""
+    if kind == "inprocess" and getattr(train, "driver_threads", None):
+        return int(train.driver_threads)
+    return int(train.threads_per_actor)
+
+
+def _copy(state: dict[str, Any]) -> dict[str, Any]:
+    """A detached copy of a JSON-able state (the ledger keeps mutating its own dicts)."""
+    return json.loads(json.dumps(state))  # type: ignore[no-any-return]

@@ -1,6 +1,0 @@
-"""Transports behind one interface: ``inprocess`` (tests, debugging) and ``ray`` (the product path)."""
-
-from vfl.transport.base import HostGroup, Transport
-from vfl.transport.factory import make_transport
-
-__all__ = ["HostGroup", "Transport", "make_transport"]
