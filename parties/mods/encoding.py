@@ -18,11 +18,9 @@ from flwr.common import ArrayRecord, Message
 from parties.vertical import wire as vw
 from vfl.core.errors import ProtocolError
 from vfl.runtime import message as wire
-from vfl.runtime.faults import audit_enabled
 from vfl.runtime.mods import Mod, ModContext
 from vfl.secagg import encode_fixed, pack_bits, unpack_bits
 
-AUDIT = "audit"  # mod-state key of the plain inputs kept for tests (VFL_SECAGG_AUDIT=1 only)
 ROWS = "secagg_rows"  # mod-state key: the samples of the rows the party masks next (SecAgg mode announced)
 
 
@@ -96,8 +94,6 @@ def secagg_mod(*, k: int, name: str = vw.Record.EMB) -> Mod:
         q = wire.get_array(message, vw.Record.EMB, vw.Array.INTS)
         rnd = wire.round_of(message)
         masked = client.mask(q.ravel(), round_id=rnd, name=name, k=k, rows=ctx.state.pop(ROWS, None))
-        if audit_enabled():  # testing hook: keep the plain input so a test can check the recovered sum
-            ctx.state.setdefault(AUDIT, {})[rnd] = np.array(q, copy=True)
         return _packed(message, np.asarray(masked).reshape(q.shape), k, masked=True)
 
     return mod

@@ -23,11 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from flwr.common import ConfigRecord, Message
 
-from parties.mods.encoding import AUDIT, ROWS
+from parties.mods.encoding import ROWS
 from parties.secagg import wire as sw
 from parties.vertical.party import PassiveParty
 from vfl.core.errors import ProtocolError
@@ -232,7 +231,3 @@ class SecAggParty(PassiveParty):
         owners = sorted(got)
         return [wire.reply(m, src=self.node_id, content=_records(**{
             sw.Key.ROUND: str(c[sw.Key.ROUND]), sw.Key.OWNERS: owners, sw.Key.SEED_SHARES: [got[o] for o in owners]}))]
-
-    def audit_inputs(self) -> dict[str, list[int]]:
-        """Plain integer inputs per round (only with VFL_SECAGG_AUDIT=1; tests and benchmarks)."""
-        return {r: np.asarray(q).ravel().tolist() for r, q in self.mod_state.get(AUDIT, {}).items()}

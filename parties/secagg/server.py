@@ -24,7 +24,6 @@ from parties.vertical import wire as vw
 from parties.vertical.party import ActiveServer, step_config
 from parties.vertical.round_plan import RoundPlan
 from vfl.core.errors import ProtocolError
-from vfl.runtime import faults
 from vfl.runtime import message as wire
 from vfl.runtime.message import BROADCAST, parse_round, round_of, round_tag
 from vfl.runtime.node import handles
@@ -45,7 +44,6 @@ class SecAggActiveServer(ActiveServer):
         self.public_keys: dict[int, bytes] = {}
         self.secagg: SecAggServer | None = None
         self.round = ServerRound(plan.exchanges if plan is not None else ())
-        self.audit: dict[str, tuple[list[int], list[int]]] = {}
         self.roster = len(self.party_ids)  # the run's parties (a restart's session may hold only the survivors)
 
     @handles(sw.Kind.SETUP)
@@ -202,8 +200,6 @@ class SecAggActiveServer(ActiveServer):
         rnd = round_of(next(iter(r.messages.values())))
         try:
             total, summed = self._server().result(rnd)
-            if faults.audit_enabled():
-                self.audit[rnd] = (total.ravel().tolist(), list(summed))
             messages = r.unmasked(self.decoder(total, len(summed)), list(summed))
             if r.phase == "train":
                 return self.train_step(messages, r.epoch, r.step)
@@ -219,7 +215,3 @@ class SecAggActiveServer(ActiveServer):
 
     def _unmasked_sum(self, messages: list[Message]) -> torch.Tensor:
         return self.round.sum()
-
-    def audit_sums(self) -> dict[str, tuple[list[int], list[int]]]:
-        """Unmasked sums and the parties summed, per round (only with VFL_SECAGG_AUDIT=1)."""
-        return dict(self.audit)

@@ -7,8 +7,9 @@ survivor's vector of round r.
 
     python -m simulations.benchmarks.secagg_dropout --out bench-out [--parties 5 20 100]
 
-Runs in-process through the real nodes, flwr messages and driver (fault hook VFL_FAULT_INJECT,
-audit VFL_SECAGG_AUDIT for the true inputs). Writes ``DIR/secagg_dropout.json`` with a list
+Runs in-process through the real nodes, flwr messages and driver (fault injection VFL_FAULT_INJECT);
+the true inputs come from ``pbm-audited`` (below: a PBM whose parties also keep their plain integer
+inputs and whose server keeps each unmasked sum, registered only when this module is imported). Writes ``DIR/secagg_dropout.json`` with a list
 ``results``, one object per M: ``parties``, ``survivor_sum_exact``, ``past_rounds_unmasked``,
 ``late_vector_unmasked``, ``single_survivor_unmasked``, ``setup_bytes``, ``recovery_bytes``
 (the recovered round), and more (bytes of a normal round's unmask exchange, timings).
@@ -25,24 +26,91 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from flwr.common import Message
 
 import strategies  # noqa: F401  (registers the strategies)
 from parties.secagg import wire as sw
+from parties.secagg.party import SecAggParty
+from parties.secagg.server import SecAggActiveServer
 from parties.secagg.view import view_from_wires
+from parties.vertical import wire as vw
 from parties.vertical.wire import SERVER_ID
 from strategies.base.secure import shamir_threshold
 from strategies.base.vertical import VerticalStrategy
+from strategies.npq_secagg import NPQSecAgg
+from strategies.pbm import PBM
 from vfl.attacks.secagg.curious import unmasked
 from vfl.core.errors import ProtocolError
 from vfl.data.dataset import Dataset, LabelShard, PartyShard
 from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
-from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.engine.strategy import register
+from vfl.runtime import message as wire
+from vfl.runtime.faults import FAULT_ENV
 from vfl.runtime.host import NodeBuilder
 from vfl.runtime.message import Wire
+from vfl.runtime.mods import Mod, ModContext
 from vfl.runtime.transport.inprocess import InProcessTransport
+from vfl.secagg import SecAggServer
 
 SERVER_GROUP = "server"
+AUDIT = "audit"  # the audited party's mod-state key of its plain inputs
+
+
+def keep_input(message: Message, ctx: ModContext) -> Message:
+    """A mod before ``secagg_mod``: the party keeps its own plain integer input of the round."""
+    q = wire.get_array(message, vw.Record.EMB, vw.Array.INTS)
+    ctx.state.setdefault(AUDIT, {})[wire.round_of(message)] = np.array(q, copy=True)
+    return message
+
+
+class AuditedParty(SecAggParty):
+    """A SecAgg party that also hands out its plain inputs (its own data) per round."""
+
+    def audit_inputs(self) -> dict[str, list[int]]:
+        return {r: np.asarray(q).ravel().tolist() for r, q in self.mod_state.get(AUDIT, {}).items()}
+
+
+class AuditedServer(SecAggActiveServer):
+    """The SecAgg server that also keeps each round's unmasked integer sum and the parties summed."""
+
+    def _server(self) -> SecAggServer:
+        server = super()._server()
+        if not hasattr(self, "audit"):
+            self.audit: dict[str, tuple[list[int], list[int]]] = {}
+            real = server.result
+
+            def result(rnd: str) -> tuple[np.ndarray, list[int]]:
+                total, summed = real(rnd)
+                self.audit[rnd] = (np.asarray(total).ravel().tolist(), list(summed))
+                return total, summed
+
+            server.result = result  # type: ignore[method-assign]
+        return server
+
+    def audit_sums(self) -> dict[str, tuple[list[int], list[int]]]:
+        return dict(getattr(self, "audit", {}))
+
+
+class Audited:
+    """Mixin for a SecAgg strategy: the audited nodes, and ``keep_input`` just before the masking mod."""
+
+    party_class = AuditedParty
+    server_class = AuditedServer
+
+    def party_mods(self, index: int) -> list[Mod]:
+        mods = super().party_mods(index)  # type: ignore[misc]
+        return [*mods[:-1], keep_input, mods[-1]]
+
+
+@register
+class AuditedPBM(Audited, PBM):
+    name = "pbm-audited"
+
+
+@register
+class AuditedNPQSecAgg(Audited, NPQSecAgg):
+    name = "npq+secagg-audited"
 
 
 @dataclass(frozen=True)
@@ -94,11 +162,10 @@ class RecordingTransport(InProcessTransport):
 
 def run_one(m: int, *, round_r: int, seed: int) -> dict[str, Any]:
     dead = m // 2  # party index; node id dead + 1
-    saved = {k: os.environ.get(k) for k in (FAULT_ENV, AUDIT_ENV, TEST_HOOKS_ENV)}
+    saved = {FAULT_ENV: os.environ.get(FAULT_ENV)}
     os.environ[FAULT_ENV] = f"party{dead}@0:{round_r}"
-    os.environ[AUDIT_ENV] = os.environ[TEST_HOOKS_ENV] = "1"  # the audit hook and its test-only opt-in
     cfg = load_run_config({
-        "name": f"secagg-dropout-{m}", "strategy": "pbm", "num_parties": m, "seed": seed,
+        "name": f"secagg-dropout-{m}", "strategy": "pbm-audited", "num_parties": m, "seed": seed,
         "model": {"embed_dim": 8, "bottom_hidden": [8], "head_hidden": [16]},
         "train": {"epochs": 1, "batch_size": 20, "lr": 0.05, "on_dropout": "skip-party"},
         "transport": {"parties_per_actor": 1},  # one host per party: exactly one party dies

@@ -31,7 +31,6 @@ from vfl.core.errors import (
 )
 from vfl.core.logs import LEVELS, get_logger, level_from_flags, setup_logging
 from vfl.engine.trust import trusting
-from vfl.runtime.faults import no_test_hooks
 
 log = get_logger(__name__)
 EXIT_BAD_INPUT = 2
@@ -293,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(level_from_flags(log_level=args.log_level, verbose=args.verbose, quiet=args.quiet))
     with signals.terminate_as_interrupt():
         try:
-            with trusting(bool(getattr(args, "trust_code", False))), no_test_hooks():  # no VFL_SECAGG_AUDIT
+            with trusting(bool(getattr(args, "trust_code", False))):
                 return _dispatch(parser, args)
         except (ConfigError, DataError) as exc:
             print(f"vfl: error: {exc}", file=sys.stderr)

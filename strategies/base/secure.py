@@ -101,6 +101,8 @@ class SecureSumStrategy(VerticalStrategy):
     the server node applies: ``parties/secagg/decoders.py``)."""
 
     uses_secagg: bool = True
+    party_class: type[SecAggParty] = SecAggParty  # the node classes a subclass may swap (an audit, an attack)
+    server_class: type[SecAggActiveServer] = SecAggActiveServer
     exact_codes: bool = True  # codes are a function of the input (no noise): the per-row rules (mask: announced; release)
 
     @property
@@ -148,7 +150,7 @@ class SecureSumStrategy(VerticalStrategy):
 
     def make_server(self, spec: NodeSpec, **kwargs: Any) -> Node:
         if self.uses_secagg:
-            return SecAggActiveServer(spec, decoder=self.sum_decoder, plan=self.round_plan(), **kwargs)
+            return self.server_class(spec, decoder=self.sum_decoder, plan=self.round_plan(), **kwargs)
         return ActiveServer(spec, aggregate=self._plain_sum, **kwargs)
 
     def make_party(self, spec: NodeSpec, **kwargs: Any) -> PassiveParty:
@@ -157,7 +159,7 @@ class SecureSumStrategy(VerticalStrategy):
         m = self.cfg.num_parties  # the party's own terms: a set-up naming others is refused (SetupTerms)
         terms = SetupTerms(parties=tuple(party_node_id(i) for i in range(m)), mode=self.secagg_mode,
                            threshold=shamir_threshold(m, self.params.threshold), colluders=self.cfg.privacy.colluders)
-        return SecAggParty(spec, terms=terms, row_rule=self.exact_codes, **kwargs)
+        return self.party_class(spec, terms=terms, row_rule=self.exact_codes, **kwargs)
 
     def setup(self, grid: Grid) -> None:
         self.dropouts.renotify(grid)  # a restart: the rebuilt server learns again who left (skip-party)

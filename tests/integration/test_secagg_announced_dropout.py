@@ -20,7 +20,7 @@ from vfl.core.errors import PartyFailure, ProtocolError
 from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
 from vfl.runtime import message as wire
-from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.faults import FAULT_ENV
 from vfl.secagg import SecAggClient, SecAggServer
 from vfl.secagg.announce import RoundSkipped
 
@@ -34,9 +34,7 @@ def _run(mode: str, fault: str | None, monkeypatch: pytest.MonkeyPatch, *, on_dr
         monkeypatch.setenv(FAULT_ENV, fault)
     else:
         monkeypatch.delenv(FAULT_ENV, raising=False)
-    monkeypatch.setenv(AUDIT_ENV, "1")
-    monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
-    cfg = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 1, "params": {"secagg_mode": mode, **params},
+    cfg = load_run_config({"strategy": "pbm-audited", "num_parties": M, "seed": 1, "params": {"secagg_mode": mode, **params},
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "transport": {"parties_per_actor": 1},  # a kill takes one party, whatever the machine
                            "privacy": {"noise_rng": "seeded"},  # reproducible accuracy (the checks are on the protocol)

@@ -18,7 +18,7 @@ from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
 from vfl.privacy import Accountant
 from vfl.privacy.accounting.events import PBMEvent
-from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.faults import FAULT_ENV
 from vfl.runtime.transport.inprocess import InProcessTransport
 from vfl.secagg.keys import private_key_bytes
 
@@ -51,8 +51,6 @@ class Keeping(InProcessTransport):
 def _run(strategy: str, fault: str, monkeypatch: pytest.MonkeyPatch, *, on_dropout: str = "skip-party",
          epochs: int = 2, privacy: dict[str, Any] | None = None, **params: Any) -> tuple[Any, Keeping]:
     monkeypatch.setenv(FAULT_ENV, fault)
-    monkeypatch.setenv(AUDIT_ENV, "1")
-    monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
     cfg = load_run_config({"strategy": strategy, "num_parties": M, "seed": 1, "params": params,
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": epochs, "batch_size": 50, "on_dropout": on_dropout},
@@ -77,7 +75,7 @@ def _epsilon(parties_per_epoch: list[int], b: int = 16, beta: float = 0.25, dim:
 
 
 def test_pbm_skip_party_finishes_the_round_with_the_survivors(monkeypatch: pytest.MonkeyPatch) -> None:
-    res, transport = _run("pbm", "party2@0:2", monkeypatch)
+    res, transport = _run("pbm-audited", "party2@0:2", monkeypatch)
     s = res.summary
     assert s["dropouts"] == [{"party": "party2", "epoch": 0, "step": 2, "phase": "train", "cause": "died",
                               "contributed": ["party0", "party1", "party3"],
@@ -94,7 +92,7 @@ def test_pbm_skip_party_finishes_the_round_with_the_survivors(monkeypatch: pytes
 
 def test_a_survivor_vanishing_before_its_keys_keeps_its_input_via_seed_shares(monkeypatch) -> None:
     # t = 3 at M = 4: t + max(t, 2) > M, so honest parties may reveal seed shares in mode semi-honest
-    res, transport = _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3)
+    res, transport = _run("pbm-audited", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3)
     (rec,) = res.summary["dropouts"]
     assert rec["party"] == "party2" and rec["contributed"] == ["party0", "party1", "party2", "party3"]
     _check_recovered_sum(transport, "train:0:2", [1, 2, 3, 4])
@@ -107,7 +105,7 @@ def test_a_survivor_vanishing_during_recovery_fails_the_round(monkeypatch) -> No
     its input, see test_secagg_malicious), and its pair masks with the dropped party2 cannot be
     rebuilt from seed shares: the round fails, naming it, instead of opening an input."""
     with pytest.raises(PartyFailure) as info:
-        _run("pbm", "party2@0:2,party1@recovery:0:2/query.secagg_unmask", monkeypatch, epochs=1)
+        _run("pbm-audited", "party2@0:2,party1@recovery:0:2/query.secagg_unmask", monkeypatch, epochs=1)
     assert info.value.round == "train:0:2" and "vanished before unmasking" in str(info.value)
 
 
@@ -122,7 +120,7 @@ def test_without_secagg_skip_party_simply_goes_on(monkeypatch) -> None:
 
 def test_fail_raises_party_failure_naming_party_and_round(monkeypatch) -> None:
     with pytest.raises(PartyFailure) as info:
-        _run("pbm", "party2@0:2", monkeypatch, on_dropout="fail")
+        _run("pbm-audited", "party2@0:2", monkeypatch, on_dropout="fail")
     assert (info.value.party, info.value.round) == ("party2", "train:0:2") and "died" in str(info.value)
 
 
@@ -147,7 +145,7 @@ def test_no_private_key_seed_or_pair_secret_ever_crosses_the_wire(monkeypatch) -
     past round of the party opened). Now no long-lived secret appears in any message, recovery
     rounds included: only round keys and, for a vanished survivor, shares of its seed."""
     # a dropout, then a vanished survivor recovered from 2 seed shares: mode malicious (t = 2, M = 4)
-    res, transport = _run("pbm", "party2@0:2,party1@0:4/query.secagg_unmask", monkeypatch, epochs=1,
+    res, transport = _run("pbm-audited", "party2@0:2,party1@0:4/query.secagg_unmask", monkeypatch, epochs=1,
                           secagg_mode="malicious")
     assert {w.round.split(":")[0] for w in transport.wires} >= {"setup", "train", "recovery", "eval"}
     clients = [transport.nodes[p].client for p in range(1, M + 1)]
@@ -169,11 +167,11 @@ def test_at_the_default_threshold_a_vanished_survivor_fails_the_round_instead_of
     """M = 4, t = 2: t + max(t, 2) = M, so a server telling split survivor sets could rebuild a seed whose
     pair keys it also holds (vfl.attacks.secagg.lying.split_rebuild); the honest server does not ask for shares."""
     with pytest.raises(PartyFailure) as info:
-        _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1)
+        _run("pbm-audited", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1)
     assert info.value.round == "train:0:2" and "seed shares are off" in str(info.value)
 
 
 def test_colluders_reach_the_seed_share_rule(monkeypatch) -> None:
     """t = 3, M = 4 recovers a vanished survivor (above); with privacy.colluders = 2, 3 + 3 = M + c: off."""
     with pytest.raises(PartyFailure, match="seed shares are off"):
-        _run("pbm", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3, privacy={"colluders": 2})
+        _run("pbm-audited", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3, privacy={"colluders": 2})

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import simulations.benchmarks.secagg_dropout  # noqa: F401  (registers pbm-audited, npq+secagg-audited)
 import strategies  # noqa: F401
 from simulations.cli.main import main
 from tests.helpers import BlobSource
@@ -17,7 +18,7 @@ from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
 from vfl.privacy import Accountant
 from vfl.privacy.accounting.events import PBMEvent
-from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.faults import FAULT_ENV
 from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = [pytest.mark.ray]
@@ -28,9 +29,7 @@ def run_two_dropouts(monkeypatch, params: dict[str, Any]) -> tuple[Any, dict[str
     """PBM over Ray, one party per actor, skip-party: party2 dies at train:0:3, party1 hangs at train:1:2;
     returns the result and what the audit hook read from the live actors (server sums, party inputs)."""
     monkeypatch.setenv(FAULT_ENV, "party2@0:3,party1@1:2!hang")
-    monkeypatch.setenv(AUDIT_ENV, "1")
-    monkeypatch.setenv(TEST_HOOKS_ENV, "1")  # the audit hook's test-only opt-in
-    cfg = load_run_config({"strategy": "pbm", "num_parties": M, "seed": 1, "params": params,
+    cfg = load_run_config({"strategy": "pbm-audited", "num_parties": M, "seed": 1, "params": params,
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 2, "batch_size": 25, "on_dropout": "skip-party"},
                            "transport": {"kind": "ray", "parties_per_actor": 1, "round_timeout_s": 4}})

@@ -23,15 +23,21 @@ def test_a_host_in_the_driver_dies_with_its_unsent_replies(monkeypatch: pytest.M
     mine = wire.make("train.forward", src=3, dst=0, round="train:0:5")
     other = wire.make("train.forward", src=3, dst=0, round="train:0:4")
     monkeypatch.delenv(faults.FAULT_ENV, raising=False)
-    faults.check("party2", [mine], in_driver=True)  # no fault configured: nothing happens
+    assert faults.FaultPlan.from_env() is None  # no fault configured: a host holds no plan and never checks
     monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5")
-    faults.check("party1", [mine], in_driver=True)  # another node
-    faults.check("party2", [other], in_driver=True)  # another round
+    plan = faults.FaultPlan.from_env()
+    assert plan is not None
+    plan.check("party1", [mine], in_driver=True)  # another node
+    plan.check("party2", [other], in_driver=True)  # another round
     with pytest.raises(faults.InjectedCrash) as info:
-        faults.check("party2", [mine], in_driver=True)
+        plan.check("party2", [mine], in_driver=True)
     assert info.value.replies == [mine]
-    monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5/query.secagg_unmask")
-    faults.check("party2", [mine], in_driver=True)  # restricted to another kind
-    monkeypatch.setenv(faults.FAULT_ENV, "party2@0:5!hang")
+    faults.FaultPlan(faults.parse_faults("party2@0:5/query.secagg_unmask")).check("party2", [mine], in_driver=True)
     with pytest.raises(ConfigError, match="ray transport"):
-        faults.check("party2", [mine], in_driver=True)
+        faults.FaultPlan(faults.parse_faults("party2@0:5!hang")).check("party2", [mine], in_driver=True)
+
+
+def test_a_bad_plan_is_one_line_before_any_host_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(faults.FAULT_ENV, "party2@x:1")
+    with pytest.raises(ConfigError, match="VFL_FAULT_INJECT"):
+        faults.FaultPlan.from_env()

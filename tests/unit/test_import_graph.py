@@ -162,3 +162,46 @@ def test_vfl_never_imports_the_layers_above() -> None:
         if target.split(".")[0] in UPPER
     )
     assert not upward, "vfl/ imports the layers above it:\n" + "\n".join(upward)
+
+
+ROOT_LIMIT = 6  # modules directly under vfl/ and parties/ (besides __init__.py): the rest lives in feature folders
+
+
+def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the folders of each package (``vfl.runtime``, ``parties.secagg``, ...): a module stands
+    for its folder two levels down (a root module for itself); a package's face (``vfl/__init__.py``, which
+    only hands the public names on) is left out."""
+
+    def room(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for source, targets in graph.items():
+        if source in PACKAGES:
+            continue
+        mine = out.setdefault(room(source), set())
+        mine.update(room(t) for t in targets if t not in PACKAGES and room(t) != room(source))
+    return out
+
+
+def test_no_circles_between_feature_folders() -> None:
+    found = circles(rooms(import_graph()))
+    assert not found, "folders that import each other:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_room_finder_sees_a_folder_circle() -> None:
+    graph = {"vfl.a.x": {"vfl.b.y"}, "vfl.b.y": {"vfl.b.z"}, "vfl.b.z": {"vfl.a.w"}, "vfl.a.w": set(), "vfl": {"vfl.a.x"}}
+    assert circles(rooms(graph)) == [("vfl.a", "vfl.b")]
+
+
+def test_package_roots_hold_few_modules() -> None:
+    for package in ("vfl", "parties"):
+        loose = sorted(p.name for p in (ROOT / package).glob("*.py") if p.name != "__init__.py")
+        assert len(loose) <= ROOT_LIMIT, f"{package}/ holds {len(loose)} loose modules (at most {ROOT_LIMIT}): {loose}"
+
+
+def test_no_product_module_reads_a_test_hook() -> None:
+    hooks = ("VFL_TEST_HOOKS", "VFL_SECAGG_AUDIT")
+    found = [f"{p.relative_to(ROOT)}: {h}" for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))
+             for h in hooks if h in p.read_text()]
+    assert not found, "test hooks in the product:\n" + "\n".join(found)

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties.mods.encoding import AUDIT, read_encoded
+from parties.mods.encoding import read_encoded
 from parties.secagg import wire as sw
 from parties.secagg.party import SecAggParty, cfg_of
 from parties.vertical import wire as vw
 from parties.vertical.party import step_config
 from parties.vertical.wire import SERVER_ID
+from simulations.benchmarks.secagg_dropout import AUDIT
 from strategies.base.secure import SETUP_ROUND
 from tests.helpers import BlobSource
 from vfl.attacks.secagg import lying
@@ -24,7 +25,6 @@ from vfl.attacks.secagg.curious import _strip
 from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
 from vfl.runtime import message as wire
-from vfl.runtime.faults import AUDIT_ENV, TEST_HOOKS_ENV
 from vfl.runtime.message import BROADCAST, round_tag
 from vfl.runtime.node import Node
 from vfl.runtime.transport.inprocess import InProcessTransport
@@ -39,9 +39,7 @@ M, T, C = 4, 3, 1  # the run's terms: every announced set has >= max(t, 2, c + 2
 @pytest.fixture
 def run(monkeypatch):
     """(party nodes, k, transport) of a finished announced run (M = 4, t = 3, one colluder assumed), the audit hook on."""
-    monkeypatch.setenv(AUDIT_ENV, "1")
-    monkeypatch.setenv(TEST_HOOKS_ENV, "1")
-    cfg = load_run_config({"num_parties": M, "seed": 5, "strategy": "npq+secagg",
+    cfg = load_run_config({"num_parties": M, "seed": 5, "strategy": "npq+secagg-audited",
                            "params": {"secagg_mode": "announced", "threshold": T},
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 1, "batch_size": 60, "lr": 0.05}, "privacy": {"colluders": C}})

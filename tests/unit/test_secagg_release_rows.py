@@ -14,17 +14,18 @@ import numpy as np
 import pytest
 
 import strategies  # noqa: F401
-from parties.mods.encoding import AUDIT, read_encoded
+from parties.mods.encoding import read_encoded
 from parties.secagg import wire as sw
 from parties.secagg.party import SecAggParty, _records, cfg_of, reveal_of
 from parties.vertical import wire as vw
 from parties.vertical.party import step_config
 from parties.vertical.wire import SERVER_ID
+from simulations.benchmarks.secagg_dropout import AUDIT
 from tests.helpers import BlobSource
 from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
 from vfl.runtime import message as wire
-from vfl.runtime.faults import AUDIT_ENV, FAULT_ENV, TEST_HOOKS_ENV
+from vfl.runtime.faults import FAULT_ENV
 from vfl.runtime.message import BROADCAST, round_tag
 from vfl.runtime.transport.inprocess import InProcessTransport
 from vfl.secagg import SecAggClient
@@ -37,7 +38,7 @@ M = 4
 @contextmanager
 def _finished(mode: str) -> Iterator[tuple[dict[int, SecAggParty], SecAggServer]]:
     """(party nodes, the server's SecAggServer) after a finished npq+secagg run in ``mode`` (M = 4)."""
-    cfg = load_run_config({"num_parties": M, "seed": 5, "strategy": "npq+secagg", "params": {"secagg_mode": mode},
+    cfg = load_run_config({"num_parties": M, "seed": 5, "strategy": "npq+secagg-audited", "params": {"secagg_mode": mode},
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 1, "batch_size": 60, "lr": 0.05}})
     transport = InProcessTransport()
@@ -95,8 +96,6 @@ def _attack(nodes: dict[int, SecAggParty], srv: SecAggServer) -> tuple[dict[int,
 
 @pytest.mark.parametrize("mode", ["semi-honest", "malicious"])
 def test_a_claimed_dropout_over_frozen_bottoms_opens_every_row_of_v_without_the_rule_and_none_with_it(mode, monkeypatch):
-    monkeypatch.setenv(AUDIT_ENV, "1")
-    monkeypatch.setenv(TEST_HOOKS_ENV, "1")
     with monkeypatch.context() as old, _finished(mode) as (nodes, srv):  # the control: no rule at release
         old.setattr(SecAggClient, "_check_release", lambda self, rnd, live: None)
         opened, truth = _attack(nodes, srv)
@@ -111,7 +110,7 @@ def test_an_honest_run_with_a_real_dropout_still_finishes(mode, monkeypatch):
     """party2 dies in epoch 0 (skip-party): later rounds release over S minus party2; the bottoms move between
     epochs, so no row of exact codes was released before under S and no party refuses."""
     monkeypatch.setenv(FAULT_ENV, "party2@0:2")
-    cfg = load_run_config({"num_parties": M, "seed": 1, "strategy": "npq+secagg", "params": {"secagg_mode": mode},
+    cfg = load_run_config({"num_parties": M, "seed": 1, "strategy": "npq+secagg-audited", "params": {"secagg_mode": mode},
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 3, "batch_size": 50, "on_dropout": "skip-party"}})
     transport = InProcessTransport()

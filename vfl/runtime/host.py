@@ -18,11 +18,12 @@ import torch
 from flwr.common import Message
 
 from vfl.core.errors import ProtocolError, VFLError
-from vfl.runtime import faults, profile
+from vfl.runtime import profile
 from vfl.runtime.auth import HostAuth, check_unreserved
 from vfl.runtime.devices import ray_gpu_ids
 from vfl.runtime.fast.host_chain import ChainHost
 from vfl.runtime.fast.records import meta_of
+from vfl.runtime.faults import FaultPlan
 from vfl.runtime.message import BROADCAST, Wire, decode
 from vfl.runtime.node import Node, NodeSpec, state_from_bytes, state_to_bytes
 from vfl.runtime.views import ViewLog
@@ -46,6 +47,7 @@ class NodeHost(ChainHost):
             in_driver: an ``inprocess`` host: shares the driver's process (no thread change, no exit).
         """
         self.in_driver = in_driver  # an in-process host shares the driver: no thread change, no exit
+        self.faults: FaultPlan | None = None
         if threads > 0 and not in_driver:
             torch.set_num_threads(threads)
         self.specs = list(specs)
@@ -55,6 +57,7 @@ class NodeHost(ChainHost):
         policy = getattr(build, "view_policy", None)  # privacy.record_views (off: None, nothing recorded)
         self.views: ViewLog | None = ViewLog(policy) if policy is not None else None
         try:
+            self.faults = FaultPlan.from_env()  # VFL_FAULT_INJECT, parsed once (None: no fault, nothing checked)
             self.nodes = self._build_nodes()
         except VFLError as exc:  # reported by ready(): Ray loses the type of errors raised in __init__
             self.nodes, self.init_error = {}, exc  # (e.g. a party's own file is bad)
@@ -130,10 +133,10 @@ class NodeHost(ChainHost):
                 if views is not None:
                     views.record(nid, message)
         out: list[Wire] = []
-        armed = faults.armed()  # the testing hook's environment, read once per delivery
+        plan = self.faults
         for node, replies in self._handle(per_node):  # (node, its replies), in order of first appearance
-            if armed:
-                faults.check(node.spec.name, replies, in_driver=self.in_driver)
+            if plan is not None:
+                plan.check(node.spec.name, replies, in_driver=self.in_driver)
             for r in replies:
                 if auth is None:
                     out.append(Wire.of(r))

@@ -21,7 +21,7 @@ from typing import Any
 from vfl.core.errors import PartyFailure, TransportError, VFLError
 from vfl.runtime.fast.ray_chain import CompiledChain, Hops
 from vfl.runtime.fast.socket_chain import SocketChain
-from vfl.runtime.faults import FORWARD_ENV
+from vfl.runtime.faults import FORWARD_ENV, FaultPlan
 from vfl.runtime.host import NodeBuilder, NodeHost
 from vfl.runtime.message import Wire
 from vfl.runtime.transport.base import HostGroup, Outcome, Transport
@@ -96,6 +96,7 @@ class RayTransport(Transport):
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
         self._build, self._threads = build, threads
+        FaultPlan.from_env()  # a bad VFL_FAULT_INJECT is one line here, before any actor starts
         admit(self._ray, groups, timeout_s=self.schedule_timeout_s)  # all resources or one line, no hang
         try:
             for g in groups:
@@ -112,7 +113,7 @@ class RayTransport(Transport):
     def _spawn(self, g: HostGroup) -> Any:
         if self._remote_host is None:
             self._remote_host = self._ray.remote(NodeHost)
-        env = {k: os.environ[k] for k in FORWARD_ENV if os.environ.get(k)}  # testing hooks only
+        env = {k: os.environ[k] for k in FORWARD_ENV if os.environ.get(k)}  # fault injection, profile counters
         extra: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
         return self._remote_host.options(num_cpus=g.num_cpus, num_gpus=g.num_gpus, max_restarts=0,
                                          max_concurrency=1, **extra).remote(self._build, g.specs, self._threads)
