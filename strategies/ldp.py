@@ -27,7 +27,12 @@ from vfl.engine.schema import RunConfig
 from vfl.engine.strategy import register
 from vfl.privacy.accounting.events import GaussianEvent
 from vfl.privacy.accounting.scope import bottom_dp_events, bottom_dp_run_events
-from vfl.privacy.mechanisms.gaussian import discrete_gaussian_perturb, ldp_grid, ldp_sigma
+from vfl.privacy.mechanisms.gaussian import (
+    discrete_gaussian_perturb,
+    gaussian_perturb,
+    ldp_grid,
+    ldp_sigma,
+)
 from vfl.runtime import message as wire
 from vfl.runtime.mods import Mod, ModContext
 
@@ -101,7 +106,7 @@ class LDP(VerticalStrategy):
     def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:
         """The sum of the parties' noisy embeddings (what the server fuses), with the configured noise."""
         if self.params.noise == "float":
-            noisy = [e + self.sigma * noise.normal(tuple(e.shape), dtype=e.dtype) for e in embeddings]
+            noisy = [gaussian_perturb(e, sigma=self.sigma, noise=noise) for e in embeddings]
         else:
             noisy = [discrete_gaussian_perturb(e, sigma=self.sigma, c=self.cfg.model.tanh_c, noise=noise)
                      for e in embeddings]

@@ -30,6 +30,7 @@ from vfl.engine.schema import RunConfig
 from vfl.engine.strategy import register
 from vfl.privacy.accounting.events import PBMEvent
 from vfl.privacy.accounting.scope import bottom_dp_events, bottom_dp_run_events, honest_binomials
+from vfl.privacy.mechanisms.pbm import pbm_encode
 from vfl.runtime.mods import Mod
 from vfl.secagg import smallest_modulus_bits
 
@@ -108,9 +109,7 @@ class PBM(SecureSumStrategy):
     def release(self, embeddings: list[torch.Tensor], *, noise: NoiseSource) -> torch.Tensor:
         """The decoded noisy sum h̃ the head sees: each party's Binomial(b, 1/2 + β·e/C) counts, summed."""
         p: PBMParams = self.params
-        c = self.cfg.model.tanh_c
-        total = sum(noise.binomial(int(p.b), 0.5 + p.beta * (e.detach().double() / c).clamp(-1.0, 1.0))
-                    for e in embeddings)
+        total = sum(pbm_encode(e, b=p.b, beta=p.beta, c=self.cfg.model.tanh_c, noise=noise) for e in embeddings)
         return self.sum_decoder(np.asarray(total), len(embeddings))
 
     def privacy_events(self, *, epoch: int) -> list[Any]:
