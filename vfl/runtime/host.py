@@ -87,6 +87,7 @@ class NodeHost(ChainHost):
         """Rebuild every node and load ``states`` (a restart: whatever a failed round left in the
         nodes is dropped); returns the outbox rows logged since the last drain."""
         rows = self.drain_outbox()
+        self.faults = FaultPlan.from_env()  # a restart starts the host anew: the plan as its environment says now
         old, self.nodes = self.nodes, self._build_nodes()
         for nid, node in self.nodes.items():  # a node's own memory survives its rebuild (Node.keep_from)
             if nid in old:
