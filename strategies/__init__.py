@@ -3,11 +3,15 @@
 # vfl before anything of ours imports flwr: its warnings filter (vfl/__init__.py, cheap: the API is lazy)
 # silences flwr's protobuf gencode notices (nine lines when this package is imported first).
 import vfl  # noqa: F401
-from strategies import (  # noqa: F401  (p3eft also registers head-only, split-lora, dcor, pslf)
+from strategies import (  # noqa: F401  (one module per registered strategy)
+    dcor,
+    head_only,
     ldp,
     npq,
     npq_secagg,
     p3eft,
     pbm,
+    pslf,
     sap,
+    split_lora,
 )

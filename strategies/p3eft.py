@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from parties.llm.p3eft.client import Recipe
 from parties.llm.p3eft.private_backprop import PER_EXAMPLE
-from strategies.split_lora import LoraParams, SplitLlm
+from strategies.base.split_llm import LoraParams, SplitLlm
 from vfl.config.fields import param
 from vfl.core.errors import ConfigError
 from vfl.data.dataset import DataSource

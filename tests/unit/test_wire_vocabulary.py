@@ -21,7 +21,7 @@ VOCABULARY = {*vertical_wire.KINDS, *secagg_wire.SETUP_KINDS, *secagg_wire.ROUND
               message.METRICS}
 VOCABULARY_FILES = {"parties/vertical/wire.py", "parties/secagg/wire.py", "vfl/data/psi_wire.py", "vfl/runtime/message.py"}
 # the split-LLM half keeps its own protocol modules (being reorganized separately)
-LLM = ("parties/llm/", "strategies/sap.py", "strategies/split_lora.py", "strategies/p3eft.py",
+LLM = ("parties/llm/", "strategies/sap.py", "strategies/base/split_llm.py", "strategies/p3eft.py",
        "strategies/base/llm_leak.py")
 
 

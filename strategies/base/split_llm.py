@@ -1,0 +1,234 @@
+"""The shared driver of split fine-tuning over a model-server API (P3EFT: Zmushko et al., "Label Privacy
+in Split Learning for Large Models with Parameter-Efficient Training", ICLR 2025), and its baselines.
+
+One client (party) holds texts, labels and the head; S model servers hold the frozen
+model and answer stateless forward/backprop calls for adapters sent with each call. Baselines
+of P3EFT's Table 1: ``head-only`` (frozen features + head), ``split-lora`` (Regular FT: one LoRA,
+plain backprop), ``dcor`` (+ λ·log dCor²(h, y)), ``pslf`` (randomized-response labels). After each
+epoch the driver drains every server's message log and scores the label leakage of what that
+server saw (activations and gradients) against the true labels: the experimenter's view.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ClassVar
+
+import numpy as np
+
+from parties.llm.common.lora import LoraSpec, lora_spec_for
+from parties.llm.common.quantization import QUANTIZATIONS, check_quantization
+from parties.llm.p3eft.client import Recipe
+from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
+from strategies.base.llm import optimizer_factory, text_pairs
+from strategies.base.llm_dp import DpLoraDriver
+from strategies.base.llm_leak import LeakTracker
+from vfl.config.fields import param
+from vfl.core.errors import ProtocolError
+from vfl.data.dataset import DataSource
+from vfl.engine.schema import RunConfig
+from vfl.engine.strategy import Progress
+from vfl.runtime import message as wire
+from vfl.runtime.grid import Grid
+from vfl.runtime.message import round_tag
+from vfl.runtime.node import Node, NodeSpec
+
+
+@dataclass(frozen=True)
+class LlmParams:
+    servers: int = param(1, ge=1, le=8, help="model servers, each hosting the same frozen model")
+    max_len: int = param(64, ge=4, le=131072, help="tokens per text or sentence pair (truncation); at most "
+                         "the model's positions (config.max_position_embeddings, checked at prepare)")
+    model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
+                                  "rotary decoder (Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; default: "
+                                  "packaged MiniLM); a hub id must be in the local cache")
+    allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
+    dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
+                       "(LoRA, head and every gradient stay float32; a bf16 checkpoint loads in this dtype)")
+    pooling: str | None = param(None, choices=("mean", "cls", "last"), help="h(x, θ): mean of the last hidden "
+                                "states over real tokens, the first ([CLS]) or the last real token's state; "
+                                "null = the model's default (encoder: mean, decoder: last)")
+    head_hidden: int = param(0, ge=0, le=4096, help="client head: 0 = linear, else one hidden ReLU layer")
+    t5_stack: str = param("encoder", choices=("encoder", "encoder-decoder"), help="T5-family models only: "
+                          "'encoder' = T5's encoder alone; 'encoder-decoder' = the whole T5 with LoRA in both "
+                          "stacks, h = the decoder's states on the text shifted right (P3EFT's Flan-T5: "
+                          "T5ForSequenceClassification's vector with pooling last, the default then)")
+    micro_batch: int = param(0, ge=0, help="rows per forward/backward pass on the model servers (0 = the whole "
+                             "batch): bounds their activation memory; exact (examples are independent)")
+    gradient_checkpointing: bool = param(False, help="model servers keep only each transformer block's input "
+                                         "and re-run the block in the backward (activation memory of one block "
+                                         "instead of all; one extra forward per backprop call); exact")
+    leak_window: int = param(512, ge=16, help="rows per window of the leak metrics (per epoch: max over windows)")
+    quantization: str = param("none", choices=QUANTIZATIONS, help="frozen weights on the model servers: none = "
+                              "params.dtype; nf4 = 4-bit NormalFloat (QLoRA: bitsandbytes, CUDA only, matmuls in "
+                              "params.dtype, backprop in float32)")
+
+
+@dataclass(frozen=True)
+class LoraParams(LlmParams):
+    lora_rank: int = param(8, ge=1, le=1024, help="LoRA rank r of the adapters")
+    lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
+    lora_targets: tuple[str, ...] = param((), help="module names that get LoRA adapters; empty = the model's "
+                                          "defaults (the attention query/value projections, fused qkv_proj on "
+                                          "Phi-3); [all-linear] = every linear layer in the blocks")
+    leak_theta_steps: int = param(2, ge=0, le=100_000, help="pairs of successive adapter states each model server "
+                                  "attacks per epoch and adapter set (θ-difference attack: leak_theta); 0 = off")
+    leak_theta_iters: int = param(60, ge=1, le=10_000, help="least-squares (CGLS) iterations of that attack")
+    resend_adapters: bool = param(False, help="send every adapter set whole with every request (the old wire); "
+                                  "false = a server gets only the adapter tensors changed since it last received "
+                                  "that set (it keeps its last copy; same results, fewer bytes)")
+
+
+class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapters + head (strategies/base/llm_dp.py)
+    """Shared driver of the split-LLM strategies; subclasses give the client's ``Recipe``."""
+
+    Params: ClassVar[type] = LlmParams
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self._steps_run = 0
+        self._step_times: list[float] = []
+        self._busy: dict[int, float] = {}
+        self._leak: LeakTracker | None = None
+
+    @classmethod
+    def validate_config(cls, cfg: RunConfig) -> None:
+        super().validate_config(cfg)
+        check_quantization(cfg.params.quantization, device=cfg.train.device, machine=False)
+
+    # ---- what varies between algorithms -------------------------------------------------------
+    def recipe(self) -> Recipe:
+        raise NotImplementedError
+
+    def lora_spec(self) -> LoraSpec | None:
+        p = self.params
+        if not hasattr(p, "lora_rank"):
+            return None
+        return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets))
+
+    def curious(self) -> Any:
+        """The attacks every model server runs on what it keeps (``parties.llm.p3eft.curious.Curious``), with
+        the client's optimizer as public knowledge; None for head-only (no adapters)."""
+        from parties.llm.p3eft.curious import Curious, OptimizerGuess
+
+        p, t = self.params, self.cfg.train
+        if not hasattr(p, "leak_theta_steps") or self.recipe().adapters == 0:
+            return None
+        return Curious(OptimizerGuess(t.optimizer, t.lr, t.momentum, t.weight_decay), steps=p.leak_theta_steps,
+                       iters=p.leak_theta_iters, steps_per_epoch=self.steps_per_epoch())
+
+    # ---- topology ---------------------------------------------------------------------------
+    @property
+    def client_id(self) -> int:
+        return int(self.params.servers)
+
+    def layout(self) -> list[NodeSpec]:
+        servers = [NodeSpec(s, "server", f"server-{s}", f"server-{s}") for s in range(self.params.servers)]
+        return [*servers, NodeSpec(self.client_id, "party", "client", "client")]
+
+    def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
+        from transformers import AutoConfig
+
+        from parties.llm.common.backbone import load_encoder, load_tokenizer
+        from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
+        from parties.llm.p3eft.server import ModelServer
+
+        p, t, lora, path = self.params, self.cfg.train, self.lora_spec(), self.model_path()
+        if spec.is_server:  # the server gets the model only: never the data or the labels
+            pooling = self.model_arch().check_pooling(p.pooling)
+            encoder = load_encoder(path, dtype=p.dtype, stack=p.t5_stack, quantization=p.quantization, device=t.device)
+            return ModelServer(spec, model=LoraEncoder(encoder, lora, pooling=pooling,
+                                                       device=t.device, micro_batch=p.micro_batch,
+                                                       checkpointing=p.gradient_checkpointing),
+                               curious=self.curious())
+        ds = data.dataset()
+        model_cfg = AutoConfig.from_pretrained(path, local_files_only=True)
+        self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
+        client_cls, dp_kwargs = self.client_class()  # LlmClient, or DpLlmClient with privacy.bottom_dp
+        return client_cls(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test), **dp_kwargs,
+                         num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
+                         shapes=adapter_shapes(model_cfg, lora, stack=p.t5_stack) if lora else {}, dim=self.model_arch().output_size(model_cfg),
+                         recipe=self.recipe(), schedule=self._schedule(), server_ids=list(range(p.servers)),
+                         make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)),
+                         head_hidden=p.head_hidden, seed=self.cfg.seed,
+                         noise_rng=self.cfg.privacy.noise_rng, pairs=text_pairs(ds), token_types=self.token_types(ds),
+                         resend_adapters=bool(getattr(p, "resend_adapters", False)))
+
+    def prepare(self, data: DataSource) -> None:
+        """Text data only; the model must load and the pooling and LoRA targets fit it; keep the true
+        labels for scoring."""
+        from transformers import AutoConfig
+
+        from parties.llm.p3eft.adapters import adapter_shapes
+
+        ds = self._text_dataset(data.dataset())
+        check_quantization(self.params.quantization, device=self.cfg.train.device,
+                           machine=not self.cfg.transport.address)  # a cluster's hosts check at load
+        self.model_arch().check_pooling(self.params.pooling)
+        lora = self.lora_spec()
+        if lora is not None:
+            adapter_shapes(AutoConfig.from_pretrained(self.model_path(), local_files_only=True), lora,
+                           stack=self.params.t5_stack)
+        self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
+        self._leak = LeakTracker(y_train=np.asarray(ds.y_train), schedule=self._schedule(),
+                                 window=self.params.leak_window, seed=self.cfg.seed)
+
+    # ---- conversations ----------------------------------------------------------------------
+    def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, float]:
+        return self._metrics(grid, self.client_id, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS,
+                             **{Record.WHICH: wire.config(phase=phase)})
+
+    # ---- driver round logic -----------------------------------------------------------------
+    def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
+        self._step_times = []
+        for step in range(self.steps_per_epoch()):
+            t0 = time.perf_counter()
+            self._converse(grid, self._control(Kind.TRAIN_STEP, self.client_id, round_tag(epoch, step),
+                                               **{Record.STEP: step_record(StepTag(epoch, step))}))
+            self._step_times.append(time.perf_counter() - t0)
+            self._steps_run += 1
+            progress(1)
+        m = self._client_metrics(grid, epoch, "train")
+        return {"train_loss": m["loss"], "train_acc": m["acc"]}
+
+    def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        eval_steps = self._schedule().eval_steps
+        for step in range(eval_steps):
+            self._converse(grid, self._control(Kind.EVAL_STEP, self.client_id, round_tag(epoch, step, "eval"),
+                                               **{Record.STEP: step_record(StepTag(epoch, step))}))
+        m = self._client_metrics(grid, epoch, "eval")
+        self._last.update(test_acc=m["acc"], test_f1=m["f1"], test_mcc=m["mcc"])
+        return {"test_acc": m["acc"], "test_loss": m["loss"], "test_f1": m["f1"], "test_mcc": m["mcc"]}
+
+    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
+        """Leakage of what each server saw this epoch, and step timing (measured and parallel-server)."""
+        if self._leak is None:
+            raise ProtocolError("epoch_metrics before prepare(): no labels to score the leakage with")
+        busy: list[float] = []
+        for s in range(self.params.servers):
+            rep = self._query(grid, Kind.QUERY_LOG, s, epoch)
+            self._leak.observe(server=s, log=partial(wire.get_array, rep, Record.LOG))
+            total = wire.metric_floats(rep.content.metric_records[Record.STATS])["busy_train_s"]
+            busy.append(total - self._busy.get(s, 0.0))
+            self._busy[s] = total
+        out = self._leak.epoch_summary()
+        steps = max(1, len(self._step_times))
+        step_s = float(np.mean(self._step_times)) if self._step_times else math.nan
+        out.update(step_s=step_s, server_s_per_step=sum(busy) / steps,
+                   step_s_parallel=step_s - (sum(busy) - max(busy, default=0.0)) / steps)
+        self._last.update(out)
+        return out
+
+    def summary_extra(self, grid: Grid) -> dict[str, Any]:
+        steps = max(1, self._steps_run)
+        per_step = {k: {"direction": v["direction"], "bytes": v["bytes"] / steps, "messages": v["messages"] / steps}
+                    for k, v in sorted(grid.ledger.by_kind.items()) if k.startswith("train.")}
+        worst = self._leak.worst() if self._leak else {}
+        return {"test_acc": self._last.get("test_acc"), "test_f1": self._last.get("test_f1"),
+                "test_mcc": self._last.get("test_mcc"), **worst,
+                "step_s": self._last.get("step_s"), "step_s_parallel": self._last.get("step_s_parallel"),
+                "servers": self.params.servers,
+                "train_bytes_per_step": per_step}
