@@ -13,14 +13,20 @@ PACKAGES = ("vfl", "parties", "strategies", "simulations")
 CALL = re.compile(r"`((?:vfl|parties|strategies|simulations)/[a-z_0-9/]+\.py):([A-Za-z_][A-Za-z_0-9.]*)")
 
 
-def _top_level(package: str) -> list[str]:
-    """The modules and subpackages directly inside ``package``."""
-    out = []
-    for p in sorted((ROOT / package).iterdir()):
-        if p.suffix == ".py" and p.name != "__init__.py":
-            out.append(p.stem)
-        elif p.is_dir() and (p / "__init__.py").exists() or p.is_dir() and p.name == "configs":
-            out.append(p.name)
+def _tree() -> set[str]:
+    """What the module map must list: every folder of the four packages and their sub-folders (not
+    ``parties/llm/``'s, which the llm row names), every module at a package root (``simulations/plugin.py``),
+    and ``strategies/<name>.py`` for the per-strategy modules."""
+    out: set[str] = set()
+    for package in PACKAGES:
+        for p in sorted((ROOT / package).rglob("*")):
+            rel = p.relative_to(ROOT).as_posix()
+            if "__pycache__" in rel or rel.startswith("parties/llm/"):
+                continue
+            if p.is_dir() and ((p / "__init__.py").exists() or p.name == "configs") and rel.count("/") <= 2:
+                out.add(rel + "/")
+            elif p.suffix == ".py" and rel.count("/") == 1 and p.name != "__init__.py":
+                out.add("strategies/<name>.py" if package == "strategies" else rel)
     return out
 
 
@@ -43,13 +49,21 @@ def _defined(path: Path) -> dict[str, set[str] | None]:
     return names
 
 
-def test_the_module_map_names_every_module() -> None:
+def test_the_module_map_is_the_tree() -> None:
     text = (ROOT / "docs" / "README.md").read_text()
-    named = set(re.findall(r"`([a-z_0-9]+)/?`", text)) | set(re.findall(r"`[a-z_]+/([a-z_0-9]+)`", text))
-    checked = [(pkg, m) for pkg in PACKAGES for m in _top_level(pkg)]
-    assert len(checked) > 80  # the four packages were found
-    missing = [f"{pkg}/{m}" for pkg, m in checked if m not in named]
-    assert not missing, f"docs/README.md's module map does not name: {', '.join(missing)}"
+    table = text[text.index("## Module map"):]
+    named = set(re.findall(r"^\| `([a-z_/<>.]+)` \|", table, flags=re.M))
+    tree = _tree()
+    assert len(tree) > 20  # the four packages were found
+    assert named == tree, (f"docs/README.md's module map lacks {sorted(tree - named)} and names what is not in the tree: "
+                           f"{sorted(named - tree)}")
+
+
+def test_the_per_strategy_row_names_every_strategy_module() -> None:
+    text = (ROOT / "docs" / "README.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `strategies/<name>.py`"))
+    modules = {p.stem for p in (ROOT / "strategies").glob("*.py") if p.name != "__init__.py"}
+    assert set(re.findall(r"`([a-z_0-9]+)`", row)) == modules
 
 
 def test_every_call_architecture_md_names_exists() -> None:
