@@ -8,7 +8,8 @@ export RAY_USAGE_STATS_ENABLED := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-fast test-gpu lint bench clean
+.PHONY: setup demo test test-fast test-engine test-e2e test-ray test-gpu lint bench clean
+TEST_WORKERS ?= 2  # pytest-xdist workers for the lanes that start no Ray (the ray lane runs one test at a time)
 
 $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,11 +22,21 @@ setup: $(STAMP)
 demo: $(STAMP)  ## PBM-VFL on the digits over Ray actors (~1-1.5 min on 2 cores after set-up)
 	$(VENV)/bin/vfl run demo
 
-test: $(STAMP)  ## the whole suite (unit, contract, integration with Ray, e2e CLI)
-	$(VENV)/bin/pytest -q -m "not gpu"
+test: $(STAMP)  ## every lane but gpu: unit, engine and e2e on $(TEST_WORKERS) workers, then ray
+	$(VENV)/bin/pytest -q -m "not gpu" -n $(TEST_WORKERS) tests/unit tests/engine tests/e2e
+	$(VENV)/bin/pytest -q -m "not gpu" tests/ray
 
-test-fast: $(STAMP)  ## without Ray and slow tests
-	$(VENV)/bin/pytest -q -m "not gpu and not ray and not slow"
+test-fast: $(STAMP)  ## the unit lane: no engine run, no subprocess, no Ray (tests/unit/conftest.py refuses them)
+	$(VENV)/bin/pytest -q tests/unit
+
+test-engine: $(STAMP)  ## in-process engine runs
+	$(VENV)/bin/pytest -q -m "not gpu" -n $(TEST_WORKERS) tests/engine
+
+test-e2e: $(STAMP)  ## the CLI, subprocesses, the notebook
+	$(VENV)/bin/pytest -q -m "not gpu" -n $(TEST_WORKERS) tests/e2e
+
+test-ray: $(STAMP)  ## Ray actors, restarts, clusters (one test at a time: each starts its own Ray)
+	$(VENV)/bin/pytest -q -m "not gpu" tests/ray
 
 test-gpu: $(STAMP)  ## the gpu-marked tests (a CUDA machine; NF4 also needs bitsandbytes): CI has no GPU, run by hand
 	$(VENV)/bin/pytest -q -m gpu -rA
@@ -42,8 +53,8 @@ clean:
 
 LOWER_VENV ?= .venv-lower
 .PHONY: test-lower
-test-lower:  ## the fast suite in a second venv on the lower bounds of flwr, dp-accounting, peft, transformers, opacus, numpy (constraints/lower.txt)
+test-lower:  ## the unit lane in a second venv on the lower bounds of flwr, dp-accounting, peft, transformers, opacus, numpy (constraints/lower.txt)
 	test -x $(LOWER_VENV)/bin/python || $(PYTHON) -m venv $(LOWER_VENV)
 	$(LOWER_VENV)/bin/python -m pip install -q --upgrade pip
 	$(LOWER_VENV)/bin/python -m pip install -q -e '.[test]' -c constraints/lower.txt
-	$(LOWER_VENV)/bin/pytest -q -m "not gpu and not ray and not slow"
+	$(LOWER_VENV)/bin/pytest -q tests/unit

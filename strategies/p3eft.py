@@ -74,7 +74,7 @@ class P3eft(SplitLlm):
         unit g_h direction with a secret sign; for binary labels without the regularizer every
         direction is ±(w₁ − w₀) and hides the label, but for K > 2 classes the directions form K
         sign-free clusters, one per label (``llm_leak.sign_invariant_label_attack``: 1.00 on 3-4
-        classes, tests/unit/test_p3eft_m_equals_b.py), so that case is refused; binary labels with
+        classes, tests/unit/llm/test_p3eft_m_equals_b.py), so that case is refused; binary labels with
         the adversarial regularizer on (outside the proof, no attack shown here) are warned about."""
         super().prepare(data)
         p, classes = self.params, self._sizes[2]

@@ -50,11 +50,37 @@ def _vfl_cache_dir(tmp_path_factory):
     os.environ["VFL_CACHE_DIR"] = str(tmp_path_factory.mktemp("vfl-cache"))
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the mark must be there when it looks
-def pytest_collection_modifyitems(config, items):
-    """Mark ``slow`` the tests measured to dominate the fast lane (``tests/measured_slow.py``)."""
-    from tests.measured_slow import MEASURED_SLOW
+@pytest.fixture(scope="session")
+def tiny_lm(tmp_path_factory):
+    """``tiny_lm(family, dtype=...)``: a random tiny LM saved locally (``tests/support/tiny_lms.py``), built once
+    per session and shared read-only by every test that asks for the same one."""
+    from tests.support.tiny_lms import tiny_lm_dir
 
-    for item in items:
-        if item.nodeid in MEASURED_SLOW:
-            item.add_marker(pytest.mark.slow)
+    made: dict[tuple[str, str], str] = {}
+
+    def get(family: str, *, dtype: str = "float32") -> str:
+        if (family, dtype) not in made:
+            made[family, dtype] = tiny_lm_dir(tmp_path_factory.mktemp(f"{family}-{dtype}"), family, dtype=dtype)
+        return made[family, dtype]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def llama(tiny_lm):
+    """The tiny float32 Llama most split-LLM tests run on."""
+    return tiny_lm("llama")
+
+
+@pytest.fixture(scope="session")
+def t5(tiny_lm):
+    """A tiny T5 (encoder-decoder)."""
+    return tiny_lm("t5")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """A 2-block, 16-wide BERT with the packaged MiniLM tokenizer (``tests/support/wire_tap.py``), built once."""
+    from tests.support.wire_tap import tiny_model_dir
+
+    return tiny_model_dir(tmp_path_factory.mktemp("tiny-bert"))

@@ -31,7 +31,7 @@ from vfl.core.errors import ConfigError, ProtocolError
 from vfl.core.rng import NOISE_RNG, NoiseSource
 
 # Opacus hooks the first layer, whose input (raw features) needs no gradient: torch warns on every
-# backward although the per-sample gradients are right (checked in tests/unit/test_dp_bottom.py).
+# backward although the per-sample gradients are right (checked in tests/unit/parties/test_dp_bottom.py).
 warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed with "
                         "respect to module outputs", category=UserWarning)
 

@@ -7,7 +7,7 @@ ONE ``torch.autograd.backward`` over their (disjoint) graphs and, when their opt
 multi-tensor optimizer step (``parties/vertical/fast_step.py``; otherwise each party steps its own), then each
 party, in host order, takes its local steps and its next forward pass exactly as ``PassiveParty.on_train``
 does. The graphs share no tensor, so every gradient is computed by the same kernels on the same
-inputs as in separate calls: parameters stay bit-identical (``tests/integration/test_party_batch.py``).
+inputs as in separate calls: parameters stay bit-identical (``tests/engine/runtime/test_party_batch.py``).
 Nothing about the protocol changes: each party still builds and sends its own message. A broadcast
 gradient (one array for every party) is read once per delivery and handed to each party's backward as
 the same tensor (the backward only reads it).

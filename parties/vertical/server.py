@@ -89,7 +89,7 @@ class ActiveServer(Node):
         """Count the correct predictions of the steps held back (argmax of the softmax, as one step counts its
         own): one softmax over their logits concatenated instead of five tensor ops per step. Softmax
         works row by row, so every row's prediction is the one its step would have made
-        (``tests/unit/test_train_accuracy.py``)."""
+        (``tests/unit/engine/test_train_accuracy.py``)."""
         if self._unscored:
             logits = torch.cat([lg for lg, _ in self._unscored])
             labels = torch.cat([y for _, y in self._unscored])

@@ -8,7 +8,7 @@
   messages as the protocol puts them on the wire: the epoch's opening forward request, each party's
   embedding message (its step is its round tag: no STEP record, #29.2) and the server's broadcast
   gradient built as flwr ``Message`` s (``vfl.runtime.message``), byte for byte the ``inprocess`` run's
-  (``tests/unit/test_bench_floors.py`` compares them with its ledger), serialized, authenticated by
+  (``tests/engine/simulations/test_bench_floors.py`` compares them with its ledger), serialized, authenticated by
   their sender's keys (``vfl.runtime.auth``: a MAC per embedding, an Ed25519 signature on the broadcast;
   skipped with ``auth: false``), then verified and decoded by the receiver, whose numbers are the
   ones the math continues with. No hosts, nodes, transport or driver: what remains between this

@@ -13,7 +13,7 @@ Once the compiled path is ``DECISIVE`` times slower or faster, the probe stops e
 contention a compiled step was 10-20x slower here: a full probe would have cost seconds). The probe's
 steps are ordinary training steps: both paths deliver the same wires to the same hosts in the same
 order, so losses, parameters, bytes and epsilon equal a run on either path
-(``tests/integration/test_compiled_auto.py``). The choice and its timings are in the summary
+(``tests/engine/runtime/test_compiled_auto.py``). The choice and its timings are in the summary
 (``compiled_graph_choice``).
 """
 

@@ -5,7 +5,7 @@ Every step of a vertical round is the same hop chain, the round's ``RoundPlan``
 exchange) -> parties. Compiled once (``vfl.runtime.fast.ray_chain``), a step is
 one write and one read of shared-memory channels instead of a task per hop; the hosts run the
 same ``deliver_piped`` and log the same outbox rows, so messages, bytes and results equal the
-task path's (``tests/integration/test_compiled_graph.py``). The driver waits for every step (the
+task path's (``tests/ray/test_compiled_graph.py``). The driver waits for every step (the
 next step's input is this step's output), and a failure is a PartyFailure for the engine:
 ``train.on_dropout: skip-party`` needs the task path's per-hop handles, so it never compiles.
 """

@@ -92,8 +92,8 @@ def test_summary_splits_every_kind_by_direction():
 
 
 def test_a_run_with_models_by_import_string(tmp_path):
-    result = vfl.run("demo", overrides=[*TINY, "model.bottom=tests.byo_models:TinyBottom",
-                                        "model.head=tests.byo_models:TinyHead"])
+    result = vfl.run("demo", overrides=[*TINY, "model.bottom=tests.support.byo_models:TinyBottom",
+                                        "model.head=tests.support.byo_models:TinyHead"])
     assert len(result.history) == 2 and result.summary["final_test_acc"] is not None
 
 
@@ -103,13 +103,6 @@ def test_an_unimportable_model_fails_before_the_run_directory(tmp_path, capsys):
                  "--set", "model.bottom=my_missing_pkg.models:Net"]) == 2
     err = capsys.readouterr().err
     assert "model.bottom: cannot import 'my_missing_pkg.models:Net'" in err and not out.exists()
-
-
-@pytest.mark.ray
-def test_models_by_import_string_are_resolved_inside_the_ray_actors(ray_local):
-    result = vfl.run("demo", transport="ray", overrides=[*TINY, "train.epochs=1",
-                                                         "model.bottom=tests.byo_models:TinyBottom"])
-    assert result.summary["transport"] == "ray" and result.summary["final_test_acc"] is not None
 
 
 def test_device_auto_runs_on_what_the_host_has():

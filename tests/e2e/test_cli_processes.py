@@ -11,8 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,33 +87,3 @@ def test_runs_started_together_without_out_get_their_own_directories(tmp_path):
     assert {yaml.safe_load((r / "config.resolved.yaml").read_text())["seed"] for r in runs} == {1, 2}
 
 
-def _descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
-def test_signals_over_ray_leave_nothing_behind(tmp_path, sig):
-    out = tmp_path / "run"
-    proc = _vfl("run", "demo", "--out", str(out), "--set", "train.epochs=100000", *SMALL)  # never finishes first
-    try:
-        _wait_for(lambda: _has_rows(out), proc, "the first epoch over Ray")
-        tree = _descendants(proc.pid)
-        assert any("raylet" in " ".join(p.cmdline()) for p in tree if p.is_running())
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _, alive = psutil.wait_procs(tree, timeout=40)  # Ray's agents alone would linger ~60 s
-    assert alive == [], [p.pid for p in alive]
-    if sig == signal.SIGTERM:
-        assert proc.returncode == 143, err
-        assert "SIGTERM received" not in err and "PC: @" not in err and "Traceback" not in err, err
-        line = err.strip().splitlines()[-1]
-        assert line.startswith("vfl: interrupted by SIGTERM; last checkpoint: epoch_")
-        assert line.endswith(f"resume with: vfl run --resume {out}")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from simulations.cli.runner import execute, resolve_config
-from tests.tiny_lms import tiny_gpt2_dir
+from tests.support.tiny_lms import tiny_gpt2_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -65,7 +65,7 @@ def test_a_bf16_llama_checkpoint_runs_sap_and_p3eft(tmp_path, dtype):
     """A rotary decoder saved in bfloat16 (what modern checkpoints ship): sap (trainable bottom, the
     bottom shipped upcast to float32) and p3eft (two servers, private backprop in float32) run a
     step with the frozen weights in ``params.dtype``."""
-    from tests.tiny_lms import tiny_lm_dir
+    from tests.support.tiny_lms import tiny_lm_dir
 
     path = tiny_lm_dir(tmp_path / "llama", "llama", dtype="bfloat16")
     s = run("sap", path, tmp_path / "sap", split=1, frozen_bottom=False, eta=100.0, eia_samples=2, eia_steps=5,

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from simulations.cli.main import main
-from simulations.cli.runner import execute, resolve_config
-from tests.party_data import joined
+from simulations.cli.runner import resolve_config
+from tests.support.party_data import joined
 from vfl.engine.engine import Engine
 from vfl.runtime.auth import MAC_RECORD_BYTES, SIGNATURE_RECORD_BYTES
 from vfl.runtime.transport.inprocess import InProcessTransport
-from vfl.runtime.transport.ray_transport import RayTransport
 
 SHORT = ["train.epochs=3", "privacy.noise_rng=seeded"]
 
@@ -46,14 +45,6 @@ def test_demo_psi_trains_like_demo_on_the_intersection(tmp_path, capsys):
     assert s["final_test_acc"] == ref.summary["final_test_acc"]
 
 
-@pytest.mark.ray
-def test_demo_psi_over_ray(tmp_path, ray_local):
-    cfg = resolve_config("demo-psi", ["train.epochs=2"])
-    s = execute(cfg, out_dir=tmp_path / "ray", progress=False, transport=RayTransport()).summary
-    assert s["transport"] == "ray" and s["psi_intersection_size"] == round(0.8 * 1797)
-    assert s["final_test_acc"] > 0.3 and s["signature_bytes"] > 0 and s["psi_bytes"] > 0
-
-
 def _broken_config(tmp_path) -> Path:
     from simulations.data.split_parties import main as split
 
@@ -71,10 +62,3 @@ def test_a_bad_party_file_is_one_line_and_exit_2(tmp_path, capsys):
     assert "data.parties[1].path" in err
 
 
-@pytest.mark.ray
-def test_a_bad_party_file_in_a_ray_actor_keeps_its_type(tmp_path, ray_local):
-    from vfl.core.errors import DataError
-
-    cfg = resolve_config(_broken_config(tmp_path), ["transport.parties_per_actor=1"])
-    with pytest.raises(DataError, match=r"gone\.csv: file not found \(data\.parties\[1\]\.path\)"):
-        execute(cfg, out_dir=tmp_path / "run", progress=False, transport=RayTransport())

@@ -10,7 +10,7 @@ import pytest
 
 from simulations.data.party_tables import PartyTableSource
 from simulations.data.split_parties import ID, LABEL, SPLIT
-from tests.party_data import write_blob_parties
+from tests.support.party_data import write_blob_parties
 from vfl.config.party_files import LabelFile, PartyFile
 from vfl.core.errors import DataError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.test_decoder_llm import run
-from tests.tiny_lms import tiny_lm_dir
+from tests.support.tiny_lms import tiny_lm_dir
 from vfl.core.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

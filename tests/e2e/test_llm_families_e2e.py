@@ -9,7 +9,7 @@ import json
 import pytest
 
 from simulations.cli.runner import execute, resolve_config
-from tests.tiny_lms import FAMILIES, tiny_lm_dir
+from tests.support.tiny_lms import FAMILIES, tiny_lm_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py; 14 families in ~30 s
 

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from tests.tiny_lms import tiny_lm_dir
+from tests.support.tiny_lms import tiny_lm_dir
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
@@ -43,7 +43,7 @@ def test_private_backprop_through_nf4_recombines_within_the_bound(tmp_path):
     from parties.llm.common.lora import lora_spec_for
     from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
     from parties.llm.p3eft.private_backprop import recombine, split_gradient
-    from tests.unit.test_llm_dtype import BOUND, TEXTS, _rel
+    from tests.unit.llm.test_llm_dtype import BOUND, TEXTS, _rel
     from vfl.core.rng import NoiseSource
 
     path = tiny_lm_dir(tmp_path / "llama", "llama", dtype="bfloat16")

@@ -30,7 +30,7 @@ def _sets(*overrides: str) -> list[str]:
     (["model.bottom_hidden=[300000000]"], "model.bottom_hidden/model.embed_dim: the models need"),
     (["strategy=npq", "params={}", "model.fusion=concat", "num_parties=64", "model.embed_dim=4096", "model.head_hidden=[20000]"],
      "the largest, the head (mlp, input 262144)"),
-    (["model.bottom=tests.nonfinite_models:nan_bottom", "model.embed_dim=60000", "model.head_hidden=[80000]"],
+    (["model.bottom=tests.support.nonfinite_models:nan_bottom", "model.embed_dim=60000", "model.head_hidden=[80000]"],
      "model.head_hidden/model.embed_dim: the models need"),  # a user factory is counted too
 ])
 def test_a_model_too_big_is_one_line_before_allocating(overrides, needle, capsys):

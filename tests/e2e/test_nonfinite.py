@@ -13,7 +13,7 @@ from simulations.cli.main import EXIT_NONFINITE, main
 TINY = ["strategy=npq", "params={}", "num_parties=2", "auth=false", "data.train_subsample=64",
         "data.test_subsample=32", "train.batch_size=16", "train.epochs=3", "model.bottom_hidden=[8]",
         "model.head_hidden=[8]", "model.embed_dim=4"]
-M = "tests.nonfinite_models"
+M = "tests.support.nonfinite_models"
 
 
 def _run(tmp_path, extra):
@@ -48,7 +48,7 @@ def test_non_finite_training_stops_in_one_line(extra, needle, tmp_path, capsys):
 
 def test_control_the_same_models_before_the_bad_call_finish(tmp_path, monkeypatch):
     """Control: the same run with the bad call moved past the end trains to a finite loss and exit 0."""
-    import tests.nonfinite_models as nm
+    import tests.support.nonfinite_models as nm
 
     monkeypatch.setattr(nm, "BAD_CALL", 10_000)
     assert _run(tmp_path, [f"model.bottom={M}:nan_bottom", f"model.head={M}:inf_head"]) == 0
@@ -56,16 +56,3 @@ def test_control_the_same_models_before_the_bad_call_finish(tmp_path, monkeypatc
     assert s["final_train_loss"] is not None and s["epochs"] == 3
 
 
-@pytest.mark.ray
-def test_non_finite_in_a_ray_actor_keeps_its_type(tmp_path, ray_local):
-    """Over Ray the party's error crosses the actor boundary as NonFiniteError (not a PartyFailure that
-    a restart would retry forever), and the run directory keeps epoch 0."""
-    from simulations.cli.runner import execute, resolve_config
-    from vfl.core.errors import NonFiniteError
-    from vfl.runtime.transport.ray_transport import RayTransport
-
-    cfg = resolve_config("demo", [*TINY, f"model.bottom={M}:nan_bottom", "transport.kind=ray",
-                                  "transport.compiled_graph=off"])
-    with pytest.raises(NonFiniteError, match=r"epoch 1, step 1: the embedding of party0 \(node 1\)"):
-        execute(cfg, out_dir=tmp_path / "r", progress=False, transport=RayTransport())
-    assert not (tmp_path / "r" / "summary.json").exists() and (tmp_path / "r" / "metrics.jsonl").read_text()

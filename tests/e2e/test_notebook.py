@@ -30,7 +30,6 @@ def _this_python_kernel(root: Path) -> None:
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "vfl test", "language": "python"}))
 
 
-@pytest.mark.slow
 def test_the_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

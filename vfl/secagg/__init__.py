@@ -30,7 +30,7 @@ party signs (session, id, SecAgg key) with its Ed25519 identity key and peers ve
 identity keys of the authentication roster, not the server's, so a server that hands out its own
 keys (``key_swap``) is stopped at set-up with ``KeySwapDetected``. ``secagg_mode: semi-honest``
 (default): even a server that tells parties different survivor sets gets releases it cannot
-unmask (``late_survivor``, ``split_rebuild``: 0 inputs open, tests/unit/test_secagg_split_views.py).
+unmask (``late_survivor``, ``split_rebuild``: 0 inputs open, tests/unit/secagg/test_secagg_split_views.py).
 It learns only the sums:
 (a) earlier rounds of a dropped party d stay masked: only round-r keys were revealed, and HKDF
 makes them useless for any other round; (b) d's late vector of round r is refused, and even kept

@@ -8,7 +8,7 @@ wire rules (tag = field << 3 | wire type; varints; proto3 implicit presence: a s
 default is omitted, a oneof member or a set sub-message is always written; fields in number order,
 which is the order upb emits). ``encode`` returns None for anything outside the hot path (errors,
 metric records, mixed lists, task ids, out-of-range integers): the caller then uses flwr's encoder.
-``tests/unit/test_pbwire.py`` checks byte equality with flwr's encoder on generated messages.
+``tests/unit/runtime/test_pbwire.py`` checks byte equality with flwr's encoder on generated messages.
 
 The writer reads flwr's private attributes, so it is checked once per process against the installed
 flwr (``path()``): a probe message covering every field it writes must give flwr's own bytes;

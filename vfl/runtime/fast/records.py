@@ -5,7 +5,7 @@ key and value in Python, and ``ArrayRecord(array_dict)`` copies every ``Array`` 
 small-model step that is most of the serde cost. Here the values are already typed (they come from
 a parsed protobuf whose schema fixes the types, or from ``vfl.runtime.message.to_array``), so the same
 objects are built directly: the same classes with the same attributes as flwr's constructors leave
-(``tests/unit/test_fastrecords.py`` compares them with flwr's own ``message_from_proto`` on every
+(``tests/unit/runtime/test_fastrecords.py`` compares them with flwr's own ``message_from_proto`` on every
 kind of wire). Encoding writes the protobuf bytes directly: ``vfl/runtime/fast/pbwire.py``.
 
 The objects are laid out as flwr's constructors leave them in the flwr releases tested; once per

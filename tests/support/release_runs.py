@@ -1,0 +1,62 @@
+"""Runs for the release audit (``tests/support/release_audit.py``): a tiny in-process config, an engine over a
+run directory, and the old code the controls put back."""
+
+from __future__ import annotations
+
+import pytest
+
+import strategies  # noqa: F401
+from tests.support.helpers import BlobSource
+from vfl.core.errors import PartyFailure
+from vfl.engine.engine import Engine
+from vfl.engine.rundir import RunDir
+from vfl.engine.schema import load_run_config
+from vfl.runtime.faults import InjectedCrash
+from vfl.runtime.transport.inprocess import InProcessTransport
+
+SOURCE = BlobSource(num_parties=3, num_train=240, num_test=60)
+STEPS = 10  # 240 / 24
+
+
+def tiny_cfg(strategy="pbm", *, params=None, train=None, **extra):
+    params = {"b": 8, **(params or {})} if strategy in ("pbm", "ldp") else (params or {})
+    return load_run_config({"num_parties": 3, "seed": 4, "strategy": strategy, "params": params,
+                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
+                            "train": {"epochs": 3, "batch_size": 24, "lr": 0.05, **(train or {})}, **extra})
+
+
+def engine_at(path, cfg, *, resume=False):
+    run_dir = RunDir(path)
+    if not resume:
+        run_dir.write_config(cfg.to_dict())
+    return Engine(cfg, InProcessTransport(), SOURCE, run_dir=run_dir, progress=False)
+
+
+def run(path, cfg, *, resume=False, fails=False):
+    engine = engine_at(path, cfg, resume=resume)
+    if fails:
+        with pytest.raises((PartyFailure, InjectedCrash)):
+            engine.run(resume=resume)
+    else:
+        engine.run(resume=resume)
+    return engine
+
+
+
+MODES = ["semi-honest", "malicious", "announced"]
+
+
+def old_parties_summed(self, epoch, default):
+    """Before: the write-ahead record of an epoch not started yet said M parties, even after a dropout."""
+    return self.summed.get(epoch, default)
+
+
+def old_label_privacy(self):
+    """Before: the label ε charged one epoch per restart or resume recorded in the newest checkpoint."""
+    from vfl.privacy.defenses import label_privacy
+
+    redone = len(self.recovery.restarts) + len(self.recovery.resumes)
+    out = label_privacy(self.cfg.defenses, epochs=self.cfg.train.epochs + redone, delta=self.cfg.privacy.delta)
+    if redone and "epsilon_label" in out:
+        out["label_epochs_charged"] = self.cfg.train.epochs + redone
+    return out

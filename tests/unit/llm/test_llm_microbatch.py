@@ -1,0 +1,59 @@
+"""The model server's ``micro_batch`` (rows per pass) and shared forward: forward activations and the
+private-backprop VJPs equal the whole-batch results, and dense pieces (m >= 2) share one forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from parties.llm.common.arch import arch_of
+from parties.llm.common.backbone import load_encoder, load_tokenizer
+from parties.llm.common.lora import lora_spec_for
+from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
+from parties.llm.p3eft.private_backprop import PER_EXAMPLE, split_gradient
+from tests.support.tiny_lms import tiny_lm_dir
+from vfl.core.rng import NoiseSource
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat", "dull", "one of the best movies",
+         "tedious, overlong and painfully predictable"]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    path = tiny_lm_dir(tmp_path_factory.mktemp("llama"), "llama")
+    batch = load_tokenizer(path)(TEXTS, padding=True, return_tensors="pt")
+    return path, batch["input_ids"], batch["attention_mask"].sum(1)
+
+
+def _server(path, micro_batch):
+    model = load_encoder(path)
+    return LoraEncoder(model, lora_spec_for(arch_of(model), rank=2, alpha=4.0), pooling="last",
+                       micro_batch=micro_batch)
+
+
+@pytest.mark.parametrize("m", [2, 3, PER_EXAMPLE])
+def test_micro_batched_server_equals_the_whole_batch(setup, m):
+    path, ids, lengths = setup
+    whole, micro = _server(path, 0), _server(path, 2)
+    gen = torch.Generator().manual_seed(0)
+    adapter = {k: v if ".lora_A." in k else 0.1 * torch.randn(v.shape, generator=gen)
+               for k, v in init_adapters(whole.shapes, generator=gen).items()}
+    torch.testing.assert_close(micro.forward(ids, lengths, adapter), whole.forward(ids, lengths, adapter))
+    g_h = 0.01 * torch.randn(len(TEXTS), 32, generator=gen)
+    pieces, _ = split_gradient(g_h, m=m, std=0.3, noise=NoiseSource.seeded("test-micro", m))
+    whole.passes = micro.passes = 0
+    a = whole.backprop_many(ids, lengths, adapter, pieces)
+    b = micro.backprop_many(ids, lengths, adapter, pieces)
+    scale = max(float(t.abs().max()) for ga in a for t in ga.values())  # float32 sums in another order
+    for ga, gb in zip(a, b, strict=True):
+        for name in ga:
+            torch.testing.assert_close(gb[name], ga[name], rtol=1e-4, atol=1e-5 * scale)
+    if m == PER_EXAMPLE:  # disjoint rows: one example per piece, whatever the micro-batch
+        assert whole.passes == micro.passes == len(TEXTS)
+    else:  # dense pieces share the forward: one pass per micro-batch for all m pieces
+        assert whole.passes == 1 and micro.passes == 3
+        singles = [whole.backprop(ids, lengths, adapter, p) for p in pieces]  # one forward per piece (old path)
+        for ga, gs in zip(a, singles, strict=True):
+            for name in ga:
+                torch.testing.assert_close(gs[name], ga[name], rtol=1e-4, atol=1e-5 * scale)
