@@ -22,6 +22,17 @@ def _refuse(what: str, lane: str):  # type: ignore[no-untyped-def]
     return refused
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Unit tests compute on tiny tensors: one torch thread each (threads only contend on small work)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(autouse=True)
 def _unit_lane(monkeypatch: pytest.MonkeyPatch) -> None:
     from vfl.engine.engine import Engine
