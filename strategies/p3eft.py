@@ -21,6 +21,7 @@ from parties.llm.p3eft.private_backprop import PER_EXAMPLE
 from strategies.base.split_llm import LoraParams, SplitLlm
 from vfl.config.fields import param
 from vfl.core.errors import ConfigError
+from vfl.core.logs import get_logger
 from vfl.data.dataset import DataSource
 from vfl.engine.schema import RunConfig
 from vfl.engine.strategy import register
@@ -85,8 +86,6 @@ class P3eft(SplitLlm):
                               "gradient direction up to sign, which clusters by label for more than 2 classes; "
                               "allowed with m = 0: binary labels only (else use servers >= 2 and m >= 2)")
         if p.alpha > 0:
-            from vfl.core.logs import get_logger
-
             get_logger(__name__).warning("p3eft: m = 0 (m = B) is proven label-private for binary labels without "
                                          "the regularizer; params.alpha = %s adds it (set alpha: 0 for the "
                                          "proof's setting)", p.alpha)

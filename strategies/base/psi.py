@@ -15,6 +15,7 @@ import numpy as np
 from parties.vertical.psi import PartyAlignment, ServerAlignment
 from parties.vertical.wire import SERVER_ID, party_node_id
 from vfl.core.errors import ProtocolError
+from vfl.core.logs import get_logger
 from vfl.data import psi_wire as pw
 from vfl.data.dataset import KeyedDataSource, LabelShard, PartyShard
 from vfl.runtime import message as wire
@@ -99,8 +100,6 @@ def run_alignment(grid: Grid, *, server_id: int, num_parties: int) -> dict[str, 
 def _shrink(c: Any) -> dict[str, Any]:
     """``psi_intersection_sizes`` (the common IDs after each party's PSI, beside its set size) and
     ``psi_warnings`` (a party sharing far fewer IDs than it could; logged here)."""
-    from vfl.core.logs import get_logger
-
     if pw.Key.CHAIN not in c:
         return {}
     warnings = [str(w) for w in c[pw.Key.WARNINGS] if w]

@@ -61,13 +61,11 @@ def test_p3eft_family_runs_with_a_decoder(gpt2_dir, tmp_path, strategy, params):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_a_bf16_llama_checkpoint_runs_sap_and_p3eft(tmp_path, dtype):
+def test_a_bf16_llama_checkpoint_runs_sap_and_p3eft(tmp_path, dtype, tiny_lm):
     """A rotary decoder saved in bfloat16 (what modern checkpoints ship): sap (trainable bottom, the
     bottom shipped upcast to float32) and p3eft (two servers, private backprop in float32) run a
     step with the frozen weights in ``params.dtype``."""
-    from tests.support.tiny_lms import tiny_lm_dir
-
-    path = tiny_lm_dir(tmp_path / "llama", "llama", dtype="bfloat16")
+    path = tiny_lm("llama", dtype="bfloat16")
     s = run("sap", path, tmp_path / "sap", split=1, frozen_bottom=False, eta=100.0, eia_samples=2, eia_steps=5,
             lora_rank=2, dtype=dtype)
     assert "train.bottom_grad" in s["bytes_by_kind"] and 0.0 <= s["ep_eia"] <= 1.0

@@ -6,15 +6,14 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.test_decoder_llm import run
-from tests.support.tiny_lms import tiny_lm_dir
 from vfl.core.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
-def llama_dir(tmp_path_factory):
-    return tiny_lm_dir(tmp_path_factory.mktemp("llama"), "llama", dtype="bfloat16")
+def llama_dir(tiny_lm):
+    return tiny_lm("llama", dtype="bfloat16")
 
 
 def test_split_lora_with_checkpointing_equals_the_plain_run(llama_dir, tmp_path):

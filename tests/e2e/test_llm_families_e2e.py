@@ -9,7 +9,7 @@ import json
 import pytest
 
 from simulations.cli.runner import execute, resolve_config
-from tests.support.tiny_lms import FAMILIES, tiny_lm_dir
+from tests.support.tiny_lms import FAMILIES
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py; 14 families in ~30 s
 
@@ -24,8 +24,8 @@ def _run(strategy, path, out, **params):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_family_runs_sap_and_p3eft(tmp_path, family):
-    path = tiny_lm_dir(tmp_path / family, family)
+def test_family_runs_sap_and_p3eft(tmp_path, family, tiny_lm):
+    path = tiny_lm(family)
     s = _run("sap", path, tmp_path / "sap", split=1, frozen_bottom=False, eta=100.0, eia_samples=2, eia_steps=3)
     assert "train.bottom_grad" in s["bytes_by_kind"] and 0.0 <= s["test_acc"] <= 1.0
     s = _run("p3eft", path, tmp_path / "p3eft", alpha=1.0, leak_window=16)

@@ -14,10 +14,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.mark.ray
-def test_p3eft_over_ray_actors_matches_inprocess(ray_local):
+def test_p3eft_over_ray_actors_matches_inprocess(ray_local, tiny_bert):
     from vfl.runtime.transport.ray_transport import RayTransport
 
-    cfg = load_run_config({**run_config("p3eft", RUNS["p3eft"]), "transport": {"kind": "ray", "cpus_per_actor": 0.1},
+    cfg = load_run_config({**run_config("p3eft", {**RUNS["p3eft"], "model_dir": tiny_bert}),
+                           "transport": {"kind": "ray", "cpus_per_actor": 0.1},
                            "privacy": {"noise_rng": "seeded"}})  # the same mixing weights and pieces in both runs
     engine = Engine(cfg, RayTransport(), ConfigDataSource.from_config(cfg), progress=False)  # each actor loads it
     try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import sys
 
+from vfl.core.errors import ConfigError
+
 PACKAGES = ("vfl", "parties", "strategies", "simulations")
 LEVELS = ("debug", "info", "warning", "error", "critical")
 DEFAULT_LEVEL = "warning"
@@ -59,8 +61,6 @@ def level_from_flags(*, log_level: str | None, verbose: int, quiet: int) -> str:
 
 def setup_logging(level: str = DEFAULT_LEVEL) -> None:
     """Set every project logger to ``level`` (one of ``LEVELS``)."""
-    from vfl.core.errors import ConfigError
-
     if level not in LEVELS:
         raise ConfigError("--log-level", f"got {level!r}; allowed: {', '.join(LEVELS)}")
     _install()

@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from vfl.config.fields import _MISSING
+from vfl.engine.schema import RunConfig
+from vfl.engine.strategy import STRATEGIES
+from vfl.privacy.defenses import DEFENSES, KEY
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _SCALARS = {bool: "boolean", int: "integer", float: "number", str: "string"}
@@ -112,10 +115,6 @@ def run_config_schema(*, run_config: type, strategies: Mapping[str, type], defen
 
 def registered_schema() -> dict[str, Any]:
     """``run_config_schema`` over what is registered now (import strategies and plugins first)."""
-    from vfl.engine.schema import RunConfig
-    from vfl.engine.strategy import STRATEGIES
-    from vfl.privacy.defenses import DEFENSES, KEY
-
     return run_config_schema(run_config=RunConfig,
                              strategies={n: STRATEGIES.get(n, "strategy").Params for n in STRATEGIES.names()},
                              defenses={n: DEFENSES.get(n).Params for n in DEFENSES.names()}, defense_key=KEY)

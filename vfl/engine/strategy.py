@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from vfl.core.errors import ConfigError
 from vfl.core.registry import Registry
 from vfl.data.dataset import DataSource
+from vfl.privacy.accounting.noise_report import DPSGD_CAVEAT
 from vfl.runtime.node import Node, NodeSpec
 from vfl.runtime.node_factory import NodeFactory
 
@@ -55,8 +57,6 @@ class Strategy(ABC):
     @classmethod
     def calibrate_to_target(cls, cfg: RunConfig) -> RunConfig:
         """``cfg`` with the noise parameter that reaches ``privacy.target_epsilon`` (strategies with noise)."""
-        from vfl.core.errors import ConfigError
-
         raise ConfigError("privacy.target_epsilon", f"strategy {cls.name!r} adds no calibrated noise; "
                           "allowed with: pbm (sets params.beta), ldp (sets params.sigma)")
 
@@ -118,8 +118,6 @@ class Strategy(ABC):
     def epsilon_caveats(self) -> list[str]:
         """Why the ε this run prints is not exact in floating point (empty: it is); summary.json's
         ``epsilon_not_exact``, and ``epsilon_is_guarantee`` is false when any is given."""
-        from vfl.privacy.accounting.noise_report import DPSGD_CAVEAT
-
         return [DPSGD_CAVEAT] if self.cfg.privacy.bottom_dp is not None else []
 
 

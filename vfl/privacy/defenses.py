@@ -32,6 +32,7 @@ import numpy as np
 
 from vfl.config.fields import build, help_table, to_dict
 from vfl.core.errors import ConfigError
+from vfl.core.plugins import load_plugins
 from vfl.core.registry import Registry
 
 if TYPE_CHECKING:
@@ -143,8 +144,6 @@ def _entry(i: int, entry: Any) -> tuple[str, type[Defense], Any]:
     if not isinstance(kind, str):
         raise ConfigError(f"{key}.kind", f"got {kind!r}; expected a defense name (see `vfl defenses`)")
     if kind not in DEFENSES:  # a third-party defense: registered by its package's vfl.plugins entry point
-        from vfl.core.plugins import load_plugins
-
         load_plugins()
     cls = DEFENSES.get(kind, key=f"{key}.kind")
     params: Any = build(cls.Params, {k: v for k, v in entry.items() if k != "kind"}, prefix=key)

@@ -29,9 +29,17 @@ def _run(out, defenses, strategy="npq", **params):
 
 
 @pytest.fixture(scope="module")
-def control(tmp_path_factory):
+def undefended(tmp_path_factory):
+    """The run without a defense, once for every control of this module: (run directory, summary, label inference)."""
+    out = tmp_path_factory.mktemp("none")
+    summary, attack = _run(out, [])
+    return out, summary, attack
+
+
+@pytest.fixture(scope="module")
+def control(undefended):
     """No defense: the gradient carries the labels (the attack's success is the control)."""
-    summary, attack = _run(tmp_path_factory.mktemp("none"), [])
+    _, summary, attack = undefended
     assert attack.value > attack.baseline + 0.2
     assert "epsilon_label" not in summary and "defenses" not in summary
     return summary, attack
@@ -90,13 +98,13 @@ def test_marvell_weakens_label_inference_on_binary_labels_and_keeps_accuracy(tmp
     assert s_mv["final_test_acc"] > s_none["final_test_acc"] - 0.05 and "epsilon_label" not in s_mv
 
 
-def test_dcor_weakens_the_servers_feature_reconstruction(tmp_path):
-    def mse(out, defenses):
-        _run(out, defenses)
+def test_dcor_weakens_the_servers_feature_reconstruction(tmp_path, undefended):
+    def mse(out):
         return RUN_ATTACKS.get("feature_reconstruction")(load_run(out))[0]
 
-    none = mse(tmp_path / "none", [])  # control: the decoder inverts the plain embeddings
-    nopeek = mse(tmp_path / "dcor", [{"kind": "dcor", "alpha": 0.5}])
+    none = mse(undefended[0])  # control: the decoder inverts the plain embeddings
+    _run(tmp_path / "dcor", [{"kind": "dcor", "alpha": 0.5}])
+    nopeek = mse(tmp_path / "dcor")
     assert none.value < 0.5 * none.baseline
     assert nopeek.value > 1.15 * none.value, (none.value, nopeek.value, none.baseline)
 
@@ -139,16 +147,20 @@ def test_mid_weakens_label_inference(tmp_path, control):
     assert mid.value - mid.baseline < (none.value - none.baseline) / 2, (none.value, mid.value, mid.baseline)
 
 
+def _idlg_of(out):
+    (res,) = [r for r in RUN_ATTACKS.get("gradient_inversion")(load_run(out), samples=48) if r.name == "idlg_label"]
+    return res
+
+
 def _idlg(out, defenses):
     summary, _ = _run(out, defenses)
-    (res,) = [r for r in RUN_ATTACKS.get("gradient_inversion")(load_run(out), samples=48) if r.name == "idlg_label"]
-    return summary, res
+    return summary, _idlg_of(out)
 
 
 @pytest.fixture(scope="module")
-def control_idlg(tmp_path_factory):
+def control_idlg(undefended):
     """No defense: iDLG reads the label off each gradient row well above chance."""
-    _, none = _idlg(tmp_path_factory.mktemp("none-idlg"), [])
+    none = _idlg_of(undefended[0])
     assert none.value > none.baseline + 0.15, (none.value, none.baseline)
     return none
 

@@ -13,7 +13,6 @@ from parties.llm.common.lora import lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.private_backprop import recombine, split_gradient
 from parties.llm.sap.split import bottom_state, build_bottom, split_encoder
-from tests.support.tiny_lms import tiny_lm_dir
 from vfl.core.errors import ConfigError
 from vfl.core.rng import NoiseSource
 
@@ -23,8 +22,8 @@ BOUND = 1e-3  # relative error of the recombined gradient vs plain backprop on t
 
 
 @pytest.fixture(scope="module")
-def path(tmp_path_factory):
-    return tiny_lm_dir(tmp_path_factory.mktemp("llama-bf16"), "llama", dtype="bfloat16")
+def path(tiny_lm):
+    return tiny_lm("llama", dtype="bfloat16")
 
 
 def _rel(a, b):

@@ -17,7 +17,7 @@ from parties.llm.common.lora import inject_lora, lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
 from parties.llm.sap.split import bottom_state, build_bottom, pack, split_encoder, unpack
 from tests.support.p3eft_step import check_private_backprop_step
-from tests.support.tiny_lms import ENCODERS, FAMILIES, tiny_lm_dir
+from tests.support.tiny_lms import ENCODERS, FAMILIES
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat and the", "dull",
@@ -31,9 +31,8 @@ SLIDING = ("mistral", "qwen2", "gemma2", "modernbert")  # configs with a window 
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("families")
-    return {f: tiny_lm_dir(root / f, f) for f in FAMILIES}
+def dirs(tiny_lm):
+    return {f: tiny_lm(f) for f in FAMILIES}
 
 
 def _batch(path):

@@ -11,7 +11,6 @@ from parties.llm.common.backbone import load_encoder, load_tokenizer
 from parties.llm.common.lora import lora_spec_for
 from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.private_backprop import PER_EXAMPLE, split_gradient
-from tests.support.tiny_lms import tiny_lm_dir
 from vfl.core.rng import NoiseSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -20,8 +19,8 @@ TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat", "dull", 
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    path = tiny_lm_dir(tmp_path_factory.mktemp("llama"), "llama")
+def setup(llama):
+    path = llama
     batch = load_tokenizer(path)(TEXTS, padding=True, return_tensors="pt")
     return path, batch["input_ids"], batch["attention_mask"].sum(1)
 
