@@ -25,10 +25,3 @@ def secagg_hops(mode: str = "semi-honest") -> tuple[Hop, ...]:
 def secagg_round_plan(*, phase: str = "train", mode: str = "semi-honest") -> RoundPlan:
     """A ``phase`` step under secure aggregation in mode ``mode``."""
     return round_plan(phase=phase, exchanges=secagg_hops(mode))
-
-
-def plan_for_hops(unmask_hops: int) -> RoundPlan:
-    """The training plan with this many SecAgg exchanges (0, 1, or 2 = malicious)."""
-    if unmask_hops not in (0, 1, 2):
-        raise ValueError(f"unmask_hops {unmask_hops}; allowed: 0, 1, 2")
-    return round_plan() if unmask_hops == 0 else secagg_round_plan(mode="malicious" if unmask_hops == 2 else "semi-honest")

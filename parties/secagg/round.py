@@ -4,7 +4,7 @@ asked the parties last, and (once unmasked) the decoded sum the head steps on.
 States: ``IDLE`` (no round) -> ``AWAITING`` (masked vectors taken; a CONSISTENCY, UNMASK or
 REVEAL_SHARES request is out) -> ``UNMASKED`` (the sum is known; the head's train/eval step runs
 on it) -> ``IDLE``. A fault-free round asks exactly the plan's exchanges (``RoundPlan.exchanges``),
-the hops the driver and the compiled graph submit; a recovery round (a party dropped) may ask more.
+the hops the driver and the socket chain submit; a recovery round (a party dropped) may ask more.
 """
 
 from __future__ import annotations

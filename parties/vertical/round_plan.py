@@ -47,7 +47,7 @@ class RoundPlan:
         return len(self.exchanges)
 
     def targets(self, *, server: str, parties: Sequence[str]) -> list[tuple[str, ...]]:
-        """Host names each hop is delivered to, in order (what the compiled graph compiles)."""
+        """Host names each hop is delivered to, in order (what the socket chain connects)."""
         return [(server,) if h.dst == SERVER else tuple(parties) for h in self.hops]
 
 

@@ -1,16 +1,17 @@
-"""Task path vs compiled graph vs ``transport.compiled_graph: auto`` over Ray, quiet and under
-contention: per-step ms at M in --parties, narrow and wide bottoms, in one run (one Ray).
+"""The training step's data planes over Ray, quiet and under contention: the task path (a Ray task per hop,
+``transport.data_plane: ray``) against the socket chain (``socket``), per-step ms at M in --parties,
+narrow and wide bottoms, in one run (one Ray). The command keeps its old name: it measured the Ray
+Compiled Graph and its ``auto`` probe against the task path until the compiled graph was removed
+(the socket chain was faster wherever both were measured, docs/performance.md).
 
     python -m simulations.benchmarks.compiled_auto --out DIR [--parties 5,20] [--widths 64,1024]
 
 Each (M, width, load) cell runs the same NPQ training (HAR-shaped synthetic data, B = 100,
-``--steps`` steps per epoch, ``--epochs`` epochs) three times, ``off``, ``on``, ``auto``, in an
-order rotated per cell. ``auto`` probes from the run's first step (``MIN_AUTO_STEPS`` is set to 1
-here: the benchmark measures the probe, not the short-run rule). The contention arm runs a CPU
-burner process (one busy Python loop) beside the run. Writes ``DIR/compiled_auto.json``: ``rows``
-(one per run: ``parties``, ``width``, ``load``, ``path``, ``steady_ms`` = the last epoch's ms per step,
-``run_ms`` = all epochs' (with the compile and the probe), ``choice`` for auto) and ``cells`` with
-``compiled_over_task``, ``auto_over_best`` (steady and whole run) per cell; prints the table.
+``--steps`` steps per epoch, ``--epochs`` epochs) on each plane, in an order rotated per cell; the
+contention arm runs a CPU burner process (one busy Python loop) beside the run. Writes
+``DIR/compiled_auto.json``: ``rows`` (one per run: ``parties``, ``width``, ``load``, ``path`` (``ray`` or
+``socket``), ``steady_ms`` = the last epoch's ms per step, ``run_ms`` = all epochs') and ``cells`` with
+``socket_over_task`` (steady and whole run) per cell; prints the table.
 """
 
 from __future__ import annotations
@@ -29,19 +30,17 @@ from typing import Any
 from simulations.benchmarks.overhead import DEFAULTS, synthetic_har
 from simulations.cli.runner import resolve_config
 from simulations.data.source import ConfigDataSource
-from strategies.base import compiled_epoch
 from vfl.engine.engine import Engine
 from vfl.engine.schema import RunConfig
 from vfl.runtime.transport.ray_transport import RayTransport
 
-PATHS = ("off", "on", "auto")
-AT_STEPS = 2000  # auto's whole-run cost projected to a run this long (MIN_AUTO_STEPS: the shortest it probes)
+PATHS = ("ray", "socket")  # transport.data_plane
 BURNER = "while True:\n    pass\n"
 
 
 def one_run(cfg: RunConfig, *, path: str, steps: int) -> dict[str, Any]:
-    """One Ray run on ``path``; per-step ms of the last epoch and of the whole run."""
-    run = replace(cfg, transport=replace(cfg.transport, compiled_graph=path))
+    """One Ray run on the data plane ``path``; per-step ms of the last epoch and of the whole run."""
+    run = replace(cfg, transport=replace(cfg.transport, data_plane=path))
     engine = Engine(run, RayTransport(), ConfigDataSource.from_config(run), progress=False)
     try:
         result = engine.run()
@@ -50,17 +49,15 @@ def one_run(cfg: RunConfig, *, path: str, steps: int) -> dict[str, Any]:
     train_s = [r["train_s"] for r in result.history]
     row = {"path": path, "steady_ms": train_s[-1] / steps * 1e3, "run_ms": sum(train_s) / (steps * len(train_s)) * 1e3,
            "epoch_ms": [round(s / steps * 1e3, 2) for s in train_s], "final_loss": result.history[-1]["train_loss"]}
-    if path == "auto":
-        row["choice"] = result.summary["compiled_graph_choice"]
     return row
 
 
 def cell(base: RunConfig, *, parties: int, width: int, load: str, steps: int, rotate: int) -> list[dict[str, Any]]:
-    """The three paths for one (M, width, load), with a burner process for ``contention``."""
+    """Both planes for one (M, width, load), with a burner process for ``contention``."""
     cfg = replace(base, num_parties=parties, model=replace(base.model, bottom_hidden=(width,)))
     burner = subprocess.Popen([sys.executable, "-c", BURNER]) if load == "contention" else None
     try:
-        order = PATHS[rotate % 3:] + PATHS[:rotate % 3]
+        order = PATHS[rotate % 2:] + PATHS[:rotate % 2]
         rows = [{"parties": parties, "width": width, "load": load, **one_run(cfg, path=p, steps=steps)} for p in order]
     finally:
         if burner is not None:
@@ -68,39 +65,28 @@ def cell(base: RunConfig, *, parties: int, width: int, load: str, steps: int, ro
             burner.wait()
     losses = {r["final_loss"] for r in rows}
     if len(losses) != 1:
-        raise AssertionError(f"paths disagree on the final loss at M={parties}, width={width}: {losses}")
+        raise AssertionError(f"planes disagree on the final loss at M={parties}, width={width}: {losses}")
     return rows
 
 
 def summarize(rows: list[dict[str, Any]], *, steps: int) -> list[dict[str, Any]]:
-    """Per cell: ms per path and the ratios (steady state, whole run, and auto's whole run projected
-    to ``AT_STEPS`` steps: its steady ms plus the probe's extra milliseconds spread over them)."""
+    """Per cell: ms per plane and the socket chain over the task path (steady state and whole run)."""
     cells: dict[tuple[int, int, str], dict[str, Any]] = {}
     for r in rows:
         c = cells.setdefault((r["parties"], r["width"], r["load"]),
                              {"parties": r["parties"], "width": r["width"], "load": r["load"]})
         c[f"{r['path']}_steady_ms"], c[f"{r['path']}_run_ms"] = round(r["steady_ms"], 2), round(r["run_ms"], 2)
-        if "choice" in r:
-            c["auto_chose"] = r["choice"]["chosen"]  # the probe's (and compile's) ms over the steady state:
-            c["auto_probe_extra_ms"] = round((sum(r["epoch_ms"]) - len(r["epoch_ms"]) * r["steady_ms"]) * steps, 1)
     for c in cells.values():
         for kind in ("steady", "run"):
-            task, comp, auto = (c[f"{p}_{kind}_ms"] for p in PATHS)
-            c[f"compiled_over_task_{kind}"] = round(comp / task, 3)
-            c[f"auto_over_best_{kind}"] = round(auto / min(task, comp), 3)
-        best = min(c["off_steady_ms"], c["on_steady_ms"])  # auto's probe spread over a run of AT_STEPS steps
-        c[f"auto_over_best_at_{AT_STEPS}"] = round((c["auto_steady_ms"] + c["auto_probe_extra_ms"] / AT_STEPS) / best, 3)
+            c[f"socket_over_task_{kind}"] = round(c[f"socket_{kind}_ms"] / c[f"ray_{kind}_ms"], 3)
     return list(cells.values())
 
 
 def table(cells: list[dict[str, Any]]) -> str:
-    lines = ["| M | bottom | load | task ms | compiled ms | auto ms (chose) | compiled/task | auto/best: steady, this run, at 2000 steps |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| M | bottom | load | task ms | socket ms | socket/task: steady, this run |", "|---|---|---|---|---|---|"]
     for c in cells:
-        lines.append(f"| {c['parties']} | [{c['width']}] | {c['load']} | {c['off_steady_ms']:.1f} | "
-                     f"{c['on_steady_ms']:.1f} | {c['auto_steady_ms']:.1f} ({c['auto_chose']}) | "
-                     f"{c['compiled_over_task_steady']:.2f} | {c['auto_over_best_steady']:.2f}, "
-                     f"{c['auto_over_best_run']:.2f}, {c[f'auto_over_best_at_{AT_STEPS}']:.2f} |")
+        lines.append(f"| {c['parties']} | [{c['width']}] | {c['load']} | {c['ray_steady_ms']:.1f} | "
+                     f"{c['socket_steady_ms']:.1f} | {c['socket_over_task_steady']:.2f}, {c['socket_over_task_run']:.2f} |")
     return "\n".join(lines)
 
 
@@ -111,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--widths", default="64,1024", help="bottom hidden widths (one layer)")
     ap.add_argument("--loads", default="quiet,contention")
     ap.add_argument("--steps", type=int, default=40, help="training steps per epoch")
-    ap.add_argument("--epochs", type=int, default=4, help="epochs per run (auto's probe takes ~104 steps)")
+    ap.add_argument("--epochs", type=int, default=3, help="epochs per run")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--summarize", help="re-summarize an existing compiled_auto.json (no runs)")
     args = ap.parse_args(argv)
@@ -127,7 +113,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"data.train_subsample={args.steps * 100}", "data.test_subsample=100", "transport.kind=ray",
             "transport.max_actors=1", *args.overrides]  # server + one party actor, as overhead
     base = resolve_config(None, sets)
-    compiled_epoch.MIN_AUTO_STEPS = 1  # probe every run: the benchmark times the probe itself
     import ray
 
     ray.init(num_cpus=os.cpu_count() or 2, _temp_dir=tempfile.mkdtemp(prefix="vflca-"), include_dashboard=False,
@@ -140,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 for load in args.loads.split(","):
                     rows += cell(base, parties=m, width=w, load=load, steps=args.steps, rotate=i)
                     i += 1
-                    print(json.dumps(rows[-3:]), flush=True)
+                    print(json.dumps(rows[-2:]), flush=True)
     finally:
         ray.shutdown()
     cells = summarize(rows, steps=args.steps)

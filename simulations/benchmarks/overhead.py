@@ -3,15 +3,14 @@ vertical split's math alone (``split_floor``: bottoms and head as separate autog
 and gradient handed over as numpy, no messages: the floor of any VFL runtime), (a'') as the same math
 with every step's flwr messages built, serialized, authenticated, verified and decoded (``wire_floor``;
 ``wire_floor_noauth`` without the MACs and signature; ``simulations/benchmarks/floors.py``), (b) over the
-``inprocess`` transport, (c) over Ray actors with one task per hop (``transport.compiled_graph: off``),
-(d) with the step compiled into a Ray Compiled Graph (``on``) and (e) with the step over TCP sockets
-between the actors (``transport.data_plane: socket``). Prints seconds/epoch and the ratios to (a).
+``inprocess`` transport, (c) over Ray actors with one task per hop (``transport.data_plane: ray``) and
+(d) with the step over TCP sockets between the actors (``transport.data_plane: socket``). Prints
+seconds/epoch and the ratios to (a).
 
     python -m simulations.benchmarks.overhead --out bench-out [--config CONFIG] [--set k=v ...]
 
 Writes ``DIR/overhead.json`` with ``centralized_s_per_epoch``, ``split_floor_ratio``, ``wire_floor_ratio``,
 ``wire_floor_noauth_ratio`` (with ``auth: true``), ``inprocess_ratio``, ``ray_ratio``,
-``ray_compiled_ratio`` (and ``ray_compiled_first_epoch_s``: the warm-up epoch, with the compile),
 ``ray_socket_ratio`` and ``breakdown_ms_per_step`` (per transport: build, mods, serialize, deserialize, auth, compute and
 the remainder ``transport`` = wall - the rest; from ``vfl.runtime.profile`` accumulators summed over the
 driver and every actor, epochs after the warm-up), ``wire_floor_paired_ratio`` (each transport epoch
@@ -180,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         floors["wire_floor_noauth"] = split_epochs(replace(cfg, auth=False), data, epochs, wire_floor=True)
     central_threads = torch.get_num_threads()
     inproc_t = InProcessTransport()
-    pairs = {k: paired_floor(cfg, data, epochs) for k in ("inprocess", "ray", "ray_compiled", "ray_socket")}
+    pairs = {k: paired_floor(cfg, data, epochs) for k in ("inprocess", "ray", "ray_socket")}
     cpu: dict[str, list[dict[str, float]]] = {}  # CPU seconds per process, transport epochs only
 
     def run_timed(key: str, run_cfg: RunConfig, transport: Any) -> tuple[list[float], dict[str, float]]:
@@ -188,23 +187,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return transport_epochs(run_cfg, data, transport, between=hook)
 
     inproc, inproc_prof = run_timed("inprocess", cfg, inproc_t)
-    ray_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="off"))
+    ray_cfg = replace(cfg, transport=replace(cfg.transport, data_plane="ray"))
     ray_t, ray_prof = run_timed("ray", ray_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
-    cg_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="on"))
-    cg_t, cg_prof = run_timed("ray_compiled", cg_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
-    so_cfg = replace(cfg, transport=replace(cfg.transport, compiled_graph="off", data_plane="socket"))
+    so_cfg = replace(cfg, transport=replace(cfg.transport, data_plane="socket"))
     so_t, so_prof = run_timed("ray_socket", so_cfg, RayTransport(temp_dir=str(Path(args.out) / "ray-tmp")))
-    rows = {"centralized": central, "split_floor": split, **floors, "inprocess": inproc, "ray": ray_t, "ray_compiled": cg_t,
-            "ray_socket": so_t}
+    rows = {"centralized": central, "split_floor": split, **floors, "inprocess": inproc, "ray": ray_t, "ray_socket": so_t}
     med = {k: statistics.median(v[1:] if len(v) > 1 else v) for k, v in rows.items()}  # skip warm-up epoch
     base = med["centralized"]
     steps = -(-len(data.partition()[1].y_train) // cfg.train.batch_size)
     timed = steps * max(epochs - 1, 1)  # the counters start after the warm-up epoch
     parts = {"inprocess": breakdown(inproc_prof, wall_s=sum(inproc[1:]) or inproc[0], steps=timed),
              "ray": breakdown(ray_prof, wall_s=sum(ray_t[1:]) or ray_t[0], steps=timed),
-             "ray_compiled": breakdown(cg_prof, wall_s=sum(cg_t[1:]) or cg_t[0], steps=timed),
              "ray_socket": breakdown(so_prof, wall_s=sum(so_t[1:]) or so_t[0], steps=timed)}
-    runs = {"inprocess": inproc, "ray": ray_t, "ray_compiled": cg_t, "ray_socket": so_t}
+    runs = {"inprocess": inproc, "ray": ray_t, "ray_socket": so_t}
     cpu_ms = {k: cpu_ms_per_step(cpu[k], wall_s=runs[k], steps=steps) for k in runs}
     paired = {k: statistics.median([t / f for t, f in list(zip(runs[k], pairs[k][1], strict=True))[1:]] or [runs[k][0] / pairs[k][1][0]])
               for k in runs}  # each transport epoch over the wire_floor epoch run right after it
@@ -220,9 +215,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ray_s_per_epoch": med["ray"],
         "inprocess_ratio": med["inprocess"] / base,
         "ray_ratio": med["ray"] / base,
-        "ray_compiled_s_per_epoch": med["ray_compiled"],
-        "ray_compiled_ratio": med["ray_compiled"] / base,
-        "ray_compiled_first_epoch_s": cg_t[0],  # includes compiling the graph (and its driver proxy actor)
         "ray_socket_s_per_epoch": med["ray_socket"],
         "ray_socket_ratio": med["ray_socket"] / base,
         "wire_floor_paired_ratio": paired,  # interleaved epochs: robust to the load drifting between rows
@@ -235,11 +227,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # torch intra-op threads each row computed with (in-process: the driver, train.driver_threads
         # else train.threads_per_actor; Ray: each actor, train.threads_per_actor)
         "torch_threads": {"centralized": central_threads, "inprocess": inproc_t.threads,
-                          "ray": cfg.train.threads_per_actor, "ray_compiled": cfg.train.threads_per_actor,
-                          "ray_socket": cfg.train.threads_per_actor},
+                          "ray": cfg.train.threads_per_actor, "ray_socket": cfg.train.threads_per_actor},
         "inprocess_overhead_ms_per_step": (med["inprocess"] - base) / steps * 1e3,
         "ray_overhead_ms_per_step": (med["ray"] - base) / steps * 1e3,
-        "ray_compiled_overhead_ms_per_step": (med["ray_compiled"] - base) / steps * 1e3,
         "ray_socket_overhead_ms_per_step": (med["ray_socket"] - base) / steps * 1e3,
         "per_epoch_s": rows,
         "centralized_ms_per_step": base / steps * 1e3,
@@ -251,11 +241,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"{'mode':<17} {'s/epoch':>10} {'ratio':>8}")
     for k in rows:
         print(f"{k:<17} {med[k]:>10.4f} {med[k] / base:>8.2f}")
-    best_ray = min(med["ray"], med["ray_compiled"], med["ray_socket"]) / base
+    best_ray = min(med["ray"], med["ray_socket"]) / base
     print(f"goals: inprocess <= {TARGETS['inprocess']} ({med['inprocess'] / base:.2f}), ray <= {TARGETS['ray']} "
           f"({best_ray:.2f}); the protocol's wire alone (wire_floor, no runtime) is {med['wire_floor'] / base:.2f}")
     print(f"against wire_floor, paired epochs: inprocess {paired['inprocess']:.3f} (goal <= {WIRE_TARGETS['inprocess']}), "
-          f"ray {paired['ray']:.3f}, ray_compiled {paired['ray_compiled']:.3f}, ray_socket {paired['ray_socket']:.3f} "
+          f"ray {paired['ray']:.3f}, ray_socket {paired['ray_socket']:.3f} "
           f"(goal <= {WIRE_TARGETS['ray']})")
     print(f"fixed overhead per step: inprocess {result['inprocess_overhead_ms_per_step']:.2f} ms, "
           f"ray {result['ray_overhead_ms_per_step']:.2f} ms ({steps} steps/epoch)")

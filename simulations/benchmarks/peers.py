@@ -84,7 +84,7 @@ def vfl_worker(spec: dict[str, Any]) -> dict[str, Any]:
             "step_ms": median * 1e3, "startup_s": first_end - spec["t0"],
             "bytes_per_step": (tot["bytes_up"] + tot["bytes_down"]) / spec["steps"],
             "final_acc": result.summary["final_test_acc"], "step_ms_all": [s * 1e3 for s in step_s],
-            "compiled_graph": cfg.transport.compiled_graph, "auth": cfg.auth}
+            "data_plane": cfg.transport.data_plane, "auth": cfg.auth}
 
 
 def launch(system: str, transport: str, *, sets: list[str], steps: int, warmup: int, out: Path,

@@ -29,11 +29,10 @@ from parties.vertical.party import (
 from parties.vertical.release_guard import guard_for, party_reports
 from parties.vertical.round_plan import RoundPlan, round_plan
 from parties.vertical.wire import SERVER_ID, party_node_id
-from strategies.base.compiled_auto import PathChoice, train_epoch_probing
-from strategies.base.compiled_epoch import compiled_chain, train_epoch_compiled
 from strategies.base.dropout import Dropouts
 from strategies.base.psi import build_aligned_node, run_alignment
 from strategies.base.round_loop import task_step
+from strategies.base.socket_epoch import plane_summary, socket_chain, train_epoch_chained
 from vfl.core.errors import ConfigError, ProtocolError
 from vfl.core.rng import NoiseSource
 from vfl.data.dataset import DataSource, KeyedDataSource, LabelShard, PartyShard
@@ -67,13 +66,8 @@ class VerticalStrategy(Strategy):
         """After a restart rebuilt the server node it expects every party: tell it again which left (skip-party)."""
         self.dropouts.renotify(grid)
 
-    @cached_property
-    def path_choice(self) -> PathChoice:
-        """``transport.compiled_graph: auto``: the measured choice of task path or compiled graph."""
-        return PathChoice()
-
     def round_plan(self, phase: str = "train") -> RoundPlan:
-        """The hops of one step (``parties/vertical/round_plan.py``): what the task loop, the compiled graph
+        """The hops of one step (``parties/vertical/round_plan.py``): what the task loop, the socket chain
         and the SecAgg server follow. Plain vertical FL: embeddings up, gradient down."""
         return round_plan(phase=phase)
 
@@ -212,18 +206,11 @@ class VerticalStrategy(Strategy):
                                     content=wire.records(**{vw.Record.STEP: step_config(epoch=epoch, step=0, forward=True)})))
         server, guard = [grid.group_of[SERVER_ID]], self.dropouts
         guard.start_epoch(grid, epoch)
-        auto = self.cfg.transport.compiled_graph == "auto"
         plan = self.round_plan()
-        chain = compiled_chain(grid, self.cfg, server=server[0], plan=plan, steps=steps,
-                               choice=self.path_choice if auto else None)
-        if chain is not None and auto and self.path_choice.chosen is None:  # time both paths on these steps
-            train_epoch_probing(grid, chain, self.path_choice, guard, start=start, epoch=epoch, steps=steps,
-                                server=server[0], plan=plan, timeout_s=guard.timeout,
-                                progress=progress)
-            return guard.finish_epoch()
-        if chain is not None:  # Ray Compiled Graph: one channel write/read per step (same wires)
-            train_epoch_compiled(grid, chain, start=start, epoch=epoch, steps=steps, sync_every=self.SYNC,
-                                 timeout_s=guard.timeout, progress=progress)
+        chain = socket_chain(grid, self.cfg, server=server[0], plan=plan)
+        if chain is not None:  # transport.data_plane: socket: one frame per edge and step (same wires)
+            train_epoch_chained(grid, chain, start=start, epoch=epoch, steps=steps, sync_every=self.SYNC,
+                                timeout_s=guard.timeout, progress=progress)
             return guard.finish_epoch()
         ups = guard.hop(0, grid.submit([[start]], to=grid.party_groups))
         done, step = 0, 0
@@ -274,7 +261,7 @@ class VerticalStrategy(Strategy):
             "information_bound_bytes_up": bound["up"],
             "information_bound_bytes_down": bound["down"],
             **getattr(self, "_psi", {}),
-            **(self.path_choice.summary() if cfg.transport.compiled_graph == "auto" else {}),
+            **plane_summary(cfg),
             **party_reports(grid),  # what each party guarantees on its own (parties/vertical/release_guard.py)
         }
 

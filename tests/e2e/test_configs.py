@@ -13,6 +13,7 @@ OFFLINE = ["demo", "demo-psi", "digits-5p", "digits-10p", "phishing-river-5p", "
 PAPER = ["har-5p", "har-10p", "phishing-5p", "phishing-10p", "cifar10-quadrants", "imagenet100-quadrants",
          "modelnet10-6v", "modelnet10-12v"]
 ONE_EPOCH = ["train.epochs=1", "transport.kind=inprocess"]
+SMALL = ["data.train_subsample=512", "data.test_subsample=128"]  # every config's loader, split and model, at a test's size
 
 
 def test_every_vertical_config_is_listed_here():
@@ -22,7 +23,7 @@ def test_every_vertical_config_is_listed_here():
 
 @pytest.mark.parametrize("name", OFFLINE)
 def test_offline_config_runs_one_epoch(name, tmp_path):
-    res = execute(resolve_config(name, ONE_EPOCH), out_dir=tmp_path, progress=False)
+    res = execute(resolve_config(name, ONE_EPOCH + SMALL), out_dir=tmp_path, progress=False)
     s = res.summary
     assert s["epochs"] == 1 and s["final_test_acc"] is not None and s["epsilon"] > 0
     assert s["payload_bytes_up"] <= 1.05 * s["information_bound_bytes_up"]

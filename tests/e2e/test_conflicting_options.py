@@ -28,16 +28,15 @@ def _err(capsys) -> list[str]:
 
 
 REFUSED = [
-    (["--transport", "inprocess", *_sets("transport.compiled_graph=on")],
-     "transport.compiled_graph: got 'on' with transport.kind: inprocess (a Ray Compiled Graph needs Ray actors); "
-     "allowed in-process: auto or off"),
+    (["--transport", "inprocess", *_sets("transport.data_plane=socket")],
+     "transport.data_plane: got 'socket' with transport.kind: inprocess (the socket data plane joins Ray actors)"),
     (["--transport", "inprocess", "--address", "127.0.0.1:6379"],
      "transport.address: got '127.0.0.1:6379' with transport.kind: inprocess"),
     (_sets("transport.kind=inprocess", "transport.address=10.0.0.1:6379"),
      "transport.address: got '10.0.0.1:6379' with transport.kind: inprocess"),
-    (["--transport", "ray", *_sets("transport.compiled_graph=on", "train.on_dropout=skip-party",
+    (["--transport", "ray", *_sets("transport.data_plane=socket", "train.on_dropout=skip-party",
                                    "params.secagg_mode=semi-honest")],
-     "transport.compiled_graph: got 'on' with train.on_dropout: skip-party"),
+     "transport.data_plane: got 'socket' with train.on_dropout: skip-party"),
     (_sets("privacy.target_epsilon=4", "privacy.epsilon_budget=2"),
      "privacy.epsilon_budget: got 2.0 below privacy.target_epsilon 4.0 (the run would stop before its last "
      "epoch); allowed: >= 4.0, or no budget"),
@@ -112,3 +111,11 @@ def test_machine_checks_are_skipped_for_a_cluster():
     check_machine(local, cpus=2, cuda_devices=1)  # a GPU here: fine
     with pytest.raises(Exception, match="has no GPU"):
         check_machine(local, cpus=2, cuda_devices=0)
+
+
+def test_an_old_config_asking_for_the_compiled_graph_warns_once_and_runs(capsys):
+    """``transport.compiled_graph: on`` (the removed Ray Compiled Graph) is kept for old configs: one warning
+    naming the data plane the step takes instead, then the dry run goes through."""
+    assert main([*DRY, "--transport", "ray", *_sets("transport.compiled_graph=on")]) == 0
+    warnings = [x for x in _err(capsys) if "compiled_graph" in x]
+    assert len(warnings) == 1 and "transport.data_plane: ray" in warnings[0] and "socket" in warnings[0]

@@ -15,8 +15,7 @@ def test_non_finite_in_a_ray_actor_keeps_its_type(tmp_path, ray_local):
     from vfl.core.errors import NonFiniteError
     from vfl.runtime.transport.ray_transport import RayTransport
 
-    cfg = resolve_config("demo", [*TINY, f"model.bottom={M}:nan_bottom", "transport.kind=ray",
-                                  "transport.compiled_graph=off"])
+    cfg = resolve_config("demo", [*TINY, f"model.bottom={M}:nan_bottom", "transport.kind=ray"])
     with pytest.raises(NonFiniteError, match=r"epoch 1, step 1: the embedding of party0 \(node 1\)"):
         execute(cfg, out_dir=tmp_path / "r", progress=False, transport=RayTransport())
     assert not (tmp_path / "r" / "summary.json").exists() and (tmp_path / "r" / "metrics.jsonl").read_text()

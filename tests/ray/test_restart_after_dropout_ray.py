@@ -24,8 +24,7 @@ def test_a_restart_after_a_dropout_over_ray_sets_up_over_the_survivors(monkeypat
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 2, "batch_size": 24, "on_dropout": "skip-party",
                                      "on_failure": "restart", "max_restarts": 1},
-                           "transport": {"kind": "ray", "parties_per_actor": 1, "cpus_per_actor": 0.1,
-                                         "compiled_graph": "off"}})
+                           "transport": {"kind": "ray", "parties_per_actor": 1, "cpus_per_actor": 0.1}})
     transport = RayTransport()
     spawn = transport._spawn
     started: list[str] = []

@@ -22,8 +22,7 @@ def _cfg(on_failure: str):
     return load_run_config({"strategy": "pbm", "num_parties": M, "seed": 5, "params": {"b": 8, "secagg": True},
                             "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                             "train": {"epochs": 1, "batch_size": 40, "on_failure": on_failure, "max_restarts": 1},
-                            "transport": {"kind": "ray", "parties_per_actor": 1, "cpus_per_actor": 0.1,
-                                          "compiled_graph": "off"}})
+                            "transport": {"kind": "ray", "parties_per_actor": 1, "cpus_per_actor": 0.1}})
 
 
 def _run(tmp_path, monkeypatch, on_failure: str):

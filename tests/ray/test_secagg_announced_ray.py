@@ -1,4 +1,4 @@
-"""SecAgg mode ``announced`` over Ray: the task path and the compiled graph run its two-hop plan (no unmask
+"""SecAgg mode ``announced`` over Ray: the task path and the socket data plane run its two-hop plan (no unmask
 exchange) and train what the in-process run trains, bit for bit, with the same bytes on the wire."""
 
 from __future__ import annotations
@@ -30,19 +30,19 @@ def _params(states: dict[int, dict[str, Any]]) -> list[torch.Tensor]:
             for t in st.values() if isinstance(t, torch.Tensor)]
 
 
-def test_ray_task_path_and_compiled_graph_train_the_in_process_parameters(ray_local):
+def test_ray_task_path_and_socket_plane_train_the_in_process_parameters(ray_local):
     from vfl.runtime.transport.ray_transport import RayTransport
 
     ref, ref_h, ref_states = run_with_states(_cfg({"kind": "inprocess"}), num_train=N)
     kinds = set(ref["bytes_by_kind"])  # no exchange after the embeddings, no seed shares at set-up
     assert {"train.forward", "query.secagg_roster"} <= kinds and not any(
         w in k for k in kinds for w in ("unmask", "shares", "deliver"))
-    for compiled in ("off", "on"):
-        s, h, states = run_with_states(_cfg({"kind": "ray", "compiled_graph": compiled, "max_actors": 2}),
+    for plane in ("ray", "socket"):
+        s, h, states = run_with_states(_cfg({"kind": "ray", "data_plane": plane, "max_actors": 2}),
                                        num_train=N, transport=RayTransport())
-        assert [r["train_loss"] for r in h] == [r["train_loss"] for r in ref_h], compiled
-        assert [r["test_acc"] for r in h] == [r["test_acc"] for r in ref_h], compiled
+        assert [r["train_loss"] for r in h] == [r["train_loss"] for r in ref_h], plane
+        assert [r["test_acc"] for r in h] == [r["test_acc"] for r in ref_h], plane
         for key in LEDGER_KEYS:
-            assert s.get(key) == ref.get(key), (compiled, key)
+            assert s.get(key) == ref.get(key), (plane, key)
         for a, b in zip(_params(states), _params(ref_states), strict=True):
             assert torch.equal(a, b)

@@ -2,7 +2,7 @@
 bit for bit: same losses, parameters and every byte and message count; every training step went
 through the socket chain; a host killed mid-run is a PartyFailure the engine restarts from (a new
 chain over the new actor); an exception inside a host is a PartyFailure naming its parties; after
-close the actors serve ordinary Ray tasks again. In-process, skip-party and compiled_graph: on refuse it."""
+close the actors serve ordinary Ray tasks again. In-process and skip-party refuse it."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _cfg(strategy: str, params: dict[str, Any], *, plane: str, **transport: Any)
                             "model": {"embed_dim": 6, "bottom_hidden": [8], "head_hidden": [8]},
                             "train": {"epochs": 2, "batch_size": B, "lr": 0.05, "optimizer": "adam"},
                             "privacy": {"noise_rng": "seeded"},
-                            "transport": {"kind": "ray", "compiled_graph": "off", "data_plane": plane, **transport}})
+                            "transport": {"kind": "ray", "data_plane": plane, **transport}})
 
 
 @pytest.mark.ray
@@ -161,19 +161,17 @@ def test_a_host_exception_names_its_parties_and_closed_actors_serve_tasks_again(
         chain.close()
 
 
-def test_socket_is_refused_in_process_with_skip_party_and_with_a_compiled_graph():
+def test_socket_is_refused_in_process_and_with_skip_party():
     with pytest.raises(ConfigError, match="transport.data_plane: got 'socket' with transport.kind: inprocess"):
         load_run_config({"transport": {"kind": "inprocess", "data_plane": "socket"}})
     with pytest.raises(ConfigError, match="transport.data_plane: got 'socket' with train.on_dropout: skip-party"):
         load_run_config({"transport": {"kind": "ray", "data_plane": "socket"}, "train": {"on_dropout": "skip-party"}})
-    with pytest.raises(ConfigError, match="transport.data_plane: got 'socket' with transport.compiled_graph: on"):
-        load_run_config({"transport": {"kind": "ray", "data_plane": "socket", "compiled_graph": "on"}})
     assert load_run_config({}).transport.data_plane == "ray"  # the default: the current behaviour
 
 
 def test_socket_uses_the_chain_at_any_run_length():
-    from strategies.base.compiled_auto import SOCKET, PathChoice
-    from strategies.base.compiled_epoch import compiled_chain
+    from parties.secagg.plan import secagg_round_plan
+    from strategies.base.socket_epoch import SOCKET, TASK, data_plane, plane_summary, socket_chain
 
     class G:
         party_groups = ["p0", "p1"]
@@ -181,8 +179,8 @@ def test_socket_uses_the_chain_at_any_run_length():
         def socket_chain(self, hops):
             return tuple(tuple(h) for h in hops)
 
-    choice = PathChoice()
     cfg = _cfg("npq", {}, plane="socket")
-    assert compiled_chain(G(), cfg, server="s", unmask_hops=1, steps=1, choice=choice) == (
-        ("s",), ("p0", "p1"), ("s",), ("p0", "p1"))
-    assert choice.chosen == SOCKET  # no probe
+    assert socket_chain(G(), cfg, server="s", plan=secagg_round_plan()) == (("s",), ("p0", "p1"), ("s",), ("p0", "p1"))
+    assert data_plane(cfg) == SOCKET and plane_summary(cfg)["compiled_graph_choice"]["chosen"] == SOCKET
+    ray = _cfg("npq", {}, plane="ray")
+    assert socket_chain(G(), ray, server="s", plan=secagg_round_plan()) is None and data_plane(ray) == TASK

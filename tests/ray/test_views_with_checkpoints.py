@@ -23,8 +23,7 @@ def test_a_restart_flags_what_live_hosts_received_in_the_aborted_attempt(tmp_pat
 
     cfg = load_run_config({**_cfg().to_dict(), "train": {**_cfg().to_dict()["train"], "on_failure": "restart",
                                                           "max_restarts": 1, "batch_size": 8},
-                           "transport": {"kind": "ray", "parties_per_actor": 1, "cpus_per_actor": 0.1,
-                                         "compiled_graph": "off"}})
+                           "transport": {"kind": "ray", "parties_per_actor": 1, "cpus_per_actor": 0.1}})
     transport = RayTransport()
     timers: list[threading.Timer] = []
 

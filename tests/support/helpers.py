@@ -63,10 +63,10 @@ def state_tensors(states: dict[int, dict[str, Any]]) -> list[Any]:
 
 
 class ChainSpy:
-    """Counts the runs of the chains a transport hands out from its ``method`` (``chain``: compiled graphs,
-    ``socket_chain``: socket chains), wrapping each chain's ``run`` once."""
+    """Counts the runs of the chains a transport hands out from its ``method`` (``socket_chain``), wrapping
+    each chain's ``run`` once."""
 
-    def __init__(self, transport: Any, method: str = "chain") -> None:
+    def __init__(self, transport: Any, method: str = "socket_chain") -> None:
         self.runs = 0
         inner = getattr(transport, method)
 

@@ -24,17 +24,13 @@ def check_conflicts(cfg: Any) -> None:
     if t.kind == "inprocess" and t.address:
         raise ConfigError("transport.address", f"got {t.address!r} with transport.kind: inprocess (an address is "
                           "a Ray cluster's); drop --address/transport.address or use --transport ray")
-    if t.compiled_graph == "on" and t.kind == "inprocess":
-        raise ConfigError("transport.compiled_graph", "got 'on' with transport.kind: inprocess (a Ray Compiled "
-                          "Graph needs Ray actors); allowed in-process: auto or off")
-    if t.compiled_graph == "on" and cfg.train.on_dropout == "skip-party":
-        raise ConfigError("transport.compiled_graph", "got 'on' with train.on_dropout: skip-party (a compiled step "
-                          "cannot lose a party); allowed with skip-party: auto or off")
-    if t.data_plane == "socket" and (t.kind == "inprocess" or cfg.train.on_dropout == "skip-party"
-                                     or t.compiled_graph == "on"):
+    if t.compiled_graph == "on":
+        log.warning("transport.compiled_graph: 'on' no longer compiles the step (the Ray Compiled Graph was removed: "
+                    "the socket data plane was faster wherever both were measured, docs/performance.md); the step "
+                    "goes over transport.data_plane: %s (socket: the fast step over Ray)", t.data_plane)
+    if t.data_plane == "socket" and (t.kind == "inprocess" or cfg.train.on_dropout == "skip-party"):
         got = ("transport.kind: inprocess (the socket data plane joins Ray actors)" if t.kind == "inprocess" else
-               "train.on_dropout: skip-party (a socket step cannot lose a party)" if cfg.train.on_dropout != "fail"
-               else "transport.compiled_graph: on (one data plane per step)")
+               "train.on_dropout: skip-party (a socket step cannot lose a party)")
         raise ConfigError("transport.data_plane", f"got 'socket' with {got}; allowed there: ray")
     if t.data_plane == "socket" and os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true"):
         raise ConfigError("transport.data_plane", "got 'socket' with RAY_USE_TLS=1: the socket data plane is plain "

@@ -95,14 +95,14 @@ class TransportConfig:
     timeout_s: float = param(1800.0, gt=0, le=86400, help="a Ray call outside the guarded training/eval hops "
                              "(set-up, PSI, SecAgg keys, LLM conversations) unanswered after this many seconds "
                              "fails the run naming the host (a hang detector: keep it above the slowest step)")
-    compiled_graph: str = param("auto", choices=("auto", "on", "off"), help="vertical training steps over Ray "
-                                "as one Ray Compiled Graph (shared-memory channels, no task per hop); "
-                                "auto: runs of >= 2000 steps time both paths on their first ~104 steps and keep the "
-                                "faster; never with on_dropout=skip-party or in-process")
+    compiled_graph: str = param("auto", choices=("auto", "on", "off"), help="kept for old configs: the Ray "
+                                "Compiled Graph step was removed (the socket data plane was faster wherever both "
+                                "were measured, docs/performance.md); on warns and the step takes "
+                                "transport.data_plane")
     data_plane: str = param("ray", choices=("ray", "socket"), help="how a vertical training step's hops travel "
-                            "over Ray: ray (Ray tasks, or the compiled graph of transport.compiled_graph) or "
-                            "socket (plain TCP between the host actors, struct frames, a per-run token; no "
-                            "compile, no busy-wait; any run length; on_dropout: fail only)")
+                            "over Ray: ray (a Ray task per hop) or socket (plain TCP between the host actors, "
+                            "struct frames, a per-run token; about half the step time on 2 cores; "
+                            "on_dropout: fail only, not with RAY_USE_TLS)")
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig, metadata={
         "help": "per-profile {cpus, gpus} of server, party, model_server actors (vfl/config/resources.py)"})
 

@@ -192,13 +192,10 @@ class Grid:
         return hops
 
     # ---- pipelined delivery (no driver round trip per hop) -----------------------------------
-    def chain(self, hops: Sequence[Sequence[str]]) -> Any:
-        """A compiled chain through ``hops`` (host names per hop) whose ``run`` returns the last
-        hop's replies, logged like ``submit``'s for ``drain``; None where the transport has none."""
-        return self.transport.chain(tuple(tuple(h) for h in hops))
-
     def socket_chain(self, hops: Sequence[Sequence[str]]) -> Any:
-        """Like ``chain``, over TCP sockets between the hosts (``transport.data_plane: socket``)."""
+        """A chain through ``hops`` (host names per hop) over TCP sockets between the hosts
+        (``transport.data_plane: socket``) whose ``run`` returns the last hop's replies, logged like
+        ``submit``'s for ``drain``; None where the transport has none."""
         return self.transport.socket_chain(tuple(tuple(h) for h in hops))
 
     def submit(self, parts: Sequence[Any], to: Sequence[str]) -> dict[str, Any]:

@@ -1,12 +1,10 @@
 """A fixed chain of pipelined hops over plain TCP sockets between the host actors
 (``transport.data_plane: socket``): the Ray-free data plane of a vertical training step.
 
-Same interface as ``vfl.runtime.fast.ray_chain.CompiledChain`` (``run``, ``close``, ``broken``,
-``hops``). Set up once through Ray (``ChainHost.chain_listen``/``chain_start``: each host listens
+``run``, ``close``, ``broken``, ``hops``. Set up once through Ray (``ChainHost.chain_listen``/``chain_start``: each host listens
 on its node IP, connects to its successors, and one daemon thread per host serves the chain); a
 step is then one frame from the driver to the first hop, one frame per edge between hops, one
-frame from each last-hop host back. Reads block (no busy-wait, unlike a compiled graph's channel
-loop), frames are ``struct``-encoded (``vfl.runtime.fast.socket_frames``: no pickle on the socket),
+frame from each last-hop host back. Reads block (no busy-wait), frames are ``struct``-encoded (``vfl.runtime.fast.socket_frames``: no pickle on the socket),
 and every connection opens with a per-chain random token. Each hop runs the hosts'
 ``deliver_piped``, so wires, outbox rows and ledger counts equal the task path's.
 """

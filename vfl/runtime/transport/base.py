@@ -109,14 +109,10 @@ class Transport(ABC):
         """Control plane: the recorded views of every node (``privacy.record_views``), drained."""
         return {}
 
-    def chain(self, hops: tuple[tuple[str, ...], ...]) -> Any:
-        """A compiled chain of pipelined hops (``run(wires, round=, timeout_s=)``), or None where the
-        transport has none (then the caller submits hop by hop)."""
-        return None
-
     def socket_chain(self, hops: tuple[tuple[str, ...], ...]) -> Any:
-        """The same chain over TCP sockets between the hosts (``transport.data_plane: socket``),
-        or None where the transport has none."""
+        """A chain of pipelined hops over TCP sockets between the hosts (``run(wires, round=, timeout_s=)``,
+        ``transport.data_plane: socket``), or None where the transport has none (then the caller submits
+        hop by hop)."""
         return None
 
     @abstractmethod

@@ -1,4 +1,4 @@
-"""One translation of a failed Ray call into the project's errors (task calls and compiled graphs)."""
+"""One translation of a failed Ray call into the project's errors."""
 
 from __future__ import annotations
 

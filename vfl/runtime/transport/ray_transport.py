@@ -19,8 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vfl.core.errors import PartyFailure, TransportError, VFLError
-from vfl.runtime.fast.ray_chain import CompiledChain, Hops
-from vfl.runtime.fast.socket_chain import SocketChain
+from vfl.runtime.fast.socket_chain import Hops, SocketChain
 from vfl.runtime.faults import FORWARD_ENV, FaultPlan
 from vfl.runtime.host import NodeBuilder, NodeHost
 from vfl.runtime.message import Wire
@@ -69,8 +68,8 @@ class RayTransport(Transport):
         self._remote_host: Any = None
         self.schedule_timeout_s = schedule_timeout_s
         self.timeout_s = timeout_s  # transport.timeout_s: every unguarded ray.get gives up after this
-        self._chains: dict[Hops, CompiledChain] = {}  # compiled hop chains, dropped when an actor changes
-        self._socket_chains: dict[Hops, SocketChain] = {}  # the same over TCP (transport.data_plane: socket)
+        self._socket_chains: dict[Hops, SocketChain] = {}  # hop chains over TCP (transport.data_plane: socket),
+        # dropped when an actor changes
         self._made_temp: str | None = None  # a vflray-* folder this transport made: removed at shutdown
         if ray.is_initialized():
             return
@@ -124,7 +123,7 @@ class RayTransport(Transport):
 
     def restart(self, states: dict[int, bytes], *, timeout_s: float = 120.0) -> list[tuple[int, int, str, str, int, int]]:
         ray = self._ray
-        self.close_chains()  # a compiled graph holds channels to the actors about to be reset or replaced
+        self.close_chains()  # a socket chain holds connections to the actors about to be reset or replaced
         rows: list[tuple[int, int, str, str, int, int]] = []
         dead: list[str] = []
         futures = {n: a.reset.remote(self._subset(n, states)) for n, a in self.actors.items()}
@@ -261,33 +260,21 @@ class RayTransport(Transport):
         """Kill one host actor (fault injection in tests and demos)."""
         self._ray.kill(self.actors[group], no_restart=True)
 
-    def chain(self, hops: Hops) -> CompiledChain:
-        """The compiled graph for ``hops`` (built on first use, kept until an actor changes)."""
-        chain = self._chains.get(hops)
-        if chain is None:
-            unknown = sorted({h for hop in hops for h in hop} - set(self.actors))
-            if unknown:
-                raise PartyFailure(", ".join(unknown), "compile", "no such host actor")
-            chain = CompiledChain(self._ray, self.actors, hops, names=self._names, dead=self._dead_names)
-            self._chains[hops] = chain
-        return chain
-
     def socket_chain(self, hops: Hops) -> SocketChain:
         """The socket chain for ``hops`` (set up on first use, kept until an actor changes)."""
         chain = self._socket_chains.get(hops)
         if chain is None:
             unknown = sorted({h for hop in hops for h in hop} - set(self.actors))
             if unknown:
-                raise PartyFailure(", ".join(unknown), "compile", "no such host actor")
+                raise PartyFailure(", ".join(unknown), "chain", "no such host actor")
             chain = SocketChain(self._ray, self.actors, hops, names=self._names, dead=self._dead_names)
             self._socket_chains[hops] = chain
         return chain
 
     def close_chains(self) -> None:
-        """Tear down every compiled graph and socket chain (before actors are reset, replaced,
-        removed or killed)."""
-        chains: list[CompiledChain | SocketChain] = [*self._chains.values(), *self._socket_chains.values()]
-        self._chains, self._socket_chains = {}, {}
+        """Tear down every socket chain (before actors are reset, replaced, removed or killed)."""
+        chains = list(self._socket_chains.values())
+        self._socket_chains = {}
         for chain in chains:
             chain.close()
 
