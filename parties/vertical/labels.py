@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from parties.vertical.fast_step import set_mode
 from vfl.core.rng import NodeNoise
 from vfl.privacy.defenses import UNDRAWN, Defense
+from vfl.runtime.accel import set_mode
 
 
 class ServerLabels:

@@ -21,8 +21,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from parties.vertical.fast_step import set_mode, step_all
-from vfl.runtime.fast.torch_light import backward
+from vfl.runtime.accel import backward, set_mode, step_all
 
 
 def party_local_steps(*, bottom: nn.Module, optimizer: torch.optim.Optimizer, inputs: Callable[[], torch.Tensor],

@@ -20,7 +20,6 @@ from torch import nn
 from parties.vertical import wire as vw
 from parties.vertical.data_guard import STATE_KEY as DATA_KEY
 from parties.vertical.data_guard import DataGuard
-from parties.vertical.fast_step import set_mode, step_all, zero_grads
 from parties.vertical.local_updates import party_local_steps
 from parties.vertical.nonfinite import check_embedding
 from parties.vertical.party_batch import train_together
@@ -31,9 +30,9 @@ from vfl.core.errors import ProtocolError
 from vfl.core.rng import NodeNoise
 from vfl.data.dataset import PartyShard
 from vfl.data.sampling import Schedule
+from vfl.runtime import accel
 from vfl.runtime import message as wire
-from vfl.runtime.fast.records import meta_of
-from vfl.runtime.fast.torch_light import backward
+from vfl.runtime.accel import backward, set_mode, step_all, zero_grads
 from vfl.runtime.mods import Mod, ModContext, apply_mods
 from vfl.runtime.node import Node, NodeSpec, handles
 
@@ -78,9 +77,9 @@ class PassiveParty(Node):
             self.release_guard.admit(self.schedule.train_ids(epoch, step), epoch=epoch, step=step)
         if self.mods:  # encoded or masked, the server cannot tell whose embedding went bad: say it here
             check_embedding(emb, party=self.spec.name, phase=phase, epoch=epoch, step=step)
-        md = meta_of(request)  # (read directly: each flwr metadata property costs two calls)
-        out = wire.make(md["_message_type"], src=self.spec.node_id, dst=int(md["_src_node_id"]),
-                        round=wire.round_tag(epoch, step, phase), reply_to=md["_message_id"],
+        md = request.metadata
+        out = wire.make(md.message_type, src=self.spec.node_id, dst=md.src_node_id,
+                        round=wire.round_tag(epoch, step, phase), reply_to=md.message_id,
                         content=wire.records(**{vw.Record.EMB: wire.arrays(**{vw.Array.FLOAT: (
                             emb.detach().numpy() if self.device == "cpu" else _numpy(emb, self.device))})}))
         # (no STEP record: the round tag above names phase, epoch and step, authenticated with the metadata; #29.2)
@@ -103,8 +102,9 @@ class PassiveParty(Node):
 
     @classmethod
     def handle_together(cls, deliveries: Sequence[tuple[Node, list[Message]]]) -> list[list[Message]] | None:
-        """The parties of one host take a gradient with one fused backward (parties/vertical/party_batch.py)."""
-        return train_together(PassiveParty, deliveries)
+        """The parties of one host take a gradient with one fused backward (parties/vertical/party_batch.py; a
+        measured speed-up: ``VFL_PLAIN=party_batch`` turns it off, vfl/runtime/accel.py)."""
+        return train_together(PassiveParty, deliveries) if accel.enabled("party_batch") else None
 
     @handles(vw.Kind.TRAIN_FORWARD)
     def on_train(self, messages: list[Message]) -> list[Message]:

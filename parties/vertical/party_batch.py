@@ -4,7 +4,7 @@ A host running several parties receives the server's gradient for all of them in
 Handled one party at a time, each party runs its own autograd backward; the engine's fixed cost
 per call then dominates a small bottom's step. Here the host's parties take the gradient together:
 ONE ``torch.autograd.backward`` over their (disjoint) graphs and, when their optimizers allow it, ONE
-multi-tensor optimizer step (``parties/vertical/fast_step.py``; otherwise each party steps its own), then each
+multi-tensor optimizer step (``vfl/runtime/fast/torch_step.py``; otherwise each party steps its own), then each
 party, in host order, takes its local steps and its next forward pass exactly as ``PassiveParty.on_train``
 does. The graphs share no tensor, so every gradient is computed by the same kernels on the same
 inputs as in separate calls: parameters stay bit-identical (``tests/engine/runtime/test_party_batch.py``).
@@ -26,11 +26,9 @@ import torch
 from flwr.common import ArrayRecord, Message
 
 from parties.vertical import wire as vw
-from parties.vertical.fast_step import fused_step, zero_grads
 from parties.vertical.local_updates import party_local_steps
 from vfl.runtime import message as wire
-from vfl.runtime.fast.records import items_of, meta_of
-from vfl.runtime.fast.torch_light import backward
+from vfl.runtime.accel import backward, fused_step, zero_grads
 from vfl.runtime.node import Node
 
 
@@ -87,9 +85,9 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
             return None
         m = messages[0]
         if m is not read:  # a broadcast: the same message for every party, checked and read once
-            if meta_of(m)["_message_type"] != kind or not wire.has_array(m, vw.Record.GRAD):
+            if m.metadata.message_type != kind or not wire.has_array(m, vw.Record.GRAD):
                 return None
-            cfg = items_of(wire.config_of(m, vw.Record.STEP))  # (the record's dict: no TypedDict or cast() calls)
+            cfg = wire.config_of(m, vw.Record.STEP)
             read, fields = m, (int(cfg[vw.Key.EPOCH]), int(cfg[vw.Key.STEP]), int(cfg[vw.Key.GRAD_STEP]),
                                bool(cfg[vw.Key.FORWARD]))
             epoch, grad_step, broadcast = fields[0], fields[2], _broadcast_grad(m)
@@ -106,7 +104,7 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
     optimizers = [party.optimizer for party in parties]
     zero_grads(optimizers)
     backward([s[1] for s in steps], [s[2] for s in steps])  # disjoint graphs: one engine run
-    stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (parties/vertical/fast_step.py)
+    stepped = fused_step(optimizers)  # one multi-tensor step when the optimizers allow (vfl/runtime/fast/torch_step.py)
     replies: list[list[Message]] = []
     ids_of: Message | None = None  # the message and schedule the batch ids were read for: once per delivery
     ids_sched: Any = None

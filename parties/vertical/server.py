@@ -17,7 +17,6 @@ from torch import nn
 from parties.vertical import wire as vw
 from parties.vertical.data_guard import STATE_KEY as DATA_KEY
 from parties.vertical.data_guard import DataGuard
-from parties.vertical.fast_step import module_hook, set_mode, step_all, zero_grads
 from parties.vertical.labels import ServerLabels
 from parties.vertical.local_updates import server_local_steps
 from parties.vertical.nonfinite import check_loss
@@ -28,7 +27,7 @@ from vfl.data.dataset import LabelShard
 from vfl.data.sampling import Schedule
 from vfl.privacy.defenses import UNDRAWN, Defense
 from vfl.runtime import message as wire
-from vfl.runtime.fast.records import meta_of, metas_of
+from vfl.runtime.accel import module_hook, set_mode, step_all, zero_grads
 from vfl.runtime.message import BROADCAST
 from vfl.runtime.mods import ModContext, apply_mods
 from vfl.runtime.node import Node, NodeSpec, handles
@@ -97,12 +96,12 @@ class ActiveServer(Node):
             self._unscored, self._unscored_rows = [], 0
 
     def _check_round(self, messages: list[Message], phase: str) -> tuple[int, int]:
-        mds = metas_of(messages)  # (read directly: each flwr metadata property costs two calls)
-        srcs = [int(md["_src_node_id"]) for md in mds]  # (a list: a generator is a call per item)
+        mds = [m.metadata for m in messages]
+        srcs = [md.src_node_id for md in mds]
         if (senders := sorted(srcs)) != self.party_ids:
             missing = sorted(set(self.party_ids) - set(srcs))
             raise ProtocolError(f"server expected embeddings from every party; missing nodes {missing}")
-        tags = {md["_group_id"] for md in mds}  # the embeddings' (authenticated) round tags (#29.2)
+        tags = {md.group_id for md in mds}  # the embeddings' (authenticated) round tags
         if len(tags) != 1:
             raise ProtocolError(f"{phase} embeddings from different rounds: {sorted(str(t) for t in tags)}")
         self._senders = (messages, srcs, senders)  # fuse reads the same list's senders from here
@@ -112,9 +111,9 @@ class ActiveServer(Node):
         return epoch, step
 
     def fuse(self, messages: list[Message]) -> torch.Tensor:
-        read, srcs, senders = self._senders  # what _check_round read of this list, or read now (directly: flwr's is four calls)
+        read, srcs, senders = self._senders  # what _check_round read of this list, or read now
         if read is not messages:
-            srcs = [int(md["_src_node_id"]) for md in metas_of(messages)]
+            srcs = [m.metadata.src_node_id for m in messages]
             senders = sorted(srcs)
         if srcs == senders:  # already in sender order (a host's parties reply in node order): the sort is the identity
             self.last_summed, ordered = senders, list(messages)
@@ -220,7 +219,7 @@ class ActiveServer(Node):
         nxt = step + 1 < self.schedule.steps
         cfg = step_config(epoch=epoch, step=step + 1 if nxt else step, forward=nxt, grad_step=step)
         src = messages[0]
-        tag = meta_of(src)["_group_id"]  # = wire.round_of(src) (flwr's property chain: four calls)
+        tag = src.metadata.group_id
         if self.fusion == "sum":  # one tensor for everyone: the gradient of the sum is the same for all
             out = [wire.make(vw.Kind.TRAIN_FORWARD, src=self.spec.node_id, dst=BROADCAST, round=tag,
                              content=wire.records(**{vw.Record.GRAD: wire.arrays(**{vw.Array.GRAD: grad}), vw.Record.STEP: cfg}))]

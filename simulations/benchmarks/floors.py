@@ -26,7 +26,6 @@ import torch
 from flwr.common import Message
 
 from parties.vertical import wire as vw
-from parties.vertical.fast_step import fused_step, zero_grads
 from parties.vertical.party import step_config
 from parties.vertical.wire import SERVER_ID
 from simulations.data.source import ConfigDataSource
@@ -34,6 +33,7 @@ from vfl.data.sampling import batch_indices
 from vfl.engine.engine import Engine
 from vfl.engine.schema import RunConfig
 from vfl.runtime import message as wire
+from vfl.runtime.accel import fused_step, zero_grads
 from vfl.runtime.auth import HostAuth
 from vfl.runtime.message import BROADCAST, Wire
 from vfl.runtime.transport.inprocess import InProcessTransport

@@ -3,7 +3,7 @@
 Every step of a vertical round is the same hop chain, the round's ``RoundPlan``
 (``parties/vertical/round_plan.py``): parties -> server (-> parties -> server per secure-aggregation
 exchange) -> parties. Set up once as a chain of TCP connections between the host actors
-(``vfl.runtime.fast.socket_chain``), a step is one frame per edge instead of a Ray task per hop; the
+(``vfl.runtime.transport.socket.chain``), a step is one frame per edge instead of a Ray task per hop; the
 hosts run the same ``deliver_piped`` and log the same outbox rows, so messages, bytes and results
 equal the task path's (``tests/ray/test_socket_chain_ray.py``). The driver waits for every step (the
 next step's input is this step's output), and a failure is a PartyFailure for the engine:

@@ -15,7 +15,7 @@ from vfl.runtime.fast import torch_light
 
 TRAIN = """
 import hashlib, json, sys, torch
-from parties.vertical.fast_step import step_all
+from vfl.runtime.fast.torch_step import step_all
 from vfl.runtime.optim import make_optimizer
 out = {}
 for name in ("sgd", "adam", "adamw", "sgd-own"):  # -own: torch's own step(), which imports torch._dynamo itself

@@ -134,7 +134,7 @@ def _no_nodes(specs):
 @pytest.mark.ray
 def test_a_host_exception_names_its_parties_and_closed_actors_serve_tasks_again(ray_local):
     from vfl.core.errors import PartyFailure
-    from vfl.runtime.fast.socket_chain import SocketChain
+    from vfl.runtime.transport.socket.chain import SocketChain
     from vfl.runtime.host import NodeHost
     from vfl.runtime.message import BROADCAST, Wire
 

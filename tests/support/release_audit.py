@@ -33,7 +33,6 @@ from parties.vertical.party import ActiveServer
 from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, epsilon_from_rdp, event_rdp
 from vfl.privacy.accounting.events import GaussianEvent, PBMEvent
 from vfl.runtime import faults
-from vfl.runtime.fast.records import meta_of
 from vfl.runtime.message import parse_round
 
 
@@ -51,7 +50,7 @@ class ReleaseAudit:
 
         def fuse(node: Any, messages: list[Any]) -> Any:
             out = real_fuse(node, messages)
-            phase, epoch, step = parse_round(str(meta_of(messages[0])["_group_id"]))
+            phase, epoch, step = parse_round(messages[0].metadata.group_id)
             digest = hashlib.sha256(out.detach().cpu().numpy().tobytes()).hexdigest()
             self.decodes.append((phase, epoch, step, tuple(node.last_summed), digest))
             self.sums.setdefault((phase, epoch, step, tuple(node.last_summed)), []).append(
@@ -60,13 +59,13 @@ class ReleaseAudit:
 
         def handle(node: Any, messages: list[Any]) -> Any:
             for m in messages:  # an embedding arrived at the server node (masked or not)
-                md = meta_of(m)
-                if md["_message_type"] in (vw.Kind.TRAIN_FORWARD, vw.Kind.EVAL_FORWARD) and \
+                md = m.metadata
+                if md.message_type in (vw.Kind.TRAIN_FORWARD, vw.Kind.EVAL_FORWARD) and \
                         vw.Record.EMB in m.content.array_records:
-                    phase, epoch, step = parse_round(str(md["_group_id"]))
+                    phase, epoch, step = parse_round(md.group_id)
                     rec = m.content.array_records[vw.Record.EMB]
                     digest = hashlib.sha256(b"".join(bytes(a.data) for a in rec.values())).hexdigest()
-                    self.arrivals.append((phase, epoch, step, int(md["_src_node_id"]), digest))
+                    self.arrivals.append((phase, epoch, step, md.src_node_id, digest))
             return real_handle(node, messages)
 
         mp.setattr(ActiveServer, "fuse", fuse)

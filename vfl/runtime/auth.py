@@ -66,7 +66,6 @@ from flwr.proto.recorddict_pb2 import ConfigRecordValue as ProtoConfigValue
 from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
 from vfl.core.errors import AuthenticationError, ProtocolError
-from vfl.runtime.fast.records import content_items
 from vfl.runtime.ledger import CommLedger
 from vfl.runtime.message import BROADCAST, Wire, decode, record_of, round_of
 
@@ -296,8 +295,7 @@ class HostAuth:
 
 def check_unreserved(message: Message) -> None:
     """Nodes may not use the reserved ``auth`` record name (it would shadow the signature)."""
-    items = content_items(message)
-    if items is not None and AUTH_RECORD in items:
+    if message.has_content() and AUTH_RECORD in message.content:
         raise ProtocolError(f"message {message.metadata.message_type} uses the reserved record name {AUTH_RECORD!r}")
 
 

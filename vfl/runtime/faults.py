@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 FAULT_ENV = "VFL_FAULT_INJECT"
 PROFILE_ENV = "VFL_PROFILE"  # vfl.runtime.profile accumulators (overhead benchmark)
-FORWARD_ENV = (FAULT_ENV, PROFILE_ENV)  # what a Ray host is handed of the driver's environment
+FORWARD_ENV = (FAULT_ENV, PROFILE_ENV, "VFL_PLAIN")  # what a Ray host is handed of the driver's environment
+# (VFL_PLAIN: the speed-ups a measurement turns off, vfl/runtime/accel.py)
 
 
 class InjectedCrash(Exception):  # noqa: N818 - it is a simulated death, not an error of the code

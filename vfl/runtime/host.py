@@ -21,11 +21,10 @@ from vfl.core.errors import ProtocolError, VFLError
 from vfl.runtime import profile
 from vfl.runtime.auth import HostAuth, check_unreserved
 from vfl.runtime.devices import ray_gpu_ids
-from vfl.runtime.fast.host_chain import ChainHost
-from vfl.runtime.fast.records import meta_of
 from vfl.runtime.faults import FaultPlan
 from vfl.runtime.message import BROADCAST, Wire, decode
 from vfl.runtime.node import Node, NodeSpec, state_from_bytes, state_to_bytes
+from vfl.runtime.transport.socket.host import ChainHost
 from vfl.runtime.views import ViewLog
 
 NodeBuilder = Callable[[Sequence[NodeSpec]], dict[int, Node]]
@@ -119,18 +118,11 @@ class NodeHost(ChainHost):
                 message = auth.verify(w.data, message)  # before any node sees it
                 if timed:
                     profile.stop("auth", t0)
-            dst = int(meta_of(message)["_dst_node_id"])  # the (signed) metadata, not the routing header
-            if dst == BROADCAST and not per_node and views is None:  # a step's broadcast: every taker, one list each
-                per_node = {nid: [message] for nid in self._broadcast_ids()}
-                continue
+            dst = message.metadata.dst_node_id  # the (signed) metadata, not the routing header
             for nid in self._broadcast_ids() if dst == BROADCAST else (dst,):
                 if nid not in nodes:
                     raise ProtocolError(f"message {w.kind} for node {nid} delivered to a host without it")
-                got = per_node.get(nid)
-                if got is None:
-                    per_node[nid] = [message]
-                else:
-                    got.append(message)
+                per_node.setdefault(nid, []).append(message)
                 if views is not None:
                     views.record(nid, message)
         out: list[Wire] = []
@@ -150,19 +142,9 @@ class NodeHost(ChainHost):
                     profile.stop("auth", t0)
         return out
 
-    def _roster(self) -> tuple[dict[int, Node], int, list[int], bool]:
-        """(nodes, their number, the ids that take a ``BROADCAST``, whether all are of one class), worked
-        out once per set of nodes (a restart rebuilds them: ``reset``)."""
-        nodes = self.nodes
-        cached = self.__dict__.get("_roster_cache")
-        if cached is None or cached[0] is not nodes or cached[1] != len(nodes):
-            ids = [nid for nid, n in nodes.items() if n.accepts_broadcast]
-            cached = self.__dict__["_roster_cache"] = (nodes, len(nodes), ids, len({type(n) for n in nodes.values()}) == 1)
-        return cached  # type: ignore[no-any-return]
-
     def _broadcast_ids(self) -> list[int]:
         """My nodes that take a ``BROADCAST`` (``Node.accepts_broadcast``)."""
-        return self._roster()[2]
+        return [nid for nid, n in self.nodes.items() if n.accepts_broadcast]
 
     def _handle(self, per_node: dict[int, list[Message]]) -> list[tuple[Node, list[Message]]]:
         """Each node's replies, in order; nodes of one class get one ``handle_together`` call."""
@@ -170,7 +152,7 @@ class NodeHost(ChainHost):
         nodes = self.nodes
         pairs = [(nodes[nid], messages) for nid, messages in per_node.items()]
         together = None
-        if len(pairs) > 1 and (self._roster()[3] or len({type(n) for n, _ in pairs}) == 1):
+        if len(pairs) > 1 and len({type(n) for n, _ in pairs}) == 1:  # e.g. the parties' batched backward
             together = type(pairs[0][0]).handle_together(pairs)
         if together is None:
             together = [n.handle(messages) for n, messages in pairs]

@@ -23,9 +23,7 @@ from flwr.common import (
 )
 
 from vfl.core.errors import ProtocolError
-from vfl.runtime import profile
-from vfl.runtime.fast import pbwire
-from vfl.runtime.fast import records as fastrecords
+from vfl.runtime import accel, profile
 
 __all__ = [  # the message helpers a strategy or node author uses (docs/writing-a-strategy.md)
     "BROADCAST", "METRICS", "METRICS_RECORD", "Wire", "arrays", "config", "config_int", "config_list", "config_of",
@@ -102,7 +100,7 @@ def make(
         content = RecordDict()
     elif not isinstance(content, RecordDict):
         raise TypeError(f"message content must be a RecordDict, not {type(content).__name__}")
-    metadata = fastrecords.new_metadata(  # = flwr's Metadata(...), its checks kept (vfl/runtime/fast/records.py)
+    metadata = accel.new_metadata(  # = flwr's Metadata(...), its checks kept (vfl/runtime/accel.py)
         run_id=_RUN_ID,
         message_id="",
         src_node_id=src,
@@ -113,7 +111,7 @@ def make(
         ttl=_TTL,
         message_type=kind,
     )
-    out = fastrecords.new_message(metadata, content)
+    out = accel.new_message(metadata, content)
     profile.stop("build", t0)
     return out
 
@@ -146,9 +144,7 @@ def reply(to: Message, kind: str | None = None, *, src: int | None = None, dst: 
 def encode(message: Message) -> bytes:
     """Serialize with flwr's protobuf serde."""
     t0 = profile.start()
-    data = pbwire.encode(message)  # = flwr's bytes, written directly (vfl/runtime/fast/pbwire.py)
-    if data is None:  # errors, metric records, lists...: flwr's own encoder
-        data = serde.message_to_proto(message).SerializeToString()
+    data = serde.message_to_proto(message).SerializeToString()
     profile.stop("serialize", t0)
     return data
 
@@ -157,7 +153,7 @@ def decode(data: bytes) -> Message:
     """Deserialize bytes produced by ``encode``."""
     t0 = profile.start()
     try:
-        message = fastrecords.message_from_proto(serde.ProtoMessage.FromString(data))  # = flwr's, built directly
+        message = accel.message_from_proto(serde.ProtoMessage.FromString(data))  # = flwr's message_from_proto
     except Exception as exc:  # protobuf raises DecodeError / ValueError variants
         raise ProtocolError(f"cannot decode message ({len(data)} bytes): {exc}") from exc
     profile.stop("deserialize", t0)
@@ -170,7 +166,7 @@ def to_array(x: np.ndarray) -> Array:
     x = np.ascontiguousarray(x)
     if x.dtype.byteorder == ">":
         x = x.astype(x.dtype.newbyteorder("<"))
-    out = fastrecords.new_array(x.dtype.str.lstrip("<|="), tuple(int(s) for s in x.shape), RAW_STYPE, x.tobytes())
+    out = accel.new_array(x.dtype.str.lstrip("<|="), tuple(int(s) for s in x.shape), RAW_STYPE, x.tobytes())
     profile.stop("build", t0)
     return out
 
@@ -184,14 +180,13 @@ def from_array(a: Array) -> np.ndarray:
 
 def arrays(**named: np.ndarray) -> ArrayRecord:
     """An ``ArrayRecord`` of raw arrays (holding them as they are: flwr's constructor would copy each)."""
-    return fastrecords.array_record({str(k): to_array(v) for k, v in named.items()})
+    return accel.array_record({str(k): to_array(v) for k, v in named.items()})
 
 
 def record_of(message: Message, name: str, kind: type[R]) -> R | None:
-    """The record ``name`` if it is a ``kind``, read straight from the RecordDict (flwr's
+    """The record ``name`` if it is a ``kind``, read from the RecordDict itself (flwr's
     ``array_records``/``config_records`` views copy every record into a new dict on each access)."""
-    items = fastrecords.content_items(message)
-    rec = None if items is None else items.get(name)
+    rec = message.content.get(name) if message.has_content() else None
     return rec if isinstance(rec, kind) else None
 
 
@@ -210,7 +205,7 @@ def get_array(message: Message, record: str, name: str) -> np.ndarray:
         rec = record_of(message, record, ArrayRecord)
         if rec is None:
             raise KeyError(record)
-        return from_array(fastrecords.items_of(rec)[name])  # = rec[name] without TypedDict's call
+        return from_array(rec[name])
     except KeyError:
         raise ProtocolError(
             f"message {message.metadata.message_type} from node {message.metadata.src_node_id} "
@@ -224,7 +219,7 @@ def config(**values: int | float | str | bool | bytes | list[int] | list[float] 
     Plain scalars are stored directly; anything else (lists, numpy scalars, a bad type) goes
     through flwr's validating constructor."""
     if all(type(v) in _SCALARS for v in values.values()):
-        return fastrecords.config_record(values)
+        return accel.config_record(values)
     return ConfigRecord(dict(values))
 
 
@@ -276,11 +271,10 @@ def metric_floats(record: MetricRecord) -> dict[str, float]:
 
 def payload_nbytes(message: Message) -> int:
     """Bytes of array data in the message (the payload); the rest of the wire size is envelope."""
-    items = fastrecords.content_items(message)  # flwr's views (.values()) wrap every access
-    if items is None:
+    if not message.has_content():
         return 0
-    return sum(len(arr.data) for record in items.values() if isinstance(record, ArrayRecord)
-               for arr in fastrecords.items_of(record).values())
+    return sum(len(arr.data) for record in message.content.values() if isinstance(record, ArrayRecord)
+               for arr in record.values())
 
 
 @dataclass(frozen=True)
@@ -312,7 +306,7 @@ def records(**named: ArrayRecord | ConfigRecord | MetricRecord) -> RecordDict:
     """A ``RecordDict`` from named records (flwr's validating constructor unless every value is
     exactly one of flwr's record classes)."""
     if all(type(r) in _RECORDS for r in named.values()):
-        return fastrecords.record_dict(named)
+        return accel.record_dict(named)
     return RecordDict(dict(named))
 
 

@@ -16,7 +16,6 @@ import torch
 from flwr.common import Message
 
 from vfl.core.errors import ProtocolError
-from vfl.runtime.fast.records import metas_of
 
 SERVER, PARTY = "server", "party"
 Role = Literal["server", "party"]
@@ -112,7 +111,7 @@ class Node:
             ProtocolError: a kind with no handler.
         """
         out: list[Message] = []
-        kinds = [md["_message_type"] for md in metas_of(messages)]  # (flwr's two properties cost four calls)
+        kinds = [m.metadata.message_type for m in messages]
         by_kind: dict[str, list[Message]] = {}
         if kinds and kinds.count(kinds[0]) == len(kinds):  # one kind (a step's embeddings): one group
             by_kind[kinds[0]] = list(messages)

@@ -12,13 +12,13 @@ import torch
 
 from vfl.config.run_config import LR_SCHEDULES, OPTIMIZERS
 from vfl.core.errors import ConfigError
-from vfl.runtime.fast.torch_light import skip_dynamo_import
+from vfl.runtime.accel import skip_dynamo_import
 
 
 def make_optimizer(params: Iterable[torch.nn.Parameter] | Any, *, name: str, lr: float, momentum: float,
                    weight_decay: float) -> torch.optim.Optimizer:
     """The optimizer ``name`` over ``params`` (ConfigError naming ``train.optimizer`` otherwise)."""
-    skip_dynamo_import()  # torch's Optimizer would import torch._dynamo (~1 s CPU) for nothing: vfl.runtime.fast.torch_light
+    skip_dynamo_import()  # torch's Optimizer would import torch._dynamo (~1 s CPU) for nothing (vfl/runtime/accel.py)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     if name == "adamw":

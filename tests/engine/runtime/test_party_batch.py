@@ -10,11 +10,12 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from parties.vertical import fast_step, party_batch
 from parties.vertical import party as vertical
+from parties.vertical import party_batch
 from strategies.base.vertical import VerticalStrategy
 from tests.support.helpers import run_with_states
 from vfl.engine.schema import load_run_config
+from vfl.runtime.fast import torch_step as fast_step
 
 M, N, B = 3, 200, 50
 
@@ -116,7 +117,7 @@ def _assert_same_run(a, b) -> None:
 @pytest.mark.parametrize(("optimizer", "train", "q"), [
     ("sgd", {"momentum": 0.9, "weight_decay": 1e-3}, 1), ("adam", {"weight_decay": 1e-3}, 2), ("adamw", {}, 1)])
 def test_fused_optimizer_step_is_bit_identical_to_torch_steps(monkeypatch, optimizer, train, q):
-    """The host's parties step in one multi-tensor call (parties/vertical/fast_step.py): same bits as each
+    """The host's parties step in one multi-tensor call (vfl/runtime/fast/torch_step.py): same bits as each
     party's own torch ``optimizer.step()`` on its own host (parameters, momentum/Adam state, losses, bytes)."""
     _torch_steps_only(monkeypatch)
     ref = _run(_cfg("npq", {}, per_host=1, q=q, optimizer=optimizer, **train))

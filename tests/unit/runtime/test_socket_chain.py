@@ -1,4 +1,4 @@
-"""``SocketChain`` and the hosts' loops (``vfl.runtime.fast.host_chain``) over real TCP sockets in this process:
+"""``SocketChain`` and the hosts' loops (``vfl.runtime.transport.socket.host``) over real TCP sockets in this process:
 the Ray calls are played by a thread pool (``_Ray``), the hosts by small ``ChainHost``s. A chain
 delivers hop by hop like the task path; a connection with a wrong token is refused during set-up;
 a host's exception, a lost host and a silent one are PartyFailures naming them; close stops every
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from vfl.core.errors import PartyFailure, TransportError
-from vfl.runtime.fast.host_chain import ChainHost
-from vfl.runtime.fast.socket_chain import SocketChain
-from vfl.runtime.fast.socket_frames import ROLE_IN, hello
+from vfl.runtime.transport.socket.host import ChainHost
+from vfl.runtime.transport.socket.chain import SocketChain
+from vfl.runtime.transport.socket.frames import ROLE_IN, hello
 from vfl.runtime.message import Wire
 
 
@@ -152,7 +152,7 @@ def test_a_lost_host_is_named_by_the_dead_callback():
 
 
 def test_a_silent_host_times_out_and_close_kills_it_only(monkeypatch):
-    import vfl.runtime.fast.socket_chain as sc
+    import vfl.runtime.transport.socket.chain as sc
 
     monkeypatch.setattr(sc, "STUCK_AFTER_S", 0.5)  # s will be stuck in its delivery: close gives up on it
     chain, ray, hosts = _chain((("s",), ("a", "b")))
@@ -189,8 +189,8 @@ def test_a_connection_with_a_wrong_token_is_refused_during_set_up():
     intruder = socket.create_connection((ip, port), timeout=5)
     intruder.sendall(hello(b"x" * 32, role=ROLE_IN, hop=0, pred=0))
     assert intruder.recv(1) == b""  # closed unread
-    from vfl.runtime.fast.host_chain import connect
-    from vfl.runtime.fast.socket_frames import ROLE_OUT, encode_wires, read_frame
+    from vfl.runtime.transport.socket.host import connect
+    from vfl.runtime.transport.socket.frames import ROLE_OUT, encode_wires, read_frame
 
     inp = connect((ip, port), hello(token, role=ROLE_IN, hop=0, pred=0), timeout_s=5)
     out = connect((ip, port), hello(token, role=ROLE_OUT, hop=0, pred=0), timeout_s=5)

@@ -1,4 +1,4 @@
-"""The socket data plane's frame codec (``vfl.runtime.fast.socket_frames``): any ``list[Wire]`` and any fault
+"""The socket data plane's frame codec (``vfl.runtime.transport.socket.frames``): any ``list[Wire]`` and any fault
 round-trip; a truncated, padded, oversized or unknown frame is a FrameError, never a wrong value."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vfl.runtime.fast.socket_frames import (
+from vfl.runtime.transport.socket.frames import (
     ChainFault,
     FrameError,
     PeerGone,

@@ -6,7 +6,7 @@ small-model step that is most of the serde cost. Here the values are already typ
 a parsed protobuf whose schema fixes the types, or from ``vfl.runtime.message.to_array``), so the same
 objects are built directly: the same classes with the same attributes as flwr's constructors leave
 (``tests/unit/runtime/test_fastrecords.py`` compares them with flwr's own ``message_from_proto`` on every
-kind of wire). Encoding writes the protobuf bytes directly: ``vfl/runtime/fast/pbwire.py``.
+kind of wire). Encoding is flwr's own serde.
 
 The objects are laid out as flwr's constructors leave them in the flwr releases tested; once per
 process ``path()`` decodes a probe message both ways and, should another flwr lay them out
@@ -89,31 +89,6 @@ def record_dict(items: dict[str, Any]) -> RecordDict:
     TypedDict.__init__(rd, _rd._check_key, _rd._check_value)
     rd.__dict__["_data"].update(items)
     return rd
-
-
-def items_of(record: TypedDict) -> dict[str, Any]:
-    """The dict behind a flwr record or ``RecordDict`` (the layout the constructors above build), read
-    without ``TypedDict``'s call per access (``rec[name]``, ``.get``, views)."""
-    return record.__dict__["_data"]  # type: ignore[no-any-return]
-
-
-def meta_of(message: Message) -> dict[str, Any]:
-    """The fields of ``message``'s ``Metadata`` under the names ``new_metadata`` and flwr's constructor store
-    them (``_src_node_id``, ``_dst_node_id``, ``_group_id``, ``_message_type``, ``_message_id``), read only:
-    ``message.metadata.src_node_id`` costs four calls (two properties, two ``typing.cast``)."""
-    return message.__dict__["_metadata"].__dict__  # type: ignore[no-any-return]
-
-
-def metas_of(messages: list[Message]) -> list[dict[str, Any]]:
-    """``meta_of`` of each message (one call for a step's embeddings)."""
-    return [m.__dict__["_metadata"].__dict__ for m in messages]
-
-
-def content_items(message: Message) -> dict[str, Any] | None:
-    """The records of ``message`` by name (None without content): flwr's ``has_content``/``content``/``get``
-    cost about six calls for the same dict read."""
-    content = message.__dict__["_content"]
-    return None if content is None else items_of(content)
 
 
 _SCALAR_FIELDS = frozenset({"bool", "sint64", "uint64", "double", "string", "bytes"})  # ConfigRecordValue's scalars

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from vfl.core.errors import PartyFailure, TransportError, VFLError
-from vfl.runtime.fast.socket_chain import Hops, SocketChain
 from vfl.runtime.faults import FORWARD_ENV, FaultPlan
 from vfl.runtime.host import NodeBuilder, NodeHost
 from vfl.runtime.message import Wire
@@ -29,9 +28,9 @@ from vfl.runtime.transport.ray_errors import raise_ray_failure
 from vfl.runtime.transport.ray_placement import admit
 from vfl.runtime.transport.ray_reaper import Reaper
 from vfl.runtime.transport.ray_teardown import end_monitor
+from vfl.runtime.transport.socket.chain import Hops, SocketChain
 
 _MAX_SOCKET_DIR = 40  # Ray adds ~65 chars (session_<date>_<pid>/sockets/plasma_store); unix sockets < 108
-
 
 def _short_temp_dir(temp_dir: str | None) -> tuple[str, bool]:
     """(Ray's temp dir, whether it was made here): ``temp_dir`` itself when its socket paths fit,

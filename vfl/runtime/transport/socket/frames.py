@@ -1,4 +1,4 @@
-"""The socket data plane's frames (``vfl.runtime.fast.socket_chain``): a hand-written ``struct`` encoding
+"""The socket data plane's frames (``vfl.runtime.transport.socket.chain``): a hand-written ``struct`` encoding
 of ``list[Wire]`` and of a host's error, length-prefixed on a TCP stream — never pickle, so bytes
 from whoever reaches a chain's port are only ever parsed, never run.
 

@@ -1,4 +1,4 @@
-"""The host's side of a socket chain (``vfl.runtime.fast.socket_chain``): a mixin of ``NodeHost``.
+"""The host's side of a socket chain (``vfl.runtime.transport.socket.chain``): a mixin of ``NodeHost``.
 
 ``chain_listen`` opens a listening socket on the node's IP; ``chain_start`` connects to the
 successors of every hop this host serves, accepts its predecessors (each connection must open with
@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vfl.runtime.fast.socket_frames import (
+from vfl.runtime.message import Wire
+from vfl.runtime.transport.socket.frames import (
     ROLE_IN,
     ROLE_OUT,
     ChainFault,
@@ -35,7 +36,6 @@ from vfl.runtime.fast.socket_frames import (
     read_frame,
     read_hello,
 )
-from vfl.runtime.message import Wire
 
 Hops = tuple[tuple[str, ...], ...]
 HELLO_S = 5.0  # a connection must send its token and edge within this (a silent one is dropped)

@@ -4,7 +4,7 @@
 ``run``, ``close``, ``broken``, ``hops``. Set up once through Ray (``ChainHost.chain_listen``/``chain_start``: each host listens
 on its node IP, connects to its successors, and one daemon thread per host serves the chain); a
 step is then one frame from the driver to the first hop, one frame per edge between hops, one
-frame from each last-hop host back. Reads block (no busy-wait), frames are ``struct``-encoded (``vfl.runtime.fast.socket_frames``: no pickle on the socket),
+frame from each last-hop host back. Reads block (no busy-wait), frames are ``struct``-encoded (``vfl.runtime.transport.socket.frames``: no pickle on the socket),
 and every connection opens with a per-chain random token. Each hop runs the hosts'
 ``deliver_piped``, so wires, outbox rows and ledger counts equal the task path's.
 """
@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from vfl.core.errors import PartyFailure, TransportError
-from vfl.runtime.fast.host_chain import connect
-from vfl.runtime.fast.socket_frames import (
+from vfl.runtime.message import Wire
+from vfl.runtime.transport.socket.frames import (
     ROLE_IN,
     ROLE_OUT,
     TOKEN_BYTES,
@@ -30,7 +30,7 @@ from vfl.runtime.fast.socket_frames import (
     hello,
     read_frame,
 )
-from vfl.runtime.message import Wire
+from vfl.runtime.transport.socket.host import connect
 
 Hops = tuple[tuple[str, ...], ...]
 STUCK_AFTER_S = 5.0  # on close, an actor whose loop has not ended by then (stuck in a delivery) is killed

@@ -1,4 +1,4 @@
-"""parties/vertical/fast_step.py: one fused optimizer step over several torch optimizers leaves every
+"""vfl/runtime/fast/torch_step.py: one fused optimizer step over several torch optimizers leaves every
 parameter and every state tensor bit-identical to each optimizer's own ``step()``, and steps aside
 (returns False, changes nothing) whenever it could not guarantee that."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from parties.vertical.fast_step import fused_step, module_hook, set_mode, step_all, zero_grads
+from vfl.runtime.fast.torch_step import fused_step, module_hook, set_mode, step_all, zero_grads
 
 Make = Callable[[Any], torch.optim.Optimizer]
 
