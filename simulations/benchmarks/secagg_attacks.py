@@ -40,7 +40,7 @@ from simulations.data.source import ConfigDataSource
 from strategies.base.secure import shamir_threshold
 from vfl.attacks.secagg import lying
 from vfl.engine.engine import Engine
-from vfl.runtime.transport import make_transport
+from vfl.runtime.transport.factory import make_transport
 from vfl.secagg import MODES
 
 # (mode, auth, release): release "key" is the control (raw self keys, before view-bound releases)

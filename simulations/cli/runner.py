@@ -41,7 +41,8 @@ from vfl.engine.tracking import check_tracking
 from vfl.engine.trust import check_code
 from vfl.engine.versions import versions
 from vfl.runtime.preflight import check_device
-from vfl.runtime.transport import Transport, make_transport
+from vfl.runtime.transport.base import Transport
+from vfl.runtime.transport.factory import make_transport
 
 CONFIG_DIR = Path(__file__).parent.parent / "configs"
 log = get_logger(__name__)

@@ -16,6 +16,7 @@ from vfl.core.logs import get_logger
 
 log = get_logger(__name__)
 ROLES = ("server", "party", "model_server")
+_warned: set[str] = set()  # warnings given once per process (a config is checked again on its way to a run)
 
 
 def check_conflicts(cfg: Any) -> None:
@@ -24,7 +25,8 @@ def check_conflicts(cfg: Any) -> None:
     if t.kind == "inprocess" and t.address:
         raise ConfigError("transport.address", f"got {t.address!r} with transport.kind: inprocess (an address is "
                           "a Ray cluster's); drop --address/transport.address or use --transport ray")
-    if t.compiled_graph == "on":
+    if t.compiled_graph == "on" and "compiled_graph" not in _warned:
+        _warned.add("compiled_graph")
         log.warning("transport.compiled_graph: 'on' no longer compiles the step (the Ray Compiled Graph was removed: "
                     "the socket data plane was faster wherever both were measured, docs/performance.md); the step "
                     "goes over transport.data_plane: %s (socket: the fast step over Ray)", t.data_plane)

@@ -70,6 +70,15 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 hit = sub if sub in modules else known(source)
                 if hit:
                     out.add(hit)
+    # importing a.b.c.d from outside a.b runs the __init__ of a.b (and a.b.c) first: their imports are this
+    # module's too (a module inside a package always finds its package initialised; the top-level packages'
+    # faces are left out: they only hand names on, lazily)
+    for target in list(out):
+        parts = target.split(".")
+        for i in range(2, len(parts)):
+            package = ".".join(parts[:i])
+            if package in modules and not module.startswith(package + "."):
+                out.add(package)
     out.discard(module)
     return out
 

@@ -1,6 +1,2 @@
-"""Transports behind one interface: ``inprocess`` (tests, debugging) and ``ray`` (the product path)."""
-
-from vfl.runtime.transport.base import HostGroup, Transport
-from vfl.runtime.transport.factory import make_transport
-
-__all__ = ["HostGroup", "Transport", "make_transport"]
+"""Transports behind one interface (``base.Transport``): ``inprocess`` (tests, debugging) and ``ray`` (the product
+path); ``factory.make_transport`` picks one; ``socket/`` is the opt-in socket data plane of the training step."""
