@@ -87,7 +87,7 @@ def train_together(base: type[Node], deliveries: Sequence[tuple[Node, list[Messa
         if m is not read:  # a broadcast: the same message for every party, checked and read once
             if m.metadata.message_type != kind or not wire.has_array(m, vw.Record.GRAD):
                 return None
-            cfg = wire.config_of(m, vw.Record.STEP)
+            cfg: Any = wire.config_of(m, vw.Record.STEP)  # (values of the fields below are ints and a bool)
             read, fields = m, (int(cfg[vw.Key.EPOCH]), int(cfg[vw.Key.STEP]), int(cfg[vw.Key.GRAD_STEP]),
                                bool(cfg[vw.Key.FORWARD]))
             epoch, grad_step, broadcast = fields[0], fields[2], _broadcast_grad(m)

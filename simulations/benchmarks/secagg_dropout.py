@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from flwr.common import Message
 
 import strategies  # noqa: F401  (registers the strategies)
@@ -80,12 +81,12 @@ class AuditedServer(SecAggActiveServer):
             self.audit: dict[str, tuple[list[int], list[int]]] = {}
             real = server.result
 
-            def result(rnd: str) -> tuple[np.ndarray, list[int]]:
+            def result(rnd: int | str) -> tuple[npt.NDArray[np.int64], tuple[int, ...]]:
                 total, summed = real(rnd)
-                self.audit[rnd] = (np.asarray(total).ravel().tolist(), list(summed))
+                self.audit[str(rnd)] = (np.asarray(total).ravel().tolist(), list(summed))
                 return total, summed
 
-            server.result = result  # type: ignore[method-assign]
+            server.result = result  # type: ignore[method-assign,assignment]
         return server
 
     def audit_sums(self) -> dict[str, tuple[list[int], list[int]]]:
@@ -95,8 +96,8 @@ class AuditedServer(SecAggActiveServer):
 class Audited:
     """Mixin for a SecAgg strategy: the audited nodes, and ``keep_input`` just before the masking mod."""
 
-    party_class = AuditedParty
-    server_class = AuditedServer
+    party_class: type[SecAggParty] = AuditedParty
+    server_class: type[SecAggActiveServer] = AuditedServer
 
     def party_mods(self, index: int) -> list[Mod]:
         mods = super().party_mods(index)  # type: ignore[misc]

@@ -11,7 +11,8 @@ from tests.support.wire_tap import ledger_bytes
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
-RAY_QUICK = {"npq", "head-only"}  # one per family in the default Ray run; the rest are also `slow` (~30 s each)
+RAY_QUICK = {"npq", "pbm", "head-only"}  # plain and SecAgg vertical, and a split LLM: each family over Ray
+# (every strategy runs in-process in tests/engine/parties/test_all_strategies.py)
 
 
 @pytest.mark.ray

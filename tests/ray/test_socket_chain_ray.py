@@ -7,6 +7,7 @@ close the actors serve ordinary Ray tasks again. In-process and skip-party refus
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -35,8 +36,9 @@ def _cfg(strategy: str, params: dict[str, Any], *, plane: str, **transport: Any)
 def test_the_socket_chain_equals_the_task_path(ray_local, strategy, params):
     from vfl.runtime.transport.ray_transport import RayTransport
 
-    ref_s, ref_h, ref_states = run_with_states(_cfg(strategy, params, plane="ray", max_actors=2),
-                                               num_train=N, transport=RayTransport())
+    ref = _cfg(strategy, params, plane="ray", max_actors=2)  # the task path's result: the in-process run's
+    ref = replace(ref, transport=replace(ref.transport, kind="inprocess"))  # (bit for bit: tests/ray/test_all_strategies)
+    ref_s, ref_h, ref_states = run_with_states(ref, num_train=N)
     transport = RayTransport()
     spy = ChainSpy(transport, "socket_chain")
     s, h, states = run_with_states(_cfg(strategy, params, plane="socket", max_actors=2), num_train=N,
@@ -46,6 +48,7 @@ def test_the_socket_chain_equals_the_task_path(ray_local, strategy, params):
     assert [r["test_acc"] for r in h] == [r["test_acc"] for r in ref_h]
     for key in LEDGER_KEYS:
         assert s.get(key) == ref_s.get(key), key
+    assert s["transport"] == "ray" and ref_s["transport"] == "inprocess"
     for a, b in zip(state_tensors(states), state_tensors(ref_states), strict=True):
         assert torch.equal(a, b)
 
@@ -134,9 +137,9 @@ def _no_nodes(specs):
 @pytest.mark.ray
 def test_a_host_exception_names_its_parties_and_closed_actors_serve_tasks_again(ray_local):
     from vfl.core.errors import PartyFailure
-    from vfl.runtime.transport.socket.chain import SocketChain
     from vfl.runtime.host import NodeHost
     from vfl.runtime.message import BROADCAST, Wire
+    from vfl.runtime.transport.socket.chain import SocketChain
 
     remote = ray_local.remote(NodeHost)
     actors = {n: remote.options(num_cpus=0.1).remote(_no_nodes, [], 1) for n in ("server", "parties-0")}

@@ -17,6 +17,7 @@ def _run(llama, tmp_path, strategy: str, resend: bool, **params):
            "data": {"train_subsample": 48, "test_subsample": 32}, "privacy": {"noise_rng": "seeded"},
            "train": {"epochs": 2, "batch_size": 16, "eval_batch_size": 16, "optimizer": "adam", "lr": 0.01},
            "params": {"max_len": 16, "model_dir": llama, "lora_rank": 4, "leak_window": 48, "leak_theta_steps": 2,
+                      "leak_theta_iters": 10,  # the attack runs on what each side holds; equal either way
                       "resend_adapters": resend, **params}}
     transport = InProcessTransport()
     res = execute(resolve_config(raw), out_dir=tmp_path / f"{strategy}-{resend}", progress=False, transport=transport)

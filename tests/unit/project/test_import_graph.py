@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -83,8 +84,9 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return out
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the project modules it imports."""
+    """Module -> the project modules it imports (read once per session: the tests only read it)."""
     modules = _modules()
     return {name: _imports(name, path, modules) for name, path in modules.items()}
 

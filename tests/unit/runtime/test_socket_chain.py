@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from vfl.core.errors import PartyFailure, TransportError
-from vfl.runtime.transport.socket.host import ChainHost
+from vfl.runtime.message import Wire
 from vfl.runtime.transport.socket.chain import SocketChain
 from vfl.runtime.transport.socket.frames import ROLE_IN, hello
-from vfl.runtime.message import Wire
+from vfl.runtime.transport.socket.host import ChainHost
 
 
 class _RayError(Exception):
@@ -189,8 +189,8 @@ def test_a_connection_with_a_wrong_token_is_refused_during_set_up():
     intruder = socket.create_connection((ip, port), timeout=5)
     intruder.sendall(hello(b"x" * 32, role=ROLE_IN, hop=0, pred=0))
     assert intruder.recv(1) == b""  # closed unread
-    from vfl.runtime.transport.socket.host import connect
     from vfl.runtime.transport.socket.frames import ROLE_OUT, encode_wires, read_frame
+    from vfl.runtime.transport.socket.host import connect
 
     inp = connect((ip, port), hello(token, role=ROLE_IN, hop=0, pred=0), timeout_s=5)
     out = connect((ip, port), hello(token, role=ROLE_OUT, hop=0, pred=0), timeout_s=5)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vfl.runtime.message import BROADCAST, Wire
 from vfl.runtime.transport.socket.frames import (
     ChainFault,
     FrameError,
@@ -18,7 +19,6 @@ from vfl.runtime.transport.socket.frames import (
     encode_wires,
     read_frame,
 )
-from vfl.runtime.message import BROADCAST, Wire
 
 _u64 = st.integers(min_value=0, max_value=2**64 - 1)
 _wires = st.lists(st.builds(Wire, src=_u64, dst=st.one_of(st.just(BROADCAST), _u64), kind=st.text(max_size=40),
