@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: setup demo test test-fast test-engine test-e2e test-ray test-gpu lint bench clean
-TEST_WORKERS ?= 2  # pytest-xdist workers for the lanes that start no Ray (the ray lane runs one test at a time)
+TEST_WORKERS ?= 2  # pytest-xdist workers per lane (in the ray lane each worker starts its own local Ray, own temp dir)
 
 $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,9 +22,9 @@ setup: $(STAMP)
 demo: $(STAMP)  ## PBM-VFL on the digits over Ray actors (~1-1.5 min on 2 cores after set-up)
 	$(VENV)/bin/vfl run demo
 
-test: $(STAMP)  ## every lane but gpu: unit, engine and e2e on $(TEST_WORKERS) workers, then ray
+test: $(STAMP)  ## every lane but gpu on $(TEST_WORKERS) workers: unit, engine and e2e, then ray
 	$(VENV)/bin/pytest -q -m "not gpu" -n $(TEST_WORKERS) tests/unit tests/engine tests/e2e
-	$(VENV)/bin/pytest -q -m "not gpu" tests/ray
+	$(VENV)/bin/pytest -q -m "not gpu" -n $(TEST_WORKERS) tests/ray
 
 test-fast: $(STAMP)  ## the unit lane: no engine run, no subprocess, no Ray (tests/unit/conftest.py refuses them)
 	$(VENV)/bin/pytest -q tests/unit
@@ -35,8 +35,8 @@ test-engine: $(STAMP)  ## in-process engine runs
 test-e2e: $(STAMP)  ## the CLI, subprocesses, the notebook
 	$(VENV)/bin/pytest -q -m "not gpu" -n $(TEST_WORKERS) tests/e2e
 
-test-ray: $(STAMP)  ## Ray actors, restarts, clusters (one test at a time: each starts its own Ray)
-	$(VENV)/bin/pytest -q -m "not gpu" tests/ray
+test-ray: $(STAMP)  ## Ray actors, restarts, clusters (each xdist worker starts its own local Ray)
+	$(VENV)/bin/pytest -q -m "not gpu" -n $(TEST_WORKERS) tests/ray
 
 test-gpu: $(STAMP)  ## the gpu-marked tests (a CUDA machine; NF4 also needs bitsandbytes): CI has no GPU, run by hand
 	$(VENV)/bin/pytest -q -m gpu -rA

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -14,6 +15,7 @@ from tests.support.helpers import BlobSource
 from vfl.core.errors import PartyFailure
 from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
+from vfl.runtime.transport.inprocess import InProcessTransport
 from vfl.runtime.transport.ray_transport import RayTransport
 
 pytestmark = pytest.mark.ray
@@ -52,8 +54,11 @@ def _run(kills: dict[tuple[int, int], str], **train):
 
 
 @pytest.fixture(scope="module")
-def reference(ray_local):
-    return _run({})
+def reference():
+    """The run without a kill, in-process: a Ray run trains the same bits (tests/ray/test_all_strategies.py)."""
+    cfg = _cfg()
+    return Engine(replace(cfg, transport=replace(cfg.transport, kind="inprocess")), InProcessTransport(), SOURCE,
+                  progress=False).run()
 
 
 def _same(reference, result):
@@ -73,6 +78,7 @@ def test_party_killed_mid_epoch_restarts_and_the_run_is_identical(reference):
     assert restart["round"] and restart["attempt"] == 1
     assert result.summary["replay_bytes"] > 0 and reference.summary["replay_bytes"] == 0
     assert reference.summary["restarts"] == [] and result.summary["on_failure"] == "restart"
+    assert reference.summary["transport"] == "inprocess" and result.summary["transport"] == "ray"
 
 
 def test_server_killed_before_the_first_checkpoint_restarts_from_the_start(reference):
