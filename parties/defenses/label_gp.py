@@ -11,6 +11,13 @@ nothing else of the step given the state before it: a Gaussian mechanism with no
 releases (post-processing), and an example is in one step per epoch, so the run is the adaptive
 composition of ``train.epochs`` such mechanisms per label: (ε, δ)-label-DP by RDP (dp_accounting),
 reported as ``epsilon_label``/``delta_label`` at ``privacy.delta``. Noise from the server's source.
+
+Exact in floating point: the noise is the discrete Gaussian on a grid (``vfl/privacy/mechanisms/gaussian.py``).
+Each clipped vᵢ becomes integer codes kᵢ = trunc(vᵢ·L/C) with ‖kᵢ‖₂ ≤ L checked in integers (sensitivity
+2L on the grid, 2C as before), the sums and rows get N_Z(0, σ²_grid) with σ²_grid ≥ (2σL)², and what
+leaves is a fixed function of those integers. RDP ≤ α(2L)²/(2σ²_grid) ≤ α/(2σ²) (Canonne, Kamath &
+Steinke 2020, Thm 14): the continuous curve accounted at σ is an upper bound. A float Gaussian here
+would make some released rows impossible under the neighbouring label (Mironov, CCS 2012).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from vfl.config.fields import param
 from vfl.core.rng import NoiseSource
 from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, epsilon_from_rdp, gaussian_rdp
 from vfl.privacy.defenses import Defense, register
+from vfl.privacy.mechanisms.gaussian import L2_MAX_NOISE_MULTIPLIER, add_discrete_gaussian, l2_grid, l2_grid_codes
 
 EXCLUSIVE = ("label_rr", "label_rr_prior", "marvell", "cae", "dcae", "mid")  # read the labels or reshape the head
 
@@ -50,22 +58,30 @@ def clipped_per_sample(head: nn.Module, fused: torch.Tensor, y: torch.Tensor, *,
 def private_backward(head: nn.Module, fused: torch.Tensor, y: torch.Tensor, *, max_norm: float,
                      noise_multiplier: float, noise: NoiseSource) -> np.ndarray:
     """Set the head's ``.grad`` to the noised mean of the clipped per-example gradients and return the
-    noised gradient rows of the fused input to send down (both divided by the batch size, as a mean loss)."""
+    noised gradient rows of the fused input to send down (both divided by the batch size, as a mean loss).
+
+    On the grid of ``l2_grid``: the clipped vectors' integer codes (each of L2 norm ≤ L), summed for the
+    head, plus exact discrete Gaussian noise of variance σ²_grid ≥ (2σL)², times C/(L·B) in float64."""
     flat, d_head = clipped_per_sample(head, fused, y, max_norm=max_norm)
-    b, std = len(y), 2.0 * max_norm * noise_multiplier
-    head_grad = (flat[:, :d_head].sum(0) + std * noise.normal(d_head).to(flat)) / b
-    rows = (flat[:, d_head:] + std * noise.normal((b, flat.shape[1] - d_head)).to(flat)) / b
+    levels, sigma2 = l2_grid(noise_multiplier=noise_multiplier)
+    codes = l2_grid_codes(flat, c=max_norm, levels=levels)
+    unit = float(max_norm) / levels / len(y)  # one grid step of the mean: post-processing of the integers
+    head_grad = (add_discrete_gaussian(codes[:, :d_head].sum(0), sigma2=sigma2, noise=noise).to(torch.float64)
+                 * unit).to(flat)
+    rows = add_discrete_gaussian(codes[:, d_head:], sigma2=sigma2, noise=noise).to(torch.float64) * unit
     start = 0
     for p in head.parameters():
         p.grad = head_grad[start:start + p.numel()].view_as(p).clone()
         start += p.numel()
-    return rows.reshape(fused.shape).detach().cpu().numpy().astype(np.float32)
+    return rows.reshape(fused.shape).numpy().astype(np.float32)
 
 
 @dataclass(frozen=True)
 class LabelGPParams:
-    noise_multiplier: float = param(1.0, gt=0, le=1e4, help="sigma: Gaussian noise std = 2 * max_norm * sigma on the "
-                                    "head's summed gradient and on every gradient row sent down (label sensitivity 2C)")
+    noise_multiplier: float = param(1.0, gt=0, lt=L2_MAX_NOISE_MULTIPLIER,
+                                    help="sigma: discrete Gaussian noise std = 2 * max_norm * sigma (on a grid, exact in "
+                                    "floating point) on the head's summed gradient and on every gradient row sent down "
+                                    "(label sensitivity 2C)")
     max_norm: float = param(1.0, gt=0, le=1e6, help="C: each example's joint (head gradient, cut-layer row) of its "
                             "own loss is clipped to this L2 norm")
 
@@ -94,6 +110,7 @@ class LabelGP(Defense):
         return private_backward(head, fused, y, max_norm=p.max_norm, noise_multiplier=p.noise_multiplier, noise=noise)
 
     def label_dp(self, *, epochs: int, delta: float) -> tuple[float, float]:
+        """The Gaussian curve at σ over ``epochs``: an upper bound for the grid's noise multiplier √σ²_grid/(2L) ≥ σ."""
         rdp = gaussian_rdp(noise_multiplier=self.params.noise_multiplier, orders=DEFAULT_ORDERS, count=epochs)
         eps, _ = epsilon_from_rdp(orders=DEFAULT_ORDERS, rdp=rdp, delta=delta)
         return eps, float(delta)

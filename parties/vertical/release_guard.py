@@ -23,7 +23,9 @@ What it counts and what it does not:
   write-ahead ledger still charges them). Parties have no directory of their own here to keep them in.
 
 The party's worst-case ε (``report``): its release events composed ``cap`` times, with SecAgg at the
-smallest sum it accepts (max(t, 2) parties, less the colluders): what it guarantees whatever the server asks.
+smallest sum it accepts (max(t, 2) parties, less the colluders), and with ``privacy.bottom_dp`` as many
+DP-SGD steps of its bottom (a gradient applies only to the pending forward, so a sample is in at most one
+step per answered forward): what it guarantees whatever the server asks.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import torch
 
 from vfl.core.errors import ReleaseRefused
 from vfl.core.logs import get_logger
-from vfl.privacy.accounting.events import GaussianEvent, PBMEvent
+from vfl.privacy.accounting.events import DPSGDEvent, GaussianEvent, PBMEvent
 from vfl.runtime.message import round_tag
 from vfl.secagg.consistency import quorum
 
@@ -67,7 +69,8 @@ def cap_source(cfg: Any) -> str:
 def party_release_events(strategy: Any, *, terms: Any = None) -> tuple[Any, ...]:
     """The events of ONE release of a sample by one party (count 1), at the worst noise it agrees to: with
     SecAgg (``terms``: the party's own ``SetupTerms``) a sum of the smallest set it reveals for, max(t, 2)
-    parties, less the colluders. Empty when the party's releases are not noised (npq...): no ε, no guard."""
+    parties, less the colluders; with ``privacy.bottom_dp`` also the one DP-SGD step of its bottom that
+    the answered forward allows. Empty when the party's releases are not noised (npq...): no ε, no guard."""
     cfg = strategy.cfg
     out: list[Any] = []
     for e in strategy.privacy_events(epoch=0):
@@ -76,9 +79,9 @@ def party_release_events(strategy: Any, *, terms: Any = None) -> tuple[Any, ...]
             if terms is not None and honest is not None:
                 e = dataclasses.replace(e, num_parties=min(e.num_parties, honest(cfg, quorum(terms.threshold))))
             out.append(dataclasses.replace(e, count=1))
-        elif isinstance(e, GaussianEvent):
+        elif isinstance(e, GaussianEvent | DPSGDEvent):
             out.append(dataclasses.replace(e, count=1))
-    return tuple(out)
+    return tuple(out) if any(not isinstance(e, DPSGDEvent) for e in out) else ()
 
 
 def guard_for(strategy: Any, party: Any) -> ReleaseGuard | None:

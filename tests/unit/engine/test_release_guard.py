@@ -111,3 +111,14 @@ def test_release_events_only_for_noised_releases_at_the_smallest_sum_the_party_a
     assert isinstance(own, PBMEvent) and charged.num_parties == 4 and own.num_parties == 3  # max(t, 2) = 3
     (plain,) = party_release_events(_strategy("pbm", params={"secagg": False}))
     assert plain.num_parties == 1
+
+
+def test_with_bottom_dp_each_release_brings_one_dp_sgd_step_into_the_worst_case():
+    from vfl.privacy.accounting.events import DPSGDEvent
+
+    dp = {"bottom_dp": {"noise_multiplier": 1.0, "max_grad_norm": 1.0}}
+    release, step = party_release_events(_strategy("ldp", privacy=dp))
+    assert isinstance(release, GaussianEvent) and isinstance(step, DPSGDEvent) and step.count == 1
+    alone = ReleaseGuard(party="p", cap=5, events=(release,), delta=1e-5).report()["epsilon_worst_case"]
+    both = ReleaseGuard(party="p", cap=5, events=(release, step), delta=1e-5).report()["epsilon_worst_case"]
+    assert both > alone
