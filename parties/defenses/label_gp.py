@@ -35,7 +35,12 @@ from vfl.config.fields import param
 from vfl.core.rng import NoiseSource
 from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, epsilon_from_rdp, gaussian_rdp
 from vfl.privacy.defenses import Defense, register
-from vfl.privacy.mechanisms.gaussian import L2_MAX_NOISE_MULTIPLIER, add_discrete_gaussian, l2_grid, l2_grid_codes
+from vfl.privacy.mechanisms.gaussian import (
+    L2_MAX_NOISE_MULTIPLIER,
+    add_discrete_gaussian,
+    l2_grid,
+    l2_grid_codes,
+)
 
 EXCLUSIVE = ("label_rr", "label_rr_prior", "marvell", "cae", "dcae", "mid")  # read the labels or reshape the head
 
