@@ -31,7 +31,7 @@ from vfl.privacy.defenses import make_defenses
 from vfl.privacy.mechanisms.gaussian import l2_grid, l2_grid_codes
 from vfl.runtime import message as wire
 
-C, K, P, N = 1.0, 10, 16, 2000  # max_norm, classes, cut width (digits-5p: 4 parties x 4), released rows
+C, K, P, N = 1.0, 10, 16, 1000  # max_norm, classes, cut width (digits-5p: 4 parties x 4), released rows
 WINDOW = 16  # consecutive float32 noise values searched on each side of (B·row − x′)/s
 
 
@@ -111,7 +111,7 @@ def test_control_float_noise_leaves_rows_impossible_under_the_neighbouring_label
 def test_grid_noise_leaves_no_row_impossible_under_any_label(monkeypatch, sigma):
     head, fused, y, rows = _release(monkeypatch, sigma, old=False)
     levels, sigma2 = l2_grid(noise_multiplier=sigma)
-    for shift in range(K):  # the true label (shift 0) and every other one
+    for shift in (0, 1, K // 2):  # the true label and two others (the node test below tries all ten)
         flat, d_head = _clipped_rows(head, fused, (y + shift) % K)
         codes = l2_grid_codes(flat, c=C, levels=levels)[:, d_head:].numpy()
         ok, z = _grid_possible(rows, codes, levels=levels, b=N)
