@@ -16,7 +16,6 @@ naming the run, before anything is released -- the same message for an ID it doe
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import strategies  # noqa: F401
