@@ -73,8 +73,9 @@ class PassiveParty(Node):
         return torch.as_tensor(np.ascontiguousarray(x[ids]), dtype=torch.float32, device=self.device)
 
     def _send(self, request: Message, emb: torch.Tensor, phase: str, epoch: int, step: int) -> Message:
-        if phase == "train" and self.release_guard is not None:  # refuse past its own cap (parties/vertical/release_guard.py)
-            self.release_guard.admit(self.schedule.train_ids(epoch, step), epoch=epoch, step=step)
+        if self.release_guard is not None:  # refuse past its own cap (parties/vertical/release_guard.py)
+            ids = self.schedule.train_ids(epoch, step) if phase == "train" else self.schedule.test_ids(step)
+            self.release_guard.admit(ids, epoch=epoch, step=step, phase=phase)
         if self.mods:  # encoded or masked, the server cannot tell whose embedding went bad: say it here
             check_embedding(emb, party=self.spec.name, phase=phase, epoch=epoch, step=step)
         md = request.metadata
@@ -155,7 +156,7 @@ class PassiveParty(Node):
     def keep_from(self, old: Node) -> None:
         """A restart rebuilds this node: it keeps the release counts of the node it replaces."""
         if self.release_guard is not None and isinstance(old, PassiveParty) and old.release_guard is not None:
-            self.release_guard.merge(old.release_guard.counts)
+            self.release_guard.merge(old.release_guard.counts, old.release_guard.eval_counts)
 
     def release_report(self) -> dict[str, Any] | None:
         """Control plane: its cap, its most-released sample and its worst-case ε (None without a guard)."""

@@ -6,7 +6,13 @@ over the IDs still common so far: ``I_0`` = its IDs, ``I_k = I_{k-1} ∩ S_k``. 
 ``I_1 ⊇ I_2 ⊇ ... ⊇ I_M`` (never a party's IDs outside them) and each party's set size; party k
 learns ``|I_{k-1}|`` (the request size) and, at the end, ``I_M``, which it already holds. The
 server then broadcasts the ordered common IDs — sorted, split into train and test — and every
-node binds its rows in that order: batch ids index it. Without a split column the split is a
+node binds its rows in that order: batch ids index it. A party checks the lists before it binds
+anything (``PartyAlignment._check``): each ID one it holds, listed once, in training or test (not both),
+no more IDs than the label holder asked it about in PSI; then it broadcasts the lists' SHA-256
+(``query.psi_confirm``, signed with its identity key) and binds only when every other party's digest
+is its own, so a label holder cannot bind an ID some party lacks at a party that holds it. Any failed
+check is one ``AlignmentRefused`` naming the party and the run, never which ID or which check.
+Without a split column the split is a
 uniformly random subset of fixed size drawn from the label holder's own randomness, never
 stratified by label: the two ID lists every party receives tell nothing about the labels. Each
 node keeps the lists in its checkpoint state, so a resume or restart trains on the same split.
@@ -17,17 +23,20 @@ Every exchange is a counted message of the ``setup`` phase with its own kind
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from flwr.common import ArrayRecord, ConfigRecord, Message
 
-from vfl.core.errors import DataError, ProtocolError
+from vfl.core.errors import AlignmentRefused, DataError, ProtocolError
 from vfl.core.rng import NoiseSource
 from vfl.data import psi_wire as pw
 from vfl.data.dataset import KeyedLabels, KeyedTable, LabelShard, PartyShard
-from vfl.data.psi import PsiClient, pack_ids, respond, uniform_test_mask, unpack_ids
+from vfl.data.psi import PsiClient, pack_ids, request_size, respond, uniform_test_mask, unpack_ids
 from vfl.runtime import message as wire
 from vfl.runtime.message import BROADCAST
 from vfl.runtime.node import Node, handles
@@ -57,21 +66,35 @@ def _u8(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8)
 
 
-class PartyAlignment:
-    """A passive party's side: answers the label holder's PSI request with its own IDs, then binds
-    its rows in the broadcast order (``node.shard`` and ``node.schedule`` sizes)."""
+def lists_digest(train_ids: Sequence[str], test_ids: Sequence[str]) -> bytes:
+    """SHA-256 of the two ordered ID lists (what every party must have received alike)."""
+    return hashlib.sha256(json.dumps([list(train_ids), list(test_ids)]).encode()).digest()
 
-    def __init__(self, node: Node, table: KeyedTable, index: int) -> None:
+
+class PartyAlignment:
+    """A passive party's side: answers the label holder's PSI request with its own IDs, checks the broadcast
+    lists, confirms them with its peers and binds its rows in the broadcast order (``node.shard`` and
+    ``node.schedule`` sizes)."""
+
+    def __init__(self, node: Node, table: KeyedTable, index: int, *, peers: Sequence[int] = (),
+                 run: str = "") -> None:
         self.node = node
         self.table = table
         self.index = index
+        self.peers = frozenset(int(p) for p in peers) - {node.spec.node_id}  # the other parties' node ids
+        self.run = run  # the run's name, in the refusal
         self.ids = [str(i) for i in table.ids]
         self.split: tuple[list[str], list[str]] | None = None  # (train IDs, test IDs) as bound
+        self.asked: int | None = None  # IDs the label holder's PSI request carried (|I_{k-1}|)
+        self.pending: tuple[list[str], list[str], bytes] | None = None  # lists checked, waiting for the peers
+        self.confirmed: dict[int, bytes] = {}  # peer node id -> digest of the lists it received
 
     @handles(pw.Kind.REQUEST)
     def on_request(self, messages: list[Message]) -> list[Message]:
         (m,) = messages
-        setup, response = respond(_bytes(m, pw.Array.REQUEST), self.ids)
+        request = _bytes(m, pw.Array.REQUEST)
+        self.asked, self.pending, self.confirmed = request_size(request), None, {}  # a new alignment
+        setup, response = respond(request, self.ids)
         named: dict[str, ArrayRecord | ConfigRecord] = {
             pw.Record.PSI: wire.arrays(**{pw.Array.SETUP: _u8(setup), pw.Array.RESPONSE: _u8(response)}),
             pw.Record.SIZE: wire.config(**{pw.Key.SET_SIZE: len(self.ids)})}
@@ -85,14 +108,60 @@ class PartyAlignment:
         def ids(part: str) -> list[str]:
             return unpack_ids(wire.get_array(m, pw.Record.PSI, part), wire.get_array(m, pw.Record.PSI, f"{part}_len"))
 
-        self._bind(ids(pw.Array.TRAIN), ids(pw.Array.TEST), f"{pw.Kind.ALIGN} names IDs it does not hold")
+        try:
+            train_ids, test_ids = ids(pw.Array.TRAIN), ids(pw.Array.TEST)
+        except (ProtocolError, UnicodeDecodeError, KeyError, ValueError):
+            raise self._refused() from None
+        if self.asked is None or not self._check(train_ids, test_ids, asked=self.asked):
+            raise self._refused()
+        digest = lists_digest(train_ids, test_ids)
+        self.pending = (train_ids, test_ids, digest)
+        out = [wire.make(pw.Kind.CONFIRM, src=self.node.node_id, dst=BROADCAST, round=wire.round_of(m),
+                         content=wire.records(**{pw.Record.PSI: wire.arrays(**{pw.Array.DIGEST: _u8(digest)})}))]
+        self._bind_when_confirmed()
+        return out if self.peers else []
+
+    @handles(pw.Kind.CONFIRM)
+    def on_confirm(self, messages: list[Message]) -> list[Message]:
+        """A peer's digest of the lists it received (its own broadcast comes back too: skipped)."""
+        for m in messages:
+            src = int(m.metadata.src_node_id)
+            if src == self.node.node_id:
+                continue
+            if src not in self.peers or src in self.confirmed:
+                raise self._refused()
+            self.confirmed[src] = _bytes(m, pw.Array.DIGEST)
+        self._bind_when_confirmed()
         return []
 
-    def _bind(self, train_ids: list[str], test_ids: list[str], why: str) -> None:
+    def _bind_when_confirmed(self) -> None:
+        """Bind the pending lists once every peer confirmed the same digest (refuse on any other)."""
+        if self.pending is None:
+            return
+        train_ids, test_ids, digest = self.pending
+        if any(d != digest for d in self.confirmed.values()):
+            raise self._refused()
+        if set(self.confirmed) == self.peers:
+            self.pending = None
+            self._bind(train_ids, test_ids)
+
+    def _refused(self) -> AlignmentRefused:
+        return AlignmentRefused(self.node.spec.name, self.run)
+
+    def _check(self, train_ids: list[str], test_ids: list[str], *, asked: int | None) -> bool:
+        """The lists can be the PSI intersection: IDs it holds, each once, in one split, at most ``asked`` of them."""
+        listed = [*train_ids, *test_ids]
+        unique = set(listed)
+        return (len(unique) == len(listed) and unique <= self._own
+                and (asked is None or len(listed) <= asked))
+
+    @functools.cached_property
+    def _own(self) -> frozenset[str]:
+        return frozenset(self.ids)
+
+    def _bind(self, train_ids: list[str], test_ids: list[str]) -> None:
         """Bind this party's rows in the broadcast order (``node.shard`` and the schedule sizes)."""
         row = {k: i for i, k in enumerate(self.ids)}
-        if any(k not in row for k in (*train_ids, *test_ids)):  # a PSI false positive (FPR), a lying server
-            raise ProtocolError(f"{self.node.spec.name}: {why}")
         tr = np.asarray([row[k] for k in train_ids], dtype=np.int64)
         te = np.asarray([row[k] for k in test_ids], dtype=np.int64)
         x_tr, x_te = self.table.x[tr], self.table.x[te]
@@ -111,8 +180,11 @@ class PartyAlignment:
 
     def load_state(self, state: dict[str, Any]) -> None:
         if state:
-            self._bind(list(state["train_ids"]), list(state["test_ids"]),
-                       "its checkpoint names sample IDs its table no longer holds")
+            train_ids, test_ids = list(state["train_ids"]), list(state["test_ids"])
+            if not self._check(train_ids, test_ids, asked=None):
+                raise DataError(f"{self.node.spec.name}: its checkpoint names sample IDs its table no longer holds, "
+                                "or one twice")
+            self._bind(train_ids, test_ids)
 
 
 class ServerAlignment:

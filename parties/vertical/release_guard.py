@@ -13,8 +13,10 @@ What it counts and what it does not:
 
 - every training forward counts, seeded noise included (a bit-identical repeat reveals nothing new,
   but the party cannot tell a repeat of the same state from a new one cheaply: conservative);
-- evaluation forwards read the test split (``PassiveParty.on_eval``: ``x_test``, by message kind) and
-  release no training sample: not counted (a server cannot get a training row by calling it eval);
+- evaluation forwards release test samples (``PassiveParty.on_eval``: ``x_test``, by message kind): counted
+  per test sample index on their own (``eval_counts``) against the same cap, in the checkpoint and the
+  report (``eval_releases_max``); a party binds no ID to both splits (``parties/vertical/psi.py``), so a
+  sample's releases are those of its one split;
 - the counts survive a restart of the party's host (``Node.keep_from``: the rebuilt node keeps the
   old one's counts) and ride in the checkpoint (``state``); loading a checkpoint keeps, per sample, the
   larger of what the node holds and what the checkpoint says. Limit: a resume or a replaced (dead)
@@ -45,6 +47,7 @@ from vfl.secagg.consistency import quorum
 
 RESUME_ALLOWANCE = 2  # epoch attempts the default cap grants resumes (nothing else in a config bounds them)
 STATE_KEY = "release_counts"
+EVAL_KEY = "release_counts_eval"  # the test samples' counts (evaluation forwards)
 CAP_KEY = "privacy.max_epoch_attempts"
 log = get_logger(__name__)
 
@@ -109,62 +112,88 @@ def _epsilon(events: tuple[Any, ...], releases: int, delta: float) -> float:
 
 
 class ReleaseGuard:
-    """Per training sample: the training forwards this party answered; refuses one past ``cap``."""
+    """Per training and per test sample: the forwards this party answered; refuses one past ``cap``."""
 
     def __init__(self, *, party: str, cap: int, events: tuple[Any, ...], delta: float, source: str = CAP_KEY) -> None:
         self.party, self.cap, self.events, self.delta, self.source = party, int(cap), events, delta, source
-        self.counts = np.zeros(0, dtype=np.int64)  # grown to the largest sample index seen
+        self.counts = np.zeros(0, dtype=np.int64)  # training samples: grown to the largest index seen
+        self.eval_counts = np.zeros(0, dtype=np.int64)  # test samples (evaluation forwards)
 
-    def admit(self, ids: np.ndarray, *, epoch: int, step: int) -> None:
-        """Count one release of each sample in ``ids`` (a training forward), or raise ``ReleaseRefused``
-        naming the party, the round and the sample at its cap (nothing counted then)."""
+    def admit(self, ids: np.ndarray, *, epoch: int, step: int, phase: str = "train") -> None:
+        """Count one release of each sample in ``ids`` (a training forward; ``phase="eval"``: test samples of an
+        evaluation forward), or raise ``ReleaseRefused`` naming the party, the round and the sample at its cap
+        (nothing counted then)."""
         ids = np.asarray(ids, dtype=np.int64)
         if ids.size == 0:
             return
+        train = phase == "train"
+        counts = self.counts if train else self.eval_counts
         top = int(ids.max()) + 1
-        if top > self.counts.size:
-            self.counts = np.concatenate([self.counts, np.zeros(top - self.counts.size, dtype=np.int64)])
-        seen = self.counts[ids]
+        if top > counts.size:
+            counts = np.concatenate([counts, np.zeros(top - counts.size, dtype=np.int64)])
+        seen = counts[ids]
         worst = int(seen.argmax())
         if int(seen[worst]) >= self.cap:
-            raise ReleaseRefused(self.party, round_tag(epoch, step), int(ids[worst]), int(seen[worst]), self.cap)
-        np.add.at(self.counts, ids, 1)
+            raise ReleaseRefused(self.party, round_tag(epoch, step, "train" if train else "eval"), int(ids[worst]),
+                                 int(seen[worst]), self.cap, "train" if train else "eval")
+        np.add.at(counts, ids, 1)
+        if train:
+            self.counts = counts
+        else:
+            self.eval_counts = counts
 
     @property
     def most(self) -> int:
-        """Releases of this party's most-released training sample so far."""
-        return int(self.counts.max()) if self.counts.size else 0
+        """Releases of this party's most-released sample so far (training or test)."""
+        return max(int(self.counts.max()) if self.counts.size else 0, self.eval_most)
+
+    @property
+    def eval_most(self) -> int:
+        """Releases of this party's most-released test sample (evaluation forwards)."""
+        return int(self.eval_counts.max()) if self.eval_counts.size else 0
 
     # ---- memory across restarts and checkpoints -------------------------------------------------
-    def merge(self, counts: np.ndarray) -> None:
-        """Keep, per sample, the larger of what this guard holds and ``counts`` (a checkpoint or the node a
-        restart replaced): a rolled-back checkpoint never lowers what the node remembers."""
-        counts = np.asarray(counts, dtype=np.int64).ravel()
-        n = max(counts.size, self.counts.size)
-        mine = np.zeros(n, dtype=np.int64)
-        mine[:self.counts.size] = self.counts
-        mine[:counts.size] = np.maximum(mine[:counts.size], counts)
-        self.counts = mine
+    def merge(self, counts: np.ndarray, eval_counts: np.ndarray | None = None) -> None:
+        """Keep, per sample, the larger of what this guard holds and ``counts`` (``eval_counts``: of the test
+        samples), from a checkpoint or the node a restart replaced: a rolled-back checkpoint never lowers what
+        the node remembers."""
+        self.counts = _larger(self.counts, counts)
+        if eval_counts is not None:
+            self.eval_counts = _larger(self.eval_counts, eval_counts)
 
     def state(self) -> dict[str, Any]:
-        return {STATE_KEY: torch.from_numpy(self.counts.copy())}
+        return {STATE_KEY: torch.from_numpy(self.counts.copy()), EVAL_KEY: torch.from_numpy(self.eval_counts.copy())}
 
     def load_state(self, state: dict[str, Any]) -> None:
-        saved = state.get(STATE_KEY)
+        saved, saved_eval = state.get(STATE_KEY), state.get(EVAL_KEY)
         if saved is not None:
-            self.merge(saved.numpy() if isinstance(saved, torch.Tensor) else np.asarray(saved))
+            self.merge(_numpy(saved), None if saved_eval is None else _numpy(saved_eval))
 
     # ---- what the party guarantees -----------------------------------------------------------------
     def report(self) -> dict[str, Any]:
         """The party's own numbers: its cap and where it came from, its most-released sample, and the ε of
         its release events composed over the cap (whatever the server asks) and over its count so far."""
         out = {"party": self.party, "release_cap": self.cap, "cap_source": self.source, "releases_max": self.most,
+               "eval_releases_max": self.eval_most,
                "epsilon_worst_case": _epsilon(self.events, self.cap, self.delta),
                "epsilon_released": _epsilon(self.events, self.most, self.delta), "delta": self.delta}
         log.info("%s: at most %d releases of a training sample (%s): epsilon <= %.4g whatever the server asks "
                  "(%d so far: %.4g)", self.party, self.cap, self.source, out["epsilon_worst_case"], self.most,
                  out["epsilon_released"])
         return out
+
+
+def _larger(mine: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Per index, the larger of two count arrays (the shorter padded with zeros)."""
+    other = np.asarray(other, dtype=np.int64).ravel()
+    out = np.zeros(max(other.size, mine.size), dtype=np.int64)
+    out[:mine.size] = mine
+    out[:other.size] = np.maximum(out[:other.size], other)
+    return out
+
+
+def _numpy(saved: Any) -> np.ndarray:
+    return saved.numpy() if isinstance(saved, torch.Tensor) else np.asarray(saved)
 
 
 def party_reports(grid: Any) -> dict[str, Any]:
@@ -177,5 +206,6 @@ def party_reports(grid: Any) -> dict[str, Any]:
     return {"party_release_cap": max(r["release_cap"] for r in reports),
             "party_release_cap_source": reports[0]["cap_source"],
             "party_releases_max": max(r["releases_max"] for r in reports),
+            "party_eval_releases_max": max(r.get("eval_releases_max", 0) for r in reports),
             "party_epsilon_worst_case": max(r["epsilon_worst_case"] for r in reports),
             "party_epsilon_released": max(r["epsilon_released"] for r in reports)}

@@ -55,7 +55,8 @@ def build_aligned_node(strategy: BuildsVerticalNodes, spec: NodeSpec, data: Keye
     index = spec.node_id - 1
     table = data.party_table(index)
     node = strategy.party_node(spec, PartyShard(index, table.x[:0], table.x[:0], table.source), sched)
-    party = PartyAlignment(node, table, index)
+    peers = [party_node_id(i) for i in range(strategy.cfg.num_parties)]
+    party = PartyAlignment(node, table, index, peers=peers, run=str(strategy.cfg.name))
     node.attach(party)
     return _keeps_state(node, party)
 
@@ -82,7 +83,7 @@ def _keeps_state(node: Node, alignment: PartyAlignment | ServerAlignment) -> Nod
 def run_alignment(grid: Grid, *, server_id: int, num_parties: int) -> dict[str, Any]:
     """PSI with every party over counted setup messages; returns the sizes (never an ID)."""
     start = wire.make(pw.Kind.START, src=server_id, dst=server_id, round=SETUP_ROUND)
-    grid.run_until_quiet([start], max_hops=2 * num_parties + 4)
+    grid.run_until_quiet([start], max_hops=2 * num_parties + 6)  # the chain, the lists, the parties' digests
     q = wire.make(pw.Kind.SIZES, src=server_id, dst=server_id, round=SETUP_ROUND)
     replies = grid.send([q])
     if len(replies) != 1:

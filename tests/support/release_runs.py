@@ -3,12 +3,15 @@ run directory, and the old code the controls put back."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import strategies  # noqa: F401
 from tests.support.helpers import BlobSource
 from vfl.core.errors import PartyFailure
 from vfl.engine.engine import Engine
+from vfl.engine.recovery import Recovery
 from vfl.engine.rundir import RunDir
 from vfl.engine.schema import load_run_config
 from vfl.runtime.faults import InjectedCrash
@@ -60,3 +63,34 @@ def old_label_privacy(self):
     if redone and "epsilon_label" in out:
         out["label_epochs_charged"] = self.cfg.train.epochs + redone
     return out
+
+
+class OldRecovery(Recovery):
+    """Before: ``restarts`` and ``resumes`` as of the newest checkpoint (saved in it), plus what this process
+    itself added; the attempts of a process that died before its next checkpoint were lost."""
+
+    def __init__(self, cfg: Any, ledger: Any = None) -> None:
+        super().__init__(cfg, ledger)
+        self.seen = len(self.ledger.restores)  # records of earlier processes: the old object never saw them
+        self.loaded: dict[str, list[dict[str, Any]]] = {"restarts": [], "resumes": []}
+
+    def _mine(self, key: str) -> list[dict[str, Any]]:
+        reason = key[:-1]  # restart, resume
+        earlier = sum(r.get("reason") == reason for r in self.ledger.restores[:self.seen])
+        return self.loaded[key] + getattr(super(), key)[earlier:]
+
+    @property
+    def restarts(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        return self._mine("restarts")
+
+    @property
+    def resumes(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        return self._mine("resumes")
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "restarts": self.restarts, "resumes": self.resumes}
+
+    def load_state(self, state: dict[str, Any] | None) -> None:
+        super().load_state(state)
+        if state:
+            self.loaded = {k: list(state.get(k, [])) for k in self.loaded}

@@ -47,19 +47,37 @@ class RevealRefused(ProtocolError):
 
 
 class ReleaseRefused(ProtocolError):
-    """A party refused a training forward that would release one of its samples more often than its own cap
-    (``privacy.max_epoch_attempts``; ``parties/vertical/release_guard.py``); names the party, the round, the sample
-    and its count. Nothing was released for the round."""
+    """A party refused a training or evaluation forward that would release one of its samples more often than
+    its own cap (``privacy.max_epoch_attempts``; ``parties/vertical/release_guard.py``); names the party, the
+    round, the sample (an index of the training or test split: ``phase``) and its count. Nothing was released."""
 
-    def __init__(self, party: str, round_: str, sample: int, count: int, cap: int) -> None:
+    def __init__(self, party: str, round_: str, sample: int, count: int, cap: int, phase: str = "train") -> None:
         self.party, self.round, self.sample, self.count, self.cap = party, round_, sample, count, cap
-        super().__init__(f"party {party} refused the training forward of round {round_}: its training sample "
+        self.phase = phase
+        which, split = ("training", "training") if phase == "train" else ("evaluation", "test")
+        super().__init__(f"party {party} refused the {which} forward of round {round_}: its {split} sample "
                          f"{sample} was already released {count} time(s), its cap is {cap} "
                          f"(privacy.max_epoch_attempts; a server asking for more forwards than the run's epochs "
                          f"and redos)")
 
-    def __reduce__(self) -> tuple[type, tuple[str, str, int, int, int]]:  # survives Ray's pickling
-        return (type(self), (self.party, self.round, self.sample, self.count, self.cap))
+    def __reduce__(self) -> tuple[type, tuple[str, str, int, int, int, str]]:  # survives Ray's pickling
+        return (type(self), (self.party, self.round, self.sample, self.count, self.cap, self.phase))
+
+
+class AlignmentRefused(ProtocolError):
+    """A party refused the label holder's sample ID lists (``query.psi_align``) before binding or releasing
+    anything. One message whatever was wrong (an ID it does not hold, one listed twice or in both splits, more
+    IDs than the label holder asked about in PSI, lists other than its peers received): it names the party and
+    the run, never the ID or the check (``parties/vertical/psi.py``)."""
+
+    def __init__(self, party: str, run: str) -> None:
+        self.party, self.run = party, run
+        super().__init__(f"party {party} refused the label holder's sample ID lists of run {run!r}: each ID must "
+                         "be one it holds, asked about in PSI, listed once in training or test, and every party "
+                         "must have received the same lists; nothing was bound or released")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # survives Ray's pickling
+        return (type(self), (self.party, self.run))
 
 
 class RunDirError(VFLError):

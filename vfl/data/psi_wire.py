@@ -10,6 +10,8 @@ splits ``setup_bytes`` into ``psi_bytes`` by this prefix. Sequence (ledger phase
   Kind.REQUEST   server -> party k            Record.PSI: ``request`` (blinded IDs still common)
   Kind.RESPONSE  party k -> server            Record.PSI: ``setup``, ``response``; Record.SIZE: ``n``
   Kind.ALIGN     server -> parties            Record.PSI: ``train``, ``train_len``, ``test``, ``test_len``
+  Kind.CONFIRM   party k -> parties           Record.PSI: ``digest`` (SHA-256 of the lists it received;
+                                              signed by party k: each party binds only if all agree)
   Kind.SIZES     driver -> server (control)   reply: Record.PSI ``intersection``, ``num_train``,
                                               ``num_test``, ``names``, ``sizes`` (never an ID)
 """
@@ -26,6 +28,7 @@ class Kind:
     REQUEST = "query.psi_request"
     RESPONSE = "query.psi_response"
     ALIGN = "query.psi_align"
+    CONFIRM = "query.psi_confirm"
     SIZES = "query.psi_sizes"
 
 
@@ -41,6 +44,7 @@ class Array:
 
     REQUEST, SETUP, RESPONSE = "request", "setup", "response"
     TRAIN, TRAIN_LEN, TEST, TEST_LEN = "train", "train_len", "test", "test_len"
+    DIGEST = "digest"
 
 
 class Key:
@@ -51,6 +55,6 @@ class Key:
     CHAIN, WARNINGS = "chain", "warnings"  # |I_k| after each party (aligned with NAMES[1:]); shrink warnings
 
 
-KINDS = (Kind.START, Kind.REQUEST, Kind.RESPONSE, Kind.ALIGN, Kind.SIZES)
+KINDS = (Kind.START, Kind.REQUEST, Kind.RESPONSE, Kind.ALIGN, Kind.CONFIRM, Kind.SIZES)
 
 __all__ = ["KINDS", "KIND_PREFIX", "Array", "Key", "Kind", "Record"]

@@ -65,11 +65,11 @@ class Engine:
         self.accountant: Any = None
         self.grid: Grid | None = None
         self.groups: list[Any] = []
-        self.recovery = Recovery(cfg)
-        self.snapshot: Snapshot | None = None  # what a restart returns to
-        self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
         # write-ahead privacy ledger: durable in the run directory, in memory without one
         self.releases = ReleaseLedger(run_dir.path / LEDGER_FILE if run_dir is not None else None)
+        self.recovery = Recovery(cfg, self.releases)  # its restarts and resumes are the ledger's records
+        self.snapshot: Snapshot | None = None  # what a restart returns to
+        self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> Grid:
@@ -87,6 +87,8 @@ class Engine:
                 return self.grid
             except PartyFailure as exc:  # a host died in key set-up or PSI: restart it like a training failure
                 self.recovery.admit(exc, epoch=-1)  # re-raises unless train.on_failure restarts (budget left)
+                self.releases.note_restore(reason="restart", checkpoint_epoch=None, charged=[],
+                                           failure=self.recovery.failure)  # nothing released yet: nothing charged
                 timeout = float(self.cfg.transport.round_timeout_s)
                 self.grid.count_rows(self.transport.restart({}, timeout_s=timeout))  # fresh nodes, no state yet
 
@@ -119,8 +121,7 @@ class Engine:
             saved=state.get("accountant"), covered=int(state.get("privacy_ledger_seq", 0)), ledger=self.releases,
             warn=self.run_dir.checkpoints.warn)
         epoch = ckpt.epoch if ckpt is not None else None
-        note = self.releases.note_restore(reason="resume", checkpoint_epoch=epoch, charged=charged)
-        self.recovery.note_resume(checkpoint_epoch=epoch, charged=charged, time=note["time"])
+        self.releases.note_restore(reason="resume", checkpoint_epoch=epoch, charged=charged)  # `resumes`
         if ckpt is None:
             return 0, history, 0.0
         self.snapshot = Snapshot(ckpt.epoch, ckpt.nodes, state["ledger"], self._accountant_json(),
@@ -133,17 +134,19 @@ class Engine:
         grid = self.grid
         if grid is None:
             raise RuntimeError("Engine.restore_snapshot before Engine.start")
+        # charged and recorded (`restarts`) first: a restore that fails, or a process that gives up, is in the ledger
+        self.accountant, charged = restore_accountant(saved=snapshot.accountant, covered=snapshot.covered,
+                                                      ledger=self.releases)
+        self.releases.note_restore(reason="restart", checkpoint_epoch=epoch_or_none(snapshot.epoch), charged=charged,
+                                   failure=self.recovery.failure)
+        # a later restore to the same snapshot starts from what is charged now (nothing twice)
+        self.snapshot = replace(snapshot, accountant=self._accountant_json(), covered=self.releases.last_seq)
         timeout = float(self.cfg.transport.round_timeout_s)  # a hung host: dead after this, not a fixed 120 s
         grid.count_rows(self.transport.restart(snapshot.nodes, timeout_s=timeout))  # what live hosts sent before dying
         self.protocol_setup(grid)  # fresh signing keys, alignment and SecAgg keys for the rebuilt nodes
         after = _copy(self.ledger.state())  # the failed attempt and the repeated set-up, counted below as replay
         self.ledger.load_state(snapshot.ledger)
-        self.accountant, charged = restore_accountant(saved=snapshot.accountant, covered=snapshot.covered,
-                                                      ledger=self.releases)
-        self.releases.note_restore(reason="restart", checkpoint_epoch=epoch_or_none(snapshot.epoch), charged=charged)
-        self.recovery.note_restore(before=snapshot.ledger, after=after, charged=charged)
-        # a later restore to the same snapshot starts from what is charged now (nothing twice)
-        self.snapshot = replace(snapshot, accountant=self._accountant_json(), covered=self.releases.last_seq)
+        self.recovery.note_restore(before=snapshot.ledger, after=after)
 
     def _accountant_json(self) -> str | None:
         return self.accountant.to_json() if self.accountant is not None else None
@@ -357,7 +360,8 @@ class Engine:
             out["label_epochs_charged"] = cfg.train.epochs + redone
         # a restore to a state before any checkpoint (resume without one, restart to the start snapshot) gives a
         # server that draws its randomized labels (site labels, drawn at first use) again: one more draw each
-        redrawn = sum(r.get("checkpoint_epoch") is None for r in self.releases.restores)
+        redrawn = sum(r.get("checkpoint_epoch") is None and r.get("epoch") != -1  # (-1: a set-up restart, no draw yet)
+                      for r in self.releases.restores)
         drawn = sum(d.label_epsilon() or 0.0 for d in make_defenses(cfg.defenses) if d.site == "labels")
         if redrawn and drawn and "epsilon_label" in out:
             out["epsilon_label"] += redrawn * drawn

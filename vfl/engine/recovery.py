@@ -9,8 +9,10 @@ the repeated set-up are counted as replay, not in the run's totals. ``fail`` (th
 in-process, where a failure is a bug, not a flaky worker) stops at the first failure.
 
 The releases of the failed attempt stay charged: the accountant after a restore is the
-snapshot's plus every release the write-ahead ledger (``vfl/privacy/accounting/wal.py``) holds after it;
-each restart, and each resume (``note_resume``), says how many it charged (``releases_charged``).
+snapshot's plus every release the write-ahead ledger (``vfl/privacy/accounting/wal.py``) holds after it.
+Each restart and each resume is a record of that ledger, appended before anything is redone, so
+``restarts`` and ``resumes`` are read from it: every attempt of every process, also of one that was
+killed or gave up before its next checkpoint; each says how many releases it charged (``releases_charged``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vfl.core.errors import PartyFailure
+from vfl.privacy.accounting.wal import ReleaseLedger
 
 if TYPE_CHECKING:
     from vfl.config.run_config import RunConfig
@@ -57,13 +60,13 @@ def epoch_or_none(epoch: int) -> int | None:
 
 
 class Recovery:
-    """The restart policy of one run and its record (``restarts``, replayed bytes)."""
+    """The restart policy of one run and its record (``restarts``, ``resumes`` from ``ledger``; replayed bytes)."""
 
-    def __init__(self, cfg: RunConfig) -> None:
+    def __init__(self, cfg: RunConfig, ledger: ReleaseLedger | None = None) -> None:
         self.mode = on_failure_mode(cfg)
         self.max_restarts = cfg.train.max_restarts
-        self.restarts: list[dict[str, Any]] = []  # every restart of the run (kept across resumes)
-        self.resumes: list[dict[str, Any]] = []  # every `vfl run --resume` (kept in checkpoints)
+        self.ledger = ledger if ledger is not None else ReleaseLedger()  # the run's write-ahead ledger
+        self.failure: dict[str, Any] | None = None  # the failure the coming restart answers (its ledger record)
         self.session = 0  # restarts in this process: the budget (a resume by hand starts afresh)
         self.replay = {"bytes_up": 0, "bytes_down": 0, "messages": 0}
 
@@ -72,47 +75,53 @@ class Recovery:
         return self.mode == "restart"
 
     def admit(self, exc: PartyFailure, *, epoch: int) -> None:
-        """Record the failure as a restart, or re-raise it (policy ``fail``, or budget spent)."""
+        """Take the failure as a restart (``failure``: what its ledger record names), or re-raise it (policy
+        ``fail``, or budget spent)."""
         if not self.enabled:
             raise exc
         if self.session >= self.max_restarts:
             raise PartyFailure(exc.party, exc.round, f"{exc.cause}; gave up after {self.session} "
                                f"restart(s) (train.max_restarts={self.max_restarts})") from exc
         self.session += 1
-        self.restarts.append({"party": exc.party, "round": exc.round, "cause": exc.cause, "epoch": epoch,
-                              "attempt": len(self.restarts) + 1, "releases_charged": 0})
+        self.failure = {"party": exc.party, "round": exc.round, "cause": exc.cause, "epoch": epoch}
 
-    def note_restore(self, *, before: dict[str, Any], after: dict[str, Any], charged: list[Any]) -> None:
-        """Record a restore to a snapshot: the traffic between the snapshot's ledger ``before`` and
-        the ledger ``after`` the failed attempt and the repeated set-up is replay; the releases
-        ``charged`` again go to the last restart (``Engine.restore_snapshot`` does the restoring)."""
+    def note_restore(self, *, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """Count a restore to a snapshot: the traffic between the snapshot's ledger ``before`` and the ledger
+        ``after`` the failed attempt and the repeated set-up is replay (``Engine.restore_snapshot`` restores)."""
         now, then = _traffic(after), _traffic(before)
         for k in self.replay:
             self.replay[k] += now[k] - then[k]
-        if self.restarts:
-            self.restarts[-1]["releases_charged"] += len(charged)
-            self.restarts[-1]["charged_epochs"] = self.restarts[-1].get("charged_epochs", []) + [
-                r.epoch for r in charged]
 
-    def note_resume(self, *, checkpoint_epoch: int | None, charged: list[Any], time: str) -> dict[str, Any]:
-        """Record a resume (``resumes``): when, from which checkpoint, the releases it charged."""
-        entry = {"time": time, "checkpoint_epoch": checkpoint_epoch, "releases_charged": len(charged),
-                 "charged_epochs": [r.epoch for r in charged]}
-        self.resumes.append(entry)
-        return entry
+    # ---- the record, from the write-ahead ledger ------------------------------------------------
+    def _charged(self, record: dict[str, Any]) -> dict[str, Any]:
+        epochs = {r.seq: r.epoch for r in self.ledger.releases()}
+        seqs = list(record.get("charged", []))
+        return {"releases_charged": len(seqs), "charged_epochs": [epochs[s] for s in seqs if s in epochs]}
+
+    @property
+    def restarts(self) -> list[dict[str, Any]]:
+        """Every restart of the run, oldest first: the failure it answered and the releases it charged."""
+        found = [r for r in self.ledger.restores if r.get("reason") == "restart"]
+        return [{"party": r.get("party"), "round": r.get("round"), "cause": r.get("cause"), "epoch": r.get("epoch"),
+                 "attempt": i + 1, "checkpoint_epoch": r.get("checkpoint_epoch"), **self._charged(r)}
+                for i, r in enumerate(found)]
+
+    @property
+    def resumes(self) -> list[dict[str, Any]]:
+        """Every ``vfl run --resume``, oldest first: when, from which checkpoint, the releases it charged."""
+        return [{"time": r.get("time"), "checkpoint_epoch": r.get("checkpoint_epoch"), **self._charged(r)}
+                for r in self.ledger.restores if r.get("reason") == "resume"]
 
     # ---- persistence and reporting ------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"restarts": list(self.restarts), "resumes": list(self.resumes), "replay": dict(self.replay)}
+        return {"replay": dict(self.replay)}
 
     def load_state(self, state: dict[str, Any] | None) -> None:
         if state:
-            self.restarts = list(state.get("restarts", []))
-            self.resumes = list(state.get("resumes", []))
             self.replay = {k: int(state.get("replay", {}).get(k, 0)) for k in self.replay}
 
     def summary(self) -> dict[str, Any]:
-        return {"on_failure": self.mode, "restarts": list(self.restarts), "resumes": list(self.resumes),
+        return {"on_failure": self.mode, "restarts": self.restarts, "resumes": self.resumes,
                 "replay_bytes": self.replay["bytes_up"] + self.replay["bytes_down"],
                 "replay_bytes_up": self.replay["bytes_up"], "replay_bytes_down": self.replay["bytes_down"],
                 "replay_messages": self.replay["messages"]}

@@ -34,7 +34,11 @@ def test_label_gp_two_resumes_of_the_same_epoch_charge_every_attempt(tmp_path, m
     from vfl.privacy.defenses import label_privacy
 
     if control:
+        import vfl.engine.engine as engine_module
+        from tests.support.release_runs import OldRecovery
+
         monkeypatch.setattr(Engine, "_label_privacy", old_label_privacy)
+        monkeypatch.setattr(engine_module, "Recovery", OldRecovery)  # the lists the old count read
     audit = ReleaseAudit().attach(monkeypatch)
     cfg, path = tiny_cfg(strategy, defenses=[GP]), tmp_path / "run"
     OneShotFaults(monkeypatch, "party1@1:6")

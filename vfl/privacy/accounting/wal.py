@@ -12,8 +12,10 @@ The checkpoint's accountant never saw the failed attempt, so the ledger below is
 - ``{"record": "amend", "seq", "events"[, "fresh"]}``: the attempt's events changed mid-epoch (a dropout
   left fewer parties in the sum, so the per-release cost grew; under seeded noise the attempt is then
   ``fresh``: a redo sums other parties over the same binomials, and the two sums differ by one party's);
-- ``{"record": "restore", "reason", "time", "checkpoint_epoch", "charged"}``: a restart or a
-  resume charged the releases ``charged`` (their ``seq``) on top of the checkpoint.
+- ``{"record": "restore", "reason", "time", "checkpoint_epoch", "charged"[, "party", "round", "cause",
+  "epoch"]}``: a restart (with the failure it answers) or a resume, appended before anything is redone,
+  charged the releases ``charged`` (their ``seq``) on top of the checkpoint. ``restarts`` and ``resumes``
+  in summary.json are these records (``vfl/engine/recovery.py``).
 
 A checkpoint stores the ``seq`` its accountant covers. Restoring it gives the checkpoint's
 accountant plus the events of every release after that ``seq`` (``restore_accountant``): the
@@ -98,10 +100,12 @@ class ReleaseLedger:
             self._write({"record": "amend", "seq": seq, "events": [event_to_dict(e) for e in events],
                          **({} if self._releases[seq].fresh else {"fresh": True})})
 
-    def note_restore(self, *, reason: str, checkpoint_epoch: int | None, charged: Sequence[Release]) -> dict[str, Any]:
-        """Record that a restart/resume charged ``charged``; returns the record (without its tag)."""
+    def note_restore(self, *, reason: str, checkpoint_epoch: int | None, charged: Sequence[Release],
+                     failure: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Record that a restart (``failure``: the party, round, cause and epoch it answers) or a resume
+        charged ``charged``; returns the record (without its tag)."""
         record = {"record": "restore", "reason": reason, "time": utc_now(), "checkpoint_epoch": checkpoint_epoch,
-                  "charged": [r.seq for r in charged]}
+                  "charged": [r.seq for r in charged], **(failure or {})}
         self._write(record)
         return {k: v for k, v in record.items() if k != "record"}
 
