@@ -284,7 +284,20 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT
 
 
+def cwd_on_path() -> None:
+    """The working directory first on ``sys.path``, as ``python -m`` puts it: ``model.bottom:
+    my_pkg.models:MyBottom`` imports from the folder the command runs in without ``PYTHONPATH=.``
+    (Ray adds the driver's working directory to its actors' path too). ``python -P`` /
+    ``PYTHONSAFEPATH`` keep it off."""
+    import os
+
+    cwd = os.getcwd()
+    if not sys.flags.safe_path and cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    cwd_on_path()
     parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
