@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", metavar="RUN_DIR")
     rep.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.engine.trust)")
     rep.add_argument("--attacks", help="comma-separated attacks to run (default: every one that applies)")
+    rep.add_argument("--no-progress", action="store_true", help="no bar: one line per attack (as off a terminal)")
     at = sub.add_parser("attack", help="run one attack post hoc on a run directory (prints JSON)")
     at.add_argument("name", metavar="NAME", help="label_inference, feature_reconstruction, gradient_inversion, "
                     "membership, extraction, backdoor, audit, llm_leak")
@@ -117,8 +118,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.command == "attack":
         print(json.dumps(attack_json(args.name, args.run_dir), indent=2, default=str))
         return 0
+    from simulations.cli.epoch_log import AttackLog, wants_epoch_lines
+
     names = tuple(n.strip() for n in args.attacks.split(",") if n.strip()) if args.attacks else None
-    rep = build_report(args.run_dir, names=names)
+    progress = AttackLog(lines=wants_epoch_lines(no_progress=args.no_progress))  # a line per attack, or a bar
+    try:
+        rep = build_report(args.run_dir, names=names, on_attack=progress)
+    finally:
+        progress.close()
     keys = ("epsilon", "audit_epsilon_lower", "final_test_acc")
     label = {k: rep[k] for k in ("epsilon_label",) if k in rep}  # a label defense's epsilon (vfl/privacy/defenses.py)
     print(json.dumps({**{k: rep[k] for k in keys}, **label, "attacks": {a["name"]: a["value"] for a in rep["attacks"]}}))
