@@ -118,8 +118,7 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None,
     detail = default_scope(run)
     scope = s.get("epsilon_scope") or detail  # the run's own label when it has one (e.g. bottom DP-SGD)
     if run.accountant is not None and run.accountant.events:
-        figs += figures.privacy(run.accountant, cfg.privacy.delta, detail if scope == detail else f"{scope}: {detail}",
-                                out)
+        figs += figures.privacy(run.accountant, cfg.privacy.delta, scope, out)  # the title: its short name (report.md: all)
     att = figures.attacks(results, out)
     figs += [att] if att else []
     audit = next((r for r in results if r.name == "audit"), None)
