@@ -71,3 +71,34 @@ class EpochLog:
         total = self.total if self.total is not None else engine.cfg.train.epochs
         line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out))
         print(line, file=out, flush=True)
+
+
+class AttackLog:
+    """``vfl report``'s progress: an ``on_attack`` callback (``simulations.report.render.AttackStep``).
+    As a run's epochs: one flushed line per finished attack on ``stream`` (stdout) in a log, a bar
+    on stderr on a terminal (its description the attack now running)."""
+
+    def __init__(self, *, lines: bool, stream: TextIO | None = None) -> None:
+        self.lines, self.stream = lines, stream
+        self._bar: Any = None
+
+    def __call__(self, step: Any) -> None:
+        if self.lines:
+            if step.seconds is not None:
+                print(step.line(), file=self.stream if self.stream is not None else sys.stdout, flush=True)
+            return
+        if self._bar is None:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=step.total, desc="report", unit="attack", leave=False)
+        if step.seconds is None:
+            self._bar.set_postfix_str(step.name)
+        else:
+            self._bar.update(1)
+            if step.index == step.total:
+                self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

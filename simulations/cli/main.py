@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", metavar="RUN_DIR")
     rep.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.engine.trust)")
     rep.add_argument("--attacks", help="comma-separated attacks to run (default: every one that applies)")
+    rep.add_argument("--no-progress", action="store_true", help="no bar: one line per attack (as off a terminal)")
     at = sub.add_parser("attack", help="run one attack post hoc on a run directory (prints JSON)")
     at.add_argument("name", metavar="NAME", help="label_inference, feature_reconstruction, gradient_inversion, "
                     "membership, extraction, backdoor, audit, llm_leak")
@@ -117,8 +118,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.command == "attack":
         print(json.dumps(attack_json(args.name, args.run_dir), indent=2, default=str))
         return 0
+    from simulations.cli.epoch_log import AttackLog, wants_epoch_lines
+
     names = tuple(n.strip() for n in args.attacks.split(",") if n.strip()) if args.attacks else None
-    rep = build_report(args.run_dir, names=names)
+    progress = AttackLog(lines=wants_epoch_lines(no_progress=args.no_progress))  # a line per attack, or a bar
+    try:
+        rep = build_report(args.run_dir, names=names, on_attack=progress)
+    finally:
+        progress.close()
     keys = ("epsilon", "audit_epsilon_lower", "final_test_acc")
     label = {k: rep[k] for k in ("epsilon_label",) if k in rep}  # a label defense's epsilon (vfl/privacy/defenses.py)
     print(json.dumps({**{k: rep[k] for k in keys}, **label, "attacks": {a["name"]: a["value"] for a in rep["attacks"]}}))
@@ -284,7 +291,20 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT
 
 
+def cwd_on_path() -> None:
+    """The working directory first on ``sys.path``, as ``python -m`` puts it: ``model.bottom:
+    my_pkg.models:MyBottom`` imports from the folder the command runs in without ``PYTHONPATH=.``
+    (Ray adds the driver's working directory to its actors' path too). ``python -P`` /
+    ``PYTHONSAFEPATH`` keep it off."""
+    import os
+
+    cwd = os.getcwd()
+    if not sys.flags.safe_path and cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    cwd_on_path()
     parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)

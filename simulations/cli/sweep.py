@@ -3,7 +3,7 @@
 Runs go one after another, or with ``--parallel N`` as up to N Ray tasks at once
 (``simulations.cli.sweep_ray``), each a normal run directory under ``--out``; the table has one row per
 setting (a point of the grid) with the mean and sample standard deviation over the seeds of each
-metric, written to ``sweep.csv`` and printed. Every run in the grid is validated before the first
+metric, written to ``sweep.csv`` and printed, and drawn with error bars in ``sweep.png`` (+ PDF). Every run in the grid is validated before the first
 one starts, so a typo in the last value fails at once.
 """
 
@@ -254,4 +254,9 @@ def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int]
                                                          for r in results]}, indent=2, default=str))
     print_table(rows, keys, metrics)
     print(f"sweep table: {out / 'sweep.csv'}")
+    from simulations.report.plots import sweep_figure  # matplotlib: only once the table is there
+
+    figure = sweep_figure(rows, keys, metrics, out / "sweep.png")  # mean ± std per setting, PNG + PDF
+    if figure is not None:
+        print(f"sweep figure: {figure}")
     return 0

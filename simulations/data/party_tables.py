@@ -22,7 +22,7 @@ import numpy as np
 
 from simulations.data.common import labels_to_ids, resolve_data_dir
 from vfl.config.party_files import LabelFile, PartyFile, canonical_id
-from vfl.core.errors import DataError
+from vfl.core.errors import DataError, install_hint
 from vfl.data.dataset import Dataset, KeyedLabels, KeyedTable, LabelShard, PartyShard
 
 SPLIT_VALUES = ("train", "test")
@@ -43,7 +43,7 @@ def read_table(path: str, *, key: str, id_column: str) -> Any:
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
-                raise DataError(f"{path}: reading Parquet needs pyarrow: pip install 'vfl-privacy[parquet]' "
+                raise DataError(f"{path}: reading Parquet needs pyarrow: {install_hint('parquet')} "
                                 f"(or convert the file to CSV)") from None
             frame = pd.read_parquet(p)
         else:

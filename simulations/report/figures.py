@@ -13,7 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from simulations.report.plots import UP_DOWN, curves_figure, log_or_linear, loss_figure, short_title  # noqa: E402
 
 FIG_DIR = "report"
 
@@ -29,61 +30,46 @@ def _save(fig: Any, path: Path) -> str:
 
 
 def curves(metrics: Sequence[dict[str, Any]], out: Path, title: str) -> list[str]:
-    """accuracy.png and communication.png (measured wire bytes, cumulative) over metrics.jsonl's 0-based epochs."""
-    written = []
-    for fname, keys, ylabel, scale in (
-        ("accuracy.png", (("train_acc", "train"), ("test_acc", "test")), "accuracy", 1.0),
-        ("communication.png", (("cum_bytes_up", "up (party→server)"), ("cum_bytes_down", "down (server→party)")),
-         "cumulative MB (measured wire bytes)", 1e-6),
-    ):
-        fig, ax = plt.subplots(figsize=(5, 3.3))
-        for key, label in keys:
-            pts = [(int(r["epoch"]), float(r[key]) * scale) for r in metrics if r.get(key) is not None]
-            if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", ms=3, label=label)
-        ax.set(xlabel="epoch (as in metrics.jsonl)", ylabel=ylabel, title=title)
-        ax.title.set_fontsize(9)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.grid(alpha=0.3)
-        ax.legend()
-        written.append(_save(fig, out / fname))
-    return written
+    """accuracy.png and communication.png (measured wire bytes, cumulative) over epochs 1..N, drawn as
+    the run's own plots are (``simulations.report.plots``); loss.png too when the run logged its steps."""
+    figs = [("accuracy.png", curves_figure(metrics, (("train_acc", "train", {}), ("test_acc", "test", {})),
+                                           ylabel="accuracy", title=title)),
+            ("communication.png", curves_figure(metrics, UP_DOWN, ylabel="cumulative MB (measured wire bytes)",
+                                                title=title, scale=1e-6, from_zero=True))]
+    if any(r.get("step_loss") for r in metrics):
+        figs.append(("loss.png", loss_figure(metrics, title=title)))
+    return [_save(fig, out / name) for name, fig in figs]
 
 
 def privacy(accountant: Any, delta: float, scope: str, out: Path) -> list[str]:
-    """epsilon_delta.png (ε as a function of δ, scope in the title) and rdp.png (the composed RDP curve)."""
+    """epsilon_delta.png (ε as a function of δ, the scope's short name as its title: the whole scope is in
+    report.md) and rdp.png (the composed RDP curve); ε on a linear axis where it spans less than a decade."""
     from vfl.privacy import epsilon_from_rdp
 
     rdp = accountant.rdp()
     deltas = np.logspace(-12, -1, 23)
     eps = [epsilon_from_rdp(orders=accountant.orders, rdp=rdp, delta=float(d))[0] for d in deltas]
     fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    ax.loglog(deltas, eps, marker="o", ms=3)
+    ax.plot(deltas, eps, marker="o", ms=3)
+    ax.set_xscale("log")
+    log_or_linear(ax, eps)
     ax.axvline(delta, color="gray", ls="--", lw=1, label=f"run's δ = {delta:g}")
     ax.set(xlabel="δ", ylabel="ε (accountant, upper bound)")
-    ax.set_title("\n".join(_wrap(scope, 70)), fontsize=7)
+    ax.set_title(short_title(f"ε(δ): {scope}", width=60), fontsize=8)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     a = _save(fig, out / "epsilon_delta.png")
     fig, ax = plt.subplots(figsize=(5, 3.3))
-    ax.loglog(accountant.orders, rdp, marker="o", ms=3)
+    ax.plot(accountant.orders, rdp, marker="o", ms=3)
+    ax.set_xscale("log")
+    log_or_linear(ax, [float(v) for v in rdp])
     ax.set(xlabel="Rényi order α", ylabel="RDP ε(α), composed", title="RDP curve of the run")
     ax.grid(alpha=0.3, which="both")
     return [a, _save(fig, out / "rdp.png")]
 
 
-def _wrap(text: str, width: int) -> list[str]:
-    words, lines, cur = text.split(), [], ""
-    for w in words:
-        if len(cur) + len(w) + 1 > width:
-            lines.append(cur)
-            cur = w
-        else:
-            cur = f"{cur} {w}".strip()
-    return [*lines, cur] if cur else lines
-
-
 LEAK, NO_LEAK, UNDECIDED = "tab:red", "tab:blue", "tab:olive"  # the attack bar's colour by verdict
+ATTACK_COLUMNS = 4  # attacks.png: panels in rows of 4 (12 attacks: 3 rows, not one 2,600-pixel row)
 VERDICT = {LEAK: "beats chance", NO_LEAK: "no better than chance", UNDECIDED: "no verdict"}
 
 
@@ -103,14 +89,18 @@ def attacks(results: Sequence[Any], out: Path) -> str | None:
     bars = attack_bars(results)
     if not bars:
         return None
-    fig, axes = plt.subplots(1, len(bars), figsize=(1.9 * len(bars) + 1, 3.4), squeeze=False)
-    for ax, b in zip(axes[0], bars, strict=True):
+    ncols = min(ATTACK_COLUMNS, len(bars))
+    nrows = math.ceil(len(bars) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.3 * ncols, 2.6 * nrows), squeeze=False)
+    for ax, b in zip(axes.flat, bars, strict=False):
         ax.bar([0, 1], [b["value"], b["baseline"]], color=[b["colour"], "tab:gray"])
         ax.set_xticks([0, 1], ["attack", "chance"], fontsize=7)
         arrow = "↑ more = leak" if b["leaks"] == "up" else "↓ less = leak"
-        ax.set_title(b["name"].replace("_", "\n") + f"\n({arrow})", fontsize=8)
+        ax.set_title(f"{b['name'].replace('_', ' ')}\n({arrow})", fontsize=8)
         ax.set_xlabel(VERDICT[b["colour"]], fontsize=7, color=b["colour"])
         ax.tick_params(axis="y", labelsize=7)
+    for ax in list(axes.flat)[len(bars):]:
+        ax.set_visible(False)
     return _save(fig, out / "attacks.png")
 
 

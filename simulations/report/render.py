@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +53,40 @@ def default_scope(run: RunArtifacts) -> str:
     return "; ".join(parts) + ". Labels, the gradients sent back, and the trained model are NOT covered."
 
 
-def run_attacks(run: RunArtifacts, names: tuple[str, ...] | None = None) -> tuple[list[AttackResult], dict[str, str]]:
-    """Every registered attack (or ``names``), with the reason of those that do not apply."""
+@dataclass(frozen=True)
+class AttackStep:
+    """One attack of a report, for its progress display: ``seconds`` is None when it starts."""
+
+    index: int  # 1-based
+    total: int
+    name: str
+    seconds: float | None = None
+    results: int = 0
+    skipped: str | None = None
+
+    def line(self) -> str:
+        """``attack 3/13 membership 12.4s`` (or ``... skipped``): what a log shows per attack."""
+        head = f"attack {self.index}/{self.total} {self.name}"
+        return f"{head} skipped" if self.skipped is not None else f"{head} {self.seconds or 0.0:.1f}s"
+
+
+def run_attacks(run: RunArtifacts, names: tuple[str, ...] | None = None, *,
+                on_attack: Callable[[AttackStep], None] | None = None) -> tuple[list[AttackResult], dict[str, str]]:
+    """Every registered attack (or ``names``), with the reason of those that do not apply;
+    ``on_attack`` hears each attack start and end (``vfl report``'s progress)."""
     results: list[AttackResult] = []
     skipped: dict[str, str] = {}
-    for name in names or tuple(n for n in ORDER if n in RUN_ATTACKS) + tuple(
-            n for n in RUN_ATTACKS.names() if n not in ORDER):
+    order = names or tuple(n for n in ORDER if n in RUN_ATTACKS) + tuple(n for n in RUN_ATTACKS.names() if n not in ORDER)
+    for i, name in enumerate(order, 1):
+        if on_attack is not None:
+            on_attack(AttackStep(i, len(order), name))
+        t0, before = time.perf_counter(), len(results)
         try:
             results.extend(RUN_ATTACKS.get(name, "attack")(run))
         except Skipped as exc:
             skipped[name] = str(exc)
+        if on_attack is not None:
+            on_attack(AttackStep(i, len(order), name, time.perf_counter() - t0, len(results) - before, skipped.get(name)))
     return results, skipped
 
 
@@ -80,19 +106,19 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None,
+                 on_attack: Callable[[AttackStep], None] | None = None) -> dict[str, Any]:
     """Run the attacks, draw the figures, write report.json and report.md; return the JSON dict."""
     t0 = time.perf_counter()
     run = load_run(run_dir)
     out = run.path / figures.FIG_DIR
     s, cfg = run.summary, run.cfg
-    results, skipped = run_attacks(run, names)
+    results, skipped = run_attacks(run, names, on_attack=on_attack)
     figs = figures.curves(run.metrics, out, run_title(cfg))  # name, strategy, M, seed, b/β...: as the run's plots
     detail = default_scope(run)
     scope = s.get("epsilon_scope") or detail  # the run's own label when it has one (e.g. bottom DP-SGD)
     if run.accountant is not None and run.accountant.events:
-        figs += figures.privacy(run.accountant, cfg.privacy.delta, detail if scope == detail else f"{scope}: {detail}",
-                                out)
+        figs += figures.privacy(run.accountant, cfg.privacy.delta, scope, out)  # the title: its short name (report.md: all)
     att = figures.attacks(results, out)
     figs += [att] if att else []
     audit = next((r for r in results if r.name == "audit"), None)

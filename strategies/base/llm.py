@@ -17,6 +17,7 @@ import torch
 from flwr.common import Message
 
 from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.common.wire import Record
 from vfl.core.errors import ConfigError, DataError, ProtocolError
 from vfl.data.dataset import Dataset
 from vfl.data.sampling import Schedule, num_batches
@@ -162,7 +163,21 @@ class LlmDriver(Strategy):
         return replies[0].open()
 
     def _metrics(self, grid: Grid, node: int, epoch: int, *, kind: str, record: str, **records: Any
-                 ) -> dict[str, float]:
-        """A node's metric record (``record``) as floats."""
+                 ) -> dict[str, Any]:
+        """A node's metric record (``record``) as floats, with ``step_loss`` when the reply has the
+        steps' losses (the label holder's training metrics)."""
         rep = self._query(grid, kind, node, epoch, **records)
-        return wire.metric_floats(rep.content.metric_records[record])
+        out: dict[str, Any] = wire.metric_floats(rep.content.metric_records[record])
+        if wire.has_array(rep, Record.STEP_LOSS, "loss"):
+            out["step_loss"] = step_windows(wire.get_array(rep, Record.STEP_LOSS, "loss"),
+                                            every=self.cfg.train.log_every_steps,
+                                            first_step=epoch * self.steps_per_epoch())
+        return out
+
+
+def step_windows(losses: Any, *, every: int, first_step: int) -> list[list[float]]:
+    """``[[step, mean loss], ...]``: the mean of each ``every`` consecutive steps' losses (the last window
+    may be shorter), ``step`` the 1-based run step that closes it (``first_step`` steps came before)."""
+    values = [float(v) for v in losses]
+    return [[first_step + min(i + every, len(values)), sum(values[i:i + every]) / len(values[i:i + every])]
+            for i in range(0, len(values), every)]

@@ -177,12 +177,12 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
                                  window=self.params.leak_window, seed=self.cfg.seed)
 
     # ---- conversations ----------------------------------------------------------------------
-    def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, float]:
+    def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, Any]:
         return self._metrics(grid, self.client_id, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS,
                              **{Record.WHICH: wire.config(phase=phase)})
 
     # ---- driver round logic -----------------------------------------------------------------
-    def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
+    def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, Any]:
         self._step_times = []
         for step in range(self.steps_per_epoch()):
             t0 = time.perf_counter()
@@ -192,7 +192,7 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
             self._steps_run += 1
             progress(1)
         m = self._client_metrics(grid, epoch, "train")
-        return {"train_loss": m["loss"], "train_acc": m["acc"]}
+        return {"train_loss": m["loss"], "train_acc": m["acc"], "step_loss": m.get("step_loss", [])}
 
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         eval_steps = self._schedule().eval_steps

@@ -35,6 +35,7 @@ from strategies.base.round_loop import task_step
 from strategies.base.socket_epoch import plane_summary, socket_chain, train_epoch_chained
 from vfl.core.errors import ConfigError, ProtocolError
 from vfl.core.rng import NoiseSource
+from vfl.data import psi
 from vfl.data.dataset import DataSource, KeyedDataSource, LabelShard, PartyShard
 from vfl.data.sampling import derive_seed, num_batches
 from vfl.engine.strategy import Progress, Strategy
@@ -183,6 +184,7 @@ class VerticalStrategy(Strategy):
                               "input cannot lose a party); use fail")
         self._keyed = isinstance(data, KeyedDataSource)
         if self._keyed:
+            psi.require()  # the optional 'psi' extra, checked on the driver before any actor starts
             return
         shards, labels = data.partition()
         self._num_train, self._num_test = len(labels.y_train), len(labels.y_test)

@@ -63,3 +63,21 @@ def test_a_bad_party_file_is_one_line_and_exit_2(tmp_path, capsys):
     assert "data.parties[1].path" in err
 
 
+
+
+def test_demo_psi_without_the_psi_extra_is_one_line_before_any_node_starts(tmp_path, capsys, monkeypatch):
+    """openmined-psi is the optional ``psi`` extra: without it `vfl run demo-psi` stops with one line
+    naming the extra and a command that works from a clone, and leaves no run directory."""
+    import sys
+
+    for name in [n for n in sys.modules if n.startswith("private_set_intersection")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "private_set_intersection", None)  # importing it raises ImportError
+    monkeypatch.setitem(sys.modules, "private_set_intersection.python", None)
+    monkeypatch.setenv("VFL_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    assert main(["run", "demo-psi", "--out", str(out), "--transport", "inprocess", "--no-progress"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err == ["vfl: error: data.parties: per-party files are aligned by private set intersection, which needs "
+                   "the optional 'psi' extra (openmined-psi): pip install -e '.[psi]' (in the repository's folder)"]
+    assert not out.exists()

@@ -39,6 +39,8 @@ def test_one_epoch_leaves_leak_metrics_and_summary(strategy, tmp_path, tiny_bert
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == 1 and LEAK_KEYS | {"test_acc", "train_loss", "step_s"} <= set(lines[0])
     line = lines[0]
+    (step, loss), = line["step_loss"]  # 2 steps, fewer than train.log_every_steps (10): one window closing at step 2
+    assert step == 2 and loss == pytest.approx(line["train_loss"])  # equal batches: the mean of the steps' losses
     sources = [line[k] for k in ("leak_act", "leak_grad", "leak_theta", "leak_cat") if line.get(k) is not None]
     assert 0.5 <= line["leak"] <= 1.0 and sources and line["leak"] == max(sources)  # the worst source's reading
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -48,7 +48,7 @@ def test_a_missing_tracker_extra_is_named_before_anything_is_written(tmp_path, c
     out = tmp_path / "run"
     assert main(["run", "demo", "--out", str(out), *FAST, "--set", "tracking=mlflow"]) == 2
     err = capsys.readouterr().err
-    assert "tracking" in err and "pip install 'vfl-privacy[mlflow]'" in err and not out.exists()
+    assert "tracking" in err and "pip install -e '.[mlflow]'" in err and not out.exists()
 
 
 def test_csv_tracking_mirrors_metrics_and_summary_records_versions(tmp_path):

@@ -38,6 +38,7 @@ def test_sweep_writes_one_row_per_setting_with_mean_and_std(tmp_path, capsys):
         cfg_used = yaml.safe_load((out / runs[0]["run_dir"] / "config.resolved.yaml").read_text())
         assert cfg_used["train"]["lr"] == 0.01 and cfg_used["seed"] == 0
     assert "final_test_acc" in printed and "±" in printed and "sweep.csv" in printed
+    assert f"sweep figure: {out / 'sweep.png'}" in printed and (out / "sweep.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_a_bad_value_anywhere_in_the_grid_fails_before_any_run(tmp_path, capsys):

@@ -55,6 +55,8 @@ class TrainConfig:
     device: str = param("cpu", help="torch device of every model: auto|cpu|cuda|cuda:N (resolved in each actor)")
     eval_every: int = param(1, ge=1, help="evaluate on the test set every N epochs (and at the end)")
     eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
+    log_every_steps: int = param(10, ge=1, le=1000000, help="split-LLM strategies: metrics.jsonl's step_loss holds "
+                                 "the label holder's mean training loss of every N steps (the loss plot's curve)")
     threads_per_actor: int = param(1, ge=1, le=256, help="torch intra-op threads inside each actor")
     driver_threads: int | None = param(None, ge=1, le=256, help="torch intra-op threads of the driver process, "
                                        "where every node computes with transport.kind: inprocess "

@@ -109,3 +109,9 @@ class NonFiniteError(VFLError):
     """Training produced NaN or inf; names the epoch, the step and the first non-finite quantity
     (a party's embedding, the fused input, the head's weights, its logits, the loss). The run stops
     with the last checkpoint kept (``vfl run`` exits 3)."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs one of pyproject's optional extras, as an error message names it:
+    run in the repository's folder (the package is installed from a clone, not from an index)."""
+    return f"pip install -e '.[{extra}]' (in the repository's folder)"

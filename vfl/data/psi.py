@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vfl.core.errors import ConfigError, DataError, ProtocolError
+from vfl.core.errors import ConfigError, DataError, ProtocolError, install_hint
 
 if TYPE_CHECKING:
     from vfl.core.rng import NoiseSource
@@ -29,10 +29,16 @@ FPR = 1e-9  # false-positive probability of one whole intersection query
 def _lib():  # type: ignore[no-untyped-def]
     try:
         import private_set_intersection.python as psi
-    except ImportError as exc:  # a missing optional install: one clear line
-        raise ConfigError("data.parties", "per-party data needs private set intersection: "
-                          "pip install 'openmined-psi==2.0.*'") from exc
+    except ImportError:  # the optional 'psi' extra is not installed: one clear line naming it
+        raise ConfigError("data.parties", "per-party files are aligned by private set intersection, which "
+                          f"needs the optional 'psi' extra (openmined-psi): {install_hint('psi')}") from None
     return psi
+
+
+def require() -> None:
+    """The one-line ``ConfigError`` naming the ``psi`` extra when openmined-psi is missing: the
+    driver calls it before any actor starts, so a run with per-party files fails at once."""
+    _lib()
 
 
 def _parse(cls: type, data: bytes, what: str):  # type: ignore[no-untyped-def]

@@ -18,6 +18,7 @@ SAFE_KEYS = (
     "train.epochs",          # upward only
     "train.eval_every",
     "train.eval_batch_size",
+    "train.log_every_steps",  # how the steps' losses are averaged for the plot, not what trained
     "train.threads_per_actor",
     "train.on_failure",
     "train.max_restarts",

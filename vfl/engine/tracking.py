@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from vfl.core.errors import ConfigError
+from vfl.core.errors import ConfigError, install_hint
 from vfl.core.private_fs import write_atomic
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def check_tracking(tracking: str | Sequence[str]) -> None:
             module, extra = _EXTRA[kind]
             if importlib.util.find_spec(module) is None:
                 raise ConfigError("tracking", f"{kind!r} needs the optional package {module!r}, which is not "
-                                  f"installed; install it with: pip install 'vfl-privacy[{extra}]' (or use tracking: csv)")
+                                  f"installed; install it with: {install_hint(extra)} (or use tracking: csv)")
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

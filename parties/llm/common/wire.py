@@ -21,3 +21,4 @@ class Record:
 
     STEP = "step"  # config record: which step a message belongs to
     METRICS = "metrics"  # metric record of a query.metrics reply
+    STEP_LOSS = "step_loss"  # array record of a training query.metrics reply: each step's loss since the last query

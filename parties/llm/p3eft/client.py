@@ -134,6 +134,7 @@ class LlmClient(Node):
         self.theta = None if resend_adapters else ThetaSender()  # None: every request carries all of θ_i
         self.g_rms: dict[int, float] = {}  # per adapter set: running rms of g_h (noise scale of the pieces)
         self.stats = {"train": [0.0, 0, 0], "eval": [0.0, 0, 0]}  # loss sum, correct, count
+        self.step_losses: list[float] = []  # each training step's loss since the last metrics query (the loss plot)
         self.confusion = {ph: np.zeros((num_classes, num_classes), np.int64) for ph in ("train", "eval")}
 
     # ---- helpers ------------------------------------------------------------------------------
@@ -164,6 +165,8 @@ class LlmClient(Node):
     def _score(self, phase: str, logits: torch.Tensor, ids: np.ndarray, loss: float) -> None:
         truth = self.y_true if phase == "train" else self.y_test
         s = self.stats[phase]
+        if phase == "train":
+            self.step_losses.append(loss)
         s[0] += loss * len(ids)
         s[1] += int((logits.argmax(1).numpy() == truth[ids]).sum())
         s[2] += len(ids)
@@ -344,7 +347,11 @@ class LlmClient(Node):
         self.confusion[phase][:] = 0
         rec = wire.metrics(loss=loss / max(count, 1), acc=correct / max(count, 1), count=count,
                            f1=scores["f1"], mcc=scores["mcc"])
-        return [wire.reply(messages[-1], content=wire.records(**{Record.METRICS: rec}))]
+        records: dict[str, Any] = {Record.METRICS: rec}
+        if phase == "train":
+            records[Record.STEP_LOSS] = wire.arrays(loss=np.asarray(self.step_losses, dtype=np.float64))
+            self.step_losses = []
+        return [wire.reply(messages[-1], content=wire.records(**records))]
 
     def state(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -77,6 +77,7 @@ class SapCustomer(Node):
 
     def reset_metrics(self) -> None:
         self.train_stats = {"loss": 0.0, "correct": 0, "count": 0}
+        self.step_losses: list[float] = []  # each training step's loss since the last metrics query (the loss plot)
         self.eval_stats = {"correct": 0, "count": 0}
         self.eval_confusion = np.zeros((self.num_classes, self.num_classes), np.int64)
 
@@ -201,6 +202,7 @@ class SapCustomer(Node):
         if grad is None:  # cannot happen: cross-entropy depends on every logit
             raise RuntimeError(f"step {step}: the loss has no gradient for the vendor's logits")
         s = self.train_stats
+        self.step_losses.append(float(loss.detach()))
         s["loss"] += float(loss.detach()) * len(y)
         s["correct"] += int((logits.detach().argmax(1) == y).sum())
         s["count"] += len(y)
@@ -230,8 +232,10 @@ class SapCustomer(Node):
             scores = glue_scores(self.eval_confusion)
             out.update(test_f1=scores["f1"], test_mcc=scores["mcc"])
         out["cti_tokens"] = len(self.contributing)
+        records: dict[str, Any] = {Record.METRICS: wire.metrics(**out),
+                                   Record.STEP_LOSS: wire.arrays(loss=np.asarray(self.step_losses, dtype=np.float64))}
         self.reset_metrics()
-        return [wire.reply(messages[0], content=wire.records(**{Record.METRICS: wire.metrics(**out)}))]
+        return [wire.reply(messages[0], content=wire.records(**records))]
 
     @handles(Kind.QUERY_TRUTH)
     def on_truth(self, messages: list[Message]) -> list[Message]:

@@ -7,6 +7,7 @@ attack on the gradients it recorded must succeed there, and do (much) worse with
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -60,7 +61,9 @@ def test_label_rr_composes_with_pbm_and_the_report_shows_both_epsilons(tmp_path,
     assert by["label"] == 1.0 and by["feature"] == summary["epsilon"] and summary["epsilon"] > 0
     capsys.readouterr()
     assert main(["report", str(tmp_path), "--attacks", "label_inference"]) == 0
-    printed = json.loads(capsys.readouterr().out.splitlines()[0])
+    out = capsys.readouterr().out.splitlines()  # off a terminal: one line per attack, then the JSON line
+    assert re.fullmatch(r"attack 1/1 label_inference \d+\.\ds", out[0]), out[0]
+    printed = json.loads(out[1])
     assert printed["epsilon_label"] == 1.0 and "label_inference" in printed["attacks"]
     rep = json.loads((tmp_path / "report.json").read_text())
     assert rep["epsilon_label"] == 1.0 and rep["epsilon_by_scope"]["label"] == 1.0

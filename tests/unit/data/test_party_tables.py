@@ -84,7 +84,7 @@ def test_parquet_files_are_read_and_a_missing_pyarrow_is_one_clear_line(tmp_path
     t = read_party_table(PartyFile(path=str(tmp_path / "p.parquet"), id="cid"), key="data.parties[0]")
     assert list(t.ids) == ["x1", "x2"] and t.x.tolist() == [[0.25], [0.5]]
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
-    with pytest.raises(DataError, match=r"reading Parquet needs pyarrow: pip install 'vfl-privacy\[parquet\]'"):
+    with pytest.raises(DataError, match=r"reading Parquet needs pyarrow: pip install -e '\.\[parquet\]'"):
         read_party_table(PartyFile(path=str(tmp_path / "p.parquet"), id="cid"), key="data.parties[0]")
 
 

@@ -35,7 +35,7 @@ def test_an_unknown_or_missing_tracker_is_named():
         check_tracking(["csv", "nope"])
     assert err.value.key == "tracking"
     if importlib.util.find_spec("wandb") is None:
-        with pytest.raises(ConfigError, match=r"pip install 'vfl-privacy\[wandb\]'"):
+        with pytest.raises(ConfigError, match=r"pip install -e '\.\[wandb\]'"):
             check_tracking(["csv", "wandb"])
 
 

@@ -1,5 +1,5 @@
 """`vfl report`'s figures are usable in a paper like the run's plots: a PDF beside every PNG, and the
-curves' x axis is metrics.jsonl's 0-based epoch with integer ticks (the old report drew epoch + 1)."""
+curves' x axis is the epoch 1..N as the run prints it (``epoch 1/3``), with integer ticks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ ROWS = [{"epoch": e, "train_acc": 0.5 + e / 10, "test_acc": 0.4 + e / 10, "cum_b
          "cum_bytes_down": 5e5 * (e + 1)} for e in range(3)]
 
 
-def test_curves_use_the_metrics_epochs_and_write_a_pdf_beside_each_png(tmp_path, monkeypatch):
+def test_curves_count_epochs_from_1_as_printed_and_write_a_pdf_beside_each_png(tmp_path, monkeypatch):
     drawn = {}
     real_save = figures._save
 
@@ -22,8 +22,8 @@ def test_curves_use_the_metrics_epochs_and_write_a_pdf_beside_each_png(tmp_path,
 
     monkeypatch.setattr(figures, "_save", keep)
     written = figures.curves(ROWS, tmp_path, "demo (pbm) M=4 seed=0 b=16 β=0.25")
-    assert drawn["accuracy.png"] == [[0, 1, 2], [0, 1, 2]]  # as in metrics.jsonl (old: [1, 2, 3])
-    assert drawn["communication.png"] == [[0, 1, 2], [0, 1, 2]]
+    assert drawn["accuracy.png"] == [[1, 2, 3], [1, 2, 3]]  # as printed: epoch 1/3 .. 3/3 (metrics.jsonl: 0..2)
+    assert drawn["communication.png"] == [[1, 2, 3], [1, 2, 3]]
     assert [p.rsplit("/", 1)[-1] for p in written] == ["accuracy.png", "communication.png"]  # what report.md embeds
     for name in ("accuracy", "communication"):
         assert (tmp_path / f"{name}.pdf").read_bytes().startswith(b"%PDF")
