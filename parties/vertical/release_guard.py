@@ -23,7 +23,7 @@ What it counts and what it does not:
   write-ahead ledger still charges them). Parties have no directory of their own here to keep them in.
 
 The party's worst-case ε (``report``): its release events composed ``cap`` times, with SecAgg at the
-smallest sum it accepts (max(t, 2) parties, less the colluders): what it guarantees whatever the server asks.
+smallest sum it accepts (max(t, 2, c + 2) parties, less the declared colluders): what it guarantees whatever the server asks.
 """
 
 from __future__ import annotations
@@ -66,15 +66,15 @@ def cap_source(cfg: Any) -> str:
 
 def party_release_events(strategy: Any, *, terms: Any = None) -> tuple[Any, ...]:
     """The events of ONE release of a sample by one party (count 1), at the worst noise it agrees to: with
-    SecAgg (``terms``: the party's own ``SetupTerms``) a sum of the smallest set it reveals for, max(t, 2)
-    parties, less the colluders. Empty when the party's releases are not noised (npq...): no ε, no guard."""
+    SecAgg (``terms``: the party's own ``SetupTerms``) a sum of the smallest set it reveals for, max(t, 2, c + 2)
+    parties, less the declared colluders. Empty when the party's releases are not noised (npq...): no ε, no guard."""
     cfg = strategy.cfg
     out: list[Any] = []
     for e in strategy.privacy_events(epoch=0):
         if isinstance(e, PBMEvent):
             honest = getattr(strategy, "honest_parties", None)
             if terms is not None and honest is not None:
-                e = dataclasses.replace(e, num_parties=min(e.num_parties, honest(cfg, quorum(terms.threshold))))
+                e = dataclasses.replace(e, num_parties=min(e.num_parties, honest(cfg, quorum(terms.threshold, terms.colluders))))
             out.append(dataclasses.replace(e, count=1))
         elif isinstance(e, GaussianEvent):
             out.append(dataclasses.replace(e, count=1))

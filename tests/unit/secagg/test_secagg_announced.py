@@ -122,7 +122,7 @@ def test_the_server_sums_exactly_the_announced_set_or_refuses(data):
     if len(members) < max(t, 2):
         members = list(range(m))
     clients = _clients(m, t)
-    server = SecAggServer(range(m), t, k, b"announced-test", mode="announced")
+    server = SecAggServer(range(m), t, k, b"announced-test", mode="announced", colluders=0)  # as the clients
     server.announce(members)
     sent = server.next_announcement()  # what the forward request carries (None: the same set as before)
     assert sent == (None if sorted(members) == list(range(m)) else tuple(sorted(members)))
@@ -169,10 +169,14 @@ def test_a_set_flipped_in_transit_is_refused_by_the_auth():
 
 
 
-def test_config_refuses_what_announced_cannot_protect():
-    with pytest.raises(ConfigError, match=r"privacy\.colluders.*max\(t, 2\) - 1 > 1.*params\.threshold to at least 3"):
-        load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"secagg_mode": "announced"},
-                         "privacy": {"colluders": 1}})
+def test_announced_with_colluders_loads_and_its_parties_need_bigger_sets():
+    """Colluders no longer refuse the mode (nor point to semi-honest): every party's smallest set grows to
+    max(t, 2, c + 2), which the roster always reaches (c <= M - 2, t <= M - 1)."""
+    cfg = load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"secagg_mode": "announced"},
+                           "privacy": {"colluders": 1}})
+    assert cfg.params.secagg_mode == "announced" and cfg.privacy.colluders == 1
+    with pytest.raises(AnnouncementRefused, match="fewer than 3 parties"):
+        _clients(4, 2, colluders=1)[0].announce(round_id=R, members=[0, 1])
     ok = load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"secagg_mode": "announced", "threshold": 3},
                           "privacy": {"colluders": 1}})
     assert ok.params.secagg_mode == "announced"
