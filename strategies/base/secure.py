@@ -112,7 +112,7 @@ class SecureSumStrategy(VerticalStrategy):
         t = shamir_threshold(self.cfg.num_parties, self.params.threshold)
         c = secagg_colluders(self.cfg, threshold=t)
         q = quorum(t, c)
-        held = (f"SecAgg opens no single input to the server with up to {c} colluding parties "
+        held = (f"SecAgg opens no single input to the server with up to {c} colluding part{'y' if c == 1 else 'ies'} "
                 f"(privacy.colluders{'' if self.cfg.privacy.colluders is not None else ' undeclared: t - 1'}, "
                 f"t = {t}; each party reveals nothing for fewer than {q} parties)")
         if self.secagg_mode == "malicious":
