@@ -17,7 +17,14 @@ from flwr.common import Message
 from parties.mods.encoding import read_encoded
 from parties.secagg import wire as sw
 from parties.secagg.decoders import SumDecoder
-from parties.secagg.party import _records, answered_round, cfg_of, colluders_of, reveal_of, shares_of
+from parties.secagg.party import (
+    _records,
+    answered_round,
+    cfg_of,
+    colluders_of,
+    reveal_of,
+    shares_of,
+)
 from parties.secagg.plan import secagg_round_plan
 from parties.secagg.round import ServerRound
 from parties.vertical import wire as vw

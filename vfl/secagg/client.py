@@ -30,7 +30,14 @@ import numpy.typing as npt
 
 from vfl.core.errors import ProtocolError, RevealRefused
 from vfl.secagg.announce_client import AnnouncedMasking
-from vfl.secagg.consistency import Identity, RowReleaseRefused, SurvivorCheck, check_mode, quorum, tolerated
+from vfl.secagg.consistency import (
+    Identity,
+    RowReleaseRefused,
+    SurvivorCheck,
+    check_mode,
+    quorum,
+    tolerated,
+)
 from vfl.secagg.masking import apply_pairwise_masks
 from vfl.secagg.memory import Memory, first_conflict, row_digests
 from vfl.secagg.modular import to_residues

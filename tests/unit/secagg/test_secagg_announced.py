@@ -18,7 +18,6 @@ from tests.unit.secagg.test_secagg_split_views import _span_has
 from vfl.attacks.secagg import lying
 from vfl.core.errors import (
     AuthenticationError,
-    ConfigError,
     PartyFailure,
     ProtocolError,
     RevealRefused,
