@@ -71,7 +71,6 @@ from vfl.secagg.rules import Reveal
 from vfl.secagg.shares import SHARE_BYTES, decrypt_share
 
 ATTACKS = ("key_swap", "single_survivor", "redeclared_dropout", "late_survivor", "split_rebuild")
-COLLUDER_ATTACKS = ("colluder_split",)
 SESSION, ROUND, NAME = b"lying-server-session", "r0", "emb"
 Outcome = tuple[int, bool]  # (inputs opened, a party detected the lie)
 
