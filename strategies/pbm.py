@@ -81,7 +81,7 @@ class PBM(SecureSumStrategy):
         (``privacy.colluders`` hand theirs over; without SecAgg each party's counts are seen alone)."""
         p: PBMParams = cfg.params
         threshold = shamir_threshold(cfg.num_parties, p.threshold) if p.secagg else None
-        return honest_binomials(summed=summed, colluders=cfg.privacy.colluders, threshold=threshold)
+        return honest_binomials(summed=summed, colluders=cfg.privacy.colluders or 0, threshold=threshold)
 
     @property
     def k(self) -> int:

@@ -36,12 +36,18 @@ from vfl.runtime.mods import ModContext
 from vfl.runtime.node import Node, NodeSpec, handles
 from vfl.secagg import Identity, Reveal, SecAggClient
 from vfl.secagg.announce import decode_set, smallest_set
-from vfl.secagg.consistency import MaliciousServer
+from vfl.secagg.consistency import MaliciousServer, tolerated
 
 
 def cfg_of(message: Message) -> Any:
     """The ``sw.Record.SECAGG`` config record every secure-aggregation message carries."""
     return wire.config_of(message, sw.Record.SECAGG)
+
+
+def colluders_of(c: Any) -> int | None:
+    """The colluders a set-up names (the run's privacy.colluders, else t - 1); None when absent (then t - 1)."""
+    declared = c.get(sw.Key.COLLUDERS)
+    return None if declared is None else int(declared)
 
 
 def _records(**values: Any) -> Any:
@@ -168,7 +174,7 @@ class SecAggParty(PassiveParty):
         c = cfg_of(m)
         session, threshold, mode = bytes(c[sw.Key.SESSION]), int(c[sw.Key.THRESHOLD]), str(c.get(sw.Key.MODE, "semi-honest"))
         ident = Identity(*self.identity) if self.identity is not None else None  # auth on: keys are signed
-        colluders = int(c.get(sw.Key.COLLUDERS, 0))
+        colluders = tolerated(threshold, colluders_of(c))
         if self.terms is not None:
             self.terms.check(me=self.node_id, parties=[int(p) for p in c[sw.Key.PARTIES]], threshold=threshold,
                              colluders=colluders, mode=mode)
@@ -179,7 +185,7 @@ class SecAggParty(PassiveParty):
         signed = {sw.Key.KEY_SIG: client.key_signature()} if ident is not None else {}
         return [wire.reply(m, src=self.node_id, content=_records(**{
             sw.Key.PUBLIC_KEY: client.public_key(), sw.Key.SESSION: session, sw.Key.THRESHOLD: threshold, sw.Key.MODE: mode,
-            **signed, **({sw.Key.COLLUDERS: colluders} if colluders else {})}))]
+            **signed, sw.Key.COLLUDERS: colluders}))]
 
     @handles(sw.Kind.ROSTER)
     def on_roster(self, messages: list[Message]) -> list[Message]:

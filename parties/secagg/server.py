@@ -17,7 +17,14 @@ from flwr.common import Message
 from parties.mods.encoding import read_encoded
 from parties.secagg import wire as sw
 from parties.secagg.decoders import SumDecoder
-from parties.secagg.party import _records, answered_round, cfg_of, reveal_of, shares_of
+from parties.secagg.party import (
+    _records,
+    answered_round,
+    cfg_of,
+    colluders_of,
+    reveal_of,
+    shares_of,
+)
 from parties.secagg.plan import secagg_round_plan
 from parties.secagg.round import ServerRound
 from parties.vertical import wire as vw
@@ -58,7 +65,7 @@ class SecAggActiveServer(ActiveServer):
         sigs = {int(m.metadata.src_node_id): bytes(c[sw.Key.KEY_SIG]) for m, c in zip(messages, cfgs, strict=True)
                 if sw.Key.KEY_SIG in c}
         self.secagg = SecAggServer(self.party_ids, threshold, self.k, session, mode=mode,
-                                   colluders=int(cfgs[0].get(sw.Key.COLLUDERS, 0)), roster=self.roster)
+                                   colluders=colluders_of(cfgs[0]), roster=self.roster)
         exchanges = secagg_round_plan(mode=mode).exchanges
         if self.plan is not None and self.plan.exchanges != exchanges:
             raise ProtocolError(f"secure-aggregation set-up in mode {mode!r} needs the exchanges {list(exchanges)}; "

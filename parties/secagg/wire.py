@@ -65,7 +65,7 @@ class Key:
     ROUND, SURVIVORS, DROPPED, OWNERS = "r", "sv", "dr", "ow"  # short: every round's messages carry them (#29.2)
     NAMES, SELF_KEYS, PAIR_PARTIES, PAIR_KEYS, SEED_SHARES = "n", "z", "pd", "pk", "sh"
     MODE, KEY_SIG, KEY_SIGS, SIG, SIG_PARTIES, SIGS = "mode", "ks", "kss", "sig", "sp", "ss"
-    COLLUDERS = "c"  # privacy.colluders (sent only when > 0): the clients' seed-share rule counts them
+    COLLUDERS = "c"  # the colluders c guarded against (privacy.colluders, else t - 1): quorum max(t, 2, c + 2)
     ANNOUNCED = "S"  # mode announced: the round's set, a bitmask over the roster (vfl.secagg.announce)
 
 

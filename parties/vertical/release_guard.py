@@ -25,7 +25,7 @@ What it counts and what it does not:
   write-ahead ledger still charges them). Parties have no directory of their own here to keep them in.
 
 The party's worst-case ε (``report``): its release events composed ``cap`` times, with SecAgg at the
-smallest sum it accepts (max(t, 2) parties, less the colluders), and with ``privacy.bottom_dp`` as many
+smallest sum it accepts (max(t, 2, c + 2) parties, less the declared colluders), and with ``privacy.bottom_dp`` as many
 DP-SGD steps of its bottom (a gradient applies only to the pending forward, so a sample is in at most one
 step per answered forward): what it guarantees whatever the server asks.
 """
@@ -71,8 +71,8 @@ def cap_source(cfg: Any) -> str:
 
 def party_release_events(strategy: Any, *, terms: Any = None) -> tuple[Any, ...]:
     """The events of ONE release of a sample by one party (count 1), at the worst noise it agrees to: with
-    SecAgg (``terms``: the party's own ``SetupTerms``) a sum of the smallest set it reveals for, max(t, 2)
-    parties, less the colluders; with ``privacy.bottom_dp`` also the one DP-SGD step of its bottom that
+    SecAgg (``terms``: the party's own ``SetupTerms``) a sum of the smallest set it reveals for, max(t, 2, c + 2)
+    parties, less the declared colluders; with ``privacy.bottom_dp`` also the one DP-SGD step of its bottom that
     the answered forward allows. Empty when the party's releases are not noised (npq...): no ε, no guard."""
     cfg = strategy.cfg
     out: list[Any] = []
@@ -80,7 +80,7 @@ def party_release_events(strategy: Any, *, terms: Any = None) -> tuple[Any, ...]
         if isinstance(e, PBMEvent):
             honest = getattr(strategy, "honest_parties", None)
             if terms is not None and honest is not None:
-                e = dataclasses.replace(e, num_parties=min(e.num_parties, honest(cfg, quorum(terms.threshold))))
+                e = dataclasses.replace(e, num_parties=min(e.num_parties, honest(cfg, quorum(terms.threshold, terms.colluders))))
             out.append(dataclasses.replace(e, count=1))
         elif isinstance(e, GaussianEvent | DPSGDEvent):
             out.append(dataclasses.replace(e, count=1))

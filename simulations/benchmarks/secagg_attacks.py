@@ -15,13 +15,20 @@ survivors revealed raw round self keys. Mode ``announced`` (the server names eac
 masking; no unmask exchange) runs every attack too (its parties reveal nothing after masking), and its own
 (``vfl.attacks.secagg.lying.ANNOUNCED_ATTACKS``): ``small_set`` (v told the set {v}) and ``two_sets`` (one round asked
 with {v, a}, {v, b} and {a, b}), each also against the control (``release: control``: a client without the
-size rule / the once-per-round rule). ``default: true`` marks the rows of the config's mode.
+size rule / the once-per-round rule). ``colluder_split`` (every mode): v and ``colluders`` parties (1 and t - 1)
+that hand the server every key they hold are told they alone survived (or, in a second play, t - |C| honest
+holders rebuild v's seed while the rest reveal their pair keys with v); ``declared`` is the clients'
+``privacy.colluders`` (null: undeclared, t - 1; the other attacks run undeclared, those of mode announced with
+0), ``within_tolerance`` whether the colluders are at most the declared c and fewer than t: every such row opens
+nothing but the controls (``release: control``: clients whose quorum ignores the colluders, max(t, 2)).
+``default: true`` marks the rows of the config's mode.
 
 Cost: the demo config (``vfl run demo``: PBM, M=4, Ray) trained ``--epochs`` epochs per mode,
 modes alternated ``--repeats`` times; ``step_ms`` = median (``step_ms_min``: minimum) over every
 epoch after each run's first (warm-up) of its training seconds / its steps; ``bytes_per_round`` =
 training bytes (up + down, signatures included) per step. Writes ``DIR/secagg_attacks.json``:
-``results`` [{attack, mode, auth, release, default, inputs_opened, detected}], ``cost`` {mode: {step_ms,
+``results`` [{attack, mode, auth, release, default, colluders, declared, within_tolerance, inputs_opened,
+detected}], ``cost`` {mode: {step_ms,
 step_ms_min, bytes_per_round, epochs_ms}}, ``malicious_overhead`` (step_ms ratio - 1; ``_min``:
 of the minima) and the config, and prints a table.
 """
@@ -42,6 +49,7 @@ from vfl.attacks.secagg import lying
 from vfl.engine.engine import Engine
 from vfl.runtime.transport.factory import make_transport
 from vfl.secagg import MODES
+from vfl.secagg.consistency import tolerated
 
 # (mode, auth, release): release "key" is the control (raw self keys, before view-bound releases)
 SETTINGS = (("semi-honest", False, "view"), ("semi-honest", True, "view"), ("malicious", True, "view"),
@@ -57,14 +65,36 @@ def attack_rows(*, parties: int, threshold: int, default_mode: str = "semi-hones
             opened, detected = lying.RUN[attack](num=parties, threshold=threshold, mode=mode, signed=auth,
                                                  release=release)
             rows.append({"attack": attack, "mode": mode, "auth": auth, "release": release,
-                         "default": (mode, auth, release) == (default_mode, True, "view"),
+                         "default": (mode, auth, release) == (default_mode, True, "view"), **_NO_COLLUDERS,
                          "inputs_opened": int(opened), "detected": bool(detected)})
     for attack in lying.ANNOUNCED_ATTACKS:  # lies in the announced set; control: the client without the rule
         for weak in (False, True):
             opened, detected = lying.ANNOUNCED_RUN[attack](num=parties, threshold=threshold, weak=weak)
             rows.append({"attack": attack, "mode": "announced", "auth": True, "release": "control" if weak else "view",
-                         "default": not weak and default_mode == "announced",
+                         "default": not weak and default_mode == "announced", **_NO_COLLUDERS, "declared": 0,
                          "inputs_opened": int(opened), "detected": bool(detected)})
+    return rows + colluder_rows(parties=parties, threshold=threshold, default_mode=default_mode)
+
+
+_NO_COLLUDERS = {"colluders": 0, "declared": None, "within_tolerance": True}
+
+
+def colluder_rows(*, parties: int, threshold: int, default_mode: str = "semi-honest") -> list[dict[str, Any]]:
+    """``colluder_split`` in every mode with 1 and t - 1 colluders, declared (privacy.colluders = their number) and
+    undeclared (t - 1); beyond the tolerance, the same colluders with privacy.colluders: 0 (declared fewer); and
+    the control (release ``control``: the quorum ignores the colluders)."""
+    rows = []
+    for mode in MODES:
+        for count in sorted({1, threshold - 1} - {0}):
+            for declared, weak in ((count, False), (None, False), (0, False), (None, True)):
+                opened, detected = lying.colluder_split(num=parties, threshold=threshold, mode=mode, colluders=count,
+                                                        declared=declared, weak=weak)
+                within = count <= min(tolerated(threshold, declared), threshold - 1)
+                rows.append({"attack": "colluder_split", "mode": mode, "auth": True,
+                             "release": "control" if weak else "view",
+                             "default": mode == default_mode and declared is None and not weak,
+                             "colluders": count, "declared": declared, "within_tolerance": within,
+                             "inputs_opened": int(opened), "detected": bool(detected)})
     return rows
 
 
@@ -124,9 +154,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def table(out: dict[str, Any]) -> str:
     """The attack x mode table, then the cost per mode."""
     lines = [f"M={out['parties']} t={out['threshold']} (default: {out['default_mode']}, auth on)",
-             f"{'attack':<20}{'mode':<13}{'auth':<6}{'release':<9}{'opened':>7}  detected"]
-    lines += [f"{r['attack']:<20}{r['mode']:<13}{r['auth']!s:<6}{r['release']:<9}{r['inputs_opened']:>7}  "
-              f"{r['detected']}{'  (default)' if r['default'] else ''}" for r in out["results"]]
+             f"{'attack':<20}{'mode':<13}{'auth':<6}{'release':<9}{'coll.':>6}{'decl.':>6}{'opened':>7}  detected"]
+    lines += [f"{r['attack']:<20}{r['mode']:<13}{r['auth']!s:<6}{r['release']:<9}{r['colluders']:>6}"
+              f"{'t-1' if r['declared'] is None else r['declared']!s:>6}{r['inputs_opened']:>7}  "
+              f"{r['detected']}{'  (default)' if r['default'] else ''}"
+              f"{'' if r['within_tolerance'] else '  (beyond tolerance)'}" for r in out["results"]]
     for mode, c in out.get("cost", {}).items():
         lines.append(f"{mode:<13} step {c['step_ms']:.2f} ms (median; min {c['step_ms_min']:.2f})  "
                      f"{c['bytes_per_round']:.0f} B/round")

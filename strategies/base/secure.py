@@ -28,7 +28,7 @@ from vfl.runtime.grid import Grid
 from vfl.runtime.message import BROADCAST
 from vfl.runtime.node import Node, NodeSpec
 from vfl.secagg import MODES, new_session_id
-from vfl.secagg.consistency import check_mode
+from vfl.secagg.consistency import check_mode, quorum, tolerated
 
 SETUP_ROUND = wire.round_tag(0, 0, "setup")
 
@@ -47,18 +47,13 @@ def check_secagg_config(cfg: RunConfig, *, threshold: int, mode: str = "semi-hon
         raise ConfigError("num_parties", "secure aggregation needs at least 2 parties")
     if threshold > cfg.num_parties - 1:
         raise ConfigError("params.threshold", f"got {threshold}; allowed: 0 (auto) or [1, {cfg.num_parties - 1}]")
-    if mode == "announced":
-        check_announced_config(cfg, threshold=shamir_threshold(cfg.num_parties, threshold))
 
 
-def check_announced_config(cfg: RunConfig, *, threshold: int) -> None:
-    """Mode announced: the smallest set honest parties accept, max(t, 2), must hold more than the colluders
-    plus the victim (with skip-party a dropout's round is skipped and the survivors announced next)."""
-    c = cfg.privacy.colluders
-    if max(threshold, 2) - 1 <= c:
-        raise ConfigError("privacy.colluders", f"{c} colluders with params.secagg_mode announced need max(t, 2) - 1 > "
-                          f"{c} (t = {threshold}; a set of one party and the colluders would open it): set "
-                          f"params.threshold to at least {c + 2} (at most {cfg.num_parties - 1}) or use semi-honest")
+def secagg_colluders(cfg: RunConfig, *, threshold: int) -> int:
+    """The colluders c every mode guards against: ``privacy.colluders``, else t - 1 (what the threshold tolerates).
+    Each party reveals (or masks over) no set under max(t, 2, c + 2) parties; with c <= M - 2 (``privacy.colluders``)
+    and t <= M - 1 the whole roster always reaches it."""
+    return tolerated(threshold, cfg.privacy.colluders)
 
 
 def threshold_param() -> Any:
@@ -79,16 +74,14 @@ def shamir_threshold(num_parties: int, threshold: int) -> int:
     return threshold or max(1, math.ceil(2 * (num_parties - 1) / 3))
 
 
-def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, mode: str = "semi-honest",
-                  colluders: int = 0) -> None:
+def run_key_setup(grid: Grid, *, num_parties: int, threshold: int, colluders: int, mode: str = "semi-honest") -> None:
     """Public keys -> roster -> sealed seed shares -> delivery, counted messages in the 'setup' phase. The session
     is over the parties still in the run (a restart after skip-party dropouts: the survivors) with the run's t;
     each party refuses fewer than max(t, 2, colluders + 2) (``SetupTerms``)."""
     ids = [p for p in (party_node_id(i) for i in range(num_parties)) if p in grid.party_ids]
     setup: dict[str, bytes | int | str | list[int]] = {sw.Key.SESSION: new_session_id(), sw.Key.PARTIES: ids,
                                                        sw.Key.THRESHOLD: shamir_threshold(num_parties, threshold), sw.Key.MODE: mode}
-    if colluders:  # seed shares need t + max(t, 2) > M + colluders in mode semi-honest (vfl.secagg.client)
-        setup[sw.Key.COLLUDERS] = int(colluders)
+    setup[sw.Key.COLLUDERS] = int(colluders)  # every party checks it against its own (SetupTerms)
     start = wire.make(sw.Kind.SETUP, src=SERVER_ID, dst=BROADCAST, round=SETUP_ROUND,
                       content=wire.records(**{sw.Record.SECAGG: wire.config(**setup)}))
     grid.run_until_quiet([start])
@@ -111,17 +104,26 @@ class SecureSumStrategy(VerticalStrategy):
         """Bits per element on the wire (the integers' width; 2^k > the largest sum)."""
 
     def epsilon_assumptions(self) -> list[str]:
-        """In ``semi-honest`` SecAgg the ε holds against a server that keeps the survivor protocol: one that tells
-        parties different survivor sets can learn sums of fewer parties (never one input; docs/secagg.md)."""
-        if not self.uses_secagg or self.secagg_mode == "malicious":
+        """What SecAgg guarantees next to the ε: no single input opens to the server with up to c colluders (c =
+        ``privacy.colluders``, else t - 1); in ``semi-honest`` and ``announced`` the ε also assumes a server that
+        keeps the protocol (a lying one learns sums of fewer parties, >= 2 of them honest; docs/secagg.md)."""
+        if not self.uses_secagg:
             return []
+        t = shamir_threshold(self.cfg.num_parties, self.params.threshold)
+        c = secagg_colluders(self.cfg, threshold=t)
+        q = quorum(t, c)
+        held = (f"SecAgg opens no single input to the server with up to {c} colluding part{'y' if c == 1 else 'ies'} "
+                f"(privacy.colluders{'' if self.cfg.privacy.colluders is not None else ' undeclared: t - 1'}, "
+                f"t = {t}; each party reveals nothing for fewer than {q} parties)")
+        if self.secagg_mode == "malicious":
+            return [held]
         if self.secagg_mode == "announced":
-            return ["the server announces every party still in the run in each SecAgg round (params.secagg_mode: announced; a lying "
-                    "server that announces smaller sets learns sums of >= max(t, 2) parties of one round, never one "
-                    "input, since a party masks a round once)"]
-        return ["the server keeps the SecAgg survivor protocol (params.secagg_mode: semi-honest; a server that "
-                "tells parties different survivor sets can learn sums of >= max(t, 2) parties, never one input; "
-                "malicious detects it)"]
+            return [f"the server announces every party still in the run in each SecAgg round (params.secagg_mode: "
+                    f"announced; a lying server that announces smaller sets learns sums of >= {q} parties of one "
+                    "round, at least 2 of them honest)", held]
+        return [f"the server keeps the SecAgg survivor protocol (params.secagg_mode: semi-honest; a server that "
+                f"tells parties different survivor sets can learn sums of >= {q} parties, at least 2 of them honest; "
+                "malicious detects it)", held]
 
     def replayable(self) -> bool:
         """A SecAgg sum that starts short of parties (skip-party dropouts earlier) is not replayed by a redo
@@ -157,15 +159,17 @@ class SecureSumStrategy(VerticalStrategy):
         if not self.uses_secagg:
             return PassiveParty(spec, **kwargs)
         m = self.cfg.num_parties  # the party's own terms: a set-up naming others is refused (SetupTerms)
+        t = shamir_threshold(m, self.params.threshold)
         terms = SetupTerms(parties=tuple(party_node_id(i) for i in range(m)), mode=self.secagg_mode,
-                           threshold=shamir_threshold(m, self.params.threshold), colluders=self.cfg.privacy.colluders)
+                           threshold=t, colluders=secagg_colluders(self.cfg, threshold=t))
         return self.party_class(spec, terms=terms, row_rule=self.exact_codes, **kwargs)
 
     def setup(self, grid: Grid) -> None:
         self.dropouts.renotify(grid)  # a restart: the rebuilt server learns again who left (skip-party)
         if self.uses_secagg:
+            t = shamir_threshold(self.cfg.num_parties, self.params.threshold)
             run_key_setup(grid, num_parties=self.cfg.num_parties, threshold=self.params.threshold,
-                          mode=self.secagg_mode, colluders=self.cfg.privacy.colluders)
+                          mode=self.secagg_mode, colluders=secagg_colluders(self.cfg, threshold=t))
 
     def bits_per_element(self) -> int:
         return self.k

@@ -24,7 +24,8 @@ def test_a_restart_after_a_dropout_over_ray_sets_up_over_the_survivors(monkeypat
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 2, "batch_size": 24, "on_dropout": "skip-party",
                                      "on_failure": "restart", "max_restarts": 1},
-                           "transport": {"kind": "ray", "parties_per_actor": 1, "cpus_per_actor": 0.1}})
+                           "transport": {"kind": "ray", "parties_per_actor": 1, "cpus_per_actor": 0.1},
+                           "privacy": {"colluders": 0}})  # 2 of 3 left: undeclared (t - 1 = 1) parties refuse < 3
     transport = RayTransport()
     spawn = transport._spawn
     started: list[str] = []

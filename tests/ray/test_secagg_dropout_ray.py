@@ -27,12 +27,14 @@ M = 4
 
 def run_two_dropouts(monkeypatch, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """PBM over Ray, one party per actor, skip-party: party2 dies at train:0:3, party1 hangs at train:1:2;
-    returns the result and what the audit hook read from the live actors (server sums, party inputs)."""
+    returns the result and what the audit hook read from the live actors (server sums, party inputs). No colluder
+    declared (privacy.colluders: 0): the last two reach max(t, 2) = 2; undeclared (t - 1 = 1) they would refuse."""
     monkeypatch.setenv(FAULT_ENV, "party2@0:3,party1@1:2!hang")
     cfg = load_run_config({"strategy": "pbm-audited", "num_parties": M, "seed": 1, "params": params,
                            "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
                            "train": {"epochs": 2, "batch_size": 25, "on_dropout": "skip-party"},
-                           "transport": {"kind": "ray", "parties_per_actor": 1, "round_timeout_s": 4}})
+                           "transport": {"kind": "ray", "parties_per_actor": 1, "round_timeout_s": 4},
+                           "privacy": {"colluders": 0}})
     seen: dict[str, Any] = {"inputs": {}}
 
     def audit(epoch: int, record: dict[str, Any], engine: Engine) -> None:  # while the actors live

@@ -21,11 +21,14 @@ SOURCE = BlobSource(num_parties=3, num_train=240, num_test=60)
 STEPS = 10  # 240 / 24
 
 
-def tiny_cfg(strategy="pbm", *, params=None, train=None, **extra):
+def tiny_cfg(strategy="pbm", *, params=None, train=None, privacy=None, **extra):
+    """Three parties, t = 2. privacy.colluders: 0 unless given: these runs drop a party (skip-party) and go on with
+    two, which parties guarding against t - 1 = 1 undeclared colluder refuse (sets of >= 3)."""
     params = {"b": 8, **(params or {})} if strategy in ("pbm", "ldp") else (params or {})
     return load_run_config({"num_parties": 3, "seed": 4, "strategy": strategy, "params": params,
                             "model": {"embed_dim": 4, "bottom_hidden": [8], "head_hidden": [8]},
-                            "train": {"epochs": 3, "batch_size": 24, "lr": 0.05, **(train or {})}, **extra})
+                            "train": {"epochs": 3, "batch_size": 24, "lr": 0.05, **(train or {})},
+                            "privacy": {"colluders": 0, **(privacy or {})}, **extra})
 
 
 def engine_at(path, cfg, *, resume=False):

@@ -129,9 +129,10 @@ class PrivacyConfig:
                                              "bottom by DP-SGD and report an end-to-end epsilon (null = off)")
     target_epsilon: float | None = param(None, gt=0, help="calibrate params.beta (pbm) or params.sigma (ldp) "
                                          "at run start so the accountant's epsilon after train.epochs is this")
-    colluders: int = param(0, ge=0, help="parties assumed to collude with the server (their inputs and noise "
-                           "known to it): the epsilon counts the noise of the M - c honest parties only; "
-                           "allowed 0..M-2")
+    colluders: int | None = param(None, ge=0, help="parties assumed to collude with the server (their inputs and "
+                                  "noise known to it): the epsilon counts the noise of the M - c honest parties only "
+                                  "(undeclared: 0), and SecAgg opens no single input with up to c of them (undeclared: "
+                                  "t - 1, what its threshold tolerates); allowed 0..M-2")
     max_epoch_attempts: int | None = param(None, ge=1, le=1000000, help="each party's own cap on the releases of "
                                            "one training sample (epoch attempts: first tries, restarts, resumes); "
                                            "a training forward past it is refused (ReleaseRefused). Default: "

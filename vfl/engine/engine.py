@@ -337,7 +337,7 @@ class Engine:
         from vfl.privacy.accounting.noise_report import noise_fields
 
         summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None,
-                                    caveats=self.strategy.epsilon_caveats(), colluders=cfg.privacy.colluders,
+                                    caveats=self.strategy.epsilon_caveats(), colluders=cfg.privacy.colluders or 0,
                                     assumptions=self.strategy.epsilon_assumptions()))
         summary.update(self.recovery.summary())
         if self.stopped is not None:

@@ -73,7 +73,7 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
 
 def _check_colluders(cfg: RunConfig) -> None:
     c, m = cfg.privacy.colluders, cfg.num_parties
-    if c > max(0, m - 2):
+    if c is not None and c > max(0, m - 2):
         raise ConfigError("privacy.colluders", f"got {c}; allowed: an int in [0, {max(0, m - 2)}] "
                           f"(0..M-2 with M = {m} parties: at least two honest parties)")
 

@@ -19,12 +19,14 @@ masked with view streams over the survivors it was told, which cancel only among
 the same set) and, for each d in D, the round pair key k_sd. It subtracts the survivors' releases
 and their terms for D and gets exactly sum_{s in S} x_s. A survivor that vanishes before
 answering keeps its contribution when nobody else dropped and the seed path is on (mode
-malicious, or t + max(t, 2) > M + colluders): the holders reveal their shares of its seed with
+malicious, or t + q > M + c, q below): the holders reveal their shares of its seed with
 their view keys with it and the server rebuilds its self key; otherwise the round aborts. Those
 are the only secrets that ever leave a party: one round's keys and, for a vanished survivor,
 shares of its seed.
 
-Threat model. Fewer than t parties collude with the server; the driver's authentication roster
+Threat model. Up to c parties collude with the server, c = ``privacy.colluders`` or, undeclared, t - 1 (what
+the threshold tolerates; t or more are not covered); every party reveals nothing for fewer than
+q = max(t, 2, c + 2) parties (``consistency.quorum``), so any set it answers holds two honest parties. The driver's authentication roster
 of identity keys is authentic (a PKI). Keys bound to identities (``auth`` on, both modes): each
 party signs (session, id, SecAgg key) with its Ed25519 identity key and peers verify against the
 identity keys of the authentication roster, not the server's, so a server that hands out its own
@@ -39,15 +41,14 @@ parties refuse to reveal once they revealed pair keys for d; (c) a single surviv
 keeps its pair masks with the other survivors. The honest client (``SecAggClient``,
 ``vfl.secagg.rules``) refuses with ``RevealRefused``: keys for any round but the one it masked
 last, a peer's pair keys and seed shares both, anything about its own seed, masking after
-leaving the session, a survivor set smaller than max(t, 2), and pair keys for a peer listed as a
+leaving the session, a survivor set smaller than q, and pair keys for a peer listed as a
 survivor earlier in the same round (a survivor is never redeclared dropped). ``secagg_mode:
 malicious`` (Bonawitz et al.'s active variant, ``vfl.secagg.consistency``; needs auth): the
 server may lie. Each round the survivors sign the survivor set and reveal nothing before holding
->= max(t, 2) signatures from distinct survivors on the set they signed (one set per round), so a
+>= q signatures from distinct survivors on the set they signed (one set per round), so a
 party can never be told "you survived" while its peers are told it dropped
-(``InconsistentSurvivors`` otherwise); then no individual input opens. With 2max(t,2) <= M a server can
-still split the parties into two signed groups and learn two partial sums of >= t parties each
-(choose t > M/2 to exclude it). Not covered: what the sum itself reveals (the job of DP noise /
+(``InconsistentSurvivors`` otherwise); then no individual input opens. With 2q <= M a server can
+still split the parties into two signed groups and learn two partial sums of >= 2 honest parties each. Not covered: what the sum itself reveals (the job of DP noise /
 PBM), a server colluding with t or more parties, and denial of service (a lying server can always
 abort rounds). ``vfl.attacks.secagg.lying`` plays these attacks against real clients.
 """

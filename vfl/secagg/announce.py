@@ -6,8 +6,8 @@ other modes) and no self mask: y_i = x_i + sum_{j in S, j>i} PRG(k_ij) - sum_{j 
 mod 2^k. The server sums the |S| vectors and the pair streams cancel; nothing is revealed after
 masking. A missing vector leaves pair streams nobody will remove: the round cannot be opened.
 
-The party-side rules make a lying server learn at most sums of >= max(t, 2) parties of one round
-(the guarantee of the other modes), checked by :func:`check_announcement`: S must hold the party,
+The party-side rules make a lying server learn at most sums of >= max(t, 2, c + 2) parties of one round, at
+least two of them honest with c colluders (the guarantee of the other modes), checked by :func:`check_announcement`: S must hold the party,
 name only parties of the authenticated roster and have at least max(t, 2, colluders + 2) members;
 and each round is masked AT MOST ONCE (a second announcement of a round is refused), so no input
 is ever masked over two different sets. The set travels in the forward request the server
@@ -32,14 +32,14 @@ class RoundSkipped(PartyFailure):
     dropped; it stays closed (nothing revealed, no update from its batch) and the survivors are announced next."""
 
 
-def smallest_set(threshold: int, colluders: int = 0) -> int:
-    """The fewest parties an announced set may hold: max(t, 2), and more than the colluders plus one
-    (a set of the victim and colluders only would open the victim's input)."""
-    return max(quorum(threshold), int(colluders) + 2)
+def smallest_set(threshold: int, colluders: int) -> int:
+    """The fewest parties an announced set may hold: ``quorum`` = max(t, 2, colluders + 2) (a set of the victim
+    and colluders only would open the victim's input), as a survivor set of the other modes."""
+    return quorum(threshold, colluders)
 
 
 def check_announcement(*, me: int, rnd: str, members: Iterable[int], parties: Collection[int], threshold: int,
-                       colluders: int = 0, announced: Collection[str] = ()) -> frozenset[int]:
+                       colluders: int, announced: Collection[str] = ()) -> frozenset[int]:
     """The set ``members`` if party ``me`` may mask round ``rnd`` over it; AnnouncementRefused otherwise.
     ``announced``: the rounds it already accepted (a round is masked at most once)."""
     live = frozenset(int(p) for p in members)

@@ -9,8 +9,10 @@ vanished before releasing. A new session is a new client.
 The honest-client rules are enforced here and raise :class:`RevealRefused`: keys only for the
 round masked last; never both a peer's round pair keys and shares of its seed; never anything
 about its own seed; no masking after it was declared dropped or its seed was rebuilt; no seed
-shares in mode semi-honest unless t + max(t, 2) > M + colluders (below that a server telling
-parties different survivor sets could rebuild a self mask whose pair keys it also got); with ``rows`` (exact
+shares in mode semi-honest unless t + quorum > M + colluders (below that a server telling
+parties different survivor sets could rebuild a self mask whose pair keys it also got); nothing for a
+survivor set, or survivors left after its seed-share requests, under ``quorum`` = max(t, 2, c + 2), c the
+colluders it guards against (``colluders``; None: t - 1, what the threshold tolerates); with ``rows`` (exact
 codes) no sample's row is released under two survivor sets (``RowReleaseRefused``, ``_check_release``).
 
 Mode ``announced`` (``vfl.secagg.announce``): ``announce`` (the set S the server named for a round,
@@ -28,7 +30,14 @@ import numpy.typing as npt
 
 from vfl.core.errors import ProtocolError, RevealRefused
 from vfl.secagg.announce_client import AnnouncedMasking
-from vfl.secagg.consistency import Identity, RowReleaseRefused, SurvivorCheck, check_mode, quorum
+from vfl.secagg.consistency import (
+    Identity,
+    RowReleaseRefused,
+    SurvivorCheck,
+    check_mode,
+    quorum,
+    tolerated,
+)
 from vfl.secagg.masking import apply_pairwise_masks
 from vfl.secagg.memory import Memory, first_conflict, row_digests
 from vfl.secagg.modular import to_residues
@@ -48,16 +57,16 @@ class SecAggClient(AnnouncedMasking):
 
     def __init__(
         self, party_id: int, peers: Iterable[int], threshold: int, session: bytes | str, *,
-        mode: str = "semi-honest", identity: Identity | None = None, colluders: int = 0,
+        mode: str = "semi-honest", identity: Identity | None = None, colluders: int | None = None,
         masked_before: Memory | None = None, roster: int = 0,
     ) -> None:
         party_id = int(party_id)
         self.mode = check_mode(mode, key="mode")
         if self.mode == "malicious" and identity is None:
             raise ProtocolError(f"party {party_id}: secagg mode malicious needs an identity key (auth on)")
-        colluders = int(colluders)
         super().__init__(party_id, peers, threshold, session, identity=identity, roster=roster)
-        self.colluders = colluders  # parties assumed to collude with the server (privacy.colluders)
+        # parties assumed to collude with the server (privacy.colluders; undeclared: t - 1)
+        self.colluders = tolerated(threshold, colluders)
         self._active = set(self.parties)
         self._leaving: set[int] = set()  # leave the active set when the next round starts
         self._used: set[tuple[str, str]] = set()
@@ -68,7 +77,7 @@ class SecAggClient(AnnouncedMasking):
         self._view: tuple[frozenset[int], frozenset[int]] | None = None  # (survivors, dropped) of it
         self._row_digests: list[tuple[str, bytes]] = []  # (sample, row digest) masked in the current round
         self.check = None if identity is None or self.mode != "malicious" else SurvivorCheck(
-            identity, me=self.party_id, threshold=threshold, session=self.session)
+            identity, me=self.party_id, threshold=threshold, colluders=self.colluders, session=self.session)
         self._pair_revealed: set[int] = set()
         self._shares_revealed: set[int] = set()
         self._retired = False
@@ -157,8 +166,8 @@ class SecAggClient(AnnouncedMasking):
         I release my own self stream of that round masked with view streams over ``survivors`` (I
         am one; ``vfl.secagg.release``) and, for every party in ``dropped``, our pair key of that round; never keys of another round, never pair keys for
         a peer whose seed shares I revealed or that was listed a survivor this round, nothing for
-        fewer than max(t, 2) survivors. A repeat request must repeat the view. In malicious mode
-        ``signatures`` must hold >= max(t, 2) survivors' signatures on the set I signed.
+        fewer than max(t, 2, c + 2) survivors. A repeat request must repeat the view. In malicious mode
+        ``signatures`` must hold >= max(t, 2, c + 2) survivors' signatures on the set I signed.
         """
         rnd = self._check_round(round_id, "round keys")
         live, gone = frozenset(int(p) for p in survivors), frozenset(int(p) for p in dropped)
@@ -172,7 +181,7 @@ class SecAggClient(AnnouncedMasking):
                 "reveals their pair keys"
             )
         check_view(me=self.party_id, rnd=rnd, live=live, gone=gone, active=frozenset(self._active),
-                   threshold=self.threshold, previous=self._view)
+                   threshold=self.threshold, colluders=self.colluders, previous=self._view)
         if self.check is not None:
             self.check.check(rnd, live, signatures or {})
         self._check_release(rnd, live)
@@ -205,11 +214,14 @@ class SecAggClient(AnnouncedMasking):
                 f"party {self.party_id} revealed pair keys of parties {both}; it never also "
                 "reveals shares of their seeds"
             )
-        left = self._view[0] - set(owners)
-        if len(left) < quorum(self.threshold):  # each share comes with my view key with its owner
+        # each share comes with my view key with its owner: over all my share answers of the round, at least
+        # quorum survivors (two honest beyond c colluders) keep view keys the server lacks
+        left = self._view[0] - self._shares_revealed - set(owners)
+        need = quorum(self.threshold, self.colluders)
+        if len(left) < need:
             raise RevealRefused(
-                f"round {rnd}: party {self.party_id} refuses seed shares of {owners}: fewer than max(t, 2) = "
-                f"{quorum(self.threshold)} survivors would remain, and its own view keys would open its release"
+                f"round {rnd}: party {self.party_id} refuses seed shares of {owners}: fewer than max(t, 2, "
+                f"colluders + 2) = {need} survivors would remain, and its own view keys would open its release"
             )
         self._check_share_safety(rnd)
         self._shares_revealed |= set(owners)
@@ -240,11 +252,12 @@ class SecAggClient(AnnouncedMasking):
                             n=n, k=k)
 
     def _check_share_safety(self, rnd: str) -> None:
-        """Semi-honest mode: seed shares only if no split of views can open an input (t + max(t, 2) > M + c)."""
-        m, t = len(self.parties), self.threshold
-        if self.check is None and t + quorum(t) <= m + self.colluders:
+        """Semi-honest mode: seed shares only if no split of views can open an input (t + quorum > M + c)."""
+        m, t, c = len(self.parties), self.threshold, self.colluders
+        if self.check is None and t + quorum(t, c) <= m + c:
             raise RevealRefused(
                 f"round {rnd}: party {self.party_id} refuses seed shares: with t = {t}, M = {m}, colluders = "
                 f"{self.colluders} a server telling parties different survivor sets could rebuild a self mask "
-                f"whose pair keys it also holds (needs t + max(t, 2) > M + colluders, or secagg_mode malicious)"
+                f"whose pair keys it also holds (needs t + max(t, 2, colluders + 2) > M + colluders, or secagg_mode "
+                "malicious)"
             )

@@ -6,10 +6,14 @@ the authentication roster, never from the aggregating server):
 - at set-up, (session, party id, its SecAgg X25519 key): a server that hands a party its own key
   in place of a peer's (``key_swap``) is caught before any pair key is derived;
 - every round, (session, round, survivor set): a survivor signs ONE survivor set per round and
-  reveals nothing before it holds >= max(t, 2) valid signatures from distinct survivors on
-  exactly the set it signed. Two honest parties that reveal in one round were therefore told the
-  same survivors, so a party can never be a survivor to itself and "dropped" to its peers. With
-2max(t,2) <= M the server can still split the parties into two signed groups (two partial sums).
+  reveals nothing before it holds >= ``quorum(t, c)`` = max(t, 2, c + 2) valid signatures from
+  distinct survivors on exactly the set it signed (c colluders sign anything, so at least two
+  honest parties signed it). A party can therefore never be a survivor to itself and "dropped" to
+  its honest peers. With 2 quorum <= M the server can still split the parties into two signed
+  groups (two partial sums, each over >= 2 honest parties).
+
+c is the declared ``privacy.colluders``; undeclared it is t - 1, the most the threshold tolerates
+(``tolerated``).
 
 A detected lie raises :class:`MaliciousServer` (a ``RevealRefused``) naming the round and party.
 """
@@ -75,9 +79,17 @@ def check_mode(mode: str, *, key: str = "params.secagg_mode") -> str:
     return mode
 
 
-def quorum(threshold: int) -> int:
-    """The fewest survivors (and matching signatures) a party reveals anything for."""
-    return max(int(threshold), 2)
+def tolerated(threshold: int, colluders: int | None = None) -> int:
+    """The colluders c a party guards against: the declared ``privacy.colluders``, else t - 1 (fewer than t
+    colluders is what the Shamir threshold tolerates; t of them rebuild any seed alone)."""
+    return max(int(threshold) - 1, 0) if colluders is None else int(colluders)
+
+
+def quorum(threshold: int, colluders: int) -> int:
+    """The fewest survivors (and matching signatures) a party reveals anything for: max(t, 2, c + 2). A set of
+    a victim and c colluders only would open the victim's input (the colluders hand over their keys with it),
+    so at least two honest parties must be in it."""
+    return max(int(threshold), 2, int(colluders) + 2)
 
 
 def _ids(parties: Iterable[int]) -> bytes:
@@ -112,8 +124,8 @@ def verify_keys(identity: Identity, *, me: int, session: bytes, keys: Mapping[in
 class SurvivorCheck:
     """One party's consistency check: one signed survivor set per round, revealed only on quorum."""
 
-    def __init__(self, identity: Identity, *, me: int, threshold: int, session: bytes) -> None:
-        self.identity, self.me, self.need, self.session = identity, me, quorum(threshold), session
+    def __init__(self, identity: Identity, *, me: int, threshold: int, colluders: int, session: bytes) -> None:
+        self.identity, self.me, self.need, self.session = identity, me, quorum(threshold, colluders), session
         self._signed: dict[str, frozenset[int]] = {}
         self._mine: dict[str, bytes] = {}  # my signature per round
 

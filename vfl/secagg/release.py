@@ -11,7 +11,7 @@ the survivor set S_i it was told:
 with v_ij = HKDF-Expand(s_ij, "view" | session | round | name), a key distinct from the round's
 pair key k_ij and never revealed with it. The view streams cancel exactly over a group of parties
 that were all told the same S; a party told a different set keeps them, so its z stays masked.
-A server that splits the views learns at most the sum of each group (>= max(t, 2) parties), never
+A server that splits the views learns at most the sum of each group (>= max(t, 2, c + 2) parties), never
 one party's self stream: no extra round trip and no signature.
 
 A survivor that vanishes before releasing leaves its view streams in the others' releases: the

@@ -4,8 +4,10 @@
 of the round it masked last. Besides well-formedness (S and D disjoint, S + D = the parties it
 masked with, itself in S) it refuses:
 
-- a survivor set smaller than max(t, 2): "you alone survived", told to every party, would make
-  each reveal its self key and every pair key: every input opens;
+- a survivor set smaller than ``quorum(t, c)`` = max(t, 2, c + 2), c the colluders it guards against
+  (``privacy.colluders``, else t - 1): "you alone survived", told to every party, would make each
+  reveal its self stream and every pair key (every input opens), and "you and the c colluders
+  survived" would open the victim's input once the colluders hand over their keys with it;
 - pair keys for a peer listed as a survivor earlier in the same round: a survivor moved to
   "dropped" after its vector (and self key) arrived would open exactly. A survivor that vanishes
   keeps its place in S; its self mask is rebuilt from seed shares instead (or the round aborts).
@@ -64,7 +66,7 @@ View = tuple[frozenset[int], frozenset[int]]  # (survivors, dropped)
 
 
 def check_view(*, me: int, rnd: str, live: frozenset[int], gone: frozenset[int], active: frozenset[int],
-               threshold: int, previous: View | None) -> None:
+               threshold: int, colluders: int, previous: View | None) -> None:
     """Raise unless survivor ``me`` may reveal for the view (live, gone); ``previous`` = the view of
     an earlier request of this round (None on the first): a repeat must repeat it."""
     listed = previous[0] if previous is not None else frozenset()
@@ -75,10 +77,10 @@ def check_view(*, me: int, rnd: str, live: frozenset[int], gone: frozenset[int],
             f"round {rnd}: survivors + dropped {sorted(live | gone)} != the parties I masked "
             f"with {sorted(active)}"
         )
-    if len(live) < quorum(threshold):
+    if len(live) < quorum(threshold, colluders):
         raise RevealRefused(
-            f"round {rnd}: party {me} refuses survivor set {sorted(live)}: fewer than "
-            f"max(t, 2) = {quorum(threshold)} survivors would expose its input"
+            f"round {rnd}: party {me} refuses survivor set {sorted(live)}: fewer than max(t, 2, colluders + 2) = "
+            f"{quorum(threshold, colluders)} survivors (t = {threshold}, colluders = {colluders}) would expose its input"
         )
     redeclared = sorted(gone & listed)
     if redeclared:

@@ -10,7 +10,8 @@ In mode ``malicious`` the round opens with a ``ConsistencyRequest``: the survivo
 survivor set and the unmask request carries those signatures. Survivors release their self streams
 masked with view streams over the survivors they were told (``vfl.secagg.release``), never self keys. ``result`` returns sum_{s in S} x_s mod 2^k. A vector from a
 party declared dropped is refused for the rest of the session, and each (round, name) is
-aggregated once; a sum over fewer than two parties is refused (it would be one party's input).
+aggregated once; a sum over fewer than max(t, 2, colluders + 2) parties is refused (honest parties reveal
+nothing for it: with the colluders' keys it would open one party's input).
 
 Mode ``announced`` (``vfl.secagg.announce``): the parties masked over the set the server announced
 (``current``, at first every party; ``announce`` changes it from the next forward request on), with pair streams
@@ -30,7 +31,7 @@ import numpy.typing as npt
 
 from vfl.core.errors import ConfigError, PartyFailure, ProtocolError
 from vfl.secagg.announce import RoundSkipped, smallest_set
-from vfl.secagg.consistency import check_mode, quorum
+from vfl.secagg.consistency import check_mode, quorum, tolerated
 from vfl.secagg.keys import SELF_LABEL, round_key, session_bytes
 from vfl.secagg.masking import removal_terms
 from vfl.secagg.modular import check_bits, low_bits_mask, to_residues
@@ -93,9 +94,9 @@ class SecAggServer:
     """Aggregator for ``parties`` with Shamir threshold ``threshold`` over Z_{2^k}."""
 
     def __init__(self, parties: Iterable[int], threshold: int, k: int, session: bytes | str, *,
-                 mode: str = "semi-honest", colluders: int = 0, roster: int = 0) -> None:
+                 mode: str = "semi-honest", colluders: int | None = None, roster: int = 0) -> None:
         self.parties = check_session_parties(parties, threshold, roster=roster)
-        self.colluders = int(colluders)
+        self.colluders = tolerated(threshold, colluders)  # what honest parties guard against (None: t - 1)
         self.mode = check_mode(mode, key="mode")
         self.threshold = threshold
         self.k = check_bits(k)
@@ -135,8 +136,13 @@ class SecAggServer:
     @property
     def seed_path(self) -> bool:
         """Whether honest parties reveal seed shares of a vanished survivor: always in mode malicious,
-        in mode semi-honest only if t + max(t, 2) > M + colluders (else split survivor sets could open an input)."""
-        return self.mode == "malicious" or self.threshold + quorum(self.threshold) > len(self.parties) + self.colluders
+        in mode semi-honest only if t + quorum > M + colluders (else split survivor sets could open an input)."""
+        return self.mode == "malicious" or self.threshold + self.quorum > len(self.parties) + self.colluders
+
+    @property
+    def quorum(self) -> int:
+        """The fewest survivors honest parties reveal for: max(t, 2, colluders + 2)."""
+        return quorum(self.threshold, self.colluders)
 
     @property
     def dropped(self) -> frozenset[int]:
@@ -191,11 +197,11 @@ class SecAggServer:
         """Malicious mode: the survivors' signatures on the survivor set; the unmask request carries them."""
         r = self._require_pending(round_id, ConsistencyRequest)
         r.signatures = {int(p): bytes(s) for p, s in signatures.items() if int(p) in r.survivors}
-        if len(r.signatures) < quorum(self.threshold):
+        if len(r.signatures) < self.quorum:
             self._abort(r.round_id)
             raise PartyFailure(_names(r.survivors - set(r.signatures)), r.round_id,
                                f"only {len(r.signatures)} survivors signed the survivor set (need "
-                               f"{quorum(self.threshold)})")
+                               f"{self.quorum})")
         return self._unmask_request(r)
 
     def add_unmask(
@@ -224,16 +230,16 @@ class SecAggServer:
         if not vanished:
             r.pending = None
             return None
-        if not r.dropped and len(r.survivors) - len(vanished) >= quorum(self.threshold) and self.seed_path:
+        if not r.dropped and len(r.survivors) - len(vanished) >= self.quorum and self.seed_path:
             r.pending = ShareRequest(rnd, tuple(sorted(vanished)), tuple(sorted(r.survivors - vanished)))
             return r.pending
         # Honest clients never reveal pair keys for a party listed as a survivor: the round is lost.
         self._dropped |= vanished
         self._abort(rnd)
         raise PartyFailure(_names(vanished), rnd, "vanished before unmasking; its self mask cannot be "
-                           f"rebuilt (dropped parties {sorted(r.dropped)}, fewer than max(t, 2) = "
-                           f"{quorum(self.threshold)} holders answered, or seed shares are off in mode semi-honest "
-                           "below t + max(t, 2) > M): the round is aborted")
+                           f"rebuilt (dropped parties {sorted(r.dropped)}, fewer than max(t, 2, colluders + 2) = "
+                           f"{self.quorum} holders answered, or seed shares are off in mode semi-honest "
+                           "unless t + max(t, 2, colluders + 2) > M + colluders): the round is aborted")
 
     def add_shares(self, round_id: int | str, shares: Mapping[int, Mapping[int, bytes]]) -> None:
         """Rebuild the seeds of the vanished survivors from >= t shares (holder -> {owner -> share})."""
@@ -346,13 +352,14 @@ class SecAggServer:
         return r.pending
 
     def _require_two(self, r: _Round) -> None:
-        if len(r.survivors) < quorum(self.threshold):
+        if len(r.survivors) < self.quorum:
             self._abort(r.round_id)
             gone = r.dropped or set(self.parties)
             raise PartyFailure(
                 _names(gone), r.round_id,
                 f"only {sorted(r.survivors) or 'no party'} left; honest parties reveal nothing for "
-                f"fewer than max(t, 2) = {quorum(self.threshold)} survivors",
+                f"fewer than max(t, 2, colluders + 2) = {self.quorum} survivors (t = {self.threshold}, "
+                f"colluders = {self.colluders}: privacy.colluders, or t - 1 when not declared)",
             )
 
     def _abort(self, rnd: str) -> None:

@@ -56,6 +56,8 @@ def _run(monkeypatch, strategy: str, params: dict, **extra):
     ("ldp", {}),
 ], ids=["semi-honest", "announced", "malicious-auth", "no-secagg", "ldp"])
 def test_a_restart_after_a_dropout_sets_up_over_the_survivors(monkeypatch, strategy, params):
+    # tiny_cfg declares privacy.colluders: 0: 2 survivors of 3 reach max(t, 2) = 2. Undeclared (t - 1 = 1
+    # colluder) every party refuses sets under 3, and the restart is refused (the next test)
     result, nodes = _run(monkeypatch, strategy, params, auth=params.get("secagg_mode") == "malicious")
     assert [d["party"] for d in result.summary["dropouts"]] == ["party1"]
     (restart,) = result.summary["restarts"]
@@ -70,8 +72,10 @@ def test_a_restart_after_a_dropout_sets_up_over_the_survivors(monkeypatch, strat
                    for p in survivors)
 
 
-def test_the_parties_refuse_a_restart_set_up_below_their_smallest_set(monkeypatch):
-    """colluders = 1: every party refuses sets under max(t, 2, colluders + 2) = 3; after party1 left only 2
-    survive, so the restart's set-up is refused (the run stops; a resume brings every party back)."""
-    with pytest.raises((MaliciousServer, PartyFailure), match="at least 3 of them after dropouts"):
-        _run(monkeypatch, "pbm", {"secagg": True}, privacy={"colluders": 1})
+@pytest.mark.parametrize("privacy", [{"colluders": 1}, {"colluders": None}], ids=["declared", "undeclared"])
+def test_the_parties_refuse_a_restart_set_up_below_their_smallest_set(monkeypatch, privacy):
+    """colluders = 1, declared or undeclared (t - 1 = 1): every party refuses sets under max(t, 2, colluders + 2)
+    = 3; after party1 left only 2 survive, so the restart's set-up is refused (the run stops; a resume brings every
+    party back)."""
+    with pytest.raises((MaliciousServer, PartyFailure), match="at least 3 of them after dropouts|fewer than max"):
+        _run(monkeypatch, "pbm", {"secagg": True}, privacy=privacy)

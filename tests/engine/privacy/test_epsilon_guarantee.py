@@ -39,3 +39,6 @@ def test_bottom_dp_float_noise_colluders_and_the_calibrated_target_are_honoured(
     assert s["epsilon_is_guarantee"] is False and any("bottom_dp" in c for c in s["epsilon_not_exact"])
     assert s["epsilon_assumption"].startswith("server + up to 2 colluding parties; the server keeps the SecAgg "
                                               "survivor protocol (params.secagg_mode: semi-honest")
+    assert s["epsilon_assumption"].endswith("SecAgg opens no single input to the server with up to 2 colluding parties "
+                                            "(privacy.colluders, t = 3; each party reveals nothing for fewer than 4 "
+                                            "parties)")  # what the SecAgg rules hold against, t - 1 = 2 here

@@ -39,12 +39,12 @@ def _run(cfg, source=SOURCE, transport=None):
 
 
 # ---- the runtime ------------------------------------------------------------------------------------------
-def _cfg(mode: str, noise: str = "seeded", **train):
+def _cfg(mode: str, noise: str = "seeded", colluders: int | None = None, **train):
     return load_run_config({"num_parties": 3, "seed": 3, "strategy": "pbm",
                             "params": {"b": 8, "secagg_mode": mode},
                             "model": {"embed_dim": 6, "bottom_hidden": [8], "head_hidden": [8]},
                             "train": {"epochs": 2, "batch_size": 40, "lr": 0.05, **train},  # 6 steps an epoch
-                            "privacy": {"noise_rng": noise}})
+                            "privacy": {"noise_rng": noise, "colluders": colluders}})
 
 
 class Reviving(InProcessTransport):
@@ -113,6 +113,6 @@ def test_the_servers_announcement_reaches_the_parties_in_its_signed_broadcast(mo
     monkeypatch.setattr(SecAggActiveServer, "on_setup", handles(sw.Kind.SETUP)(announce_two))
     monkeypatch.setattr(SecAggActiveServer, "train_step", spy)
     with pytest.raises(Exception, match=r"round train:0:1: party 3 .*does not hold party 3") as exc:
-        _run(_cfg("announced"))
+        _run(_cfg("announced", colluders=0))  # no colluder declared: a set of 2 is big enough, but not without me
     assert told == [frozenset({1, 2})]  # sent once, in step 0's broadcast (the forward of step 1)
     assert isinstance(exc.value, (AnnouncementRefused, PartyFailure))

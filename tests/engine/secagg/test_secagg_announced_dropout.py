@@ -100,9 +100,9 @@ def test_where_no_forward_follows_an_announce_broadcast_names_the_survivors(faul
 
 
 def test_too_few_survivors_fail_the_run_with_party_failure(monkeypatch) -> None:
-    # t = 3 at M = 4: honest parties mask over no set below 3; two parties die in the same round
+    # t = 3 at M = 4 (undeclared colluders: t - 1 = 2): honest parties mask over no set below 4; two parties die
     with pytest.raises(PartyFailure, match=r"party 3,4 failed in round train:0:2: only \[1, 2\] left.*max\(t, 2, "
-                       r"colluders \+ 2\) = 3") as info:
+                       r"colluders \+ 2\) = 4") as info:
         _run("announced", "party2@0:2,party3@0:2", monkeypatch, threshold=3)
     assert not isinstance(info.value, RoundSkipped)
 

@@ -91,8 +91,10 @@ def test_pbm_skip_party_finishes_the_round_with_the_survivors(monkeypatch: pytes
 
 
 def test_a_survivor_vanishing_before_its_keys_keeps_its_input_via_seed_shares(monkeypatch) -> None:
-    # t = 3 at M = 4: t + max(t, 2) > M, so honest parties may reveal seed shares in mode semi-honest
-    res, transport = _run("pbm-audited", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3)
+    # t = 3 at M = 4, privacy.colluders: 0 declared: t + max(t, 2) > M, so honest parties may reveal seed shares in
+    # mode semi-honest (undeclared, c = t - 1 = 2: quorum 4, the 3 left refuse and the round aborts)
+    res, transport = _run("pbm-audited", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3,
+                          privacy={"colluders": 0})
     (rec,) = res.summary["dropouts"]
     assert rec["party"] == "party2" and rec["contributed"] == ["party0", "party1", "party2", "party3"]
     _check_recovered_sum(transport, "train:0:2", [1, 2, 3, 4])
@@ -144,9 +146,10 @@ def test_no_private_key_seed_or_pair_secret_ever_crosses_the_wire(monkeypatch) -
     """The old design Shamir-shared the X25519 private key and rebuilt it on a dropout (then every
     past round of the party opened). Now no long-lived secret appears in any message, recovery
     rounds included: only round keys and, for a vanished survivor, shares of its seed."""
-    # a dropout, then a vanished survivor recovered from 2 seed shares: mode malicious (t = 2, M = 4)
+    # a dropout, then a vanished survivor recovered from 2 seed shares: mode malicious (t = 2, M = 4, no colluder
+    # declared: 2 holders reach max(t, 2); undeclared, c = 1, they would not)
     res, transport = _run("pbm-audited", "party2@0:2,party1@0:4/query.secagg_unmask", monkeypatch, epochs=1,
-                          secagg_mode="malicious")
+                          secagg_mode="malicious", privacy={"colluders": 0})
     assert {w.round.split(":")[0] for w in transport.wires} >= {"setup", "train", "recovery", "eval"}
     clients = [transport.nodes[p].client for p in range(1, M + 1)]
     secrets = [private_key_bytes(c._key) for c in clients] + [c._seed for c in clients]
@@ -172,6 +175,7 @@ def test_at_the_default_threshold_a_vanished_survivor_fails_the_round_instead_of
 
 
 def test_colluders_reach_the_seed_share_rule(monkeypatch) -> None:
-    """t = 3, M = 4 recovers a vanished survivor (above); with privacy.colluders = 2, 3 + 3 = M + c: off."""
+    """t = 3, M = 4 recovers a vanished survivor with no colluder declared (above); with privacy.colluders = 2
+    (or undeclared: t - 1 = 2), 3 + max(3, 2, 4) = M + c: off."""
     with pytest.raises(PartyFailure, match="seed shares are off"):
         _run("pbm-audited", "party2@0:2/query.secagg_unmask", monkeypatch, epochs=1, threshold=3, privacy={"colluders": 2})

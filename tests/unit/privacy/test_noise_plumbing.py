@@ -109,7 +109,8 @@ def test_gaussian_mod_noise_depends_on_the_mode():
 def test_semi_honest_secagg_says_what_its_epsilon_assumes_of_the_server():
     """The default SecAgg mode answers split survivor views (0 inputs open) but does not detect them: a lying
     server can learn sums of fewer parties than the accountant counted, so the printed ε says it assumes the
-    survivor protocol is kept; malicious mode (detects the lie) and no SecAgg add nothing."""
+    survivor protocol is kept; every SecAgg mode says how many colluders it tolerates (privacy.colluders, else
+    t - 1); no SecAgg adds nothing."""
     from vfl.engine.schema import load_run_config
     from vfl.engine.strategy import STRATEGIES
 
@@ -117,6 +118,12 @@ def test_semi_honest_secagg_says_what_its_epsilon_assumes_of_the_server():
         cfg = load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"b": 8, **params}})
         return STRATEGIES.get("pbm")(cfg).epsilon_assumptions()
 
-    (line,) = assumptions()
-    assert "semi-honest" in line and "max(t, 2)" in line
-    assert assumptions(secagg_mode="malicious") == [] and assumptions(secagg=False) == []
+    line, held = assumptions()  # M = 4, t = 2: undeclared colluders are t - 1 = 1, so sets of >= 3 parties
+    assert "semi-honest" in line and ">= 3 parties, at least 2 of them honest" in line
+    assert held == ("SecAgg opens no single input to the server with up to 1 colluding party (privacy.colluders "
+                    "undeclared: t - 1, t = 2; each party reveals nothing for fewer than 3 parties)")
+    assert assumptions(secagg_mode="malicious") == [held] and assumptions(secagg=False) == []
+    cfg = load_run_config({"num_parties": 4, "strategy": "pbm", "params": {"b": 8}, "privacy": {"colluders": 0}})
+    assert STRATEGIES.get("pbm")(cfg).epsilon_assumptions()[1].startswith(  # declared fewer: the guarantee shrinks
+        "SecAgg opens no single input to the server with up to 0 colluding parties (privacy.colluders, t = 2; "
+        "each party reveals nothing for fewer than 2 parties)")

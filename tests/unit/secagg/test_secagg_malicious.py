@@ -22,7 +22,7 @@ M, T = 4, 2  # the demo: 4 parties, t = ceil(2(M-1)/3) = 2
 
 
 def legacy_check_view(*, me: int, rnd: str, live: frozenset[int], gone: frozenset[int], active: frozenset[int],
-                      threshold: int, previous: View | None) -> None:
+                      threshold: int, colluders: int, previous: View | None) -> None:
     """The client rules before this fix: well-formed views; a repeat may move survivors to dropped."""
     if live & gone or live | gone != active:
         raise ProtocolError(f"round {rnd}: malformed view")
@@ -121,7 +121,7 @@ def test_no_assignment_of_survivor_views_opens_an_input_in_malicious_mode(num: i
             views[p] = (live, set(parties) - live)
         lying._ask(clients, view, views, detected)
     assert not any(unmasked(view, p, lying.ROUND, xs[p]) for p in parties)
-    assert quorum(threshold) >= 2
+    assert quorum(threshold, clients[0].colluders) >= 2
 
 
 def test_config_key_is_validated() -> None:

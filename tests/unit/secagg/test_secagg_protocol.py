@@ -26,7 +26,7 @@ from vfl.secagg.keys import PAIR_LABEL, SELF_LABEL, generate_private_key
 def protocol_case(draw: st.DrawFn) -> tuple[int, int, int, int, int, int]:
     num = draw(st.integers(3, 64))
     threshold = draw(st.integers(1, min(num - 1, 8)))
-    drops = draw(st.integers(0, min(threshold - 1, num - max(threshold, 2))))  # >= max(t, 2) survivors
+    drops = draw(st.integers(0, min(threshold - 1, num - max(threshold + 1, 2))))  # >= max(t, 2, c + 2), c = t - 1
     k = draw(st.integers(8, 32))
     n = draw(st.integers(0, 120))
     seed = draw(st.integers(0, 2**32 - 1))
@@ -51,7 +51,9 @@ def test_masks_cancel_with_zero_to_t_minus_1_dropouts(case: tuple[int, ...], dat
 
 
 def test_vanished_survivor_keeps_its_input_via_seed_shares() -> None:
-    clients, server = make_session(6, 4, 12)  # t + max(t, 2) > M: seed shares are safe to reveal
+    # colluders declared 0: t + max(t, 2) > M, seed shares are safe to reveal (with c = t - 1 = 3 they are not:
+    # t + max(t, 2, c + 2) = 9 <= M + c = 9, the round aborts instead; malicious mode rebuilds it)
+    clients, server = make_session(6, 4, 12, colluders=0)
     xs = inputs(range(6), 40, 10, 1)
     total, summed = run_round(clients, server, xs, rnd="r", k=12, vanish=[4])
     assert summed == (0, 1, 2, 3, 4, 5)  # 4 sent its vector, its self mask came from 4 seed shares
@@ -71,7 +73,7 @@ def test_vanished_survivor_with_a_dropout_aborts_the_round() -> None:
 
 
 def test_too_few_seed_shares_raises_party_failure_naming_party_and_round() -> None:
-    clients, server = make_session(5, 3, 12)
+    clients, server = make_session(5, 3, 12, colluders=0)
     masked = {p: c.mask(np.arange(10), round_id=7, name="e", k=12) for p, c in clients.items()}
     request = server.open_round(masked, round_id=7, name="e")
     reveals = {p: clients[p].unmask(round_id=7, survivors=request.survivors, dropped=()) for p in (0, 1, 3, 4)}
@@ -160,7 +162,7 @@ def test_server_refuses_wrong_reveals_and_forged_shares() -> None:
     request = server.open_round({p: masked[p] for p in (0, 1, 2)}, round_id=0, name="e")
     with pytest.raises(ProtocolError, match="not a survivor"):
         server.add_unmask(0, {3: clients[3].unmask(round_id=0, survivors=(0, 1, 2, 3), dropped=())})
-    clients2, server2 = make_session(4, 3, 8)
+    clients2, server2 = make_session(4, 3, 8, colluders=0)
     masked2 = {p: c.mask(np.arange(3), round_id=0, name="e", k=8) for p, c in clients2.items()}
     req2 = server2.open_round(masked2, round_id=0, name="e")
     share_req = server2.add_unmask(0, {p: clients2[p].unmask(round_id=0, survivors=req2.survivors, dropped=())

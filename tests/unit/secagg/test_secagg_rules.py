@@ -9,8 +9,8 @@ from tests.support.secagg_helpers import inputs, make_session, run_round
 from vfl.core.errors import ProtocolError, RevealRefused
 
 
-def _masked_round(num: int = 5, threshold: int = 2, rnd: str = "r1"):
-    clients, server = make_session(num, threshold, 10)
+def _masked_round(num: int = 5, threshold: int = 2, rnd: str = "r1", colluders: int | None = None):
+    clients, server = make_session(num, threshold, 10, colluders=colluders)
     xs = inputs(range(num), 4, 8, 0)
     run_round(clients, server, xs, rnd="r0", k=10)
     for p, c in clients.items():
@@ -29,7 +29,7 @@ def test_keys_only_for_the_round_masked_last_never_a_past_round() -> None:
 
 
 def test_never_pair_keys_and_seed_shares_of_the_same_peer() -> None:
-    clients, _, _ = _masked_round(threshold=3)  # t + max(t, 2) > M: seed shares may be revealed
+    clients, _, _ = _masked_round(threshold=3, colluders=0)  # t + max(t, 2, c + 2) > M + c: seed shares allowed
     clients[0].unmask(round_id="r1", survivors=range(5), dropped=[])
     clients[0].reveal_shares(round_id="r1", owners=[3])  # 3 vanished: its seed shares
     with pytest.raises(RevealRefused, match="seed shares of parties \\[3\\]"):

@@ -42,7 +42,8 @@ def test_semi_honest_honest_parties_declared_dropped_open_the_victim_without_the
         terms.check(me=0, parties=[0, 1], threshold=2, colluders=1, mode="semi-honest")
     assert secagg_nodes.smallest_set(2, 1) == 3
     k, n = 16, 8
-    clients, server = _session([0, 1], threshold=2, roster=4, k=k)  # the control: what a party accepting {0, 1} runs
+    # the control: what a party accepting {0, 1} runs (guarding against no colluder: quorum max(t, 2) = 2)
+    clients, server = make_session(2, 2, k, ids=[0, 1], roster=4, colluders=0)
     xs = inputs(range(2), n, k, seed=3)
     total, summed = run_round(clients, server, xs, rnd="train:0:0", k=k)
     assert summed == (0, 1)

@@ -1,7 +1,7 @@
 """The default mode (semi-honest) against a server that tells each party a different survivor set.
 
 Survivors release their self streams masked with view streams over the set they were told
-(``vfl.secagg.release``), and honest clients refuse seed shares unless t + max(t, 2) > M + c. The
+(``vfl.secagg.release``), and honest clients refuse seed shares unless t + max(t, 2, c + 2) > M + c. The
 controls play the protocol before this change (raw self keys; shares at any t) and open an input.
 The property test plays real clients with arbitrary views and share requests and decides, by
 linear algebra over GF(2) on everything the server received, whether any input is determined:
@@ -38,18 +38,21 @@ def shares_at_any_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("num", "threshold"), [(4, 2), (5, 2), (6, 3)])
 def test_split_rebuild_control_opens_the_victim_without_the_share_rule(
         num: int, threshold: int, shares_at_any_threshold: None) -> None:
-    assert lying.split_rebuild(num=num, threshold=threshold, mode="semi-honest") == (1, False)
+    """Colluders declared 0 (quorum max(t, 2)): only the share rule stands between the split and the victim."""
+    assert lying.split_rebuild(num=num, threshold=threshold, mode="semi-honest", declared=0) == (1, False)
 
 
 @pytest.mark.parametrize(("num", "threshold"), [(4, 2), (5, 2), (6, 3)])
 def test_split_rebuild_is_refused_with_a_typed_error_naming_the_round(num: int, threshold: int) -> None:
-    assert lying.split_rebuild(num=num, threshold=threshold, mode="semi-honest") == (0, True)
-    assert lying.split_rebuild(num=num, threshold=threshold, mode="malicious") == (0, True)
-    clients, _ = lying._clients(num, threshold, "semi-honest")
+    for declared in (0, None):  # colluders declared 0, or undeclared (t - 1)
+        assert lying.split_rebuild(num=num, threshold=threshold, mode="semi-honest", declared=declared) == (0, True)
+        assert lying.split_rebuild(num=num, threshold=threshold, mode="malicious", declared=declared) == (0, True)
+    clients, _ = lying._clients(num, threshold, "semi-honest", colluders=0)
     lying._honest_setup(clients)
     clients[1].mask([1, 2], round_id="train:0:3", name="emb", k=8)
     clients[1].unmask(round_id="train:0:3", survivors=range(num), dropped=())
-    with pytest.raises(RevealRefused, match=r"round train:0:3: party 1 refuses seed shares.*t \+ max\(t, 2\) > M"):
+    with pytest.raises(RevealRefused, match=r"round train:0:3: party 1 refuses seed shares.*t \+ max\(t, 2, "
+                                            r"colluders \+ 2\) > M \+ colluders"):
         clients[1].reveal_shares(round_id="train:0:3", owners=[0])
 
 
@@ -163,18 +166,18 @@ def test_no_split_of_views_or_share_requests_determines_an_input_in_the_default_
 
 
 def test_colluders_count_against_the_seed_path() -> None:
-    """privacy.colluders = c hand the server their shares and pair keys: seed shares need t + max(t, 2) > M + c."""
+    """privacy.colluders = c hand the server their shares and pair keys: seed shares need t + q > M + c, q =
+    max(t, 2, c + 2) (undeclared: c = t - 1)."""
     from vfl.secagg.server import SecAggServer
 
-    assert SecAggServer(range(4), 3, 8, b"s").seed_path
-    assert SecAggServer(range(4), 3, 8, b"s", colluders=1).seed_path  # 6 > 5
-    assert not SecAggServer(range(4), 3, 8, b"s", colluders=2).seed_path  # 6 = 6
-    assert SecAggServer(range(4), 2, 8, b"s", mode="malicious", colluders=2).seed_path  # the consistency check
-    clients, _ = lying._clients(4, 3, "semi-honest")
+    assert SecAggServer(range(5), 3, 8, b"s", colluders=0).seed_path  # 6 > 5
+    assert not SecAggServer(range(5), 3, 8, b"s", colluders=1).seed_path  # 6 = 6
+    assert not SecAggServer(range(5), 3, 8, b"s").seed_path  # c = 2: q = 4, 7 = 7
+    assert SecAggServer(range(5), 2, 8, b"s", mode="malicious", colluders=2).seed_path  # the consistency check
+    clients, _ = lying._clients(5, 3, "semi-honest", colluders=1)
     lying._honest_setup(clients)
     for c in clients.values():
-        c.colluders = 2
         c.mask([1, 2], round_id="r", name="emb", k=8)
-    clients[1].unmask(round_id="r", survivors=range(4), dropped=())
-    with pytest.raises(RevealRefused, match="colluders = 2"):
+    clients[1].unmask(round_id="r", survivors=range(5), dropped=())
+    with pytest.raises(RevealRefused, match="colluders = 1"):
         clients[1].reveal_shares(round_id="r", owners=[0])

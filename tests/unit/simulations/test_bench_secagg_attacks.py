@@ -15,11 +15,11 @@ def test_attack_table_json(tmp_path, capsys) -> None:
     assert saved == json.loads(json.dumps(out)) and (saved["parties"], saved["threshold"]) == (4, 2)
     rows = {(r["attack"], r["mode"], r["auth"], r["release"]): r for r in saved["results"]}
     attacks = {"key_swap", "single_survivor", "redeclared_dropout", "late_survivor", "split_rebuild"}
-    assert {a for a, _, _, _ in rows} == attacks | {"small_set", "two_sets", "same_input", "same_rows"}
+    assert {a for a, _, _, _ in rows} == attacks | {"small_set", "two_sets", "same_input", "same_rows", "colluder_split"}
     assert load_run_config({"strategy": "pbm"}).params.secagg_mode == "semi-honest"  # the global default
     assert saved["default_mode"] == "announced"  # the demo's mode (simulations/configs/demo.yaml)
     defaults = [r for r in saved["results"] if r["default"]]
-    assert {r["attack"] for r in defaults} == attacks | {"small_set", "two_sets", "same_input", "same_rows"}
+    assert {r["attack"] for r in defaults} == attacks | {"small_set", "two_sets", "same_input", "same_rows", "colluder_split"}
     assert all(r["mode"] == "announced" for r in defaults)
     for r in defaults:  # the demo config opens nothing under every attack
         assert r["inputs_opened"] == 0, r
@@ -39,3 +39,10 @@ def test_attack_table_json(tmp_path, capsys) -> None:
                 ["detected"]) == (0, True)
         assert rows[(attack, "announced", True, "control")]["inputs_opened"] == 1
     assert "late_survivor" in capsys.readouterr().out
+    split = [r for r in saved["results"] if r["attack"] == "colluder_split"]  # #39.1: 1 and t - 1 = 1 colluder here
+    assert {(r["mode"], r["colluders"], r["declared"], r["release"]) for r in split} == {
+        (m, 1, d, rel) for m in ("semi-honest", "malicious", "announced")
+        for d, rel in ((1, "view"), (None, "view"), (0, "view"), (None, "control"))}
+    for r in split:  # within the documented tolerance nothing opens; declared fewer, or the old quorum, opens v
+        assert r["inputs_opened"] == (0 if r["within_tolerance"] and r["release"] == "view" else 1), r
+        assert r["within_tolerance"] is (r["declared"] != 0)

@@ -14,14 +14,24 @@ honest party raised a typed refusal (``RevealRefused``, ``MaliciousServer``) ins
 - ``late_survivor``: v is told everyone survived; the others are told v dropped (split views).
 - ``split_rebuild``: v is told the holders H (t of its peers) dropped; H are told all survived and
   then that v vanished (they reveal their shares of v's seed); the rest are told v dropped. Seed +
-  every pair key of v = its input, unless t + max(t, 2) > M + colluders (honest clients refuse the
-  shares otherwise, in mode semi-honest) or the malicious mode's consistency check stops it.
+  every pair key of v = its input, unless t + quorum > M + colluders (honest clients refuse the
+  shares otherwise, in mode semi-honest) or the malicious mode's consistency check stops it. ``declared``:
+  the clients' privacy.colluders (None: t - 1).
+- ``colluder_split`` (every mode): ``colluders`` parties C hand the server everything they hold (pair, view and
+  round keys, their seed shares, signatures on any set). Played twice, the input opens if either opens it:
+  *view*: v and C are told "you survived, everyone else dropped" (v reveals its pair keys with the others, C
+  their keys with v: y_v opens); *seed*: v is told the survivors {v} + C + the rest R, the honest holders H (t
+  minus |C| of them) are told all survived and then that v vanished (shares of v's seed), R are told v dropped.
+  ``declared``: the clients' ``privacy.colluders`` (None: undeclared, t - 1); honest clients refuse every
+  survivor set under max(t, 2, c + 2). ``weak=True`` plays clients whose quorum ignores the colluders
+  (max(t, 2): the control, before the rule).
 
 Mode ``announced`` (no unmask exchange; the server names each round's set before the parties mask):
 every attack above is played too (the parties refuse every reveal), and two of its own:
 
 - ``small_set``: v is told the round's set is {v} plus the ``colluders`` (whose pair keys with v the
-  server holds): the honest client refuses sets below max(t, 2, colluders + 2);
+  server holds): the honest client refuses sets below max(t, 2, c + 2) (c: ``declared``, else t - 1);
+  ``colluder_split`` in mode announced plays it;
 - ``two_sets``: one round asked twice, v told {v, a} and then {v, b}, a and b then told {a, b}: three
   sums that solve x_v; the honest client masks a round at most once;
 - ``same_input``: the same three sets in three rounds whose inputs repeat (an evaluation batch asked again
@@ -46,7 +56,7 @@ import numpy.typing as npt
 from vfl.attacks.secagg.curious import ServerView, _strip, unmasked
 from vfl.core.errors import RevealRefused
 from vfl.secagg.client import SecAggClient
-from vfl.secagg.consistency import Identity, ed25519_identities
+from vfl.secagg.consistency import Identity, SurvivorCheck, ed25519_identities, survivor_statement
 from vfl.secagg.keys import (
     KEY_BYTES,
     PAIR_LABEL,
@@ -65,12 +75,14 @@ SESSION, ROUND, NAME = b"lying-server-session", "r0", "emb"
 Outcome = tuple[int, bool]  # (inputs opened, a party detected the lie)
 
 
-def _clients(num: int, threshold: int, mode: str, signed: bool = True
-             ) -> tuple[dict[int, SecAggClient], dict[int, Identity]]:
-    """Clients with Ed25519 identities (``signed``: as with auth on) or none (auth off, semi-honest)."""
+def _clients(num: int, threshold: int, mode: str, signed: bool = True, *, colluders: int | None = None,
+             cls: type[SecAggClient] | None = None) -> tuple[dict[int, SecAggClient], dict[int, Identity]]:
+    """Clients with Ed25519 identities (``signed``: as with auth on) or none (auth off, semi-honest) that guard
+    against ``colluders`` (None: t - 1)."""
     ids = ed25519_identities(range(num))
-    return {i: SecAggClient(i, range(num), threshold, SESSION, mode=mode, identity=ids[i] if signed else None)
-            for i in range(num)}, ids
+    make = cls or SecAggClient
+    return {i: make(i, range(num), threshold, SESSION, mode=mode, identity=ids[i] if signed else None,
+                    colluders=colluders) for i in range(num)}, ids
 
 
 def _exchange(clients: Mapping[int, SecAggClient], rosters: Mapping[int, Mapping[int, bytes]],
@@ -107,10 +119,10 @@ def _mask(clients: Mapping[int, SecAggClient], view: ServerView, k: int, seed: i
     return xs
 
 
-def _honest_round(*, num: int, threshold: int, mode: str, signed: bool, k: int, seed: int
+def _honest_round(*, num: int, threshold: int, mode: str, signed: bool, k: int, seed: int, colluders: int | None = None
                   ) -> tuple[dict[int, SecAggClient], ServerView, dict[int, npt.NDArray[np.int64]]]:
     """An honest set-up and masked round (clients, the server's view, the true inputs): where the lies start."""
-    clients, _ = _clients(num, threshold, mode, signed)
+    clients, _ = _clients(num, threshold, mode, signed, colluders=colluders)
     _honest_setup(clients)
     view = _view(clients, threshold, k)
     return clients, view, _mask(clients, view, k, seed)
@@ -125,12 +137,18 @@ def _keep(view: ServerView, party: int, rv: Reveal, told: frozenset[int], legacy
 
 
 def _ask(clients: Mapping[int, SecAggClient], view: ServerView, views: Mapping[int, tuple[Iterable[int], Iterable[int]]],
-         detected: list[bool], release: str = "view") -> None:
+         detected: list[bool], release: str = "view", allies: Iterable[int] = ()) -> None:
     """Send each party in ``views`` its (survivors, dropped); in malicious mode the consistency
-    round first, with every signature the server got on that party's set forwarded to it."""
+    round first, with every signature the server got on that party's set forwarded to it (``allies``,
+    colluders, sign any set they are in)."""
     told = {p: (frozenset(s), frozenset(d)) for p, (s, d) in views.items()}
     sigs: dict[frozenset[int], dict[int, bytes]] = {}
     if _malicious(clients):
+        for live, _ in told.values():
+            for a in allies:
+                if a in live and clients[a].identity is not None:
+                    sigs.setdefault(live, {})[a] = clients[a].identity.sign(  # type: ignore[union-attr]
+                        survivor_statement(session=clients[a].session, round_id=ROUND, survivors=live))
         for p, (live, _) in told.items():
             try:
                 sigs.setdefault(live, {})[p] = clients[p].sign_survivors(round_id=ROUND, survivors=live)
@@ -208,9 +226,10 @@ def late_survivor(
 
 def split_rebuild(
     *, num: int, threshold: int, mode: str, k: int = 16, seed: int = 0, victim: int = 0, signed: bool = True,
-    release: str = "view",
+    release: str = "view", declared: int | None = None,
 ) -> Outcome:
-    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed)
+    clients, view, xs = _honest_round(num=num, threshold=threshold, mode=mode, signed=signed, k=k, seed=seed,
+                                      colluders=declared)
     detected = [False]
     peers = [p for p in clients if p != victim]
     holders, rest = peers[:threshold], peers[threshold:]
@@ -228,9 +247,82 @@ def split_rebuild(
     return _opened(view, xs), detected[0]
 
 
+class _ColluderBlind(SecAggClient):
+    """The control of ``colluder_split``: a client whose survivor quorum ignores the colluders, max(t, 2)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        declared, self.colluders = self.colluders, 0  # quorum max(t, 2); the seed-share rule kept its c
+        self._declared = declared
+        if self.check is not None and self.identity is not None:
+            self.check = SurvivorCheck(self.identity, me=self.party_id, threshold=self.threshold, colluders=0,
+                                       session=self.session)
+
+    def _check_share_safety(self, rnd: str) -> None:
+        blind, self.colluders = self.colluders, self._declared
+        try:
+            super()._check_share_safety(rnd)
+        finally:
+            self.colluders = blind
+
+
+def _hand_over(view: ServerView, clients: Mapping[int, SecAggClient], allies: Iterable[int]) -> None:
+    """Colluders give the server everything they hold of the round: pair and view keys with every party, and
+    their shares of every seed."""
+    for a in allies:
+        c = clients[a]
+        for p in c.peers:
+            view.pair_keys[(ROUND, a, p)] = c._pair_key(p, ROUND, NAME)
+            view.view_keys[(ROUND, a, p)] = c._view_key(p, ROUND, NAME)
+        for owner, share in c._held.items():
+            view.seed_shares.setdefault(owner, {})[a] = share.to_bytes()
+
+
+def colluder_split(
+    *, num: int, threshold: int, mode: str, colluders: int = 1, declared: int | None = None, k: int = 16,
+    seed: int = 0, victim: int = 0, signed: bool = True, release: str = "view", weak: bool = False,
+    paths: Sequence[str] = ("view", "seed"),
+) -> Outcome:
+    """v and ``colluders`` parties told they alone survived (path *view*), then a fresh session where t - |C|
+    honest holders rebuild v's seed while the rest reveal their pair keys with v (path *seed*): (honest inputs
+    opened by either, a party refused). Mode announced: ``small_set``."""
+    if mode == "announced":
+        return small_set(num=num, threshold=threshold, colluders=colluders, declared=declared, k=k, seed=seed,
+                         victim=victim, weak=weak)
+    opened, detected = 0, False
+    for path in paths:
+        clients, _ = _clients(num, threshold, mode, signed, colluders=declared, cls=_ColluderBlind if weak else None)
+        _honest_setup(clients)
+        view = _view(clients, threshold, k)
+        xs = _mask(clients, view, k, seed)
+        allies = [p for p in clients if p != victim][:colluders]
+        honest = [p for p in clients if p != victim and p not in allies]
+        flag = [False]
+        if path == "view":
+            _ask(clients, view, {victim: ([victim, *allies], honest)}, flag, release, allies)
+        else:
+            holders, rest = honest[:max(threshold - len(allies), 0)], honest[max(threshold - len(allies), 0):]
+            others = [p for p in clients if p != victim]
+            _ask(clients, view, {victim: ([victim, *allies, *rest], holders), **{h: (clients, []) for h in holders},
+                                 **{p: (others, [victim]) for p in rest}}, flag, release, allies)
+            for h in holders:  # "v vanished before answering": shares of its seed, and the view key with it
+                try:
+                    got = clients[h].reveal_shares(round_id=ROUND, owners=[victim])
+                except RevealRefused:
+                    flag[0] = True
+                    continue
+                for owner, raw in got.items():
+                    view.seed_shares.setdefault(owner, {})[h] = raw
+                    view.view_keys[(ROUND, h, owner)] = raw[SHARE_BYTES:SHARE_BYTES + KEY_BYTES]
+        _hand_over(view, clients, allies)
+        opened = max(opened, sum(unmasked(view, p, ROUND, x) for p, x in xs.items() if p not in allies))
+        detected = detected or flag[0]
+    return opened, detected
+
+
 RUN: dict[str, Callable[..., Outcome]] = {"key_swap": key_swap, "single_survivor": single_survivor,
                                           "redeclared_dropout": redeclared_dropout, "late_survivor": late_survivor,
-                                          "split_rebuild": split_rebuild}
+                                          "split_rebuild": split_rebuild, "colluder_split": colluder_split}
 
 
 # ---- mode announced: lies in the announced set ---------------------------------------------------------------
@@ -267,7 +359,7 @@ class _NoInputRule(SecAggClient):
         return super().mask(values, round_id=round_id, name=name, k=k, rows=rows)
 
 
-def _announced_clients(num: int, threshold: int, colluders: int, cls: type[SecAggClient]) -> dict[int, SecAggClient]:
+def _announced_clients(num: int, threshold: int, colluders: int | None, cls: type[SecAggClient]) -> dict[int, SecAggClient]:
     ids = ed25519_identities(range(num))
     clients = {i: cls(i, range(num), threshold, SESSION, mode="announced", identity=ids[i], colluders=colluders)
                for i in range(num)}
@@ -286,10 +378,12 @@ def _announce_mask(c: SecAggClient, members: Iterable[int], x: npt.NDArray[np.in
         return None
 
 
-def small_set(*, num: int, threshold: int, colluders: int = 0, k: int = 16, seed: int = 0, victim: int = 0,
-              weak: bool = False) -> Outcome:
-    """v told the set {v} + colluders; the colluders hand the server their pair keys with v."""
-    clients = _announced_clients(num, threshold, colluders, _NoSizeRule if weak else SecAggClient)
+def small_set(*, num: int, threshold: int, colluders: int = 0, declared: int | None | str = "same", k: int = 16,
+              seed: int = 0, victim: int = 0, weak: bool = False) -> Outcome:
+    """v told the set {v} + colluders; the colluders hand the server their pair keys with v. ``declared``: the
+    clients' privacy.colluders (None: undeclared, t - 1; "same": ``colluders``)."""
+    c = colluders if declared == "same" else declared
+    clients = _announced_clients(num, threshold, c if c is None else int(c), _NoSizeRule if weak else SecAggClient)
     xs = {i: np.random.default_rng(seed + i).integers(0, 1 << (k - 3), size=16) for i in clients}
     allies = [p for p in clients if p != victim][:colluders]
     detected = [False]
