@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from simulations.report.results import RUN_ATTACKS, AttackResult
-from simulations.report.run import RunArtifacts, Skipped
+from simulations.report.run import RunArtifacts, Skipped, report_noise
 from strategies.base.vertical import VerticalStrategy
 from vfl.attacks.grn import grn_attack
 from vfl.attacks.reconstruction import mean_baseline, mse
@@ -50,7 +50,7 @@ def grn_feature_inference_attack(run: RunArtifacts, control: bool = False) -> li
                                                                          replace=False))
     xs = [s.x_test[pick] for s in shards]
     with torch.no_grad():  # what the server observed: the head's output on the mechanism's release
-        observed = torch.softmax(model.logits(xs, noise=NoiseSource.fresh()), dim=1).numpy()
+        observed = torch.softmax(model.logits(xs, noise=report_noise(run, "grn")), dim=1).numpy()
     if control:
         observed = observed[seeded_numpy("report-grn-control", run.cfg.seed).permutation(len(observed))]
     head = _frozen(model.head)
@@ -99,7 +99,7 @@ def _accuracy_drop(run: RunArtifacts, name: str, metric: str, perturb: Perturb) 
     model = run.model
     shards, labels = run.parts
     xs, y = [s.x_test for s in shards], labels.y_test
-    noise = NoiseSource.fresh()
+    noise = report_noise(run, name)
     clean = model.logits(xs, noise=noise).argmax(1).numpy()
     per = {}
     for i in range(len(shards)):

@@ -9,11 +9,11 @@ import torch
 from torch import nn
 
 from simulations.report.results import RUN_ATTACKS, AttackResult
-from simulations.report.run import RunArtifacts, Skipped
+from simulations.report.run import RunArtifacts, Skipped, report_noise
 from vfl.attacks.backdoor import attack_success_rate, stamp_trigger
 from vfl.attacks.extraction import extract, match_neurons, untanh
 from vfl.attacks.membership import control_split, label_only_scores, loss_scores, roc_metrics
-from vfl.core.rng import NoiseSource, seeded_numpy, seeded_torch
+from vfl.core.rng import seeded_numpy, seeded_torch
 
 MAX_MEMBERS = 500
 
@@ -122,7 +122,7 @@ def backdoor_attack(run: RunArtifacts) -> list[AttackResult]:
     trig[a.backdoor_party] = stamp_trigger(xs[a.backdoor_party], size=a.backdoor_trigger_size,
                                            value=a.backdoor_trigger)
     y = labels.y_test
-    noise = NoiseSource.fresh()
+    noise = report_noise(run, "backdoor")
     pred_clean = model.logits(xs, noise=noise).argmax(1).numpy()
     pred_trig = model.logits(trig, noise=noise).argmax(1).numpy()
     plain_trig = model.logits(trig).argmax(1).numpy()

@@ -162,6 +162,12 @@ class RunArtifacts:
         return FusionModel(self.strategy, bottoms, head, shapes)
 
 
+def report_noise(run: RunArtifacts, purpose: str) -> NoiseSource:
+    """The mechanism's noise when the report re-plays a release: drawn from the run seed, so one run's
+    report is the same every time (these draws reach no node; the run's own releases used fresh noise)."""
+    return NoiseSource.seeded("report", purpose, run.cfg.seed)
+
+
 def load_run(path: str | Path) -> RunArtifacts:
     """A run directory with its config and summary (``ConfigError`` naming the path if it is not one)."""
     p = Path(path)

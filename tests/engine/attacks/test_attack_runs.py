@@ -67,6 +67,9 @@ def test_report_of_a_pbm_run_has_every_number_and_figure(tmp_path, capsys):
     assert main(["attack", "membership", str(run)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in out["results"]] == ["membership_loss", "membership_label_only"]
+    # the attacks that re-play the mechanism's noise give the report's numbers again (noise from the run seed)
+    again = {a.name: a.value for n in ("noisy_samples", "missing_features") for a in RUN_ATTACKS.get(n)(load_run(run))}
+    assert again == {a["name"]: a["value"] for a in rep["attacks"] if a["name"] in again}
 
 
 @pytest.mark.parametrize("sigma", [2.0, 8.0])
