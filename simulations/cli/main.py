@@ -36,6 +36,9 @@ log = get_logger(__name__)
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 EXIT_NONFINITE = 3  # training went NaN/inf: stopped, the last good checkpoint kept (docs/usage.md)
+FINAL_KEYS = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
+              "total_bytes_down", "epsilon", "epsilon_scope", "epsilon_assumption", "epsilon_is_guarantee",
+              "psi_intersection_size", "psi_bytes", "signature_bytes")  # `vfl run`'s final line, every run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -128,7 +131,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import vfl.engine.api
-    from simulations.cli.epoch_log import EpochLog, wants_epoch_lines
+    from simulations.cli.epoch_log import EpochLog, headline_keys, wants_epoch_lines
     from simulations.cli.runner import default_out_dir
     from vfl.privacy.accounting.noise_report import seeded_noise_warning
 
@@ -161,9 +164,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     warning = seeded_noise_warning(s)
     if warning:
         log.warning("%s", warning.removeprefix("vfl: warning: "))
-    keys = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
-            "total_bytes_down", "epsilon", "epsilon_scope", "epsilon_assumption", "epsilon_is_guarantee",
-            "psi_intersection_size", "psi_bytes", "signature_bytes")
+    keys = (*FINAL_KEYS, *headline_keys(result.config))  # + the strategy's and defenses' own privacy result
     print(json.dumps({k: s[k] for k in keys if k in s}))
     print(f"run directory: {out}")
     if result.stopped:
