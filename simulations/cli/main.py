@@ -187,57 +187,84 @@ def _dry_run(cfg: Any) -> int:
     return 0
 
 
-def _cmd_strategies() -> int:
-    import strategies  # noqa: F401
-    from vfl.engine.strategy import STRATEGIES
+def _listing(kind: str, mark: Any = None) -> int:
+    """One line per registered name and its help (+ ``mark(entry)``), from the catalog (no torch import)."""
+    from simulations.cli.catalog import current
 
-    width = max(len(n) for n in STRATEGIES.names())
-    for name in STRATEGIES.names():
-        print(f"{name:<{width}}  {STRATEGIES.help(name)}")
+    items = current()[kind]
+    width = max(len(n) for n in items)
+    for name, entry in items.items():
+        extra = mark(entry) if mark else ""
+        print(f"{name:<{width}}  {entry['help']}{extra}".rstrip())
     return 0
+
+
+def _shows(entry: dict[str, Any]) -> str:
+    return f" [shows: {', '.join(entry['headline'])}]" if entry["headline"] else ""
+
+
+def _cmd_strategies() -> int:
+    return _listing("strategies", _shows)
 
 
 def _cmd_defenses() -> int:
-    import strategies  # noqa: F401  (registers the built-in defenses)
-    from vfl.core.plugins import load_plugins
-    from vfl.privacy.defenses import DEFENSES
-
-    load_plugins()  # third-party defenses register from their vfl.plugins entry point
-    width = max(len(n) for n in DEFENSES.names())
-    for name in DEFENSES.names():
-        print(f"{name:<{width}}  {DEFENSES.help(name)}")
-    return 0
+    return _listing("defenses", _shows)
 
 
 def _cmd_datasets() -> int:
-    from simulations.data.registry import DATASETS
-
-    width = max(len(n) for n in DATASETS.names())
-    for name in DATASETS.names():
-        print(f"{name:<{width}}  {DATASETS.help(name)}")
+    _listing("datasets", lambda e: " [bundled]" if e["bundled"] else "")
+    print("[bundled]: ships with an installed package and runs offline as is; the others read files you put in "
+          "data.data_dir (or $VFL_DATA_DIR): no loader downloads")
     return 0
 
 
 def _cmd_config_help(args: argparse.Namespace) -> int:
-    import strategies  # noqa: F401
+    from simulations.cli.catalog import current
     from vfl.config.fields import help_table
-    from vfl.engine.schema import RunConfig
-    from vfl.engine.strategy import STRATEGIES
-    from vfl.privacy.defenses import help_rows
+    from vfl.config.run_config import RunConfig
 
     if args.json:
+        import strategies  # noqa: F401
         from vfl.core.plugins import load_plugins
         from vfl.engine.config_schema import registered_schema
 
         load_plugins()  # plugin strategies and defenses belong in the schema too
         print(json.dumps(registered_schema(), indent=2))
         return 0
-    rows = [r for r in help_table(RunConfig) if r[0] != "params"] + help_rows()
+    cat = current()
+    rows = [tuple(r) for r in help_table(RunConfig) if r[0] != "params"]
+    rows += [tuple(r) for r in cat["defense_rows"]]
     if args.strategy:
-        rows += help_table(STRATEGIES.get(args.strategy, "--strategy").Params, "params")
-    for key, default, allowed, help_ in rows:
-        print(f"{key:<28} {default:<14} {allowed:<34} {help_}")
+        if args.strategy not in cat["strategies"]:
+            raise ConfigError("--strategy", f"unknown strategy {args.strategy!r}; allowed: "
+                              f"{', '.join(sorted(cat['strategies']))}")
+        rows = [(k, repr(args.strategy), a, f"{h} (here: --strategy; unset: {d})") if k == "strategy" else (k, d, a, h)
+                for k, d, a, h in rows]
+        rows += [tuple(r) for r in cat["strategies"][args.strategy]["params"]]
+    print(help_columns(rows), end="")
     return 0
+
+
+def help_columns(rows: Sequence[Sequence[str]], *, widths: Sequence[int] = (28, 14, 34)) -> str:
+    """``config-help``'s table: key, default, allowed, help, each column at least as wide as ``widths``
+    or its longest cell up to 1.5 times that; a longer cell ends its line and the row goes on below,
+    under the next column (so the columns stay aligned)."""
+    cols = [max([w] + [len(r[i]) for r in rows if len(r[i]) <= int(w * 1.5)]) for i, w in enumerate(widths)]
+    out = []
+    for row in rows:
+        line = ""
+        for i, width in enumerate(cols):
+            start = sum(cols[:i]) + i  # one space between columns
+            if len(line) > start:
+                out.append(line.rstrip())
+                line = ""
+            line = line.ljust(start) + row[i]
+        start = sum(cols) + len(cols)
+        if len(line) > start:
+            out.append(line.rstrip())
+            line = ""
+        out.append((line.ljust(start) + row[-1]).rstrip())
+    return "\n".join(out) + "\n"
 
 
 def _cmd_account(args: argparse.Namespace) -> int:
