@@ -13,6 +13,7 @@ Every line is flushed, so ``tail -f`` sees it.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -28,6 +29,17 @@ def _isatty(stream: Any) -> bool:
 def wants_epoch_lines(*, no_progress: bool, stream: Any = None) -> bool:
     """Lines instead of bars: when stdout is not a terminal (a log file, a pipe) or bars are off."""
     return no_progress or not _isatty(sys.stdout if stream is None else stream)
+
+
+def quiet_library_bars() -> None:
+    """With epoch lines, no Hugging Face bars (transformers' "Loading weights", hub transfers) on stderr
+    to interleave with them: off in this process and in the Ray actors it starts (they inherit the
+    environment). ``HF_HUB_DISABLE_PROGRESS_BARS=0`` set by the user keeps them."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" and "transformers" in sys.modules:  # read at its import
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
 
 
 def _epsilon_mark(stream: Any) -> str:

@@ -131,7 +131,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import vfl.engine.api
-    from simulations.cli.epoch_log import EpochLog, headline_keys, wants_epoch_lines
+    from simulations.cli.epoch_log import EpochLog, headline_keys, quiet_library_bars, wants_epoch_lines
     from simulations.cli.run_facts import count_from_process_start
     from simulations.cli.runner import default_out_dir
     from vfl.privacy.accounting.noise_report import seeded_noise_warning
@@ -140,6 +140,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = False if args.no_progress else None
     lines = wants_epoch_lines(no_progress=args.no_progress)  # off a terminal: one line per epoch
     log_line = EpochLog() if lines else None  # stdout: stderr keeps the one-line error contract
+    if lines:
+        quiet_library_bars()  # transformers' weight-loading bar would interleave with the epoch lines
     if args.resume:
         if args.config:
             raise ConfigError("--resume", "give either CONFIG or --resume DIR, not both")
