@@ -64,7 +64,7 @@ def headline_keys(cfg: Any) -> tuple[str, ...]:
     from vfl.engine.strategy import STRATEGIES
     from vfl.privacy.defenses import DEFENSES
 
-    name = getattr(cfg, "strategy", None)
+    name = str(getattr(cfg, "strategy", ""))
     keys = list(STRATEGIES.get(name).headline) if name in STRATEGIES else []
     for entry in getattr(cfg, "defenses", ()):
         if entry.get("kind") in DEFENSES:

@@ -131,7 +131,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import vfl.engine.api
-    from simulations.cli.epoch_log import EpochLog, headline_keys, quiet_library_bars, wants_epoch_lines
+    from simulations.cli.epoch_log import (
+        EpochLog,
+        headline_keys,
+        quiet_library_bars,
+        wants_epoch_lines,
+    )
     from simulations.cli.run_facts import count_from_process_start
     from simulations.cli.runner import default_out_dir
     from vfl.privacy.accounting.noise_report import seeded_noise_warning
@@ -257,7 +262,7 @@ def help_columns(rows: Sequence[Sequence[str]], *, widths: Sequence[int] = (28, 
     out = []
     for row in rows:
         line = ""
-        for i, width in enumerate(cols):
+        for i in range(len(cols)):
             start = sum(cols[:i]) + i  # one space between columns
             if len(line) > start:
                 out.append(line.rstrip())
