@@ -99,7 +99,6 @@ class EpochLog:
     def __call__(self, epoch: int, record: dict[str, Any], engine: Any = None) -> None:
         out = self.stream if self.stream is not None else sys.stdout
         total = self.total if self.total is not None else engine.cfg.train.epochs
-        if self.headline is None:
-            self.headline = headline_keys(engine.cfg) if engine is not None else ()
-        line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out), headline=self.headline)
+        keys = self.headline if self.headline is not None else headline_keys(engine.cfg) if engine is not None else ()
+        line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out), headline=keys)
         print(line, file=out, flush=True)
