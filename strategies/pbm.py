@@ -53,6 +53,7 @@ class PBM(SecureSumStrategy):
     exact_codes = False  # fresh binomial noise in every code: a row repeating is chance, not the same input
     summary = "PBM quantization + pairwise-masked secure aggregation (PBM-VFL); accounted in RDP"
     Params = PBMParams
+    headline = ("epsilon",)
     bottom_dp_refusal = None  # every release is PBM noised: with privacy.bottom_dp the epsilon is end-to-end
 
     @classmethod

@@ -100,6 +100,7 @@ class SAP(LlmDriver):
     """Split-and-privatize: customer bottom + dχ privatization, vendor top + LoRA; the vendor sees the labels."""
 
     name = "sap"
+    headline = ("ep_eia", "ep_aia")  # 1 - the vendor's inversion / attribute-inference success
     summary = "split-and-privatize LM fine-tuning: dχ-privatized bottom outputs, LoRA top at the vendor, EIA/AIA"
     Params = SapParams
     bottom_dp_refusal = ("the vendor trains on each sample's dχ-privatized representation (metric DP, not composed "

@@ -31,8 +31,9 @@ __all__ = ["__version__", *_API, *_EXTEND, "message"]
 
 
 def __dir__() -> list[str]:
-    """The lazily imported API shows in ``dir(vfl)`` and tab completion like any attribute."""
-    return sorted({*globals(), *__all__})
+    """``dir(vfl)`` and tab completion: the public names (the lazily imported API among them), not
+    this module's own imports and helpers."""
+    return sorted(__all__)
 
 
 def __getattr__(name: str) -> Any:

@@ -32,6 +32,7 @@ class LabelRR(Defense):
     Params = LabelRRParams
     site = "labels"
     protects = "labels"
+    headline = ("epsilon_label",)
 
     def relabel(self, y: np.ndarray, *, num_classes: int, noise: NoiseSource) -> np.ndarray:
         return randomized_response(y, num_classes=num_classes, epsilon=self.params.epsilon, noise=noise)

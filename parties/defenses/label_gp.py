@@ -98,6 +98,7 @@ class LabelGP(Defense):
     Params = LabelGPParams
     site = "gradient"
     protects = "labels"
+    headline = ("epsilon_label",)
 
     @classmethod
     def refusal(cls, cfg: Any, params: Any) -> str | None:

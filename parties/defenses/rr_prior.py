@@ -45,6 +45,7 @@ class LabelRRPrior(Defense):
     Params = LabelRRPriorParams
     site = "labels"
     protects = "labels"
+    headline = ("epsilon_label",)
 
     @classmethod
     def refusal(cls, cfg: Any, params: Any) -> str | None:

@@ -5,12 +5,15 @@
 
 ``epoch k/N`` counts from 1 (metrics.jsonl's ``epoch`` is k-1); ``acc`` is the test accuracy of
 that epoch (``-`` when it was not evaluated, see ``train.eval_every``); ``ε`` the accountant's
-epsilon so far (absent without a privacy mechanism); ``MB`` the epoch's training bytes up + down
-(10^6 bytes); the last figure the epoch's seconds. Every line is flushed, so ``tail -f`` sees it.
+epsilon so far (absent without a privacy mechanism); then the strategy's and the active defenses'
+headline keys present in the row (``headline_keys``: e.g. ``epsilon_label 1``, ``leak 0.52``);
+``MB`` the epoch's training bytes up + down (10^6 bytes); the last figure the epoch's seconds.
+Every line is flushed, so ``tail -f`` sees it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -26,6 +29,17 @@ def _isatty(stream: Any) -> bool:
 def wants_epoch_lines(*, no_progress: bool, stream: Any = None) -> bool:
     """Lines instead of bars: when stdout is not a terminal (a log file, a pipe) or bars are off."""
     return no_progress or not _isatty(sys.stdout if stream is None else stream)
+
+
+def quiet_library_bars() -> None:
+    """With epoch lines, no Hugging Face bars (transformers' "Loading weights", hub transfers) on stderr
+    to interleave with them: off in this process and in the Ray actors it starts (they inherit the
+    environment). ``HF_HUB_DISABLE_PROGRESS_BARS=0`` set by the user keeps them."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" and "transformers" in sys.modules:  # read at its import
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
 
 
 def _epsilon_mark(stream: Any) -> str:
@@ -44,12 +58,27 @@ def _num(value: Any, spec: str) -> str:
     return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else format(value, spec)
 
 
-def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε") -> str:
+def headline_keys(cfg: Any) -> tuple[str, ...]:
+    """The headline keys of ``cfg``'s strategy, then of each of its defenses, each once (the classes'
+    ``headline``): what ``vfl run`` shows of the privacy result beside the common keys."""
+    from vfl.engine.strategy import STRATEGIES
+    from vfl.privacy.defenses import DEFENSES
+
+    name = str(getattr(cfg, "strategy", ""))
+    keys = list(STRATEGIES.get(name).headline) if name in STRATEGIES else []
+    for entry in getattr(cfg, "defenses", ()):
+        if entry.get("kind") in DEFENSES:
+            keys += DEFENSES.get(entry["kind"]).headline
+    return tuple(dict.fromkeys(keys))
+
+
+def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε", headline: tuple[str, ...] = ()) -> str:
     """The log line of one metrics row (see the module docstring for the fields)."""
     parts = [f"epoch {int(record['epoch']) + 1}/{total}", f"loss {_num(record.get('train_loss'), '.4f')}",
              f"acc {_num(record.get('test_acc'), '.4f')}"]
     if record.get("epsilon") is not None:
         parts.append(f"{eps_mark} {_num(record['epsilon'], '.4g')}")
+    parts += [f"{k} {_num(record[k], '.4g')}" for k in headline if k != "epsilon" and record.get(k) is not None]
     mb = (record.get("bytes_up") or 0) + (record.get("bytes_down") or 0)
     parts.append(f"MB {mb / 1e6:.3f}")
     if isinstance(record.get("epoch_s"), (int, float)):
@@ -60,16 +89,18 @@ def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε") -> s
 @dataclass
 class EpochLog:
     """An ``on_epoch_end`` callback that prints ``epoch_line`` (with ``prefix``) to ``stream``;
-    ``total`` defaults to the engine's ``train.epochs``."""
+    ``total`` defaults to the engine's ``train.epochs``, ``headline`` to ``headline_keys`` of its config."""
 
     total: int | None = None
     prefix: str = ""
     stream: TextIO | None = None
+    headline: tuple[str, ...] | None = None
 
     def __call__(self, epoch: int, record: dict[str, Any], engine: Any = None) -> None:
         out = self.stream if self.stream is not None else sys.stdout
         total = self.total if self.total is not None else engine.cfg.train.epochs
-        line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out))
+        keys = self.headline if self.headline is not None else headline_keys(engine.cfg) if engine is not None else ()
+        line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out), headline=keys)
         print(line, file=out, flush=True)
 
 

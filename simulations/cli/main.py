@@ -36,6 +36,9 @@ log = get_logger(__name__)
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 EXIT_NONFINITE = 3  # training went NaN/inf: stopped, the last good checkpoint kept (docs/usage.md)
+FINAL_KEYS = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
+              "total_bytes_down", "epsilon", "epsilon_scope", "epsilon_assumption", "epsilon_is_guarantee",
+              "psi_intersection_size", "psi_bytes", "signature_bytes")  # `vfl run`'s final line, every run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -135,13 +138,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import vfl.engine.api
-    from simulations.cli.epoch_log import EpochLog, wants_epoch_lines
+    from simulations.cli.epoch_log import (
+        EpochLog,
+        headline_keys,
+        quiet_library_bars,
+        wants_epoch_lines,
+    )
+    from simulations.cli.run_facts import count_from_process_start
     from simulations.cli.runner import default_out_dir
     from vfl.privacy.accounting.noise_report import seeded_noise_warning
 
+    count_from_process_start()  # summary.json's wall_s: from this process's start (run_facts.py)
     progress = False if args.no_progress else None
     lines = wants_epoch_lines(no_progress=args.no_progress)  # off a terminal: one line per epoch
     log_line = EpochLog() if lines else None  # stdout: stderr keeps the one-line error contract
+    if lines:
+        quiet_library_bars()  # transformers' weight-loading bar would interleave with the epoch lines
     if args.resume:
         if args.config:
             raise ConfigError("--resume", "give either CONFIG or --resume DIR, not both")
@@ -168,9 +180,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     warning = seeded_noise_warning(s)
     if warning:
         log.warning("%s", warning.removeprefix("vfl: warning: "))
-    keys = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
-            "total_bytes_down", "epsilon", "epsilon_scope", "epsilon_assumption", "epsilon_is_guarantee",
-            "psi_intersection_size", "psi_bytes", "signature_bytes")
+    keys = (*FINAL_KEYS, *headline_keys(result.config))  # + the strategy's and defenses' own privacy result
     print(json.dumps({k: s[k] for k in keys if k in s}))
     print(f"run directory: {out}")
     if result.stopped:
@@ -193,57 +203,84 @@ def _dry_run(cfg: Any) -> int:
     return 0
 
 
-def _cmd_strategies() -> int:
-    import strategies  # noqa: F401
-    from vfl.engine.strategy import STRATEGIES
+def _listing(kind: str, mark: Any = None) -> int:
+    """One line per registered name and its help (+ ``mark(entry)``), from the catalog (no torch import)."""
+    from simulations.cli.catalog import current
 
-    width = max(len(n) for n in STRATEGIES.names())
-    for name in STRATEGIES.names():
-        print(f"{name:<{width}}  {STRATEGIES.help(name)}")
+    items = current()[kind]
+    width = max(len(n) for n in items)
+    for name, entry in items.items():
+        extra = mark(entry) if mark else ""
+        print(f"{name:<{width}}  {entry['help']}{extra}".rstrip())
     return 0
+
+
+def _shows(entry: dict[str, Any]) -> str:
+    return f" [shows: {', '.join(entry['headline'])}]" if entry["headline"] else ""
+
+
+def _cmd_strategies() -> int:
+    return _listing("strategies", _shows)
 
 
 def _cmd_defenses() -> int:
-    import strategies  # noqa: F401  (registers the built-in defenses)
-    from vfl.core.plugins import load_plugins
-    from vfl.privacy.defenses import DEFENSES
-
-    load_plugins()  # third-party defenses register from their vfl.plugins entry point
-    width = max(len(n) for n in DEFENSES.names())
-    for name in DEFENSES.names():
-        print(f"{name:<{width}}  {DEFENSES.help(name)}")
-    return 0
+    return _listing("defenses", _shows)
 
 
 def _cmd_datasets() -> int:
-    from simulations.data.registry import DATASETS
-
-    width = max(len(n) for n in DATASETS.names())
-    for name in DATASETS.names():
-        print(f"{name:<{width}}  {DATASETS.help(name)}")
+    _listing("datasets", lambda e: " [bundled]" if e["bundled"] else "")
+    print("[bundled]: ships with an installed package and runs offline as is; the others read files you put in "
+          "data.data_dir (or $VFL_DATA_DIR): no loader downloads")
     return 0
 
 
 def _cmd_config_help(args: argparse.Namespace) -> int:
-    import strategies  # noqa: F401
+    from simulations.cli.catalog import current
     from vfl.config.fields import help_table
-    from vfl.engine.schema import RunConfig
-    from vfl.engine.strategy import STRATEGIES
-    from vfl.privacy.defenses import help_rows
+    from vfl.config.run_config import RunConfig
 
     if args.json:
+        import strategies  # noqa: F401
         from vfl.core.plugins import load_plugins
         from vfl.engine.config_schema import registered_schema
 
         load_plugins()  # plugin strategies and defenses belong in the schema too
         print(json.dumps(registered_schema(), indent=2))
         return 0
-    rows = [r for r in help_table(RunConfig) if r[0] != "params"] + help_rows()
+    cat = current()
+    rows = [tuple(r) for r in help_table(RunConfig) if r[0] != "params"]
+    rows += [tuple(r) for r in cat["defense_rows"]]
     if args.strategy:
-        rows += help_table(STRATEGIES.get(args.strategy, "--strategy").Params, "params")
-    for key, default, allowed, help_ in rows:
-        print(f"{key:<28} {default:<14} {allowed:<34} {help_}")
+        if args.strategy not in cat["strategies"]:
+            raise ConfigError("--strategy", f"unknown strategy {args.strategy!r}; allowed: "
+                              f"{', '.join(sorted(cat['strategies']))}")
+        rows = [(k, repr(args.strategy), a, f"{h} (here: --strategy; unset: {d})") if k == "strategy" else (k, d, a, h)
+                for k, d, a, h in rows]
+        rows += [tuple(r) for r in cat["strategies"][args.strategy]["params"]]
+    print(help_columns(rows), end="")
     return 0
+
+
+def help_columns(rows: Sequence[Sequence[str]], *, widths: Sequence[int] = (28, 14, 34)) -> str:
+    """``config-help``'s table: key, default, allowed, help, each column at least as wide as ``widths``
+    or its longest cell up to 1.5 times that; a longer cell ends its line and the row goes on below,
+    under the next column (so the columns stay aligned)."""
+    cols = [max([w] + [len(r[i]) for r in rows if len(r[i]) <= int(w * 1.5)]) for i, w in enumerate(widths)]
+    out = []
+    for row in rows:
+        line = ""
+        for i in range(len(cols)):
+            start = sum(cols[:i]) + i  # one space between columns
+            if len(line) > start:
+                out.append(line.rstrip())
+                line = ""
+            line = line.ljust(start) + row[i]
+        start = sum(cols) + len(cols)
+        if len(line) > start:
+            out.append(line.rstrip())
+            line = ""
+        out.append((line.ljust(start) + row[-1]).rstrip())
+    return "\n".join(out) + "\n"
 
 
 def _cmd_account(args: argparse.Namespace) -> int:

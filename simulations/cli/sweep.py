@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simulations.cli.epoch_log import EpochLog, wants_epoch_lines
+from simulations.cli.epoch_log import EpochLog, quiet_library_bars, wants_epoch_lines
 from simulations.cli.sweep_ray import check_parallel, run_grid_on_ray
 from vfl.core.errors import ConfigError
 from vfl.engine.lock import LOCK_FILE, RunLock
@@ -156,6 +156,8 @@ def _resume_started(runs: Sequence[tuple[dict[str, str], int, list[str]]], which
     import vfl.engine.api
 
     lines = wants_epoch_lines(no_progress=False)
+    if lines:
+        quiet_library_bars()  # no weight-loading bar between the epoch lines
     out = {}
     for i in which:
         print(f"run {i + 1}/{len(runs)}: {_setting(runs[i])} -> {dirs[i]} (resumed)", flush=True)
@@ -173,6 +175,8 @@ def _run_one_by_one(args: argparse.Namespace, runs: Sequence[tuple[dict[str, str
     import vfl.engine.api
 
     lines = wants_epoch_lines(no_progress=False)
+    if lines:
+        quiet_library_bars()  # no weight-loading bar between the epoch lines
     summaries = []
     for k, ((point, seed, overrides), d, note) in enumerate(zip(runs, dirs, notes, strict=True), start=1):
         if k - 1 in kept:

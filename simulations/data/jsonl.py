@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from simulations.data.common import labels_to_ids, missing, stratified_split
-from simulations.data.registry import DATASETS
+from simulations.data.registry import DATASETS, bundled
 from vfl.core.errors import DataError
 from vfl.data.dataset import Dataset
 
@@ -124,6 +124,7 @@ def load_text_jsonl(*, data_dir: Path | None, seed: int = 0, file: str = "train.
 
 
 @DATASETS.register("tiny-pairs")
+@bundled
 def load_tiny_pairs(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """The shipped MRPC-style paraphrase pairs (240 train / 80 test, 2 classes; ``gen_pairs``)."""
     root = files("simulations.data").joinpath("tiny_pairs")

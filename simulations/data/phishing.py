@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from simulations.data.common import missing, stratified_split
-from simulations.data.registry import DATASETS
+from simulations.data.registry import DATASETS, bundled
 from vfl.core.errors import DataError
 from vfl.data.dataset import Dataset
 
@@ -129,6 +129,7 @@ def load_phishing(*, data_dir: Path | None, seed: int = 0, file: str | None = No
 
 
 @DATASETS.register("phishing-river")
+@bundled
 def load_phishing_river(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """river's bundled phishing sample: (1250, 9) float32 in [0, 1], 2 classes, metric AUPRC."""
     from importlib.resources import files

@@ -23,6 +23,19 @@ Loader = Callable[..., Dataset]
 
 
 DATASETS: Registry[Loader] = Registry("dataset")
+_BUNDLED: set[Loader] = set()
+
+
+def bundled(loader: Loader) -> Loader:
+    """Mark a loader whose data ships inside an installed package (no ``data_dir``, nothing to fetch):
+    ``vfl datasets`` lists it as ready offline. Apply below ``@DATASETS.register(...)``."""
+    _BUNDLED.add(loader)
+    return loader
+
+
+def is_bundled(name: str) -> bool:
+    """Does the registered dataset ``name`` load with no files of the user's (``bundled``)?"""
+    return DATASETS.get(name, "dataset") in _BUNDLED
 
 
 def load_dataset(name: str, *, data_dir: str | Path | None = None, seed: int = 0, **opts: Any) -> Dataset:

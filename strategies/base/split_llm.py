@@ -86,6 +86,7 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
     """Shared driver of the split-LLM strategies; subclasses give the client's ``Recipe``."""
 
     Params: ClassVar[type] = LlmParams
+    headline: ClassVar[tuple[str, ...]] = ("leak",)  # the worst label leakage any server's view allowed
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)

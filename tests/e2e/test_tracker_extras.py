@@ -92,3 +92,23 @@ def test_wandb_offline_gets_the_config_and_the_files(tmp_path, monkeypatch):
     for text in ("params.b", "train.lr", "train_loss", artifact, "summary.json", "config.resolved.yaml"):
         assert text.encode() in raw, text  # the config keys, the metrics, the artifact and its files
     assert json.loads((out / "summary.json").read_text())["epochs"] == 2
+
+
+def test_mlflow_on_sqlite_writes_no_mlruns_in_the_working_directory(tmp_path, monkeypatch):
+    """A database tracking URI gives mlflow no artifact folder; its default is ./mlruns under the working
+    directory. The experiment vfl creates keeps its artifacts beside the database file instead."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    db, cwd = tmp_path / "db", tmp_path / "cwd"
+    db.mkdir()
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db / 'mlflow.db'}")
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)  # mlflow's set_experiment exports it (another test's)
+    vfl.run("demo", out_dir=tmp_path / "run", transport="inprocess", overrides={**TINY, "tracking": "mlflow"})
+    assert sorted(p.name for p in cwd.iterdir()) == []  # no ./mlruns
+    client = MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("demo").experiment_id])
+    assert {"summary.json", "metrics.jsonl"} <= {f.path for f in client.list_artifacts(run.info.run_id)}
+    assert (db / "mlartifacts").is_dir()

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -30,8 +31,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_piped_run_prints_one_line_per_epoch_and_times_the_whole_run(tmp_path):
     out = tmp_path / "run"
     sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    launched = time.time()
     done = _cli("run", "demo", "--transport", "inprocess", "--out", str(out), "--set", "seed=7", *sets)
     assert done.returncode == 0, done.stderr
+    age = (out / "summary.json").stat().st_mtime - launched  # the process's age when it wrote its summary
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("epoch ")]
     assert [LINE.match(ln).group(1, 2) for ln in lines] == [("1", "3"), ("2", "3"), ("3", "3")], done.stdout
     assert not any(ln.startswith("epoch ") for ln in done.stderr.splitlines())  # stderr: errors only
@@ -40,6 +43,7 @@ def test_a_piped_run_prints_one_line_per_epoch_and_times_the_whole_run(tmp_path)
     rows = [json.loads(r) for r in (out / "metrics.jsonl").read_text().splitlines()]
     assert summary["train_wall_s"] == rows[-1]["wall_s"]  # the training clock keeps its own name
     assert summary["wall_s"] > summary["train_wall_s"]  # the whole run: data, keys, evaluation, checkpoints
+    assert age - 1.0 < summary["wall_s"] <= age + 0.05  # from process start: interpreter and imports counted
     assert summary["seed"] == 7 and "calibrated" not in summary
 
 

@@ -170,7 +170,7 @@ class RunConfig:
     seed: int = param(0, ge=0, help="seed of the data split, model init and batch order (privacy noise: see "
                                       "privacy.noise_rng)")
     strategy: str = param("npq", help="registered strategy (see `vfl strategies`)")
-    dataset: str = param("digits", help="registered dataset (see README data table) or \"module:factory\"")
+    dataset: str = param("digits", help="registered dataset (see `vfl datasets`) or \"module:factory\" (docs/usage.md)")
     num_parties: int = param(4, ge=1, le=100000, help="number of passive parties M")
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)

@@ -4,7 +4,7 @@ The ``vfl`` command calls these same functions. ``vfl`` does not import the runn
 or datasets: they register through the ``vfl.plugins`` entry points (``vfl/core/plugins.py``).
 
     import vfl
-    result = vfl.run("demo", overrides={"train.epochs": 2})   # in-process, nothing written
+    result = vfl.run("demo", transport="inprocess", overrides={"train.epochs": 2})   # nothing written
     result.summary["final_test_acc"], result.history[-1]["train_loss"]
 
 Overrides are ``key=value`` strings (as ``--set``) or a mapping of dotted keys to values

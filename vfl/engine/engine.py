@@ -288,6 +288,9 @@ class Engine:
             eps, order = self.accountant.epsilon(cfg.privacy.delta)
             record.update({"epsilon": eps, "delta": cfg.privacy.delta, "rdp_order": order,
                            "epsilon_scope": self.accountant.scope(), "noise_rng": cfg.privacy.noise_rng})
+        label = label_dp(cfg.defenses, epochs=epoch + 1, delta=cfg.privacy.delta) if cfg.defenses else None
+        if label is not None:  # the label defenses' ε so far (summary.json's also charges redone attempts)
+            record["epsilon_label"] = label[0]
         record["train_s"] = train_s
         record["epoch_s"] = time.perf_counter() - t0
         record["wall_s"] = time.perf_counter() - t_run

@@ -43,6 +43,9 @@ class Strategy(ABC):
     bottom_dp_refusal: ClassVar[str | None] = (
         "it has no vertical party bottom model for DP-SGD to protect, and no accounted releases to compose with")
     """Why ``privacy.bottom_dp`` is refused (None: supported, the ε is then end-to-end)."""
+    headline: ClassVar[tuple[str, ...]] = ()
+    """Summary/metrics keys of this strategy's privacy result (e.g. ``("leak",)``): shown by ``vfl run``'s
+    final line and its epoch lines, beside the common ones (accuracy, bytes, ``epsilon``)."""
     server_profile: ClassVar[str] = "server"
     """Resource profile of the server-side nodes (``transport.resources.<profile>``): ``server`` or ``model_server``."""
 

@@ -169,16 +169,34 @@ class TensorBoardTracker:
         self.writer.close()
 
 
+def artifacts_beside_db(uri: str) -> str | None:
+    """``<the database's folder>/mlartifacts`` (a file URI) for a ``sqlite:///`` tracking URI, where
+    mlflow would put a new experiment's artifacts in ``./mlruns`` under the working directory; None
+    for other URIs (a file store keeps them inside it; a server or another database: its own setting)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri.removeprefix("sqlite:///")).resolve().parent / "mlartifacts").as_uri()
+
+
 class MlflowTracker:
     """One mlflow run per vfl run, in experiment ``info.experiment`` (the tracking URI is mlflow's
-    own setting: ``MLFLOW_TRACKING_URI``, default ``./mlruns``)."""
+    own setting: ``MLFLOW_TRACKING_URI``, default ``./mlruns``; with a sqlite database the
+    experiments vfl creates keep their artifacts beside it, ``artifacts_beside_db``)."""
 
     def __init__(self, info: RunInfo) -> None:
         import mlflow
 
         self.mlflow = mlflow
-        if not os.environ.get("MLFLOW_EXPERIMENT_NAME") and not os.environ.get("MLFLOW_EXPERIMENT_ID"):
-            mlflow.set_experiment(info.experiment)
+        if not os.environ.get("MLFLOW_EXPERIMENT_ID"):
+            name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or info.experiment
+            where = artifacts_beside_db(mlflow.get_tracking_uri())
+            if where is not None and mlflow.get_experiment_by_name(name) is None:
+                try:
+                    mlflow.create_experiment(name, artifact_location=where)
+                except mlflow.exceptions.MlflowException:  # created meanwhile (a parallel sweep): use it
+                    pass
+            if not os.environ.get("MLFLOW_EXPERIMENT_NAME"):
+                mlflow.set_experiment(info.experiment)
         self.run = mlflow.start_run(run_name=info.run_name)
         items = [(k, str(v)[:500]) for k, v in info.params.items()]
         for i in range(0, len(items), 100):  # mlflow takes at most 100 params per batch

@@ -55,6 +55,9 @@ class Defense:
     Params: ClassVar[type] = NoParams
     site: ClassVar[str] = "gradient"
     protects: ClassVar[str] = "labels"  # what a curious node learns less of: labels | features
+    headline: ClassVar[tuple[str, ...]] = ()
+    """Summary/metrics keys of this defense's privacy result (``("epsilon_label",)`` for label DP): shown
+    by ``vfl run``'s final line and epoch lines when the defense is on."""
 
     def __init__(self, params: Any) -> None:
         self.params = params

@@ -42,6 +42,7 @@ def test_the_api_is_in_dir_of_vfl():
     names = dir(vfl)
     for name in ("run", "resume_run", "resolve", "validate", "account", "RunResult", "__version__"):
         assert name in names
+    assert names == sorted(vfl.__all__)  # only the public names: no importlib, warnings, Any, _API
 
 
 def test_the_schema_defaults_are_the_demos():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from types import SimpleNamespace
 
 from simulations.cli.epoch_log import EpochLog, epoch_line, wants_epoch_lines
@@ -53,3 +54,21 @@ def test_plots_have_integer_0_based_epochs_a_loss_panel_delta_and_pdfs(tmp_path)
     title = run_title(vfl.resolve("demo"))
     assert title == "demo (pbm) M=4 seed=0 b=16 β=0.25"  # threshold 0 (automatic) is not shown
     assert run_title(vfl.resolve("demo", overrides=["params.threshold=3"])).endswith("β=0.25 threshold=3")
+
+
+def test_epoch_lines_turn_the_hugging_face_bars_off(monkeypatch) -> None:
+    """transformers' "Loading weights" bar (stderr) interleaved with the epoch lines of a log; with lines on,
+    `vfl run` turns it off here and, through the environment, in its Ray actors (the control: before)."""
+    import transformers.utils.logging as hf_logging
+
+    from simulations.cli.main import main
+
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    monkeypatch.setattr(hf_logging, "_tqdm_active", True)
+    assert hf_logging.is_progress_bar_enabled()
+    assert main(["run", "demo", "--transport", "inprocess", "--no-progress", "--dry-run"]) == 0
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" and not hf_logging.is_progress_bar_enabled()
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # the user's choice stands
+    monkeypatch.setattr(hf_logging, "_tqdm_active", True)
+    assert main(["run", "demo", "--transport", "inprocess", "--no-progress", "--dry-run"]) == 0
+    assert hf_logging.is_progress_bar_enabled()
