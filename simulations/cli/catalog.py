@@ -22,8 +22,17 @@ from typing import Any
 CATALOG = Path(__file__).with_name("catalog.json")
 
 
-def build() -> dict[str, Any]:
-    """The catalog, from the live registries (imports every registered strategy, defense and dataset)."""
+OWN_PACKAGES = ("vfl", "parties", "strategies", "simulations")
+
+
+def _own(obj: Any) -> bool:
+    """Registered by this project's packages (not by a plugin or a test that registers its own)."""
+    return str(getattr(obj, "__module__", "")).split(".")[0] in OWN_PACKAGES
+
+
+def build(*, builtin_only: bool = False) -> dict[str, Any]:
+    """The catalog, from the live registries (imports every registered strategy, defense and dataset);
+    ``builtin_only``: only what this project registers (what ``catalog.json`` ships)."""
     import parties.defenses  # noqa: F401  (registers the built-in defenses)
     import strategies  # noqa: F401  (registers the built-in strategies)
     from simulations.data.registry import DATASETS, is_bundled
@@ -31,14 +40,17 @@ def build() -> dict[str, Any]:
     from vfl.engine.strategy import STRATEGIES
     from vfl.privacy.defenses import DEFENSES, help_rows
 
+    def keep(registry: Any) -> list[str]:
+        return [n for n in registry.names() if not builtin_only or _own(registry.get(n))]
+
+    defenses = keep(DEFENSES)
     return {
         "strategies": {n: {"help": STRATEGIES.help(n), "headline": list(STRATEGIES.get(n).headline),
                            "params": [list(r) for r in help_table(STRATEGIES.get(n).Params, "params")]}
-                       for n in STRATEGIES.names()},
-        "defenses": {n: {"help": DEFENSES.help(n), "headline": list(DEFENSES.get(n).headline)}
-                     for n in DEFENSES.names()},
-        "defense_rows": [list(r) for r in help_rows()],
-        "datasets": {n: {"help": DATASETS.help(n), "bundled": is_bundled(n)} for n in DATASETS.names()},
+                       for n in keep(STRATEGIES)},
+        "defenses": {n: {"help": DEFENSES.help(n), "headline": list(DEFENSES.get(n).headline)} for n in defenses},
+        "defense_rows": [list(r) for r in help_rows(defenses)],
+        "datasets": {n: {"help": DATASETS.help(n), "bundled": is_bundled(n)} for n in keep(DATASETS)},
     }
 
 
@@ -64,7 +76,7 @@ def current() -> dict[str, Any]:
 
 def write(path: Path = CATALOG) -> Path:
     """Regenerate ``catalog.json`` from the registries (built-ins only, whatever plugins are installed)."""
-    path.write_text(json.dumps(build(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(build(builtin_only=True), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
 

@@ -223,10 +223,12 @@ def label_privacy(entries: Sequence[Mapping[str, Any]], *, epochs: int = 1, delt
     return out
 
 
-def help_rows() -> list[tuple[str, str, str, str]]:
-    """(key, default, allowed, help) rows of every registered defense's options (``vfl config-help``)."""
-    rows = [(f"{KEY}[].kind", "()", "one of " + ", ".join(repr(n) for n in DEFENSES.names()),
+def help_rows(names: list[str] | None = None) -> list[tuple[str, str, str, str]]:
+    """(key, default, allowed, help) rows of the options of the defenses ``names`` (default: every registered
+    one) for ``vfl config-help``."""
+    names = DEFENSES.names() if names is None else names
+    rows = [(f"{KEY}[].kind", "()", "one of " + ", ".join(repr(n) for n in names),
              "a defense (see `vfl defenses`); its options follow")]
-    for name in DEFENSES.names():
+    for name in names:
         rows += help_table(DEFENSES.get(name).Params, f"{KEY}[kind={name}]")
     return rows
