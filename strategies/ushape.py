@@ -188,3 +188,37 @@ def responses(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
     if len(tr) != ds.num_train or len(te) != ds.num_test:
         raise DataError(f"{ds.name}: {len(tr)}/{len(te)} responses for {ds.num_train}/{ds.num_test} prompts")
     return np.asarray(tr, dtype=object), np.asarray(te, dtype=object)
+
+
+def generate_from_run(run_dir: str, prompts: list[str], *, max_new: int | None = None) -> list[str]:
+    """Greedy answers to ``prompts`` from a ``ushape-lora`` run directory's newest checkpoint: the three
+    parts rebuilt from ``params.model_dir`` with the client's and the server's trained adapters, in one
+    process (the one party holding both checkpoints: the experimenter's view)."""
+    from parties.llm.causal.build import build_parts
+    from parties.llm.causal.client import load_parts
+    from parties.llm.causal.generate import generate
+    from parties.llm.causal.instruct import prompt_ids
+    from parties.llm.common.backbone import load_tokenizer
+    from vfl.engine.rundir import RunDir
+    from vfl.engine.schema import load_run_config
+    from vfl.runtime.node import state_from_bytes
+
+    rd = RunDir(run_dir)
+    cfg = load_run_config(rd.read_config(key="RUN_DIR"))
+    if cfg.strategy != UShapeLora.name:
+        raise ConfigError("RUN_DIR", f"{run_dir} is a {cfg.strategy} run; generation needs a {UShapeLora.name} run")
+    ckpt = rd.load_checkpoint()
+    if ckpt is None or not {CLIENT_ID, SERVER_ID} <= set(ckpt.nodes):
+        raise ConfigError("RUN_DIR", f"{run_dir} has no checkpoint with both nodes' adapters (did its first epoch end?)")
+    states = {nid: state_from_bytes(ckpt.nodes[nid]) for nid in (CLIENT_ID, SERVER_ID)}
+    strat, p = UShapeLora(cfg), cfg.params
+    head, body, tail = build_parts(strat.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
+                                   lora=strat.lora_spec(), seed=cfg.seed)
+    load_parts(head=head, tail=tail, lora=states[CLIENT_ID]["lora"])
+    body.load_state_dict(states[SERVER_ID]["lora"], strict=False)
+    for part in (head, body, tail):
+        part.eval()
+    tok = load_tokenizer(strat.model_path())
+    out = generate(head=head, body=body, tail=tail, prompts=[prompt_ids(tok, q) for q in prompts],
+                   eos=tok.eos_token_id, pad=tok.pad_token_id, max_new=max_new or p.max_new_tokens)
+    return [tok.decode(t, skip_special_tokens=True).strip() for t in out]
