@@ -39,3 +39,16 @@ def test_generate_refuses_another_strategys_run(tmp_path, capsys):
     (tmp_path / "config.resolved.yaml").write_text("strategy: pbm\nnum_parties: 2\n")
     assert main(["generate", str(tmp_path), "--prompt", "hi"]) != 0
     assert "ushape-lora" in capsys.readouterr().err
+
+
+def test_a_resumed_run_continues_where_the_uninterrupted_one_goes(llama, tmp_path):
+    """Both nodes' adapters and optimizers (the server's, built at set-up, takes the checkpoint's state)
+    come back: 1 epoch + resume to 2 equals 2 epochs straight."""
+    from simulations.cli.runner import resume_run
+
+    base = [f"params.model_dir={llama}", *SMALL]
+    straight = execute(resolve_config("instruct-u-tiny", base), out_dir=tmp_path / "a", progress=False)
+    execute(resolve_config("instruct-u-tiny", [*base, "train.epochs=1"]), out_dir=tmp_path / "b", progress=False)
+    resumed = resume_run(tmp_path / "b", overrides=["train.epochs=2"], progress=False)
+    assert resumed.history[-1]["train_loss"] == pytest.approx(straight.history[-1]["train_loss"], rel=1e-6)
+    assert resumed.summary["samples"] == straight.summary["samples"]

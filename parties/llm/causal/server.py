@@ -40,14 +40,18 @@ class BodyServer(Node):
         self.params = [p for n, p in body.named_parameters() if "lora_" in n]
         self.make_optimizer, self.schedule_lr = make_optimizer, schedule_lr
         self.optimizer: torch.optim.Optimizer | None = None  # built at INIT, when the run's step count is known
+        self._opt_state: dict[str, Any] | None = None  # a checkpoint's optimizer state loaded before INIT
         self._pending: tuple[int, int, torch.Tensor, torch.Tensor, np.ndarray] | None = None
 
     @handles(Kind.INIT)
     def on_init(self, messages: list[Message]) -> list[Message]:
         """The driver's run length (optimizer steps, for the lr schedule): the server never sees the data."""
         total = wire.config_int(messages[-1].content.config_records[Record.TASK], "total_steps")
-        if self.params:
+        if self.params and self.optimizer is None:  # a set-up after a resume or restart keeps the loaded state
             self.optimizer = self.schedule_lr(self.make_optimizer(self.params), total)
+        if self.optimizer is not None and self._opt_state:
+            self.optimizer.load_state_dict(self._opt_state)
+        self._opt_state = None
         return []
 
     def _forward(self, m: Message, kind: str, phase: str) -> list[Message]:
@@ -113,3 +117,5 @@ class BodyServer(Node):
         self.body.load_state_dict(state["lora"], strict=False)
         if self.optimizer is not None and state.get("optimizer"):
             self.optimizer.load_state_dict(state["optimizer"])
+        else:
+            self._opt_state = state.get("optimizer") or None
