@@ -98,9 +98,12 @@ class UShapeLora(LlmDriver):
         return self._client(spec, data.dataset(), head, tail)
 
     def _client(self, spec: NodeSpec, ds: Dataset, head: Any, tail: Any) -> Node:
+        from transformers import AutoConfig
+
         from parties.llm.causal.client import Samples, UClient
         from parties.llm.causal.instruct import encode_instructions, prompt_ids
         from parties.llm.common.backbone import load_tokenizer
+        from parties.llm.common.tokens import max_positions
 
         p, t = self.params, self.cfg.train
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
@@ -111,7 +114,8 @@ class UShapeLora(LlmDriver):
         n = min(p.gen_samples, ds.num_test)
         samples = Samples(prompt_ids=[prompt_ids(tok, str(x))[: p.max_len] for x in ds.x_test[:n]],
                           prompts=[str(x) for x in ds.x_test[:n]], references=[str(r) for r in resp[1][:n]],
-                          max_new=p.max_new_tokens)
+                          max_new=p.max_new_tokens,
+                          positions=max_positions(AutoConfig.from_pretrained(self.model_path(), local_files_only=True)))
         return UClient(spec, rows=rows, head=head, tail=tail, tokenizer=tok, schedule=self._schedule(),
                        make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)), samples=samples,
                        eta=p.eta, noise_rng=self.cfg.privacy.noise_rng, seed=self.cfg.seed, device=t.device)
@@ -199,6 +203,7 @@ def generate_from_run(run_dir: str, prompts: list[str], *, max_new: int | None =
     from parties.llm.causal.generate import generate
     from parties.llm.causal.instruct import prompt_ids
     from parties.llm.common.backbone import load_tokenizer
+    from parties.llm.common.tokens import max_positions
     from vfl.engine.rundir import RunDir
     from vfl.engine.schema import load_run_config
     from vfl.runtime.node import state_from_bytes
@@ -219,6 +224,10 @@ def generate_from_run(run_dir: str, prompts: list[str], *, max_new: int | None =
     for part in (head, body, tail):
         part.eval()
     tok = load_tokenizer(strat.model_path())
-    out = generate(head=head, body=body, tail=tail, prompts=[prompt_ids(tok, q) for q in prompts],
-                   eos=tok.eos_token_id, pad=tok.pad_token_id, max_new=max_new or p.max_new_tokens)
+    positions = max_positions(head.config)
+    asked = [prompt_ids(tok, q) for q in prompts]
+    if positions is not None and any(len(a) > positions for a in asked):
+        raise ConfigError("--prompt", f"a prompt has more tokens than the model's {positions} positions")
+    out = generate(head=head, body=body, tail=tail, prompts=asked, eos=tok.eos_token_id, pad=tok.pad_token_id,
+                   max_new=max_new or p.max_new_tokens, positions=positions)
     return [tok.decode(t, skip_special_tokens=True).strip() for t in out]

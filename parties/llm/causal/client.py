@@ -40,6 +40,7 @@ class Samples:
     prompts: list[str]
     references: list[str]
     max_new: int
+    positions: int | None = None  # the model's position table: no row grows past it
 
 
 @dataclass
@@ -182,7 +183,7 @@ class UClient(Node):
         self.tail.eval()
         tok = self.tokenizer
         self._decode = _Decode(Greedy(self.samples.prompt_ids, eos=tok.eos_token_id, pad=tok.pad_token_id,
-                                      max_new=self.samples.max_new), epoch)
+                                      max_new=self.samples.max_new, positions=self.samples.positions), epoch)
         return self._gen_request(messages[-1])
 
     @handles(Kind.GEN_BODY)

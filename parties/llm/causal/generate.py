@@ -1,7 +1,8 @@
 """Greedy decoding through a split model, one batch of prompts at a time.
 
 ``Greedy`` is the decoding state alone: right-padded sequences that each grow by one token per call
-of ``advance`` (the argmax of the logits at its last real position) until eos or ``max_new`` tokens.
+of ``advance`` (the argmax of the logits at its last real position) until eos, ``max_new`` tokens or
+the end of the model's position table (``positions``).
 Under causal attention the padding after a row's last real token changes none of its logits, so a
 batch of prompts of different lengths decodes together without a KV cache (every step re-runs the
 whole prefix: exact, quadratic in the length). The client node drives it over the wire (head ->
@@ -22,17 +23,21 @@ from parties.llm.causal.ushape import real_mask
 class Greedy:
     """The growing sequences of one batch of prompts (token id lists)."""
 
-    def __init__(self, prompts: Sequence[Sequence[int]], *, eos: int, pad: int, max_new: int) -> None:
+    def __init__(self, prompts: Sequence[Sequence[int]], *, eos: int, pad: int, max_new: int,
+                 positions: int | None = None) -> None:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("greedy decoding needs at least one prompt, each with at least one token")
+        if positions is not None and max(len(p) for p in prompts) > positions:
+            raise ValueError(f"a prompt is longer than the model's {positions} positions")
         self.eos, self.max_new = eos, max_new
         width = max(len(p) for p in prompts) + max_new
+        self.width = width if positions is None else min(width, positions)  # a row stops at the position table's end
         self.ids = np.full((len(prompts), width), pad, dtype=np.int64)
         for i, p in enumerate(prompts):
             self.ids[i, :len(p)] = p
         self.start = np.array([len(p) for p in prompts], dtype=np.int64)
         self.lengths = self.start.copy()
-        self.done = np.zeros(len(prompts), dtype=bool) if max_new > 0 else np.ones(len(prompts), dtype=bool)
+        self.done = self.start >= self.width if max_new > 0 else np.ones(len(prompts), dtype=bool)
 
     @property
     def finished(self) -> bool:
@@ -48,7 +53,7 @@ class Greedy:
         for i in np.flatnonzero(~self.done):
             self.ids[i, self.lengths[i]] = nxt[i]
             self.lengths[i] += 1
-            if nxt[i] == self.eos or self.lengths[i] - self.start[i] >= self.max_new:
+            if nxt[i] == self.eos or self.lengths[i] - self.start[i] >= self.max_new or self.lengths[i] >= self.width:
                 self.done[i] = True
 
     def outputs(self) -> list[list[int]]:
@@ -70,9 +75,9 @@ Part = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 @torch.no_grad()
 def generate(*, head: Part, body: Part, tail: Part, prompts: Sequence[Sequence[int]], eos: int, pad: int,
-             max_new: int, device: str = "cpu") -> list[list[int]]:
+             max_new: int, positions: int | None = None, device: str = "cpu") -> list[list[int]]:
     """Greedy continuations of ``prompts`` through head -> body -> tail in one process."""
-    g = Greedy(prompts, eos=eos, pad=pad, max_new=max_new)
+    g = Greedy(prompts, eos=eos, pad=pad, max_new=max_new, positions=positions)
     while not g.finished:
         ids, lengths = g.batch()
         x, n = torch.as_tensor(ids, device=device), torch.as_tensor(lengths, device=device)

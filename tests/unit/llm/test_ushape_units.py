@@ -122,6 +122,11 @@ def test_greedy_grows_each_row_until_eos_or_max_new():
     g.advance(np.eye(4)[[3, 3]])  # row 0 -> 3; row 1 stays
     g.advance(np.eye(4)[[1, 1]])  # row 0 -> 1: its third token (done)
     assert g.finished and g.outputs() == [[2, 3, 1], []]
+    g = Greedy([[5, 6], [7]], eos=0, pad=9, max_new=3, positions=3)  # no row grows past the position table
+    g.advance(np.eye(4)[[2, 2]])
+    assert g.finished is False and g.outputs() == [[2], [2]] and g.done.tolist() == [True, False]
+    g.advance(np.eye(4)[[3, 3]])
+    assert g.finished and g.outputs() == [[2], [2, 3]]
 
 
 def test_generate_with_padding_equals_one_prompt_at_a_time(llama):
