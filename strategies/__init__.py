@@ -14,4 +14,5 @@ from strategies import (  # noqa: F401  (one module per registered strategy)
     pslf,
     sap,
     split_lora,
+    ushape,
 )

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from simulations.cli import signals
+from simulations.cli.generate import add_parser as add_generate_parser
+from simulations.cli.generate import cmd_generate
 from simulations.cli.sweep import add_sweep_parser, cmd_sweep
 from vfl import __version__
 from vfl.core.errors import (
@@ -109,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
                     "membership, extraction, backdoor, audit, llm_leak")
     at.add_argument("run_dir", metavar="RUN_DIR")
     at.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.engine.trust)")
+    add_generate_parser(sub)
     return p
 
 
@@ -324,6 +327,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _cmd_report(args)
     if args.command == "sweep":
         return cmd_sweep(args)
+    if args.command == "generate":
+        return cmd_generate(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 

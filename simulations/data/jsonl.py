@@ -6,6 +6,9 @@ MRPC, QQP, RTE), ``text_pair``. ``hf-datasets``: a dataset the installed ``datas
 load offline (a local path or a cached hub id), e.g. ``path: glue, subset: mrpc, text_key: sentence1,
 pair_key: sentence2``. ``tiny-pairs``: the shipped MRPC-style set of ``gen_pairs``. The second text
 goes into ``extras['text_pair_train' / 'text_pair_test']`` (what the split-LLM strategies read).
+Instruction tuning: ``instruct-jsonl`` reads ``{"prompt": ..., "response": ...}`` lines and
+``tiny-instruct`` is the shipped set of ``gen_instruct``; the prompts are the texts, the responses go into
+``extras['response_train' / 'response_test']`` (what ``ushape-lora`` reads; the class labels are all 0).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 from simulations.data.common import labels_to_ids, missing, stratified_split
 from simulations.data.registry import DATASETS, bundled
 from vfl.core.errors import DataError
+from vfl.core.rng import derive_seed
 from vfl.data.dataset import Dataset
 
 TEST_FRACTION = 0.2
@@ -174,3 +178,77 @@ def load_hf_datasets(*, data_dir: Path | None = None, seed: int = 0, path: str =
             raise DataError(f"hf-datasets: split {split!r} has unlabeled rows (label -1); pick a labeled split")
         parts.append(Part([str(t) for t in d[text_key]], [str(t) for t in d[pair_key]] if pair_key else None, labels))
     return pair_dataset(f"hf:{path}" + (f"/{subset}" if subset else ""), train=parts[0], test=parts[1], seed=seed)
+
+
+RESPONSE = "response"
+
+
+def read_instructions(path: Path, *, prompt_key: str = "prompt", response_key: str = RESPONSE) -> tuple[list[str], list[str]]:
+    """Prompts and responses of a JSONL instruction file (every line a JSON object with both keys, strings)."""
+    prompts: list[str] = []
+    responses: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"instruct-jsonl: {path} line {n} is not JSON ({exc.msg})") from None
+            if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in (prompt_key, response_key)):
+                raise DataError(f"instruct-jsonl: {path} line {n} needs string keys {prompt_key!r} and {response_key!r}")
+            prompts.append(row[prompt_key])
+            responses.append(row[response_key])
+    if not prompts:
+        raise DataError(f"instruct-jsonl: {path} has no lines")
+    return prompts, responses
+
+
+def instruction_dataset(name: str, *, train: tuple[list[str], list[str]], test: tuple[list[str], list[str]] | None,
+                        seed: int) -> Dataset:
+    """A text Dataset of prompts with the responses in ``extras['response_train' / 'response_test']``;
+    without ``test`` a seeded 80/20 split of ``train``."""
+    prompts, responses = _strs(train[0] + (test[0] if test else [])), _strs(train[1] + (test[1] if test else []))
+    if test is not None:
+        tr, ts = np.arange(len(train[0])), np.arange(len(train[0]), len(prompts))
+    else:
+        order = np.random.default_rng(derive_seed(name, seed)).permutation(len(prompts))
+        cut = len(prompts) - max(1, int(round(TEST_FRACTION * len(prompts))))
+        if cut < 1:
+            raise DataError(f"{name}: {len(prompts)} line(s) cannot be split into train and test; give a test file")
+        tr, ts = np.sort(order[:cut]), np.sort(order[cut:])
+    return Dataset(name, prompts[tr], np.zeros(len(tr), np.int64), prompts[ts], np.zeros(len(ts), np.int64), 2, "text",
+                   "accuracy", (), {f"{RESPONSE}_train": responses[tr], f"{RESPONSE}_test": responses[ts]})
+
+
+@DATASETS.register("instruct-jsonl")
+def load_instruct_jsonl(*, data_dir: Path | None, seed: int = 0, file: str = "train.jsonl",
+                        test_file: str = "test.jsonl", prompt_key: str = "prompt",
+                        response_key: str = RESPONSE) -> Dataset:
+    """``<data_dir>/train.jsonl`` (+ optional ``test.jsonl``): prompt/response pairs for instruction tuning."""
+    path = data_dir / file if data_dir is not None else None
+    if path is None or not path.is_file():
+        raise missing("instruct-jsonl", expected=(file, f"{test_file} (optional)"), url="your own data (JSON Lines "
+                      "with 'prompt' and 'response'; python -m simulations.data.gen_instruct writes an example)",
+                      data_dir=data_dir)
+    keys = dict(prompt_key=prompt_key, response_key=response_key)
+    test_path = path.parent / test_file
+    return instruction_dataset("instruct-jsonl", train=read_instructions(path, **keys),
+                               test=read_instructions(test_path, **keys) if test_path.is_file() else None, seed=seed)
+
+
+@DATASETS.register("tiny-instruct")
+def load_tiny_instruct(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
+    """The shipped instruction set (320 train / 64 test prompt/response pairs; ``gen_instruct``)."""
+    root = files("simulations.data").joinpath("tiny_instruct")
+    parts: list[tuple[list[str], list[str]]] = []
+    for split in ("train", "test"):
+        res = root.joinpath(f"{split}.jsonl")
+        if not res.is_file():  # an install without the data files: the generator gives the same lines
+            from simulations.data.gen_instruct import generate
+
+            lines = generate()[split == "test"]
+            parts.append(([x["prompt"] for x in lines], [x["response"] for x in lines]))
+            continue
+        parts.append(read_instructions(Path(str(res))))
+    return instruction_dataset("tiny-instruct", train=parts[0], test=parts[1], seed=seed)

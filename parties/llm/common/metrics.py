@@ -41,3 +41,32 @@ def glue_scores(cm: np.ndarray) -> dict[str, float]:
     """``acc``, ``f1`` and ``mcc`` of a confusion matrix (acc 0 on an empty one)."""
     n = int(np.asarray(cm).sum())
     return {"acc": float(np.trace(cm)) / n if n else 0.0, "f1": f1(cm), "mcc": mcc(cm)}
+
+
+def lcs_length(a: list[str], b: list[str]) -> int:
+    """Length of the longest common subsequence of two token lists (dynamic programming, O(len a · len b))."""
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b, start=1):
+            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_tokens(text: str) -> list[str]:
+    """ROUGE's tokenization: lower-cased runs of letters and digits (punctuation dropped)."""
+    import re
+
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def rouge_l(*, reference: str, candidate: str, beta: float = 1.0) -> float:
+    """ROUGE-L F-measure (Lin, 2004): P = LCS/|candidate|, R = LCS/|reference|,
+    F = (1 + β²)·P·R / (R + β²·P); 0 when either text has no tokens or nothing in common."""
+    ref, cand = rouge_tokens(reference), rouge_tokens(candidate)
+    lcs = lcs_length(ref, cand)
+    if lcs == 0:
+        return 0.0
+    p, r = lcs / len(cand), lcs / len(ref)
+    return (1 + beta**2) * p * r / (r + beta**2 * p)

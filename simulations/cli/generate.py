@@ -1,0 +1,24 @@
+"""``vfl generate RUN_DIR --prompt TEXT``: greedy answers of a trained ``ushape-lora`` run (prints JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    g = sub.add_parser("generate", help="greedy answers from a trained ushape-lora run's checkpoint (prints JSON)")
+    g.add_argument("run_dir", metavar="RUN_DIR")
+    g.add_argument("--prompt", action="append", required=True, help="a prompt (repeat for several)")
+    g.add_argument("--max-new-tokens", type=int, default=None, help="default: the run's params.max_new_tokens")
+    g.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even "
+                   "if you did not create that directory here (vfl.engine.trust)")
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    import strategies  # noqa: F401  (registers ushape-lora)
+    from strategies.ushape import generate_from_run
+
+    answers = generate_from_run(args.run_dir, list(args.prompt), max_new=args.max_new_tokens)
+    print(json.dumps([{"prompt": q, "generation": a} for q, a in zip(args.prompt, answers, strict=True)], indent=1))
+    return 0

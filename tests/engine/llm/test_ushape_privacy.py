@@ -1,0 +1,168 @@
+"""What the model server of ``ushape-lora`` can learn from what it receives, played with everything it
+holds (the pretrained model: it owns it; the messages of a tapped run).
+
+1. Inputs: with ``split 0`` the head's output is the token embeddings, and the nearest row of the
+   embedding table names every token (control); SAP's ηdχ noise on the head's output (``params.eta``)
+   takes that away.
+2. Labels: no label, logit or dLoss/dlogits crosses the wire, but dLoss/d(body output) is a function of
+   the response tokens. With ``tail_blocks 0`` (the tail is the final norm and the LM head) and the tail's
+   pretrained weights (the adapters are zero at the first step) the server solves it for every label:
+   the U-shape hides the labels from the wire, not from the gradient (docs/llm.md); with a tail block
+   (the bundled cut) the same holds, solved position by position from the end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import strategies  # noqa: F401
+from parties.llm.causal.instruct import IGNORE
+from parties.llm.causal.ushape import load_causal_lm, split_causal_lm
+from parties.llm.causal.wire import CLIENT_ID, SERVER_ID, Kind
+from parties.llm.sap.split import pack, unpack
+from simulations.data.source import ConfigDataSource
+from tests.engine.llm.test_ushape import _run_tapped, ushape_config
+from vfl.engine.engine import Engine
+from vfl.engine.schema import load_run_config
+from vfl.privacy.mechanisms.dchi import nearest_rows
+from vfl.runtime import message as wire
+from vfl.runtime.transport.inprocess import InProcessTransport
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+
+def tapped_run(model_dir: str, **params):
+    cfg = load_run_config(ushape_config(model_dir, epochs=1, gen_samples=0, **params))
+    engine = Engine(cfg, InProcessTransport(), ConfigDataSource.from_config(cfg), progress=False)
+    seen: list = []
+    _run_tapped(engine, seen)
+    nodes = {nid: n for h in engine.transport.hosts.values() for nid, n in h.nodes.items()}
+    return nodes[CLIENT_ID], nodes[SERVER_ID], seen
+
+
+def first(seen, kind):
+    return next(m for m in seen if m.metadata.message_type == kind)
+
+
+def packed_rows(client, field: str, shift: int = 0) -> np.ndarray:
+    """The client's ``ids`` or ``labels`` of step 0:0 in the packed order of the wire (``shift`` 1: the
+    label each position's logits predict)."""
+    sel = client.schedule.train_ids(0, 0)
+    rows = getattr(client.train_rows, field)[sel]
+    if shift:
+        rows = np.concatenate([rows[:, shift:], np.full((len(rows), shift), IGNORE)], axis=1)
+    n = torch.as_tensor(client.train_rows.lengths[sel])
+    return pack(torch.as_tensor(rows).unsqueeze(-1), n).squeeze(-1).numpy()
+
+
+def token_recovery(client, seen, table: torch.Tensor) -> float:
+    h = torch.as_tensor(np.array(wire.get_array(first(seen, Kind.TRAIN_HEAD), "hidden", "h")))
+    guess = nearest_rows(h, table=table).numpy()
+    return float((guess == packed_rows(client, "ids")).mean())
+
+
+def test_dchi_on_the_head_output_stops_the_nearest_token_inversion(llama):
+    table = load_causal_lm(llama).get_input_embeddings().weight.detach()
+    plain = token_recovery(*tapped_run(llama, split=0)[::2], table=table)
+    noisy = token_recovery(*tapped_run(llama, split=0, eta=5.0)[::2], table=table)
+    assert plain == 1.0  # control: without noise the server reads every token of every prompt and answer
+    assert noisy < 0.2, noisy
+
+
+def label_recovery(client, seen, model_dir: str) -> float:
+    """The server's attack on step 0:0: per position, dLoss/dh_t = (J_tᵀ p_t − J_tᵀ e_y) / N with J_t the
+    Jacobian of the pretrained tail's logits and N the positions with a non-zero gradient; J_tᵀ e_y is
+    row y of J_t, so y = the row nearest to J_tᵀ p_t − N·dLoss/dh_t."""
+    _, body, tail = split_causal_lm(load_causal_lm(model_dir), split=1, tail=0)
+    up = first(seen, Kind.TRAIN_HEAD)
+    lengths = torch.as_tensor(np.array(wire.get_array(up, "hidden", "lengths"))).long()
+    h1, mask = unpack(torch.as_tensor(np.array(wire.get_array(up, "hidden", "h"))), lengths)
+    with torch.no_grad():
+        h2 = pack(body(h1, mask), lengths)  # the server's own forward of that step (its adapters are still zero)
+    g = torch.as_tensor(np.array(wire.get_array(first(seen, Kind.TRAIN_BODY_GRAD), "grad", "g")))
+    labelled = g.abs().sum(1) > 0
+    n = int(labelled.sum())
+
+    def logits(x: torch.Tensor) -> torch.Tensor:
+        return tail.lm_head(tail.norm(x))
+
+    jac = torch.func.vmap(torch.func.jacrev(logits))(h2[labelled])  # (T, V, d)
+    p = torch.softmax(logits(h2[labelled]), -1)
+    target = torch.einsum("tv,tvd->td", p, jac) - n * g[labelled]
+    guess = (jac - target.unsqueeze(1)).norm(dim=-1).argmin(-1).numpy()
+    truth = packed_rows(client, "labels", shift=1)
+    assert np.array_equal(truth != IGNORE, labelled.numpy())  # the gradient's support names the answer's positions
+    return float((guess == truth[labelled.numpy()]).mean())
+
+
+def test_the_body_gradient_names_the_response_tokens_to_a_server_that_knows_the_tail(llama):
+    client, _, seen = tapped_run(llama, split=1, tail_blocks=0)
+    assert label_recovery(client, seen, llama) > 0.99  # exposed: the U-shape is no label protection by itself
+
+
+def label_recovery_through_tail_blocks(client, seen, model_dir: str, tail_blocks: int, rows: int = 4) -> float:
+    """The same attack when the tail has blocks (attention mixes positions), row by row from the end:
+    the last position with a gradient (T) gets a contribution from its own logits only; N (labelled
+    positions in the batch) is fitted there, shared by the rows; going back, the contributions of the
+    positions already named are subtracted, and a position is labelled while its residual is better
+    explained by J_ssᵀ(p_s − e_y) than by zero (the prompt then starts). The first ``rows`` rows of the
+    batch (one Jacobian per position: seconds each on two cores)."""
+    _, body, tail = split_causal_lm(load_causal_lm(model_dir), split=1, tail=tail_blocks)
+    up = first(seen, Kind.TRAIN_HEAD)
+    lengths = torch.as_tensor(np.array(wire.get_array(up, "hidden", "lengths"))).long()
+    h1, mask = unpack(torch.as_tensor(np.array(wire.get_array(up, "hidden", "h"))), lengths)
+    with torch.no_grad():
+        h2 = body(h1, mask)
+    g_all, _ = unpack(torch.as_tensor(np.array(wire.get_array(first(seen, Kind.TRAIN_BODY_GRAD), "grad", "g"))),
+                      lengths)
+    truth, _ = unpack(torch.as_tensor(packed_rows(client, "labels", shift=1)).unsqueeze(-1), lengths)
+
+    def logits_of(h: torch.Tensor) -> torch.Tensor:  # one row (n, d) -> (n, V)
+        return tail(h.unsqueeze(0), torch.ones(1, h.shape[0], dtype=torch.long))[0]
+
+    def own_jacobian(h: torch.Tensor, s: int) -> torch.Tensor:  # ∂logits_s/∂h_s, (V, d)
+        return torch.func.jacrev(lambda x: logits_of(torch.cat([h[:s], x[None], h[s + 1:]]))[s])(h[s])
+
+    kept = []
+    for i, n in enumerate(lengths.tolist()[:rows]):
+        h, g = h2[i, :n], g_all[i, :n]
+        last = int(torch.nonzero(g.abs().sum(1) > 0).max())
+        with torch.no_grad():
+            p = torch.softmax(logits_of(h), -1)
+        kept.append((h, g, last, p))
+    fits = []
+    for h, g, last, p in kept:  # N from each row's last position: N·g_T = J_TTᵀ(p_T − e_y)
+        jac = own_jacobian(h, last)
+        cand = (jac.T @ p[last]).unsqueeze(0) - jac  # (V, d): J_TTᵀ(p_T − e_y) for every y
+        scale = cand @ g[last] / g[last].dot(g[last])
+        fits.append(float(scale[(scale.unsqueeze(1) * g[last] - cand).norm(dim=1).argmin()]))
+    big_n = float(np.median(fits))
+    hits = total = 0
+    for i, (h, g, last, p) in enumerate(kept):
+        named: dict[int, int] = {}
+        done = torch.zeros_like(h)  # Σ over named t of ∂(p_t·logits_t − logits_t[y_t])/∂h
+        for s in range(last, -1, -1):
+            r = big_n * g[s] - done[s]
+            jac = own_jacobian(h, s)
+            cand = (jac.T @ p[s]).unsqueeze(0) - jac
+            err = (r - cand).norm(dim=1)
+            if float(err.min()) >= float(r.norm()):
+                break  # nothing at s explains the residual: the prompt
+            y = int(err.argmin())
+            named[s] = y
+            x = h.clone().requires_grad_(True)
+            out = logits_of(x)[s]
+            (out @ p[s] - out[y]).backward()
+            done = done + x.grad
+        labelled = [s for s in range(h.shape[0]) if int(truth[i, s, 0]) != IGNORE]
+        total += len(labelled)
+        hits += sum(named.get(s) == int(truth[i, s, 0]) for s in labelled)
+    return hits / total
+
+
+def test_with_a_tail_block_the_body_gradient_still_names_the_response_tokens(llama):
+    """The bundled config's cut (tail_blocks 1): the tail's block does not hide the labels either."""
+    client, _, seen = tapped_run(llama, split=1, tail_blocks=1)
+    assert label_recovery_through_tail_blocks(client, seen, llama, 1) > 0.9
