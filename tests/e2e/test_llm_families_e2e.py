@@ -11,7 +11,7 @@ import pytest
 from parties.llm.common.tiny import FAMILIES
 from simulations.cli.runner import execute, resolve_config
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py; 14 families in ~30 s
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py; 20 families
 
 
 def _run(strategy, path, out, **params):

@@ -244,8 +244,9 @@ def arch_of(model: nn.Module) -> Arch:
     if arch is None:
         raise ConfigError("params.model_dir", f"{type(model).__name__} has none of the supported layouts: a "
                           "BERT-like encoder (.embeddings, .encoder.layer), a GPT-2 style decoder (.wte, .wpe, "
-                          ".h, .ln_f), a rotary model (Llama/Mistral/Qwen/Phi-3/Gemma2/3/Granite/GPT-NeoX/EuroBERT: .embed_tokens, "
-                          ".layers, .norm, .rotary_emb), OPT, MPNet, DeBERTa-v2, ModernBERT or T5's encoder")
+                          ".h, .ln_f), a rotary decoder or encoder (Llama/Mistral/Qwen/Phi-3/Gemma2/3/Granite/"
+                          "GPT-NeoX/EuroBERT: .embed_tokens, .layers, .norm, .rotary_emb), OPT, MPNet, DeBERTa-v2, "
+                          "ModernBERT or T5's encoder")
     targets = default_targets(model)
     return arch if targets is None or targets == arch.lora_targets else replace(arch, lora_targets=targets)
 

@@ -57,6 +57,13 @@ def test_every_family_passes_the_self_check(tiny_lm, family, strategy, dtype):
     assert type(node).__name__ == ("SapVendor" if strategy == "sap" else "ModelServer")
 
 
+@pytest.mark.parametrize("strategy", ["p3eft", "split-lora"])
+def test_a_whole_t5_passes_on_the_model_servers(tiny_lm, strategy):
+    """``params.t5_stack: encoder-decoder`` (no SAP split): the model servers' path through both stacks."""
+    node = _server(strategy, tiny_lm("t5"), "fp32", t5_stack="encoder-decoder", gradient_checkpointing=True)
+    assert type(node.model.encoder).__name__ == "T5Seq2Seq"
+
+
 def _refused(match: str, fn, *args, **kwargs) -> str:
     with pytest.raises(ConfigError, match=match) as err:
         fn(*args, **kwargs)
