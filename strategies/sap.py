@@ -60,7 +60,7 @@ class SapParams:
     max_len: int = param(64, ge=4, le=131072, help="tokens per text or sentence pair (truncation); at most "
                          "the model's positions (config.max_position_embeddings, checked at prepare)")
     model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
-                                  "rotary decoder (Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; default: "
+                                  "rotary model (Llama, Mistral, Qwen2/3, Phi-3, Gemma2/3, Granite, GPT-NeoX, EuroBERT; default: "
                                   "packaged MiniLM); a hub id must be in the local cache")
     allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
     dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
@@ -121,11 +121,13 @@ class SAP(LlmDriver):
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
         from parties.llm.common.backbone import load_encoder, load_tokenizer
+        from parties.llm.sap.split import self_check
 
         p, t, path = self.params, self.cfg.train, self.model_path()
         if spec.is_server:  # the vendor learns the task sizes from the driver at setup, never the data
-            arch = self.model_arch()
-            return SapVendor(spec, encoder=load_encoder(path, dtype=p.dtype), split=p.split, pooling=arch.check_pooling(p.pooling),
+            arch, encoder = self.model_arch(), load_encoder(path, dtype=p.dtype)
+            self_check(encoder, split=p.split, pooling=p.pooling, model_dir=p.model_dir or path)  # or refused
+            return SapVendor(spec, encoder=encoder, split=p.split, pooling=arch.check_pooling(p.pooling),
                              lora=lora_spec_for(arch, rank=p.lora_rank, alpha=p.lora_alpha, dropout=p.lora_dropout,
                                                 targets=tuple(p.lora_targets)),
                              make_optimizer=optimizer_factory(t), seed=self.cfg.seed, device=t.device,

@@ -52,13 +52,13 @@ def _vfl_cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_lm(tmp_path_factory):
-    """``tiny_lm(family, dtype=...)``: a random tiny LM saved locally (``tests/support/tiny_lms.py``), built once
+    """``tiny_lm(family, dtype=...)``: a random tiny LM saved locally (``parties/llm/common/tiny.py``), built once
     per session and shared read-only by every test that asks for the same one."""
-    from tests.support.tiny_lms import tiny_lm_dir
+    from parties.llm.common.tiny import tiny_lm_dir
 
     made: dict[tuple[str, str], str] = {}
 
-    def get(family: str, *, dtype: str = "float32") -> str:
+    def get(family: str, *, dtype: str = "fp32") -> str:
         if (family, dtype) not in made:
             made[family, dtype] = tiny_lm_dir(tmp_path_factory.mktemp(f"{family}-{dtype}"), family, dtype=dtype)
         return made[family, dtype]

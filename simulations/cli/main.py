@@ -21,6 +21,7 @@ from simulations.cli import signals
 from simulations.cli.generate import add_parser as add_generate_parser
 from simulations.cli.generate import cmd_generate
 from simulations.cli.sweep import add_sweep_parser, cmd_sweep
+from simulations.cli.tiny_lm import add_tiny_lm_parser, cmd_tiny_lm
 from vfl import __version__
 from vfl.core.errors import (
     ConfigError,
@@ -76,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="validate, print the resolved config, write nothing")
     r.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.engine.trust)")
     add_sweep_parser(sub)
+    add_tiny_lm_parser(sub)
 
     sub.add_parser("strategies", help="list registered strategies")
     sub.add_parser("defenses", help="list registered defenses (the `defenses:` config list)")
@@ -329,6 +331,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return cmd_sweep(args)
     if args.command == "generate":
         return cmd_generate(args)
+    if args.command == "tiny-lm":
+        return cmd_tiny_lm(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 

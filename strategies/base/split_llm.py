@@ -43,7 +43,7 @@ class LlmParams:
     max_len: int = param(64, ge=4, le=131072, help="tokens per text or sentence pair (truncation); at most "
                          "the model's positions (config.max_position_embeddings, checked at prepare)")
     model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
-                                  "rotary decoder (Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; default: "
+                                  "rotary model (Llama, Mistral, Qwen2/3, Phi-3, Gemma2/3, Granite, GPT-NeoX, EuroBERT; default: "
                                   "packaged MiniLM); a hub id must be in the local cache")
     allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
     dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
@@ -141,10 +141,10 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         if spec.is_server:  # the server gets the model only: never the data or the labels
             pooling = self.model_arch().check_pooling(p.pooling)
             encoder = load_encoder(path, dtype=p.dtype, stack=p.t5_stack, quantization=p.quantization, device=t.device)
-            return ModelServer(spec, model=LoraEncoder(encoder, lora, pooling=pooling,
-                                                       device=t.device, micro_batch=p.micro_batch,
-                                                       checkpointing=p.gradient_checkpointing),
-                               curious=self.curious())
+            model = LoraEncoder(encoder, lora, pooling=pooling, device=t.device, micro_batch=p.micro_batch,
+                                checkpointing=p.gradient_checkpointing)
+            model.self_check(model_dir=p.model_dir or path, what=f"{self.name}'s model server")  # or refused
+            return ModelServer(spec, model=model, curious=self.curious())
         ds = data.dataset()
         model_cfg = AutoConfig.from_pretrained(path, local_files_only=True)
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)

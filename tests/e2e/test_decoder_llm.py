@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from parties.llm.common.tiny import tiny_gpt2_dir
 from simulations.cli.runner import execute, resolve_config
-from tests.support.tiny_lms import tiny_gpt2_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from parties.llm.common.tiny import FAMILIES
 from simulations.cli.runner import execute, resolve_config
-from tests.support.tiny_lms import FAMILIES
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py; 14 families in ~30 s
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py; 20 families
 
 
 def _run(strategy, path, out, **params):

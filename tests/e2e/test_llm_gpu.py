@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
+from parties.llm.common.tiny import tiny_lm_dir
 from simulations.cli.runner import execute, resolve_config
-from tests.support.tiny_lms import tiny_lm_dir
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from tests.support.tiny_lms import tiny_lm_dir
+from parties.llm.common.tiny import tiny_lm_dir
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),

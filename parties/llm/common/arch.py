@@ -12,7 +12,7 @@ outside the blocks that running them needs (both halves of a split carry it). He
 - ``decoder``: GPT-2 style (``.wte`` + ``.wpe``, ``.h[i]``, ``.ln_f``, causal attention, LoRA on the
   ``Conv1D`` modules ``c_attn``/``c_proj`` with peft's ``fan_in_fan_out=True``, pooling = the last
   real token, the only one that has seen the whole text);
-- ``rotary.py``: Llama, Mistral, Qwen2/3, Phi-3, Gemma2, GPT-NeoX; ``encoders.py``: MPNet,
+- ``rotary.py``: Llama, Mistral, Qwen2/3, Phi-3, Gemma2/3, Granite, GPT-NeoX, EuroBERT; ``encoders.py``: MPNet,
   DeBERTa-v2, ModernBERT, T5's encoder, OPT; ``seq2seq.py``: T5 encoder-decoder (``params.t5_stack``); ``loading.py``: which class a config builds.
 Default LoRA targets come from the module names a model has (``TARGET_GROUPS``).
 """
@@ -244,8 +244,9 @@ def arch_of(model: nn.Module) -> Arch:
     if arch is None:
         raise ConfigError("params.model_dir", f"{type(model).__name__} has none of the supported layouts: a "
                           "BERT-like encoder (.embeddings, .encoder.layer), a GPT-2 style decoder (.wte, .wpe, "
-                          ".h, .ln_f), a rotary decoder (Llama/Mistral/Qwen/Phi-3/Gemma2/GPT-NeoX: .embed_tokens, "
-                          ".layers, .norm, .rotary_emb), OPT, MPNet, DeBERTa-v2, ModernBERT or T5's encoder")
+                          ".h, .ln_f), a rotary decoder or encoder (Llama/Mistral/Qwen/Phi-3/Gemma2/3/Granite/"
+                          "GPT-NeoX/EuroBERT: .embed_tokens, .layers, .norm, .rotary_emb), OPT, MPNet, DeBERTa-v2, "
+                          "ModernBERT or T5's encoder")
     targets = default_targets(model)
     return arch if targets is None or targets == arch.lora_targets else replace(arch, lora_targets=targets)
 

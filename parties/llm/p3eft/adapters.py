@@ -27,6 +27,7 @@ from parties.llm.common.backbone import pool
 from parties.llm.common.checkpointing import checkpoint_blocks
 from parties.llm.common.lora import LoraSpec, inject_lora
 from parties.llm.common.quantization import quantized_linears
+from parties.llm.common.selfcheck import check_same, model_output, probe_batch
 from vfl.core.errors import ProtocolError
 
 Adapter = dict[str, torch.Tensor]
@@ -148,6 +149,21 @@ class LoraEncoder:
         extra = {} if types is None else {"token_type_ids": types.to(self.device)}
         hidden = self.encoder(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
         return pool(hidden, mask, self.pooling).to(torch.float32)
+
+    def self_check(self, *, model_dir: str, what: str) -> float:
+        """The start-up check (``parties/llm/common/selfcheck.py``): a probe through this server's path
+        (``forward``: micro-batches cut to their width, the mask from the lengths, checkpointed blocks,
+        the LoRA slots, pooling) equals the model's own forward pooled the same way. Before training
+        every B is zero, so the slots add exact zeros and the encoder's forward is the model's own.
+        Returns the relative deviation, or raises a one-line ConfigError naming ``params.model_dir``."""
+        ids, lengths = probe_batch(self.encoder.config)
+        want = model_output(self.encoder, ids, lengths, self.pooling)
+        passes = self.passes
+        try:
+            return check_same(split=lambda: self.forward(ids, lengths, None), want=want, dtype=self.dtype,
+                              model_dir=model_dir, what=what)
+        finally:
+            self.passes = passes  # not a pass of the run
 
     def _chunks(self, rows: torch.Tensor) -> list[torch.Tensor]:
         """``rows`` in micro-batches of ``micro_batch`` (0: one chunk)."""

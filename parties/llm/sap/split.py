@@ -9,6 +9,8 @@ BERT's LayerNorm). ``split = k >= 1``: the bottom is the whole embedding layer p
 the top is the remaining blocks, the final norm (GPT-2's ``ln_f``), pooling and the head.
 The vendor ships the bottom as a state dict plus the public config (``bottom_state``); the
 customer rebuilds it with ``build_bottom``. Ragged sequences travel packed (``pack``/``unpack``).
+``self_check``: at start-up, a probe through that whole path equals the model's own forward, or the run
+is refused (``parties/llm/common/selfcheck.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch import nn
 
 from parties.llm.common.arch import Arch, arch_of
 from parties.llm.common.backbone import pool
+from parties.llm.common.selfcheck import check_same, model_output, probe_batch, probe_mask
 from vfl.core.errors import ConfigError
 
 
@@ -161,6 +164,32 @@ def build_bottom(*, config_json: str, split: int, state: dict[str, np.ndarray]) 
         raise ConfigError("params.split", f"shipped bottom weights do not match the split-{split} bottom "
                           f"(missing {sorted(expected - set(state))[:3]}, extra {sorted(set(state) - expected)[:3]})")
     return bottom
+
+
+def split_output(encoder: nn.Module, *, split: int, pooling: str | None, ids: torch.Tensor, lengths: torch.Tensor
+                 ) -> torch.Tensor:
+    """``ids`` through SAP as the parties run it: the vendor's split, the bottom shipped (``bottom_state``)
+    and rebuilt by the customer (``build_bottom``, float32), its output packed and unpacked as on the
+    wire, the vendor's top up to the pooled features (float32, CPU). Draws no global random numbers."""
+    device = next(encoder.parameters()).device
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        bottom, top = split_encoder(encoder, split=split, num_classes=2, pooling=pooling)
+        config_json, state = bottom_state(bottom)
+        rebuilt = build_bottom(config_json=config_json, split=split, state=state).eval()
+        padded, mask = unpack(pack(rebuilt(ids, probe_mask(ids, lengths)), lengths), lengths)
+        return top.eval().features(padded.to(device), mask.to(device)).cpu()
+
+
+def self_check(encoder: nn.Module, *, split: int, pooling: str | None, model_dir: str) -> float:
+    """SAP's start-up check (vendor side, before anything is shipped): a probe through ``split_output``
+    equals the model's own forward pooled the same way; returns the relative deviation, or raises a
+    one-line ConfigError naming ``params.model_dir``."""
+    ids, lengths = probe_batch(encoder.config)
+    how = arch_of(encoder).check_pooling(pooling)
+    want = model_output(encoder, ids, lengths, how)
+    return check_same(split=lambda: split_output(encoder, split=split, pooling=how, ids=ids, lengths=lengths),
+                      want=want, dtype=next(encoder.parameters()).dtype, model_dir=model_dir,
+                      what=f"SAP's split at block {split}")
 
 
 def pack(h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

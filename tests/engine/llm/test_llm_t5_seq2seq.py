@@ -8,9 +8,9 @@ import pytest
 
 import strategies  # noqa: F401
 from parties.llm.common.backbone import load_encoder
+from parties.llm.common.tiny import tiny_gpt2_dir
 from parties.llm.p3eft.server import ModelServer
 from tests.engine.llm.test_sap_nodes import ToySentiment
-from tests.support.tiny_lms import tiny_gpt2_dir
 from tests.unit.llm.test_llm_t5_seq2seq import ED  # noqa: F401
 from vfl.core.errors import ConfigError
 from vfl.engine.engine import Engine

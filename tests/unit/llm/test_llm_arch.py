@@ -14,9 +14,9 @@ from parties.llm.common.arch import DECODER, ENCODER, arch_of
 from parties.llm.common.backbone import load_encoder, load_tokenizer, pool, resolve_model_dir
 from parties.llm.common.loading import arch_of_config
 from parties.llm.common.lora import inject_lora, lora_spec_for
+from parties.llm.common.tiny import tiny_gpt2_dir
 from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
 from parties.llm.sap.split import bottom_state, build_bottom, split_encoder
-from tests.support.tiny_lms import tiny_gpt2_dir
 from vfl.core.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

@@ -10,10 +10,10 @@ import torch
 from parties.llm.common.arch import arch_of
 from parties.llm.common.backbone import load_encoder, load_tokenizer
 from parties.llm.common.lora import lora_spec_for
+from parties.llm.common.tiny import tiny_gpt2_dir, tiny_lm_dir
 from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.private_backprop import split_gradient
 from simulations.benchmarks.llm_server_passes import saved_activation_bytes as saved_bytes
-from tests.support.tiny_lms import tiny_gpt2_dir, tiny_lm_dir
 from vfl.core.rng import NoiseSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from parties.llm.common.arch import ALL_LINEAR, arch_of
 from parties.llm.common.backbone import load_encoder, load_tokenizer, pool
 from parties.llm.common.lora import inject_lora, lora_spec_for
+from parties.llm.common.tiny import ENCODERS, FAMILIES
 from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
 from parties.llm.sap.split import bottom_state, build_bottom, pack, split_encoder, unpack
 from tests.support.p3eft_step import check_private_backprop_step
-from tests.support.tiny_lms import ENCODERS, FAMILIES
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TEXTS = ["a gripping film", "the plot is thin and the jokes fall flat and the", "dull",
@@ -26,8 +26,10 @@ DEFAULT_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"
                    "qwen3": ("q_proj", "v_proj"), "gemma2": ("q_proj", "v_proj"), "phi3": ("qkv_proj",),
                    "gpt_neox": ("query_key_value",), "opt": ("q_proj", "v_proj"), "distilbert": ("q_lin", "v_lin"),
                    "electra": ("query", "value"), "mpnet": ("q", "v"), "deberta_v2": ("query_proj", "value_proj"), "t5": ("q", "v"),
-                   "modernbert": ("Wqkv",)}
-SLIDING = ("mistral", "qwen2", "gemma2", "modernbert")  # configs with a window (4) shorter than the longer texts
+                   "modernbert": ("Wqkv",), "gemma3": ("q_proj", "v_proj"), "granite": ("q_proj", "v_proj"),
+                   "eurobert": ("q_proj", "v_proj"), "gpt2": ("c_attn", "c_proj"), "bert": ("query", "value"),
+                   "roberta": ("query", "value")}
+SLIDING = ("mistral", "qwen2", "gemma2", "gemma3", "modernbert")  # configs with a window (4) shorter than the longer texts
 
 
 @pytest.fixture(scope="module")

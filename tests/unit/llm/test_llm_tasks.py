@@ -278,9 +278,9 @@ def test_max_len_checked_against_the_position_table(minilm):
 def test_max_len_beyond_512_runs_where_the_model_allows(tmp_path):
     from transformers import LlamaConfig, LlamaModel
 
-    from tests.support.tiny_lms import EOT, _tokenizer
+    from parties.llm.common.tiny import EOT, byte_tokenizer
 
-    tok = _tokenizer(400)
+    tok = byte_tokenizer(400)
     eot = tok.convert_tokens_to_ids(EOT)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,

@@ -14,9 +14,9 @@ import torch
 from parties.llm.common.arch import arch_of
 from parties.llm.common.backbone import load_encoder, load_tokenizer
 from parties.llm.common.lora import lora_spec_for
+from parties.llm.common.tiny import SENTENCES
 from parties.llm.p3eft.adapters import LoraEncoder, init_adapters
 from parties.llm.p3eft.curious import _flat, recover_cotangent
-from tests.support.tiny_lms import SENTENCES
 from vfl.attacks.leakage import spectral_auc
 from vfl.attacks.theta_difference import cosine, optimizer_gradient
 from vfl.core.errors import ConfigError
