@@ -34,10 +34,9 @@ class LoraSpec:
     def peft_config(self) -> Any:
         from peft import LoraConfig
 
-        extra = {"target_parameters": list(self.parameters)} if self.parameters else {}
         return LoraConfig(r=self.rank, lora_alpha=self.alpha,  # type: ignore[arg-type]  # peft annotates int; it is the float scale alpha/r
-                          lora_dropout=self.dropout,
-                          target_modules=list(self.targets), fan_in_fan_out=self.fan_in_fan_out, **extra)
+                          lora_dropout=self.dropout, target_modules=list(self.targets),
+                          fan_in_fan_out=self.fan_in_fan_out, target_parameters=list(self.parameters) or None)
 
 
 def lora_spec_for(arch: Arch, *, rank: int, alpha: float, dropout: float = 0.0, targets: tuple[str, ...] = ()
