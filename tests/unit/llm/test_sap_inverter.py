@@ -100,3 +100,15 @@ def test_eta_calibration_scales_with_the_table():
     assert b == pytest.approx(a / 10, rel=0.02)
     with pytest.raises(ConfigError, match="eia_target"):
         calibrate_eta(table=t, target=1.0, noise=NoiseSource.seeded("c", 0))
+
+
+@pytest.mark.parametrize("params, key", [({"eta": "auto", "split": 1}, "params.eta"), ({"eta": "often"}, "params.eta"),
+                                         ({"eta": "auto", "eia_target": 1.5}, "params.eia_target"),
+                                         ({"santext_epsilon": 0}, "params.santext_epsilon")])
+def test_sap_refuses_eta_auto_off_split_0_and_bad_targets(params, key):
+    import strategies  # noqa: F401
+    from vfl.engine.schema import load_run_config
+
+    with pytest.raises(ConfigError, match=key):
+        load_run_config({"strategy": "sap", "num_parties": 1, "params": params})
+    assert load_run_config({"strategy": "sap", "num_parties": 1, "params": {"eta": "auto"}}).params.eta == "auto"
