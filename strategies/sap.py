@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from vfl.attacks.attribute import PROBES, bootstrap_ci, majority_rate, split_lab
 from vfl.attacks.inversion import token_recovery, token_recovery_counts
 from vfl.config.fields import param
 from vfl.core.errors import ConfigError, DataError
+from vfl.core.logs import get_logger
 from vfl.data.dataset import Dataset, DataSource
 from vfl.data.sampling import derive_seed
 from vfl.engine.schema import RunConfig
@@ -41,8 +42,15 @@ class SapParams:
     split: int = param(0, ge=0, le=63, help="encoder blocks in the customer's bottom (0 = embedding layer only)")
     frozen_bottom: bool = param(True, help="frozen: release every sample once; else privatize each batch and "
                                 "train the bottom with the gradient the vendor sends back")
-    eta: float | None = param(100.0, gt=0, help="dχ privacy parameter η, noise density ∝ exp(−η‖n‖); null = "
-                              "no privatization (E‖n‖ = d/η; MiniLM: d = 384)")
+    eta: float | Literal["auto"] | None = param(100.0, gt=0, help="dχ privacy parameter η, noise density ∝ "
+                                                "exp(−η‖n‖); null = no privatization (E‖n‖ = d/η; MiniLM: d = 384); "
+                                                "auto (split 0) = the η whose nearest-neighbour EIA success on a "
+                                                "public sample of the embedding table is params.eia_target")
+    eia_target: float = param(0.1, gt=0, lt=1, help="eta auto: the nearest-neighbour EIA success η is calibrated to "
+                              "(an empirical target against that attack, not a guarantee)")
+    santext_epsilon: float | None = param(None, gt=0, help="SanText baseline: replace each token by one drawn ∝ "
+                                          "exp(−ε‖e_x − e_y‖/2) over the embedding table before the bottom "
+                                          "(ε·d metric LDP per token); null = off")
     snap: bool = param(True, help="split 0 only: replace each noisy vector by its nearest token embedding")
     cti: bool = param(False, help="contributing-token identification: less noise on class-skewed tokens")
     cti_fraction: float = param(0.01, gt=0, le=1, help="contributing tokens cover at most this share of token occurrences")
@@ -70,6 +78,9 @@ class SapParams:
     eia_steps: int = param(100, ge=1, help="Adam steps of the optimization-based inversion (split >= 1)")
     eia_lr: float = param(0.1, gt=0, help="learning rate of the optimization-based inversion")
     eia_temperature: float = param(1.0, gt=0, help="softmax temperature of the relaxed token selection")
+    inverter_samples: int = param(512, ge=0, help="public token sequences the vendor's learned inverter trains on "
+                                  "(through its public bottom and the public mechanism); 0 = that attack is off")
+    inverter_epochs: int = param(4, ge=1, le=1000, help="training epochs of the learned inverter")
     aia_attribute: str | None = param("source", help="Dataset.extras column the vendor tries to infer (null = no AIA)")
     aia_labeled_frac: float = param(0.5, gt=0, lt=1, help="share of training samples whose attribute the attacker knows")
     aia_finetune_epochs: int = param(3, ge=0, le=100, help="epochs the AIA attacker fine-tunes a copy of the vendor's "
@@ -115,6 +126,9 @@ class SAP(LlmDriver):
         super().validate_config(cfg)
         if cfg.params.cti and cfg.params.eta is None:
             raise ConfigError("params.cti", "CTI lowers the dχ noise on some tokens; it needs params.eta")
+        if cfg.params.eta == "auto" and cfg.params.split != 0:
+            raise ConfigError("params.eta", f"got auto with split {cfg.params.split}; auto calibrates against the "
+                              "nearest-neighbour EIA on the embedding table, so it needs split 0 (give a number)")
 
     def layout(self) -> list[NodeSpec]:
         return [NodeSpec(VENDOR_ID, "server", "vendor", "vendor"), NodeSpec(CUSTOMER_ID, "party", "customer", "customer")]
@@ -124,6 +138,8 @@ class SAP(LlmDriver):
         from parties.llm.sap.split import self_check
 
         p, t, path = self.params, self.cfg.train, self.model_path()
+        priv = Privatizer(eta=p.eta, snap=p.snap, cti=p.cti, cti_fraction=p.cti_fraction, cti_factor=p.cti_factor,
+                          cti_smoothing=p.cti_smoothing, eia_target=p.eia_target, santext_epsilon=p.santext_epsilon)
         if spec.is_server:  # the vendor learns the task sizes from the driver at setup, never the data
             arch, encoder = self.model_arch(), load_encoder(path, dtype=p.dtype)
             self_check(encoder, split=p.split, pooling=p.pooling, model_dir=p.model_dir or path)  # or refused
@@ -134,11 +150,11 @@ class SAP(LlmDriver):
                              schedule_lr=partial(schedule_lr, t),
                              attack=AttackBudget(p.eia_samples, p.eia_steps, p.eia_lr, p.eia_temperature,
                                                  aia_epochs=p.aia_finetune_epochs if p.aia_attribute else 0,
-                                                 aia_lr=p.aia_finetune_lr),
+                                                 aia_lr=p.aia_finetune_lr, inverter_samples=p.inverter_samples if
+                                                 p.eia_samples else 0, inverter_epochs=p.inverter_epochs,
+                                                 mechanism=priv),
                              log_bytes=p.log_mb << 20)
         ds = data.dataset()
-        priv = Privatizer(eta=p.eta, snap=p.snap, cti=p.cti, cti_fraction=p.cti_fraction, cti_factor=p.cti_factor,
-                          cti_smoothing=p.cti_smoothing)
         return SapCustomer(spec, texts=(ds.x_train, ds.x_test), labels=(ds.y_train, ds.y_test),
                            num_classes=ds.num_classes, tokenizer=load_tokenizer(path), max_len=p.max_len,
                            split=p.split, frozen=p.frozen_bottom, privatizer=priv,
@@ -215,6 +231,12 @@ class SAP(LlmDriver):
             hits, totals = token_recovery_counts(predicted=by_sample, truth=truth_tokens, ignore=get("special").tolist())
             lo, hi = bootstrap_ci(hits, totals, rng=np.random.default_rng(derive_seed("sap-eia-ci", self.cfg.seed, epoch)))
             out.update(ep_eia_ci_low=1.0 - hi, ep_eia_ci_high=1.0 - lo)  # 95 % bootstrap over the attacked samples
+            if wire.has_array(eia, Record.EIA, "tokens_learned"):  # the learned inverter, same observations
+                learned = split_packed(wire.get_array(eia, Record.EIA, "tokens_learned"),
+                                       wire.get_array(eia, Record.EIA, "lengths"))
+                by_sample = [[g for s, g in zip(sample, learned, strict=True) if s == sid] for sid in ask]
+                rate = token_recovery(predicted=by_sample, truth=truth_tokens, ignore=get("special").tolist())
+                out.update(inverter_rate=rate, ep_inverter=1.0 - rate)
         attr = get("attribute") if wire.has_array(truth, Record.TRUTH, "attribute") else np.zeros(0, np.int64)
         if len(np.unique(attr)) > 1:  # a constant attribute has nothing to infer
             rng = np.random.default_rng(derive_seed("sap-aia", self.cfg.seed, epoch))
@@ -238,7 +260,13 @@ class SAP(LlmDriver):
 
     def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         out: dict[str, Any] = self._metrics(grid, CUSTOMER_ID, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS)
-        out.update(eta=self.params.eta, split=self.params.split)
+        eta = out.pop("eta_used", None)  # the η the customer released with (eta auto: the calibrated one)
+        out.update(eta=eta if self.params.eta == "auto" else self.params.eta, split=self.params.split)
+        if self.params.eta == "auto" and eta is not None and "eta_used" not in self._last:
+            out["eta_used"] = eta
+            get_logger(__name__).warning("sap: params.eta auto -> η = %.4g (nearest-neighbour EIA success %.3f on a "
+                                         "public sample of the embedding table; target %g)", eta,
+                                         out.get("eta_calibrated_eia", float("nan")), self.params.eia_target)
         every = self.params.attack_every
         if epoch == self.cfg.train.epochs - 1 or (every and (epoch + 1) % every == 0):
             out.update(self.attacks(grid, epoch=epoch))
@@ -250,8 +278,15 @@ class SAP(LlmDriver):
         keys = ("test_acc", "test_f1", "test_mcc", "ep_eia", "ep_aia", "eia_rate", "aia_acc", "aia_majority",
                 "cti_tokens", "ep_eia_ci_low", "ep_eia_ci_high", "ep_aia_ci_low", "ep_aia_ci_high", "aia_linear_acc",
                 "aia_length_acc", "aia_mlp_acc", "aia_linear_length_acc", "aia_probe", "aia_targets",
-                "aia_transformer_acc")
+                "aia_transformer_acc", "inverter_rate", "ep_inverter", "eta_used", "eta_calibrated_eia",
+                "santext_changed")
         probe = self._last.get("aia_probe")
-        return {**{k: self._last.get(k) for k in keys}, "eta": p.eta, "split": p.split,
+        santext = {} if p.santext_epsilon is None else {  # metric LDP per token: its own ε, not the accountant's
+            "santext_epsilon": p.santext_epsilon, "santext_epsilon_scope": "per token, metric LDP: "
+            "P(y|x)/P(y|x') <= exp(ε·‖e_x − e_x'‖) on the embedding table",
+            "santext_epsilon_is_guarantee": self.cfg.privacy.noise_rng == "crypto"}
+        eta = self._last.get("eta_used") if p.eta == "auto" else p.eta
+        return {**{k: self._last.get(k) for k in keys}, "eta": eta, "split": p.split,
                 "aia_probe_name": PROBES[int(probe)] if probe is not None and probe >= 0 else None,
-                "frozen_bottom": p.frozen_bottom, "cti": p.cti}
+                "frozen_bottom": p.frozen_bottom, "cti": p.cti, "eia_target": p.eia_target if p.eta == "auto" else None,
+                **santext}

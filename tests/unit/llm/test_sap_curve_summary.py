@@ -51,3 +51,19 @@ def test_a_finished_point_is_reused_only_with_the_same_config(tmp_path) -> None:
     assert sap_curve.finished_summary(run_dir, stamp, raw) == {"test_acc": 0.7}
     other = {**raw, "train": {**raw["train"], "epochs": 9}}
     assert sap_curve.finished_summary(run_dir, stamp, other) is None  # another config: rerun
+
+
+def test_defense_series_is_the_sap_attack_defense_matrix(tmp_path) -> None:
+    args = sap_curve.parse(["--series", "defense", "--defense-etas", "100", "--eia-targets", "0.1",
+                            "--santext-epsilons", "15", "10"])
+    pts = sap_curve.points(args)
+    labels = [sap_curve.defense_label(p) for _, _, p in pts]
+    assert labels == ["none", "dχ η=100", "dχ η auto (EIA target 0.1)", "SanText ε=15", "SanText ε=10"]
+    names = [sap_curve.point_name(s, p) for s, _, p in pts]
+    assert len(set(names)) == len(names) and "defense-s0-etaauto0.1" in names
+    _, _, raw = sap_curve.point_config(args, *pts[2][:2], pts[2][2])
+    assert raw["params"]["eta"] == "auto" and raw["params"]["eia_target"] == 0.1  # the run config gets both
+    rows = [{"series": "defense", "dataset": "d", "defense": lab, "test_acc": 0.8 - 0.1 * i, "ep_eia": 0.1 * i,
+             "ep_inverter": 0.1 * i} for i, lab in enumerate(labels)]
+    assert sap_curve.plot_defense(rows, tmp_path).exists()
+    assert "ep_inverter" in sap_curve.table([{**r, "eta": None, "split": 0, "cti": False} for r in rows])

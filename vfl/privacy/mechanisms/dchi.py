@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from vfl.core.errors import ConfigError
@@ -68,3 +69,61 @@ def privatize(x: torch.Tensor, *, eta: float | torch.Tensor, noise: NoiseSource,
         return noisy, None
     ids = nearest_rows(noisy.detach(), table=table.detach())
     return table[ids], ids
+
+
+def nn_spacing(table: torch.Tensor, *, rows: torch.Tensor) -> float:
+    """Median distance from the table rows ``rows`` to their nearest *other* row (the token spacing)."""
+    x = table[rows].to(table.dtype)
+    with torch.no_grad():
+        d2 = ((table * table).sum(1).unsqueeze(0) - 2.0 * x @ table.T + (x * x).sum(1, keepdim=True)).clamp_min(0)
+        d2[torch.arange(len(rows)), rows] = float("inf")
+        return float(d2.min(1).values.sqrt().median())
+
+
+def nn_success(table: torch.Tensor, *, rows: torch.Tensor, direction: torch.Tensor, gamma: torch.Tensor,
+               eta: float) -> float:
+    """Share of ``rows`` whose ηdχ-noisy vector (fixed draws: unit ``direction`` × ``gamma`` / η) is still
+    nearest its own row: the nearest-neighbour EIA's success (with or without snapping, same number)."""
+    noisy = table[rows].double() + direction * (gamma / eta).unsqueeze(1)
+    return float((nearest_rows(noisy.to(table.dtype), table=table) == rows).double().mean())
+
+
+def calibrate_eta(*, table: torch.Tensor, target: float, noise: NoiseSource, samples: int = 256,
+                  exclude: tuple[int, ...] = (), steps: int = 14) -> tuple[float, float, float]:
+    """η whose nearest-neighbour EIA success on ``samples`` uniformly drawn public tokens of ``table``
+    (V, d) is ≈ ``target``: bisection on log η with common random draws (the success is then a fixed,
+    almost monotone function of η), started from the spacing guess η₀ = d / median NN spacing
+    (E‖n‖ = d/η equals the spacing). Returns (η, its measured success, the spacing).
+
+    Calibrates against *this* attack on *this* public sample: an empirical target, not a guarantee.
+    """
+    if not 0.0 < target < 1.0:
+        raise ConfigError("params.eia_target", f"got {target!r}; allowed: a value in (0, 1)")
+    table = table.detach()
+    allowed = torch.as_tensor(np.setdiff1d(np.arange(table.shape[0]), np.asarray(exclude, dtype=np.int64)))
+    if len(allowed) < 2:
+        raise ConfigError("params.eia_target", "the embedding table has fewer than 2 non-special rows to calibrate on")
+    pick = noise.integers(len(allowed), (samples,))
+    rows = allowed[torch.as_tensor(pick)].to(table.device)
+    d = table.shape[1]
+    direction = noise.normal((samples, d), dtype=torch.float64)
+    direction = (direction / direction.norm(dim=1, keepdim=True).clamp_min(1e-300)).to(table.device)
+    gamma = noise.exponential((samples, d)).sum(1).to(table.device)
+    spacing = nn_spacing(table, rows=rows)
+    lo = hi = d / max(spacing, 1e-12)
+    for _ in range(60):  # bracket: success(lo) <= target <= success(hi)
+        if nn_success(table, rows=rows, direction=direction, gamma=gamma, eta=lo) <= target:
+            break
+        lo /= 4.0
+    for _ in range(60):
+        if nn_success(table, rows=rows, direction=direction, gamma=gamma, eta=hi) >= target:
+            break
+        hi *= 4.0
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        if nn_success(table, rows=rows, direction=direction, gamma=gamma, eta=mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    eta = math.sqrt(lo * hi)
+    return eta, nn_success(table, rows=rows, direction=direction, gamma=gamma, eta=eta), spacing
