@@ -101,7 +101,7 @@ class UShapeLora(LlmDriver):
         from transformers import AutoConfig
 
         from parties.llm.causal.client import Samples, UClient
-        from parties.llm.causal.instruct import encode_instructions, prompt_ids
+        from parties.llm.causal.instruct import IGNORE, encode_instructions, prompt_ids
         from parties.llm.common.backbone import load_tokenizer
         from parties.llm.common.tokens import max_positions
 
@@ -111,6 +111,9 @@ class UShapeLora(LlmDriver):
         resp = responses(ds)
         rows = (encode_instructions(tok, ds.x_train, resp[0], max_len=p.max_len),
                 encode_instructions(tok, ds.x_test, resp[1], max_len=p.max_len))
+        if not (rows[0].labels != IGNORE).any():  # every response cut off: the run would train on nothing
+            raise ConfigError("params.max_len", f"{p.max_len} tokens leave no response token in any training row "
+                              f"(the prompts take up to {int(rows[0].prompt_lengths.max())} tokens): raise it")
         n = min(p.gen_samples, ds.num_test)
         samples = Samples(prompt_ids=[prompt_ids(tok, str(x))[: p.max_len] for x in ds.x_test[:n]],
                           prompts=[str(x) for x in ds.x_test[:n]], references=[str(r) for r in resp[1][:n]],

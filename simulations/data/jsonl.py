@@ -238,6 +238,7 @@ def load_instruct_jsonl(*, data_dir: Path | None, seed: int = 0, file: str = "tr
 
 
 @DATASETS.register("tiny-instruct")
+@bundled
 def load_tiny_instruct(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """The shipped instruction set (320 train / 64 test prompt/response pairs; ``gen_instruct``)."""
     root = files("simulations.data").joinpath("tiny_instruct")

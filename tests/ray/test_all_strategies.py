@@ -17,13 +17,13 @@ RAY_QUICK = {"npq", "pbm", "head-only"}  # plain and SecAgg vertical, and a spli
 
 @pytest.mark.ray
 @pytest.mark.parametrize("name", sorted(RAY_QUICK))
-def test_two_epochs_over_ray_ledger_is_the_sum_of_the_wires(name, tiny_bert, ray_local):
+def test_two_epochs_over_ray_ledger_is_the_sum_of_the_wires(name, tiny_bert, ray_local, request):
     from vfl.runtime.transport.ray_transport import RayTransport
 
     cfg = config(name, tiny_bert, kind="ray", cpus_per_actor=0.1, max_actors=2)  # 2 party actors at most
     res, ledger, tap = run(cfg, RayTransport(), hops_visible=False)
     assert res.summary["transport"] == "ray" and len(res.history) == 2
     assert ledger_bytes(ledger) == tap.wire_bytes(use_rows=True)
-    ref = inprocess(name, tiny_bert)[0]
+    ref = inprocess(name, request)[0]
     for key in ("payload_bytes_up", "payload_bytes_down", "messages_up", "messages_down"):
         assert res.summary[key] == ref.summary[key], key

@@ -140,3 +140,10 @@ def test_a_cut_without_a_body_block_is_refused(llama):
     cfg = load_run_config(ushape_config(llama, split=2, tail_blocks=1))
     with pytest.raises(ConfigError, match="params.split"):
         Engine(cfg, InProcessTransport(), ConfigDataSource.from_config(cfg), progress=False).run()
+
+
+def test_a_max_len_that_cuts_every_response_is_refused(llama):
+    """Prompts longer than ``max_len`` leave no response token: refused, not a run that trains on nothing."""
+    cfg = load_run_config(ushape_config(llama, epochs=1, max_len=4))
+    with pytest.raises(ConfigError, match=r"params\.max_len.*no response token"):
+        Engine(cfg, InProcessTransport(), ConfigDataSource.from_config(cfg), progress=False).run()

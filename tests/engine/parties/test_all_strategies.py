@@ -34,6 +34,11 @@ TEXT_DATA = {"dataset": "rt-polarity", "num_parties": 1,  # the real packaged lo
              "train": {"epochs": 2, "batch_size": 16, "optimizer": "adam", "lr": 1e-3, "eval_batch_size": 16}}
 
 
+CAUSAL_DATA = {"dataset": "tiny-instruct", "num_parties": 1,  # the shipped instruction set (prompt/response)
+               "data": {"train_subsample": 32, "test_subsample": 8},
+               "train": {"epochs": 2, "batch_size": 16, "optimizer": "adam", "lr": 1e-3, "eval_batch_size": 8}}
+
+
 def params_of(name: str) -> set[str]:
     return {f.name for f in dataclasses.fields(STRATEGIES.get(name).Params)}
 
@@ -41,6 +46,11 @@ def params_of(name: str) -> set[str]:
 def is_text(name: str) -> bool:
     """Split-LLM strategies declare a local model directory; vertical ones do not."""
     return "model_dir" in params_of(name)
+
+
+def is_causal(name: str) -> bool:
+    """Causal-LM strategies (the U-shaped split) keep a tail with the LM head on the client."""
+    return "tail_blocks" in params_of(name)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -51,7 +61,10 @@ def config(name: str, model_dir: str, **transport):
     params = {k: v for k, v in TINY_PARAMS.items() if k in own}
     if is_text(name):
         params["model_dir"] = model_dir
-    return load_run_config({"strategy": name, "seed": 2, **(TEXT_DATA if is_text(name) else VERTICAL_DATA),
+    data = CAUSAL_DATA if is_causal(name) else TEXT_DATA if is_text(name) else VERTICAL_DATA
+    if is_causal(name):
+        params.update(gen_samples=2, max_new_tokens=2, max_len=24)  # 8 tokens would cut every response
+    return load_run_config({"strategy": name, "seed": 2, **data,
                             "params": params, "transport": transport,
                             "privacy": {"noise_rng": "seeded"}})
 
@@ -76,16 +89,18 @@ def test_the_registry_holds_the_vertical_and_the_split_llm_strategies():
 _RUNS: dict[str, tuple] = {}
 
 
-def inprocess(name: str, model_dir: str):
-    """One 2-epoch in-process run per strategy, shared by the checks below."""
+def inprocess(name: str, request: pytest.FixtureRequest):
+    """One 2-epoch in-process run per strategy, shared by the checks below (the session's tiny BERT, or
+    its tiny Llama for a causal-LM strategy)."""
     if name not in _RUNS:
+        model_dir = request.getfixturevalue("llama" if is_causal(name) else "tiny_bert")
         _RUNS[name] = run(config(name, model_dir), InProcessTransport(), hops_visible=True)
     return _RUNS[name]
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_two_epochs_inprocess_ledger_is_the_sum_of_the_wires(name, tiny_bert):
-    res, ledger, tap = inprocess(name, tiny_bert)
+def test_two_epochs_inprocess_ledger_is_the_sum_of_the_wires(name, request):
+    res, ledger, tap = inprocess(name, request)
     assert len(res.history) == 2 and res.summary["epochs"] == 2
     assert all(r.get("train_loss") is None or math.isfinite(r["train_loss"]) for r in res.history)
     assert res.summary["total_bytes_up"] > 0 and res.summary["total_bytes_down"] > 0
@@ -94,10 +109,10 @@ def test_two_epochs_inprocess_ledger_is_the_sum_of_the_wires(name, tiny_bert):
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_bytes_by_kind_adds_up_to_the_ledger_per_direction(name, tiny_bert):
+def test_bytes_by_kind_adds_up_to_the_ledger_per_direction(name, request):
     """One kind may travel both ways (the vertical `train.forward`: embeddings up, gradient down):
     `bytes_by_kind_direction` splits it, and each direction adds up to the ledger's total."""
-    res, ledger, _ = inprocess(name, tiny_bert)
+    res, ledger, _ = inprocess(name, request)
     kinds = res.summary["bytes_by_kind_direction"]
     phases = {ph for ph, _, _ in ledger.by_key}
     for direction in ("up", "down"):

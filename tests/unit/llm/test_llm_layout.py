@@ -62,4 +62,4 @@ def test_llm_nodes_and_drivers_take_message_kinds_from_their_wire_module():
 def test_one_package_per_algorithm_and_no_old_modules():
     llm = ROOT / "parties" / "llm"
     assert sorted(p.name for p in llm.iterdir() if p.suffix == ".py") == ["__init__.py"]
-    assert {p.name for p in llm.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {"common", "p3eft", "sap"}
+    assert {p.name for p in llm.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {"causal", "common", "p3eft", "sap"}
