@@ -22,12 +22,12 @@ from typing import Any
 CATALOG = Path(__file__).with_name("catalog.json")
 
 
-OWN_PACKAGES = ("vfl", "parties", "strategies", "simulations")
+BUILTIN_MODULES = ("vfl.", "parties.", "strategies.", "simulations.data.")  # not benchmarks' audited variants
 
 
 def _own(obj: Any) -> bool:
-    """Registered by this project's packages (not by a plugin or a test that registers its own)."""
-    return str(getattr(obj, "__module__", "")).split(".")[0] in OWN_PACKAGES
+    """Registered by this project's built-in modules (not by a plugin, a benchmark or a test)."""
+    return str(getattr(obj, "__module__", "")).startswith(BUILTIN_MODULES)
 
 
 def build(*, builtin_only: bool = False) -> dict[str, Any]:

@@ -100,15 +100,19 @@ class TokenInverter(torch.nn.Module):
     ``f`` a zero-initialized MLP, s = τ = 1 at the start: it starts as the nearest-neighbour attack
     (−‖y − w‖²/2 up to a constant) and learns to map deeper representations back and to denoise."""
 
-    def __init__(self, *, vocab: torch.Tensor, hidden: int) -> None:
+    def __init__(self, *, vocab: torch.Tensor, hidden: int, in_dim: int | None = None) -> None:
         super().__init__()
         d = vocab.shape[1]
+        in_dim = d if in_dim is None else in_dim
         self.register_buffer("vocab", vocab.detach().float().clone())
-        self.norm = torch.nn.LayerNorm(d)
+        # received vectors wider or narrower than the table (ELECTRA's, OPT's projected embeddings): a linear
+        # map into the table's space first (``train_inverter`` starts it at the least-squares fit)
+        self.proj = None if in_dim == d else torch.nn.Linear(in_dim, d)
+        self.norm = torch.nn.LayerNorm(in_dim)
         out = torch.nn.Linear(hidden, d)
         torch.nn.init.zeros_(out.weight)
         torch.nn.init.zeros_(out.bias)
-        self.net = torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.GELU(), out)
+        self.net = torch.nn.Sequential(torch.nn.Linear(in_dim, hidden), torch.nn.GELU(), out)
         self.half_norm = torch.nn.Parameter(torch.ones(()))  # s
         self.log_scale = torch.nn.Parameter(torch.zeros(()))  # log τ
 
@@ -116,7 +120,7 @@ class TokenInverter(torch.nn.Module):
         """Logits over the vocabulary (or over its ``rows`` only: a sampled softmax while training)."""
         x = x.float()
         w = self.vocab if rows is None else self.vocab[rows]  # type: ignore[index]
-        y = x + self.net(self.norm(x))
+        y = (x if self.proj is None else self.proj(x)) + self.net(self.norm(x))
         logits = y @ w.T - 0.5 * self.half_norm * (w * w).sum(1)  # type: ignore[operator]
         return self.log_scale.exp() * logits  # type: ignore[no-any-return]
 
@@ -132,11 +136,17 @@ def train_inverter(*, features: torch.Tensor, tokens: torch.Tensor, vocab: torch
     it is returned, so the attacker never ends worse than its start on its own data."""
     if features.shape[0] != tokens.shape[0] or features.shape[0] == 0:
         raise ValueError(f"train_inverter: {features.shape[0]} features for {tokens.shape[0]} tokens")
-    model = TokenInverter(vocab=vocab, hidden=hidden).to(features.device)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model = TokenInverter(vocab=vocab, hidden=hidden, in_dim=features.shape[1]).to(features.device)
     perm = torch.randperm(features.shape[0], generator=generator, device=generator.device).to(features.device)
     cut = int(round(holdout * features.shape[0]))
     held, fit = perm[:cut], perm[cut:]
+    if model.proj is not None:  # start from the least-squares map of the features onto their tokens' rows
+        x = torch.cat([features[fit].float(), torch.ones(len(fit), 1, device=features.device)], dim=1)
+        sol = torch.linalg.lstsq(x.cpu(), vocab[tokens[fit]].detach().float().cpu()).solution.to(features.device)
+        with torch.no_grad():
+            model.proj.weight.copy_(sol[:-1].T)
+            model.proj.bias.copy_(sol[-1])
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
 
     def score() -> float:
         if not cut:

@@ -56,6 +56,14 @@ def test_inverter_reads_tokens_through_a_nonlinear_bottom(table):
     assert rate > 0.9 and rate > nn + 0.3, (rate, nn)
 
 
+def test_inverter_reads_releases_wider_than_the_table(table):
+    """ELECTRA, OPT: the bottom projects the 16-wide table to a 32-wide hidden size; the inverter maps back."""
+    w = torch.randn(D, 2 * D, generator=torch.Generator().manual_seed(6)) / math.sqrt(D)
+    bottom = lambda e: torch.tanh(e @ w) * 3.0  # noqa: E731
+    rate, test, _ = _rate(table, None, bottom)
+    assert test.shape[1] == 2 * D and rate > 0.9, rate
+
+
 def test_santext_follows_the_exponential_mechanism(table):
     eps = 1.5
     probs = santext_probs(torch.tensor([3]), table=table, epsilon=eps)[0]
