@@ -132,12 +132,12 @@ def determined_inputs(view: ServerView, parties: Sequence[int], *, colluders: It
     for p in honest:
         target = np.zeros((1, len(sym)))
         target[0, s("x", p)] = 1
-        if np.linalg.matrix_rank(np.vstack([matrix, target])) == rank or _span_has(bits, 1 << s("x", p)):
+        if np.linalg.matrix_rank(np.vstack([matrix, target])) == rank or span_has(bits, 1 << s("x", p)):
             out.append(p)
     return out
 
 
-def _span_has(rows: list[int], target: int) -> bool:
+def span_has(rows: list[int], target: int) -> bool:
     """Is ``target`` (a bit set of symbols) in the GF(2) span of ``rows``?"""
     basis: dict[int, int] = {}
     for row in rows:

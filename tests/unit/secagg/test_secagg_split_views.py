@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.secagg_helpers import span_has
 from vfl.attacks.secagg import lying
 from vfl.attacks.secagg.curious import ServerView, unmasked
 from vfl.core.errors import RevealRefused
@@ -64,24 +65,6 @@ def test_seed_shares_still_recover_a_vanished_survivor_when_safe() -> None:
 
 # ---- the property: no assignment of views and share requests determines an input -------------------
 
-def _span_has(rows: list[int], target: int) -> bool:
-    """Is ``target`` (a bit set of symbols) in the GF(2) span of ``rows``?"""
-    basis: dict[int, int] = {}
-    for row in rows:
-        while row:
-            top = row.bit_length() - 1
-            if top not in basis:
-                basis[top] = row
-                break
-            row ^= basis[top]
-    while target:
-        top = target.bit_length() - 1
-        if top not in basis:
-            return False
-        target ^= basis[top]
-    return True
-
-
 def determined_inputs(view: ServerView, parties: list[int]) -> list[int]:
     """Parties whose input is a GF(2) combination of what the server holds: masked vectors, releases
     (over the survivors each was told), and every stream whose key it got (pair keys, view keys,
@@ -113,7 +96,7 @@ def determined_inputs(view: ServerView, parties: list[int]) -> list[int]:
             rows.append(s("self", p))
     rows += [pair("pair", a, b) for (_, a, b) in view.pair_keys]
     rows += [pair("view", a, b) for (_, a, b) in view.view_keys]
-    return [p for p in parties if _span_has(rows, s("x", p))]
+    return [p for p in parties if span_has(rows, s("x", p))]
 
 
 def test_the_checker_finds_the_controls() -> None:
