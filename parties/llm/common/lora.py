@@ -34,9 +34,25 @@ class LoraSpec:
     def peft_config(self) -> Any:
         from peft import LoraConfig
 
+        extra: dict[str, Any] = {}
+        if self.parameters:  # only MoE experts need it (peft 0.17 added target_parameters)
+            if not peft_has_target_parameters():
+                raise ConfigError("params.lora_targets", "all-linear on a mixture of experts needs LoRA on its 3-D "
+                                  "expert weights, which this peft lacks (LoraConfig target_parameters, peft >= 0.17): "
+                                  "pip install -U peft")
+            extra["target_parameters"] = list(self.parameters)
         return LoraConfig(r=self.rank, lora_alpha=self.alpha,  # type: ignore[arg-type]  # peft annotates int; it is the float scale alpha/r
                           lora_dropout=self.dropout, target_modules=list(self.targets),
-                          fan_in_fan_out=self.fan_in_fan_out, target_parameters=list(self.parameters) or None)
+                          fan_in_fan_out=self.fan_in_fan_out, **extra)
+
+
+def peft_has_target_parameters() -> bool:
+    """Whether the installed peft's LoraConfig takes ``target_parameters`` (LoRA on 3-D MoE expert weights)."""
+    import dataclasses
+
+    from peft import LoraConfig
+
+    return any(f.name == "target_parameters" for f in dataclasses.fields(LoraConfig))
 
 
 def lora_spec_for(arch: Arch, *, rank: int, alpha: float, dropout: float = 0.0, targets: tuple[str, ...] = ()

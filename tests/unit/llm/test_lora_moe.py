@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from parties.llm.common.arch import ALL_LINEAR
-from parties.llm.common.lora import LoraSpec, expert_parameters, inject_lora
+from parties.llm.common.lora import (
+    LoraSpec,
+    expert_parameters,
+    inject_lora,
+    peft_has_target_parameters,
+)
+from vfl.core.errors import ConfigError
 
 
 def _tiny_mixtral():
@@ -17,6 +24,7 @@ def _tiny_mixtral():
     return MixtralModel(cfg).eval()
 
 
+@pytest.mark.skipif(not peft_has_target_parameters(), reason="this peft has no target_parameters (peft < 0.17)")
 def test_all_linear_puts_lora_on_the_experts_and_they_train():
     model = _tiny_mixtral()
     assert expert_parameters(model) == ("layers.0.mlp.experts.gate_up_proj", "layers.0.mlp.experts.down_proj",
@@ -45,5 +53,13 @@ def test_a_dense_model_gets_no_target_parameters():
     model = LlamaModel(LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
                                    num_attention_heads=2, num_key_value_heads=1))
     assert expert_parameters(model) == ()
-    assert "target_parameters" not in LoraSpec(targets=("q_proj",)).peft_config().to_dict() or \
-        not LoraSpec(targets=("q_proj",)).peft_config().target_parameters
+    assert not getattr(LoraSpec(targets=("q_proj",)).peft_config(), "target_parameters", None)
+
+
+def test_an_old_peft_refuses_moe_experts_in_one_line(monkeypatch):
+    """peft < 0.17 (the lower bound's 0.7) has no target_parameters: refused naming the key, not a TypeError."""
+    import parties.llm.common.lora as lora
+
+    monkeypatch.setattr(lora, "peft_has_target_parameters", lambda: False)
+    with pytest.raises(ConfigError, match=r"params\.lora_targets.*peft >= 0\.17"):
+        inject_lora(_tiny_mixtral(), LoraSpec(rank=2, alpha=4.0, targets=(ALL_LINEAR,)))
