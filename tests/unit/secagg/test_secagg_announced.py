@@ -14,7 +14,7 @@ from parties.secagg import wire as sw
 from parties.secagg.party import announced_of
 from parties.vertical import wire as vw
 from parties.vertical.party import step_config
-from tests.unit.secagg.test_secagg_split_views import _span_has
+from tests.support.secagg_helpers import span_has
 from vfl.attacks.secagg import lying
 from vfl.core.errors import (
     AuthenticationError,
@@ -225,7 +225,7 @@ def _determined(accepted: list[tuple[int, str, frozenset[int]]], *, colluders: s
             rank = np.linalg.matrix_rank
             over_q = rank(np.vstack([a, e])) == rank(a)
             bits = [sum(1 << sym[k] for k, v in row.items() if v % 2) for row in rows]
-            if over_q or _span_has(bits, 1 << sym[x(p, rnd)]):
+            if over_q or span_has(bits, 1 << sym[x(p, rnd)]):
                 found.add(p)
     return sorted(found)
 
