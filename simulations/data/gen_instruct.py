@@ -10,12 +10,11 @@ CLI: ``python -m simulations.data.gen_instruct OUT_DIR [--seed N] [--train N] [-
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
-from simulations.data.gen_pairs import dumps
+from simulations.data.gen_pairs import cli, dumps
 
 SIZES = (320, 64)  # train, test
 SEED = 41
@@ -64,14 +63,8 @@ def write(out: Path, *, seed: int = SEED, sizes: tuple[int, int] = SIZES) -> tup
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="write the tiny-instruct instruction set (instruct-jsonl format)")
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--train", type=int, default=SIZES[0])
-    ap.add_argument("--test", type=int, default=SIZES[1])
-    a = ap.parse_args(argv)
-    for p in write(a.out, seed=a.seed, sizes=(a.train, a.test)):
-        print(p)
+    cli(argv, description="write the tiny-instruct instruction set (instruct-jsonl format)", write=write, seed=SEED,
+        sizes=SIZES)
 
 
 if __name__ == "__main__":

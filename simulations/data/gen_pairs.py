@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -73,15 +74,22 @@ def write(out: Path, *, seed: int = SEED, sizes: tuple[int, int] = SIZES) -> tup
     return paths
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="write the tiny-pairs sentence-pair dataset (text-jsonl format)")
+def cli(argv: list[str] | None, *, description: str, write: Callable[..., tuple[Path, Path]], seed: int,
+        sizes: tuple[int, int]) -> None:
+    """``python -m simulations.data.gen_<set> OUT [--seed] [--train] [--test]``: a shipped set's generator."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--train", type=int, default=SIZES[0])
-    ap.add_argument("--test", type=int, default=SIZES[1])
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--train", type=int, default=sizes[0])
+    ap.add_argument("--test", type=int, default=sizes[1])
     a = ap.parse_args(argv)
     for p in write(a.out, seed=a.seed, sizes=(a.train, a.test)):
         print(p)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli(argv, description="write the tiny-pairs sentence-pair dataset (text-jsonl format)", write=write, seed=SEED,
+        sizes=SIZES)
 
 
 if __name__ == "__main__":
