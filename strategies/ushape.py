@@ -97,7 +97,9 @@ class UShapeLora(LlmDriver):
                               schedule_lr=partial(schedule_lr, t))
         return self._client(spec, data.dataset(), head, tail)
 
-    def _client(self, spec: NodeSpec, ds: Dataset, head: Any, tail: Any) -> Node:
+    def _client(self, spec: NodeSpec, ds: Dataset, head: Any, tail: Any, **private: Any) -> Node:
+        """The data holder's node (``private``: the body's adapters, the servers and the pieces' noise of
+        ``ushape-p3eft``, whose client is ``PiecesClient``)."""
         from transformers import AutoConfig
 
         from parties.llm.causal.client import Samples, UClient
@@ -119,9 +121,14 @@ class UShapeLora(LlmDriver):
                           prompts=[str(x) for x in ds.x_test[:n]], references=[str(r) for r in resp[1][:n]],
                           max_new=p.max_new_tokens,
                           positions=max_positions(AutoConfig.from_pretrained(self.model_path(), local_files_only=True)))
-        return UClient(spec, rows=rows, head=head, tail=tail, tokenizer=tok, schedule=self._schedule(),
-                       make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)), samples=samples,
-                       eta=p.eta, noise_rng=self.cfg.privacy.noise_rng, seed=self.cfg.seed, device=t.device)
+        kw = dict(rows=rows, head=head, tail=tail, tokenizer=tok, schedule=self._schedule(),
+                  make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)), samples=samples,
+                  eta=p.eta, noise_rng=self.cfg.privacy.noise_rng, seed=self.cfg.seed, device=t.device)
+        if private:
+            from parties.llm.causal.private import PiecesClient
+
+            return PiecesClient(spec, **private, **kw)
+        return UClient(spec, **kw)
 
     def prepare(self, data: DataSource) -> None:
         """Instruction data (prompts with responses), a causal LM, and a cut that leaves the server a block."""
@@ -186,6 +193,45 @@ class UShapeLora(LlmDriver):
                 "train_bytes_per_step": per_step}
 
 
+@dataclass(frozen=True)
+class UShapeP3eftParams(UShapeParams):
+    servers: int = param(2, ge=2, le=16, help="model servers m, assumed not to collude: each gets one piece of "
+                         "dLoss/d(body output) and runs the body with the client's adapters")
+    grad_noise: float = param(30.0, gt=0, le=1e4, help="std of the random pieces / the running rms of "
+                              "dLoss/d(body output)")
+
+
+@register
+class UShapeP3eft(UShapeLora):
+    """``ushape-lora`` with P3EFT's private backprop: the body's adapters are the client's, and the
+    gradient of the client's loss reaches the model servers only as random-looking pieces."""
+
+    name = "ushape-p3eft"
+    summary = ("ushape-lora with P3EFT's private backprop: dLoss/d(body output) split into one random piece per "
+               "model server (m >= 2, not colluding); the client owns and steps the body's adapters")
+    Params = UShapeP3eftParams
+
+    def server_ids(self) -> list[int]:
+        """SERVER_ID first (it answers the forwards), then ids after the client's."""
+        return [SERVER_ID, *range(CLIENT_ID + 1, CLIENT_ID + self.params.servers)]
+
+    def layout(self) -> list[NodeSpec]:
+        return [NodeSpec(sid, "server", f"server{i}", f"server{i}") for i, sid in enumerate(self.server_ids())] + [
+            NodeSpec(CLIENT_ID, "party", "client", "client")]
+
+    def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
+        from parties.llm.causal.build import build_parts
+        from parties.llm.causal.private import PieceServer, body_adapters
+
+        p, t = self.params, self.cfg.train
+        head, body, tail = build_parts(self.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
+                                       lora=self.lora_spec(), seed=self.cfg.seed)
+        if spec.is_server:
+            return PieceServer(spec, body=body, answers_forward=spec.node_id == SERVER_ID, device=t.device)
+        return self._client(spec, data.dataset(), head, tail, body_lora=body_adapters(body),
+                            servers=self.server_ids(), grad_noise=p.grad_noise)
+
+
 def responses(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """The responses of an instruction dataset (``extras['response_train' / 'response_test']``)."""
     tr, te = ds.extras.get(f"{RESPONSE}_train"), ds.extras.get(f"{RESPONSE}_test")
@@ -213,8 +259,9 @@ def generate_from_run(run_dir: str, prompts: list[str], *, max_new: int | None =
 
     rd = RunDir(run_dir)
     cfg = load_run_config(rd.read_config(key="RUN_DIR"))
-    if cfg.strategy != UShapeLora.name:
-        raise ConfigError("RUN_DIR", f"{run_dir} is a {cfg.strategy} run; generation needs a {UShapeLora.name} run")
+    if cfg.strategy not in (UShapeLora.name, UShapeP3eft.name):
+        raise ConfigError("RUN_DIR", f"{run_dir} is a {cfg.strategy} run; generation needs a {UShapeLora.name} or "
+                          f"{UShapeP3eft.name} run")
     ckpt = rd.load_checkpoint()
     if ckpt is None or not {CLIENT_ID, SERVER_ID} <= set(ckpt.nodes):
         raise ConfigError("RUN_DIR", f"{run_dir} has no checkpoint with both nodes' adapters (did its first epoch end?)")
@@ -222,8 +269,10 @@ def generate_from_run(run_dir: str, prompts: list[str], *, max_new: int | None =
     strat, p = UShapeLora(cfg), cfg.params
     head, body, tail = build_parts(strat.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
                                    lora=strat.lora_spec(), seed=cfg.seed)
-    load_parts(head=head, tail=tail, lora=states[CLIENT_ID]["lora"])
-    body.load_state_dict(states[SERVER_ID]["lora"], strict=False)
+    client_lora = states[CLIENT_ID]["lora"]
+    load_parts(head=head, tail=tail, lora=client_lora)
+    own = {k[len("body."):]: v for k, v in client_lora.items() if k.startswith("body.")}  # ushape-p3eft's
+    body.load_state_dict(own or states[SERVER_ID]["lora"], strict=False)
     for part in (head, body, tail):
         part.eval()
     tok = load_tokenizer(strat.model_path())

@@ -16,11 +16,13 @@ SMALL = ["train.epochs=2", "data.train_subsample=32", "data.test_subsample=4", "
          "params.max_new_tokens=6", "train.eval_batch_size=16"]
 
 
-def test_the_bundled_config_trains_and_vfl_generate_answers_from_its_checkpoint(llama, tmp_path, capsys):
-    res = execute(resolve_config("instruct-u-tiny", [f"params.model_dir={llama}", *SMALL]), out_dir=tmp_path,
-                  progress=False)
+@pytest.mark.parametrize("strategy", ["ushape-lora", "ushape-p3eft"])
+def test_the_bundled_config_trains_and_vfl_generate_answers_from_its_checkpoint(llama, tmp_path, capsys, strategy):
+    """(``ushape-p3eft``: the body's adapters come from the client's checkpoint.)"""
+    res = execute(resolve_config("instruct-u-tiny", [f"params.model_dir={llama}", f"strategy={strategy}", *SMALL]),
+                  out_dir=tmp_path, progress=False)
     s = res.summary
-    assert s["strategy"] == "ushape-lora" and s["test_ppl"] > 1 and 0 <= s["rouge_l"] <= 1
+    assert s["strategy"] == strategy and s["test_ppl"] > 1 and 0 <= s["rouge_l"] <= 1
     sample = s["samples"][0]
     capsys.readouterr()
     assert main(["generate", str(tmp_path), "--prompt", sample["prompt"], "--prompt", "Add 1 and 2."]) == 0

@@ -1,5 +1,5 @@
-"""``ushape-lora`` over Ray actors (the model server and the client in their own actors) trains as the
-in-process run does: the same losses, perplexity, bytes and generated answers."""
+"""``ushape-lora`` and ``ushape-p3eft`` over Ray actors (each model server and the client in their own
+actors) train as the in-process run does: the same losses, perplexity, bytes and generated answers."""
 
 from __future__ import annotations
 
@@ -15,15 +15,18 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.mark.ray
-def test_ushape_over_ray_actors_matches_inprocess(ray_local, llama):
+@pytest.mark.parametrize(("strategy", "actors"), [("ushape-lora", {"server", "parties-0"}),
+                                                  ("ushape-p3eft", {"server0", "server1", "parties-0"})])
+def test_ushape_over_ray_actors_matches_inprocess(ray_local, llama, strategy, actors):
+    """``ushape-p3eft``: the two model servers in their own actors, answering their pieces in parallel."""
     from vfl.runtime.transport.ray_transport import RayTransport
 
-    base = ushape_config(llama, epochs=2)
+    base = {**ushape_config(llama, epochs=2), "strategy": strategy}
     cfg = load_run_config({**base, "transport": {"kind": "ray", "cpus_per_actor": 0.1}})
     engine = Engine(cfg, RayTransport(), ConfigDataSource.from_config(cfg), progress=False)
     try:
         res = engine.run()
-        assert set(engine.transport.actors) == {"server", "parties-0"}
+        assert set(engine.transport.actors) == actors
     finally:
         engine.transport.shutdown()
     ref = Engine(load_run_config(base), InProcessTransport(), ConfigDataSource.from_config(cfg), progress=False).run()

@@ -62,12 +62,22 @@ class UClient(Node):
         self.tokenizer, self.schedule, self.samples, self.eta, self.device = tokenizer, schedule, samples, eta, device
         self.node_noise = NodeNoise(noise_rng, seed=seed, node=spec.node_id)  # built here, never sent
         self.params = [p for part in (head, tail) for n, p in part.named_parameters() if "lora_" in n]
+        self.params += self._own_body_params()
         self.optimizer = make_optimizer(self.params) if self.params else None
         self._pending: dict[str, Any] | None = None
         self._decode: _Decode | None = None
         self.generations: list[str] = []
         self.stats = {"train": [0.0, 0], "eval": [0.0, 0]}  # summed nll, response tokens
         self.rouge: list[float] = []
+
+    def _own_body_params(self) -> list[torch.nn.Parameter]:
+        """Body adapters this client trains itself (none: the model server steps its own)."""
+        return []
+
+    def _to_server(self, kind: str, to: Message, *, phase: str, epoch: int, step: int,
+                   arrs: dict[str, dict[str, np.ndarray]]) -> list[Message]:
+        """The head's release of one step on its way to the model server."""
+        return [send(kind, src=self.node_id, dst=SERVER_ID, to=to, phase=phase, epoch=epoch, step=step, records=arrs)]
 
     # ---- the head's release ------------------------------------------------------------------
     def _release(self, ids: np.ndarray, lengths: np.ndarray, *, phase: str, epoch: int, step: int, grad: bool
@@ -99,8 +109,7 @@ class UClient(Node):
         flat, arrs = self._release(rows.ids[sel], rows.lengths[sel], phase="train", epoch=epoch, step=step,
                                    grad=flat_grad(self.head))
         self._pending = {"at": (epoch, step), "flat": flat, "labels": rows.labels[sel], "lengths": rows.lengths[sel]}
-        return [send(Kind.TRAIN_HEAD, src=self.node_id, dst=SERVER_ID, to=messages[-1], phase="train", epoch=epoch,
-                     step=step, records=arrs)]
+        return self._to_server(Kind.TRAIN_HEAD, messages[-1], phase="train", epoch=epoch, step=step, arrs=arrs)
 
     def _expect(self, m: Message) -> dict[str, Any]:
         at = read_step(m)
@@ -123,7 +132,10 @@ class UClient(Node):
         self.stats["train"][0] += float(nll.detach())
         self.stats["train"][1] += count
         grad = pack(h.grad if h.grad is not None else torch.zeros_like(h), torch.as_tensor(lengths, device=self.device))
-        epoch, step = pend["at"]
+        return self._send_body_grad(m, grad, *pend["at"])
+
+    def _send_body_grad(self, m: Message, grad: torch.Tensor, epoch: int, step: int) -> list[Message]:
+        """dLoss/d(body output), packed (T, d), to the model server."""
         return [send(Kind.TRAIN_BODY_GRAD, src=self.node_id, dst=SERVER_ID, to=m, phase="train", epoch=epoch,
                      step=step, records={Record.GRAD: {"g": grad.cpu().numpy().astype(np.float32, copy=False)}})]
 
@@ -149,8 +161,7 @@ class UClient(Node):
         self.tail.eval()
         rows = self.test_rows
         _, arrs = self._release(rows.ids[sel], rows.lengths[sel], phase="eval", epoch=epoch, step=step, grad=False)
-        return [send(Kind.EVAL_HEAD, src=self.node_id, dst=SERVER_ID, to=messages[-1], phase="eval", epoch=epoch,
-                     step=step, records=arrs)]
+        return self._to_server(Kind.EVAL_HEAD, messages[-1], phase="eval", epoch=epoch, step=step, arrs=arrs)
 
     @handles(Kind.EVAL_BODY)
     def on_eval_body(self, messages: list[Message]) -> list[Message]:
@@ -171,8 +182,7 @@ class UClient(Node):
         assert d is not None
         ids, lengths = d.greedy.batch()
         _, arrs = self._release(ids, lengths, phase="gen", epoch=d.epoch, step=d.step, grad=False)
-        return [send(Kind.GEN_HEAD, src=self.node_id, dst=SERVER_ID, to=to, phase="eval", epoch=d.epoch,
-                     step=d.step, records=arrs)]
+        return self._to_server(Kind.GEN_HEAD, to, phase="eval", epoch=d.epoch, step=d.step, arrs=arrs)
 
     @handles(Kind.GENERATE)
     def on_generate(self, messages: list[Message]) -> list[Message]:

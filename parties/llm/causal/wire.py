@@ -10,6 +10,11 @@ What crosses the wire per training step (client = data holder, server = model se
   evaluate.gen_head / evaluate.gen_body      one greedy decoding step of a batch of test prompts
 Never sent: token ids, logits, labels (the response tokens). Not hidden from the server: each row's
 token count (``lengths``) and what dLoss/d(body output) carries about the next tokens.
+
+``ushape-p3eft`` (P3EFT's private backprop, ``private.py``) sends train.head_out to every model server
+with the body's adapters (``adapter``: the tensors changed since that server last got them, ``theta``
+config), train.body_grad as one random-looking piece per server, and gets back train.head_grad with
+the piece's adapter gradient (``adapter_grad``); evaluation and generation go to the first server.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Record(common.Record):
     """Record names: hidden states (``h``: packed rows, ``lengths``) and gradients (``g``)."""
 
     HIDDEN, GRAD, SAMPLES, WHICH, TASK = "hidden", "grad", "samples", "which", "task"
+    ADAPTER, ADAPTER_GRAD = "adapter", "adapter_grad"  # ushape-p3eft: the body's adapters and their gradient
 
 
 def step_config(*, epoch: int, step: int) -> ConfigRecord:
@@ -60,9 +66,11 @@ def read_step(m: Message) -> tuple[int, int]:
 
 
 def send(kind: str, *, src: int, dst: int, to: Message | None, phase: str, epoch: int, step: int,
-         records: Mapping[str, Mapping[str, np.ndarray]]) -> Message:
-    """A protocol message carrying named array records (``{Record.HIDDEN: {"h": ..., "lengths": ...}}``)."""
-    content = wire.records(**{Record.STEP: step_config(epoch=epoch, step=step)},
+         records: Mapping[str, Mapping[str, np.ndarray]], configs: Mapping[str, ConfigRecord] | None = None
+         ) -> Message:
+    """A protocol message carrying named array records (``{Record.HIDDEN: {"h": ..., "lengths": ...}}``)
+    and config records besides its step."""
+    content = wire.records(**{Record.STEP: step_config(epoch=epoch, step=step)}, **(configs or {}),
                            **{name: wire.arrays(**arrs) for name, arrs in records.items()})
     return wire.make(kind, src=src, dst=dst, round=wire.round_tag(epoch, step, phase), content=content,
                      reply_to=to.metadata.message_id if to is not None else "")

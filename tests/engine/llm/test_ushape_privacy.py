@@ -71,10 +71,11 @@ def test_dchi_on_the_head_output_stops_the_nearest_token_inversion(llama):
     assert noisy < 0.2, noisy
 
 
-def label_recovery(client, seen, model_dir: str) -> float:
+def label_recovery(client, seen, model_dir: str, *, oracle_support: bool = False) -> float:
     """The server's attack on step 0:0: per position, dLoss/dh_t = (J_tᵀ p_t − J_tᵀ e_y) / N with J_t the
     Jacobian of the pretrained tail's logits and N the positions with a non-zero gradient; J_tᵀ e_y is
-    row y of J_t, so y = the row nearest to J_tᵀ p_t − N·dLoss/dh_t."""
+    row y of J_t, so y = the row nearest to J_tᵀ p_t − N·dLoss/dh_t. ``oracle_support``: the attacker is
+    also told which positions are labelled (a piece of ``ushape-p3eft`` is non-zero everywhere)."""
     _, body, tail = split_causal_lm(load_causal_lm(model_dir), split=1, tail=0)
     up = first(seen, Kind.TRAIN_HEAD)
     lengths = torch.as_tensor(np.array(wire.get_array(up, "hidden", "lengths"))).long()
@@ -83,6 +84,8 @@ def label_recovery(client, seen, model_dir: str) -> float:
         h2 = pack(body(h1, mask), lengths)  # the server's own forward of that step (its adapters are still zero)
     g = torch.as_tensor(np.array(wire.get_array(first(seen, Kind.TRAIN_BODY_GRAD), "grad", "g")))
     labelled = g.abs().sum(1) > 0
+    if oracle_support:
+        labelled = torch.as_tensor(packed_rows(client, "labels", shift=1) != IGNORE)
     n = int(labelled.sum())
 
     def logits(x: torch.Tensor) -> torch.Tensor:
@@ -166,3 +169,20 @@ def test_with_a_tail_block_the_body_gradient_still_names_the_response_tokens(lla
     """The bundled config's cut (tail_blocks 1): the tail's block does not hide the labels either."""
     client, _, seen = tapped_run(llama, split=1, tail_blocks=1)
     assert label_recovery_through_tail_blocks(client, seen, llama, 1) > 0.9
+
+
+def test_private_backprop_leaves_each_server_a_piece_that_names_no_response_token(llama):
+    """``ushape-p3eft`` (two model servers, each with one piece of the gradient): the same attack on each
+    server's piece, even told the labelled positions, names about as many tokens as guessing
+    (1 / vocabulary); the control is ``ushape-lora``'s single gradient."""
+    from parties.llm.causal.private import PieceServer
+    from tests.engine.llm.test_ushape_p3eft import run_tapped
+
+    client, _, seen = tapped_run(llama, split=1, tail_blocks=0)
+    assert label_recovery(client, seen, llama, oracle_support=True) > 0.99  # control
+    _, nodes, seen = run_tapped({**ushape_config(llama, epochs=1, gen_samples=0, split=1, tail_blocks=0),
+                                 "strategy": "ushape-p3eft"}, PieceServer)
+    client = nodes[CLIENT_ID]
+    for sid in (SERVER_ID, 2):
+        mine = [m for m in seen if int(m.metadata.dst_node_id) == sid]
+        assert label_recovery(client, mine, llama, oracle_support=True) < 0.05, sid

@@ -147,3 +147,31 @@ def test_randomized_response_keeps_with_the_stated_probability(epsilon, k):
     assert noisy.min() >= 0 and noisy.max() < k
     if epsilon == 0.0:  # uniform labels: every class equally likely whatever the truth
         assert np.bincount(noisy[y == 0], minlength=k) / (y == 0).sum() == pytest.approx(np.full(k, 1 / k), abs=0.03)
+
+
+def _pooled_direction(pieces: torch.Tensor) -> torch.Tensor:
+    """What servers pooling their pieces recover without the α_j: the least-squares residual of the last
+    piece against the others (the pieces' noise is far larger than g, so min-norm ≈ g's direction)."""
+    last = pieces[-1].reshape(-1).double()
+    if len(pieces) == 1:
+        return last
+    rest = pieces[:-1].reshape(len(pieces) - 1, -1).double()
+    coef = torch.linalg.lstsq(rest.T, last.unsqueeze(1)).solution
+    return last - (rest.T @ coef).squeeze(1)
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.nn.functional.cosine_similarity(a.reshape(-1).double(), b.reshape(-1).double(), dim=0))
+
+
+@pytest.mark.parametrize("m", [2, 3, 4])
+def test_every_server_pooling_its_piece_recovers_the_gradient_up_to_scale_and_m_minus_1_do_not(m):
+    """The non-collusion assumption of ``ushape-p3eft`` and ``p3eft`` made concrete: all m pieces
+    together give g's direction (the α_j only scale it), any m − 1 give noise (the missing piece's
+    noise, std 30 × g's, is in the sum)."""
+    g = torch.randn(64, 32, generator=gen(m), dtype=torch.float64)
+    pieces, _ = split_gradient(g, m=m, std=30.0 * float(g.pow(2).mean().sqrt()), noise=noise(m))
+    assert abs(_cos(_pooled_direction(pieces), g)) > 0.99  # control: every server together
+    for drop in range(m):  # m − 1 servers; the last piece among them where it is not dropped
+        kept = torch.cat([pieces[:drop], pieces[drop + 1:]])
+        assert abs(_cos(_pooled_direction(kept), g)) < 0.2, drop
