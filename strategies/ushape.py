@@ -199,6 +199,8 @@ class UShapeP3eftParams(UShapeParams):
                          "dLoss/d(body output) and runs the body with the client's adapters")
     grad_noise: float = param(30.0, gt=0, le=1e4, help="std of the random pieces / the running rms of "
                               "dLoss/d(body output)")
+    theta_noise: float = param(0.0, ge=0, le=10, help="std σ of fresh Gaussian noise on every body adapter "
+                               "tensor sent in training (the θ-difference attack reads the update otherwise)")
 
 
 @register
@@ -229,7 +231,8 @@ class UShapeP3eft(UShapeLora):
         if spec.is_server:
             return PieceServer(spec, body=body, answers_forward=spec.node_id == SERVER_ID, device=t.device)
         return self._client(spec, data.dataset(), head, tail, body_lora=body_adapters(body),
-                            servers=self.server_ids(), grad_noise=p.grad_noise)
+                            servers=self.server_ids(), grad_noise=p.grad_noise,
+                            theta_noise=p.theta_noise)
 
 
 def responses(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ The guarantee is P3EFT's and needs its assumption: any m − 1 servers together 
 gradient, but all m pooling their pieces recover its direction (the α_j only scale it;
 ``tests/unit/llm/test_p3eft_math.py``), so the servers must not all collude. What a server still
 sees: the head's output (use ``params.eta``) and the body's adapters from step to step (the
-θ-difference of P3EFT §3.3).
+θ-difference of P3EFT §3.3; ``params.theta_noise`` perturbs the copies sent in training).
 """
 
 from __future__ import annotations
@@ -138,10 +138,11 @@ class PiecesClient(UClient):
     dLoss/d(body output) into one piece per model server."""
 
     def __init__(self, spec: NodeSpec, *, body_lora: dict[str, torch.nn.Parameter], servers: list[int],
-                 grad_noise: float, **kw: Any) -> None:
+                 grad_noise: float, theta_noise: float = 0.0, **kw: Any) -> None:
         if len(servers) < 2:
             raise ProtocolError(f"private backprop needs at least two model servers, got {servers}")
         self.body_lora, self.servers, self.grad_noise = body_lora, list(servers), grad_noise
+        self.theta_noise = theta_noise
         self.theta = ThetaSender()
         self.g_rms: float | None = None  # running rms of past steps' gradients: the pieces' noise scale
         self._pieces: dict[int, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
@@ -153,8 +154,14 @@ class PiecesClient(UClient):
 
     def _to_server(self, kind: str, to: Message, *, phase: str, epoch: int, step: int,
                    arrs: dict[str, dict[str, np.ndarray]]) -> list[Message]:
-        """Training: the release and the adapters to every server; evaluation and generation: to the first."""
+        """Training: the release and the adapters to every server; evaluation and generation: to the first.
+        With ``theta_noise`` σ the training adapters sent are θ + z, z ~ N(0, σ²) fresh per step from this
+        node's noise, the same for every server of the step (the gradient is the one at θ + z, applied to
+        the clean θ the client keeps), so two steps' copies differ by the update + z' − z."""
         now = to_numpy(self.body_lora)
+        if self.theta_noise > 0 and kind == Kind.TRAIN_HEAD:
+            z = self.node_noise.round("p3eft-theta", phase=phase, epoch=epoch, step=step)
+            now = {k: v + self.theta_noise * z.normal(v.shape).numpy() for k, v in sorted(now.items())}
         out = []
         for dst in self.servers if kind == Kind.TRAIN_HEAD else self.servers[:1]:
             delta, versions = self.theta.outgoing(server=dst, adapter=0, tensors=now)
