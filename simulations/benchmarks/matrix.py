@@ -7,8 +7,13 @@ by scope), ``dcs`` (VFLAIR's Defense Capability Score per defense, docs/attacks.
 ``skipped``; DIR/matrix.png (attack success relative to no defense, defenses × attacks) and
 DIR/frontier.png (test accuracy vs label leak and vs feature MSE, one curve per defense).
 
+``--family sap``: the same matrix for the split-LLM token defenses of SAP's customer (dχ noise at η,
+SanText at ε, on sap-rt at split 0), attacked by the vendor (nearest-neighbour EIA, learned inverter,
+attribute inference: ``llm_leak`` of ``vfl report``); "none" is the control.
+
     python -m simulations.benchmarks.matrix --out bench-out/matrix          # quick grid, digits-5p
     python -m simulations.benchmarks.matrix --out DIR --full                # 3 strengths, 20 epochs, all attacks
+    python -m simulations.benchmarks.matrix --out DIR --family sap          # token defenses, 200 texts, 1 epoch
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ STRENGTHS: dict[str, tuple[str, list[float], list[float]]] = {
     "marvell": ("strength", [1.0, 4.0], [0.5, 2.0, 8.0]),
     "dcor": ("alpha", [0.1, 0.5], [0.05, 0.2, 1.0]),
 }
+# --family sap: (config key, quick strengths, full strengths) of the customer's token defenses on sap-rt
+SAP_STRENGTHS: dict[str, tuple[str, list[float], list[float]]] = {
+    "dchi": ("params.eta", [75.0, 20.0], [100.0, 50.0, 20.0]),
+    "santext": ("params.santext_epsilon", [20.0, 14.0], [40.0, 20.0, 14.0]),
+}
+SAP_QUICK = ("data.train_subsample=200", "data.test_subsample=100", "params.eia_samples=8")
 BINARY_ONLY = {"marvell"}  # run on the binary config only (they refuse multi-class labels)
 QUICK_ATTACKS = ("label_inference", "feature_reconstruction", "gradient_inversion", "passive_model_completion",
                  "grn_feature_inference", "noisy_samples", "missing_features")  # active_model_completion needs --set attack.amc_party=I
@@ -71,6 +82,16 @@ def points(*, full: bool, binary: bool | None = None,
     return out
 
 
+def sap_points(*, full: bool) -> list[tuple[str, float | None, list[str]]]:
+    """(defense, strength, config overrides) of the split-LLM family: none, dχ at η, SanText at ε (no dχ);
+    CTI off everywhere (it releases some tokens with less noise: another defense)."""
+    out: list[tuple[str, float | None, list[str]]] = [("none", None, ["params.eta=null"])]
+    for name, (key, quick, many) in SAP_STRENGTHS.items():
+        plain = [] if name == "dchi" else ["params.eta=null"]
+        out += [(name, s, [*plain, f"{key}={s:g}"]) for s in (many if full else quick)]
+    return [(d, st, ["params.cti=false", *sets]) for d, st, sets in out]
+
+
 def attack_success(attack: str, value: float, baseline: float) -> float:
     """VFLAIR's attack performance AP in [0, 1]: a rate as it is; an MSE as 1 − value/baseline."""
     if attack in LOWER_IS_STRONGER:
@@ -83,10 +104,14 @@ def dcs(*, ap: float, mp: float, ap_ideal: float, mp_ideal: float, beta: float =
     return 1.0 / (1.0 + math.sqrt((1 - beta) * (ap - ap_ideal) ** 2 + beta * (mp - mp_ideal) ** 2))
 
 
-def run_point(base: str, overrides: list[str], entry: dict[str, Any] | None, tag: str, *, epochs: int, out: Path,
-              attacks: tuple[str, ...] | None) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, str]]:
-    sets = [*overrides, "strategy=npq", "params={}", f"train.epochs={epochs}", "transport.kind=inprocess",
+def vertical_sets(overrides: list[str], entry: dict[str, Any] | None, *, epochs: int) -> list[str]:
+    """A vertical point: npq with one ``defenses:`` entry (or none), views recorded for the attacks."""
+    return [*overrides, "strategy=npq", "params={}", f"train.epochs={epochs}", "transport.kind=inprocess",
             "privacy.record_views=true", "attack.canaries=0", f"defenses=[{json.dumps(entry)}]" if entry else "defenses=[]"]
+
+
+def run_point(base: str, sets: list[str], tag: str, *, out: Path,
+              attacks: tuple[str, ...] | None) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, str]]:
     cfg = resolve_config(base, sets)
     path = out / "runs" / tag
     shutil.rmtree(path, ignore_errors=True)
@@ -142,16 +167,22 @@ def plot_matrix(rows: list[dict[str, Any]], path: Path) -> None:
     save_png_pdf(fig, path)
 
 
-def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
+FRONTIERS = {"vertical": (("label_inference", "label leak (passive party)"),
+                          ("feature_reconstruction", "feature MSE / chance MSE (server)")),
+             "sap": (("embedding_inversion", "token recovery, nearest neighbour (vendor)"),
+                     ("learned_inversion", "token recovery, learned inverter (vendor)"))}
+
+
+def plot_frontier(rows: list[dict[str, Any]], path: Path, family: str = "vertical") -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, attack, label in ((axes[0], "label_inference", "label leak (passive party)"),
-                              (axes[1], "feature_reconstruction", "feature MSE / chance MSE (server)")):
+    for ax, (attack, label) in zip(axes, FRONTIERS[family], strict=True):
         first = rows[0]["dataset"] if rows else None  # one curve per (config, defense): configs never joined
         for dataset, defense in sorted({(r["dataset"], r["defense"]) for r in rows}):
             pts = sorted((r["value"] / r["baseline"] if attack in LOWER_IS_STRONGER else r["value"], r["test_acc"])
                          for r in rows if r["defense"] == defense and r["attack"] == attack
                          and r["dataset"] == dataset
-                         and r["value"] is not None and r["test_acc"] is not None and r["baseline"])
+                         and r["value"] is not None and r["test_acc"] is not None
+                         and (r["baseline"] or attack not in LOWER_IS_STRONGER))
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker="o",
                         label=defense if dataset == first else f"{defense} ({dataset})")
@@ -171,19 +202,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     + "; --full: all)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="extra config overrides")
     ap.add_argument("--defenses", help="comma-separated defenses to run beside none (default: every one with strengths)")
+    ap.add_argument("--family", choices=tuple(FRONTIERS), default="vertical",
+                    help="vertical: label/feature defenses on npq (default); sap: token defenses of SAP's customer")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    sap = args.family == "sap"
     # digits (10 classes) for every defense; breast-cancer (binary) for the binary-only ones (+ all with --full)
-    bases = {"digits-5p": False, "breast-cancer-10p": None if args.full else True}
-    epochs = args.epochs or (20 if args.full else 5)
-    chosen = args.attacks or ("all" if args.full else ",".join(QUICK_ATTACKS))
+    bases = {"sap-rt": None} if sap else {"digits-5p": False, "breast-cancer-10p": None if args.full else True}
+    epochs = args.epochs or ((3 if args.full else 1) if sap else (20 if args.full else 5))
+    chosen = args.attacks or ("llm_leak" if sap else "all" if args.full else ",".join(QUICK_ATTACKS))
     attacks = None if chosen == "all" else tuple(a.strip() for a in chosen.split(",") if a.strip())
     for a in attacks or ():
         RUN_ATTACKS.get(a, "--attacks")
     only = None if not args.defenses else tuple(d.strip() for d in args.defenses.split(",") if d.strip())
+    known = SAP_STRENGTHS if sap else STRENGTHS
     for d in only or ():
-        if d not in STRENGTHS:
-            raise SystemExit(f"--defenses: unknown defense {d!r}; allowed: {', '.join(STRENGTHS)}")
+        if d not in known:
+            raise SystemExit(f"--defenses: unknown defense {d!r}; allowed: {', '.join(known)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -191,10 +226,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     t_grid, c_grid = time.perf_counter(), time.process_time()
     print(f"{'dataset':>18} {'defense':>11} {'strength':>8} {'test_acc':>8}  attacks (value / baseline)")
     for base, binary in bases.items():
-        for defense, strength, entry in points(full=args.full, binary=binary, only=only):
+        if sap:
+            grid = [(d, st, [*(() if args.full else SAP_QUICK), *args.overrides, *sets, f"train.epochs={epochs}", "transport.kind=inprocess"])
+                    for d, st, sets in sap_points(full=args.full) if only is None or d in ("none", *only)]
+        else:
+            grid = [(d, st, vertical_sets(args.overrides, entry, epochs=epochs))
+                    for d, st, entry in points(full=args.full, binary=binary, only=only)]
+        for defense, strength, sets in grid:
             tag = f"{base}-{defense}" + ("" if strength is None else f"-{strength:g}")
             try:
-                run, results, why = run_point(base, args.overrides, entry, tag, epochs=epochs, out=out, attacks=attacks)
+                run, results, why = run_point(base, sets, tag, out=out, attacks=attacks)
             except Exception as exc:  # e.g. marvell on a multi-class dataset: refused, recorded, the grid goes on
                 skipped[tag] = f"{type(exc).__name__}: {exc}"
                 print(f"{base:>18} {defense:>11} {'' if strength is None else strength:>8}  skipped: {exc}", flush=True)
@@ -209,14 +250,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   flush=True)
     table = score(rows)
     command = "python -m simulations.benchmarks.matrix " + " ".join(argv if argv is not None else sys.argv[1:])
-    doc = {"configs": list(bases), "epochs": epochs, "strategy": "npq", "command": command, "beta": BETA,
+    doc = {"configs": list(bases), "epochs": epochs, "strategy": "sap" if sap else "npq", "family": args.family,
+           "command": command, "beta": BETA,
            "rows": rows, "dcs": table, "skipped": skipped,
            "dcs_by_config": {b: score([r for r in rows if r["dataset"] == b]) for b in bases},
            "wall_s": time.perf_counter() - t_grid, "cpu_s": time.process_time() - c_grid}
     with open(out / "matrix.json", "w") as f:
         json.dump(doc, f, indent=2)
     plot_matrix(rows, out / "matrix.png")
-    plot_frontier(rows, out / "frontier.png")
+    plot_frontier(rows, out / "frontier.png", args.family)
     print("DCS (mean over strengths and attacks; higher is better):")
     for d, v in table.items():
         print(f"  {d:>11}  {v['dcs']:.3f}  ({v['points']} points)")
