@@ -221,6 +221,11 @@ class UShapeP3eft(UShapeLora):
         return [NodeSpec(sid, "server", f"server{i}", f"server{i}") for i, sid in enumerate(self.server_ids())] + [
             NodeSpec(CLIENT_ID, "party", "client", "client")]
 
+    def summary_extra(self, grid: Grid) -> dict[str, Any]:
+        p = self.params
+        return {**super().summary_extra(grid), "servers": p.servers, "grad_noise": p.grad_noise,
+                "theta_noise": p.theta_noise}
+
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
         from parties.llm.causal.build import build_parts
         from parties.llm.causal.private import PieceServer, body_adapters

@@ -69,10 +69,14 @@ def test_private_backprop_trains_exactly_as_the_plain_split(pair):
     assert [x["generation"] for x in priv.summary["samples"]] == [x["generation"] for x in plain.summary["samples"]]
 
 
+def priv_summary_keys(pair) -> set:
+    return set(pair[1][0].summary)
+
+
 def test_each_server_gets_one_piece_far_above_the_gradient_and_never_the_gradient(pair):
     (_, _, plain_seen), (_, qn, seen) = pair
     servers = sorted(n for n, node in qn.items() if isinstance(node, PieceServer))
-    assert servers == [SERVER_ID, 2]
+    assert servers == [SERVER_ID, 2] and priv_summary_keys(pair) >= {"servers", "grad_noise", "theta_noise"}
     true = np.array(wire.get_array(next(m for m in plain_seen if m.metadata.message_type == Kind.TRAIN_BODY_GRAD),
                                    "grad", "g"))  # step 0:0 is the same in both runs
     pieces = {int(m.metadata.dst_node_id): np.array(wire.get_array(m, "grad", "g")) for m in seen
