@@ -144,12 +144,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leak-theta-steps", type=int, default=8, help="params.leak_theta_steps (theta-difference "
                     "attack pairs per epoch and adapter set)")
     ap.add_argument("--theta-noise", type=float, default=1e-3, help="params.theta_noise of the p3eft+noise row")
+    ap.add_argument("--timing-only", action="store_true", help="only the Ray timing runs (split-lora and p3eft, "
+                    "--timing-steps steps each): the step-time ratio with the servers really in parallel")
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)  # in-process: one core for the whole conversation, like one Ray actor
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.timing_only:
+        ray = ray_step_times(args, out)
+        timing = {"ray_step_s": ray, "ray_ratio": ray["p3eft"] / ray["split-lora"]}
+        print(f"Ray step s: split-lora {ray['split-lora']:.3f}, p3eft {ray['p3eft']:.3f}; ratio {timing['ray_ratio']:.2f}")
+        (out / "p3eft_timing.json").write_text(json.dumps({"config": vars(args), "timing": timing}, indent=2,
+                                                          default=str))
+        return 0
     rows = []
     for strategy in args.strategies:
         rows.append(run_row(args, strategy, out))
