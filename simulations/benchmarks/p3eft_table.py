@@ -153,11 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.timing_only:
-        ray = ray_step_times(args, out)
-        timing = {"ray_step_s": ray, "ray_ratio": ray["p3eft"] / ray["split-lora"]}
-        print(f"Ray step s: split-lora {ray['split-lora']:.3f}, p3eft {ray['p3eft']:.3f}; ratio {timing['ray_ratio']:.2f}")
-        (out / "p3eft_timing.json").write_text(json.dumps({"config": vars(args), "timing": timing}, indent=2,
-                                                          default=str))
+        steps = ray_step_times(args, out)
+        ratio = steps["p3eft"] / steps["split-lora"]
+        print(f"Ray step s: split-lora {steps['split-lora']:.3f}, p3eft {steps['p3eft']:.3f}; ratio {ratio:.2f}")
+        (out / "p3eft_timing.json").write_text(json.dumps(
+            {"config": vars(args), "timing": {"ray_step_s": steps, "ray_ratio": ratio}}, indent=2, default=str))
         return 0
     rows = []
     for strategy in args.strategies:
