@@ -13,7 +13,7 @@ semi-honest is also played with ``auth: false`` (no identity keys: nothing binds
 as the control ``release: key``: the protocol before view-bound self-mask releases, whose
 survivors revealed raw round self keys. Mode ``announced`` (the server names each round's set before
 masking; no unmask exchange) runs every attack too (its parties reveal nothing after masking), and its own
-(``vfl.attacks.secagg.lying.ANNOUNCED_ATTACKS``): ``small_set`` (v told the set {v}) and ``two_sets`` (one round asked
+(``vfl.attacks.secagg.announced.ATTACKS``): ``small_set`` (v told the set {v}) and ``two_sets`` (one round asked
 with {v, a}, {v, b} and {a, b}), each also against the control (``release: control``: a client without the
 size rule / the once-per-round rule). ``colluder_split`` (every mode): v and ``colluders`` parties (1 and t - 1)
 that hand the server every key they hold are told they alone survived (or, in a second play, t - |C| honest
@@ -45,7 +45,7 @@ import strategies  # noqa: F401  (registers the strategies)
 from simulations.cli.runner import resolve_config
 from simulations.data.source import ConfigDataSource
 from strategies.base.secure import shamir_threshold
-from vfl.attacks.secagg import lying
+from vfl.attacks.secagg import announced, lying
 from vfl.engine.engine import Engine
 from vfl.runtime.transport.factory import make_transport
 from vfl.secagg import MODES
@@ -67,9 +67,9 @@ def attack_rows(*, parties: int, threshold: int, default_mode: str = "semi-hones
             rows.append({"attack": attack, "mode": mode, "auth": auth, "release": release,
                          "default": (mode, auth, release) == (default_mode, True, "view"), **_NO_COLLUDERS,
                          "inputs_opened": int(opened), "detected": bool(detected)})
-    for attack in lying.ANNOUNCED_ATTACKS:  # lies in the announced set; control: the client without the rule
+    for attack in announced.ATTACKS:  # lies in the announced set; control: the client without the rule
         for weak in (False, True):
-            opened, detected = lying.ANNOUNCED_RUN[attack](num=parties, threshold=threshold, weak=weak)
+            opened, detected = announced.RUN[attack](num=parties, threshold=threshold, weak=weak)
             rows.append({"attack": attack, "mode": "announced", "auth": True, "release": "control" if weak else "view",
                          "default": not weak and default_mode == "announced", **_NO_COLLUDERS, "declared": 0,
                          "inputs_opened": int(opened), "detected": bool(detected)})

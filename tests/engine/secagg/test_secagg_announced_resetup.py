@@ -20,7 +20,7 @@ from parties.vertical.wire import SERVER_ID
 from simulations.benchmarks.secagg_dropout import AUDIT
 from strategies.base.secure import SETUP_ROUND
 from tests.support.helpers import BlobSource
-from vfl.attacks.secagg import lying
+from vfl.attacks.secagg import announced
 from vfl.attacks.secagg.curious import _strip
 from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
@@ -168,8 +168,8 @@ def test_a_restart_per_set_solves_one_input_without_the_kept_memory_and_is_refus
 # ---- the same samples in other batches: the per-row rule ------------------------------------------------------
 @pytest.mark.parametrize("m", [3, 4, 6])
 def test_the_same_rows_in_other_batches_are_refused_and_solve_the_victim_without_the_rule(m):
-    assert lying.same_rows(num=m, threshold=2) == (0, True)
-    assert lying.same_rows(num=m, threshold=2, weak=True) == (1, False)  # control: v's rows, batch digests differ
+    assert announced.same_rows(num=m, threshold=2) == (0, True)
+    assert announced.same_rows(num=m, threshold=2, weak=True) == (1, False)  # control: v's rows, batch digests differ
 
 
 def _train_epoch(nodes: dict[int, SecAggParty], epoch: int, group: list[int], k: int) -> dict[int, np.ndarray]:

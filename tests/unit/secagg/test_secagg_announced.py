@@ -15,7 +15,7 @@ from parties.secagg.party import announced_of
 from parties.vertical import wire as vw
 from parties.vertical.party import step_config
 from tests.support.secagg_helpers import span_has
-from vfl.attacks.secagg import lying
+from vfl.attacks.secagg import announced, lying
 from vfl.core.errors import (
     AuthenticationError,
     PartyFailure,
@@ -45,8 +45,8 @@ def _clients(m: int, t: int, *, colluders: int = 0) -> dict[int, SecAggClient]:
 # ---- (a) a set too small -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("m,t,colluders", [(4, 2, 0), (5, 2, 1), (6, 3, 2)])
 def test_a_set_of_the_victim_and_colluders_is_refused_and_opens_it_without_the_rule(m, t, colluders):
-    assert lying.small_set(num=m, threshold=t, colluders=colluders) == (0, True)
-    assert lying.small_set(num=m, threshold=t, colluders=colluders, weak=True) == (1, False)  # control: x_v exact
+    assert announced.small_set(num=m, threshold=t, colluders=colluders) == (0, True)
+    assert announced.small_set(num=m, threshold=t, colluders=colluders, weak=True) == (1, False)  # control: x_v exact
 
 
 def test_the_size_rule_is_a_typed_refusal_naming_the_round():
@@ -70,8 +70,8 @@ def test_a_set_without_me_or_with_strangers_is_refused():
 # ---- (b) one round asked twice -------------------------------------------------------------------------------
 @pytest.mark.parametrize("m", [3, 4, 6])
 def test_a_round_asked_twice_is_refused_and_solves_the_victim_without_the_rule(m):
-    assert lying.two_sets(num=m, threshold=2) == (0, True)
-    assert lying.two_sets(num=m, threshold=2, weak=True) == (1, False)  # control: {v,a}+{v,b}-{a,b} = 2 x_v
+    assert announced.two_sets(num=m, threshold=2) == (0, True)
+    assert announced.two_sets(num=m, threshold=2, weak=True) == (1, False)  # control: {v,a}+{v,b}-{a,b} = 2 x_v
 
 
 def test_each_round_is_announced_and_masked_once_in_order():
@@ -92,8 +92,8 @@ def test_each_round_is_announced_and_masked_once_in_order():
 
 @pytest.mark.parametrize("m", [3, 4])
 def test_an_input_asked_again_under_other_round_tags_is_refused_and_opens_without_the_rule(m):
-    assert lying.same_input(num=m, threshold=2) == (0, True)  # e.g. one eval batch, model unchanged, npq codes
-    assert lying.same_input(num=m, threshold=2, weak=True) == (1, False)  # control: x_v exact
+    assert announced.same_input(num=m, threshold=2) == (0, True)  # e.g. one eval batch, model unchanged, npq codes
+    assert announced.same_input(num=m, threshold=2, weak=True) == (1, False)  # control: x_v exact
     c = _clients(3, 2)[0]
     for rnd, members in (("eval:0:3", [0, 1, 2]), ("eval:1:3", [0, 1, 2])):  # the same set again: nothing new
         c.announce(round_id=rnd, members=members)
@@ -247,18 +247,18 @@ def _play(clients: dict[int, SecAggClient], requests: list[tuple[int, str, froze
 
 def test_the_checker_finds_the_controls():
     for weak, requests, repeat in [
-        (lying._NoSizeRule, [(0, "r0", frozenset({0}))], False),
-        (lying._NoOnceRule, [(0, "r0", frozenset({0, 1})), (1, "r0", frozenset({0, 1})), (0, "r0", frozenset({0, 2})),
+        (announced._NoSizeRule, [(0, "r0", frozenset({0}))], False),
+        (announced._NoOnceRule, [(0, "r0", frozenset({0, 1})), (1, "r0", frozenset({0, 1})), (0, "r0", frozenset({0, 2})),
                              (2, "r0", frozenset({0, 2})), (1, "r0", frozenset({1, 2})), (2, "r0", frozenset({1, 2}))],
          False),
-        (lying._NoInputRule, [(0, "r0", frozenset({0, 1})), (1, "r0", frozenset({0, 1})), (0, "r1", frozenset({0, 2})),
+        (announced._NoInputRule, [(0, "r0", frozenset({0, 1})), (1, "r0", frozenset({0, 1})), (0, "r1", frozenset({0, 2})),
                               (2, "r1", frozenset({0, 2})), (1, "r2", frozenset({1, 2})), (2, "r2", frozenset({1, 2}))],
          True),
     ]:
-        clients = lying._announced_clients(3, 2, 0, weak)
+        clients = announced._announced_clients(3, 2, 0, weak)
         assert 0 in _determined(_play(clients, requests, repeat=repeat), colluders=set(), repeat=repeat,
                                 parties=[0, 1, 2]), weak
-        honest = lying._announced_clients(3, 2, 0, SecAggClient)
+        honest = announced._announced_clients(3, 2, 0, SecAggClient)
         assert _determined(_play(honest, requests, repeat=repeat), colluders=set(), repeat=repeat,
                            parties=[0, 1, 2]) == []
 
@@ -276,7 +276,7 @@ def test_no_split_of_announced_sets_determines_an_input(data):
     declared = data.draw(st.one_of(st.none(), st.integers(0, m - 2)), label="privacy.colluders")
     c = min(tolerated(t, declared), t - 1)
     repeat = data.draw(st.booleans(), label="repeat")
-    clients = lying._announced_clients(m, t, declared, SecAggClient)
+    clients = announced._announced_clients(m, t, declared, SecAggClient)
     parties = list(range(m))
     colluders = set(data.draw(st.lists(st.sampled_from(parties), max_size=c, unique=True), label="who"))
     assert _determined(_play(clients, _requests(data, parties), repeat=repeat), colluders=colluders, repeat=repeat,

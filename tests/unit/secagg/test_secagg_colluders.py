@@ -68,7 +68,7 @@ def test_share_requests_count_every_owner_of_the_round() -> None:
     """Two share requests of one round, each leaving a quorum, together leave fewer: the second is refused (each
     share comes with the holder's view key with its owner; all but its own would open its release)."""
     clients, _ = lying._clients(6, 5, "malicious", colluders=0)
-    lying._honest_setup(clients)
+    lying.honest_setup(clients)
     for c in clients.values():
         c.mask([1, 2], round_id="r", name="emb", k=8)
     sig = {p: clients[p].sign_survivors(round_id="r", survivors=range(6)) for p in clients}
@@ -86,7 +86,7 @@ def _play(*, num: int, threshold: int, mode: str, declared: int | None, allies: 
     seed shares of each set of owners in ``requests``; the colluders hand over everything. The honest parties
     whose input the server then determines."""
     clients, _ = lying._clients(num, threshold, mode, colluders=declared, cls=lying._ColluderBlind if weak else None)
-    lying._honest_setup(clients)
+    lying.honest_setup(clients)
     view = lying._view(clients, threshold, 12)
     lying._mask(clients, view, 12, seed=num)
     parties = sorted(clients)

@@ -78,7 +78,7 @@ def test_detections_are_typed_errors_naming_round_and_party() -> None:
     with pytest.raises(KeySwapDetected) as info:
         clients[0].receive_public_keys(swapped, sigs)
     assert (info.value.round, info.value.party) == ("setup", 0) and "party 2" in str(info.value)
-    lying._honest_setup(clients)
+    lying.honest_setup(clients)
     for c in clients.values():
         c.mask([1, 2], round_id="train:0:5", name="emb", k=8)
     sig = clients[0].sign_survivors(round_id="train:0:5", survivors=range(M))
@@ -95,7 +95,7 @@ def test_detections_are_typed_errors_naming_round_and_party() -> None:
 
 def test_an_honest_malicious_mode_round_sums_exactly() -> None:
     clients, _ = lying._clients(M, T, "malicious")
-    lying._honest_setup(clients)
+    lying.honest_setup(clients)
     view, detected = lying._view(clients, T, 16), [False]
     xs = lying._mask(clients, view, 16, seed=3)
     lying._ask(clients, view, {p: (clients, []) for p in clients}, detected)
@@ -110,7 +110,7 @@ def test_no_assignment_of_survivor_views_opens_an_input_in_malicious_mode(num: i
     every signature it got forwarded, no single input opens in malicious mode."""
     threshold = data.draw(st.integers(1, num - 1))
     clients, _ = lying._clients(num, threshold, "malicious")
-    lying._honest_setup(clients)
+    lying.honest_setup(clients)
     view, detected = lying._view(clients, threshold, 12), [False]
     xs = lying._mask(clients, view, 12, seed=num)
     parties = sorted(clients)

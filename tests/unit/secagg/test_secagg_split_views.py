@@ -49,7 +49,7 @@ def test_split_rebuild_is_refused_with_a_typed_error_naming_the_round(num: int, 
         assert lying.split_rebuild(num=num, threshold=threshold, mode="semi-honest", declared=declared) == (0, True)
         assert lying.split_rebuild(num=num, threshold=threshold, mode="malicious", declared=declared) == (0, True)
     clients, _ = lying._clients(num, threshold, "semi-honest", colluders=0)
-    lying._honest_setup(clients)
+    lying.honest_setup(clients)
     clients[1].mask([1, 2], round_id="train:0:3", name="emb", k=8)
     clients[1].unmask(round_id="train:0:3", survivors=range(num), dropped=())
     with pytest.raises(RevealRefused, match=r"round train:0:3: party 1 refuses seed shares.*t \+ max\(t, 2, "
@@ -103,7 +103,7 @@ def test_the_checker_finds_the_controls() -> None:
     """The GF(2) checker is not vacuous: it flags the victim of both controls."""
     for release in ("key", "view"):
         clients, _ = lying._clients(M, T, "semi-honest")
-        lying._honest_setup(clients)
+        lying.honest_setup(clients)
         view, detected = lying._view(clients, T, 12), [False]
         lying._mask(clients, view, 12, seed=1)
         rest = [1, 2, 3]
@@ -121,7 +121,7 @@ def test_no_split_of_views_or_share_requests_determines_an_input_in_the_default_
     ``split_rebuild`` (8 runs of 8 when tried); with it, none in 15 runs of 150 examples."""
     threshold = data.draw(st.integers(1, num - 1))
     clients, _ = lying._clients(num, threshold, "semi-honest")
-    lying._honest_setup(clients)
+    lying.honest_setup(clients)
     view, detected = lying._view(clients, threshold, 12), [False]
     xs = lying._mask(clients, view, 12, seed=num)
     parties = sorted(clients)
@@ -158,7 +158,7 @@ def test_colluders_count_against_the_seed_path() -> None:
     assert not SecAggServer(range(5), 3, 8, b"s").seed_path  # c = 2: q = 4, 7 = 7
     assert SecAggServer(range(5), 2, 8, b"s", mode="malicious", colluders=2).seed_path  # the consistency check
     clients, _ = lying._clients(5, 3, "semi-honest", colluders=1)
-    lying._honest_setup(clients)
+    lying.honest_setup(clients)
     for c in clients.values():
         c.mask([1, 2], round_id="r", name="emb", k=8)
     clients[1].unmask(round_id="r", survivors=range(5), dropped=())
