@@ -154,7 +154,7 @@ def plot_matrix(rows: list[dict[str, Any]], path: Path) -> None:
             span = base["value"] - base["baseline"]
             if span:
                 grid[labels.index(key), attacks.index(r["attack"])] = (r["value"] - r["baseline"]) / span
-    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(attacks), 1 + 0.4 * len(labels)))
+    fig, ax = plt.subplots(figsize=(max(6.0, 2 + 1.6 * len(attacks)), max(3.0, 1 + 0.4 * len(labels))))
     im = ax.imshow(grid, cmap="RdYlGn_r", vmin=0, vmax=1.2, aspect="auto")
     ax.set_xticks(range(len(attacks)), attacks, rotation=20, fontsize=8)
     ax.set_yticks(range(len(labels)), [f"{d}: {n} {s}" for d, n, s in labels], fontsize=8)
@@ -162,7 +162,7 @@ def plot_matrix(rows: list[dict[str, Any]], path: Path) -> None:
         for j in range(len(attacks)):
             if not np.isnan(grid[i, j]):
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
-    fig.colorbar(im, label="gain over chance / undefended gain")  # 0: the attack at chance, 1: as undefended
+    fig.colorbar(im).set_label("gain over chance / undefended gain", fontsize=8)  # 0: the attack at chance, 1: as undefended
     fig.tight_layout()
     save_png_pdf(fig, path)
 
