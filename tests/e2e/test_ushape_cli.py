@@ -43,12 +43,14 @@ def test_generate_refuses_another_strategys_run(tmp_path, capsys):
     assert "ushape-lora" in capsys.readouterr().err
 
 
-def test_a_resumed_run_continues_where_the_uninterrupted_one_goes(llama, tmp_path):
+@pytest.mark.parametrize("strategy", ["ushape-lora", "ushape-p3eft"])
+def test_a_resumed_run_continues_where_the_uninterrupted_one_goes(llama, tmp_path, strategy):
     """Both nodes' adapters and optimizers (the server's, built at set-up, takes the checkpoint's state)
-    come back: 1 epoch + resume to 2 equals 2 epochs straight."""
+    come back: 1 epoch + resume to 2 equals 2 epochs straight. ``ushape-p3eft``: the client's body
+    adapters come back, the fresh servers get them whole; seeded noise replays the same pieces."""
     from simulations.cli.runner import resume_run
 
-    base = [f"params.model_dir={llama}", *SMALL]
+    base = [f"params.model_dir={llama}", f"strategy={strategy}", "privacy.noise_rng=seeded", *SMALL]
     straight = execute(resolve_config("instruct-u-tiny", base), out_dir=tmp_path / "a", progress=False)
     execute(resolve_config("instruct-u-tiny", [*base, "train.epochs=1"]), out_dir=tmp_path / "b", progress=False)
     resumed = resume_run(tmp_path / "b", overrides=["train.epochs=2"], progress=False)
