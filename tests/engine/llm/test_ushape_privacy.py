@@ -18,15 +18,15 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
+from parties.llm.causal.attacks import labels_from_gradient, labels_from_update, tokens_nearest
 from parties.llm.causal.instruct import IGNORE
 from parties.llm.causal.ushape import load_causal_lm, split_causal_lm
 from parties.llm.causal.wire import CLIENT_ID, SERVER_ID, Kind
-from parties.llm.sap.split import pack, unpack
+from parties.llm.sap.split import pack
 from simulations.data.source import ConfigDataSource
 from tests.engine.llm.test_ushape import _run_tapped, ushape_config
 from vfl.engine.engine import Engine
 from vfl.engine.schema import load_run_config
-from vfl.privacy.mechanisms.dchi import nearest_rows
 from vfl.runtime import message as wire
 from vfl.runtime.transport.inprocess import InProcessTransport
 
@@ -59,8 +59,7 @@ def packed_rows(client, field: str, shift: int = 0) -> np.ndarray:
 
 def token_recovery(client, seen, table: torch.Tensor) -> float:
     h = torch.as_tensor(np.array(wire.get_array(first(seen, Kind.TRAIN_HEAD), "hidden", "h")))
-    guess = nearest_rows(h, table=table).numpy()
-    return float((guess == packed_rows(client, "ids")).mean())
+    return float((tokens_nearest(h, table) == packed_rows(client, "ids")).mean())
 
 
 def test_dchi_on_the_head_output_stops_the_nearest_token_inversion(llama):
@@ -71,33 +70,30 @@ def test_dchi_on_the_head_output_stops_the_nearest_token_inversion(llama):
     assert noisy < 0.2, noisy
 
 
-def label_recovery(client, seen, model_dir: str, *, oracle_support: bool = False) -> float:
-    """The server's attack on step 0:0: per position, dLoss/dh_t = (J_tᵀ p_t − J_tᵀ e_y) / N with J_t the
-    Jacobian of the pretrained tail's logits and N the positions with a non-zero gradient; J_tᵀ e_y is
-    row y of J_t, so y = the row nearest to J_tᵀ p_t − N·dLoss/dh_t. ``oracle_support``: the attacker is
-    also told which positions are labelled (a piece of ``ushape-p3eft`` is non-zero everywhere)."""
-    _, body, tail = split_causal_lm(load_causal_lm(model_dir), split=1, tail=0)
+def step0(seen) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The head's release, its lengths and the gradient (or piece) a server received at step 0:0."""
     up = first(seen, Kind.TRAIN_HEAD)
     lengths = torch.as_tensor(np.array(wire.get_array(up, "hidden", "lengths"))).long()
-    h1, mask = unpack(torch.as_tensor(np.array(wire.get_array(up, "hidden", "h"))), lengths)
-    with torch.no_grad():
-        h2 = pack(body(h1, mask), lengths)  # the server's own forward of that step (its adapters are still zero)
-    g = torch.as_tensor(np.array(wire.get_array(first(seen, Kind.TRAIN_BODY_GRAD), "grad", "g")))
-    labelled = g.abs().sum(1) > 0
-    if oracle_support:
-        labelled = torch.as_tensor(packed_rows(client, "labels", shift=1) != IGNORE)
-    n = int(labelled.sum())
+    h = torch.as_tensor(np.array(wire.get_array(up, "hidden", "h")))
+    return h, lengths, torch.as_tensor(np.array(wire.get_array(first(seen, Kind.TRAIN_BODY_GRAD), "grad", "g")))
 
-    def logits(x: torch.Tensor) -> torch.Tensor:
-        return tail.lm_head(tail.norm(x))
 
-    jac = torch.func.vmap(torch.func.jacrev(logits))(h2[labelled])  # (T, V, d)
-    p = torch.softmax(logits(h2[labelled]), -1)
-    target = torch.einsum("tv,tvd->td", p, jac) - n * g[labelled]
-    guess = (jac - target.unsqueeze(1)).norm(dim=-1).argmin(-1).numpy()
+def label_recovery(client, seen, model_dir: str, *, oracle_support: bool = False, tail_blocks: int = 0,
+                   rows: int | None = None) -> float:
+    """The server's attack on step 0:0 (``parties/llm/causal/attacks.py:labels_from_gradient``), scored on the
+    labelled positions (of the first ``rows`` rows). ``oracle_support``: the attacker is also told which
+    positions are labelled (a piece of ``ushape-p3eft`` is non-zero everywhere)."""
+    _, body, tail = split_causal_lm(load_causal_lm(model_dir), split=1, tail=tail_blocks)
+    h, lengths, g = step0(seen)
     truth = packed_rows(client, "labels", shift=1)
-    assert np.array_equal(truth != IGNORE, labelled.numpy())  # the gradient's support names the answer's positions
-    return float((guess == truth[labelled.numpy()]).mean())
+    labelled = truth != IGNORE
+    if not oracle_support and not tail_blocks:  # the gradient's support names the answer's positions
+        assert np.array_equal(labelled, (g.abs().sum(1) > 0).numpy())
+    guess = labels_from_gradient(h_in=h, lengths=lengths, grad=g, body=body, tail=tail,
+                                 labelled=labelled if oracle_support else None, rows=rows)
+    row_of = np.repeat(np.arange(len(lengths)), lengths.numpy())
+    scored = labelled & (row_of < (rows or len(lengths)))
+    return float((guess[scored] == truth[scored]).mean())
 
 
 def test_the_body_gradient_names_the_response_tokens_to_a_server_that_knows_the_tail(llama):
@@ -105,70 +101,10 @@ def test_the_body_gradient_names_the_response_tokens_to_a_server_that_knows_the_
     assert label_recovery(client, seen, llama) > 0.99  # exposed: the U-shape is no label protection by itself
 
 
-def label_recovery_through_tail_blocks(client, seen, model_dir: str, tail_blocks: int, rows: int = 4) -> float:
-    """The same attack when the tail has blocks (attention mixes positions), row by row from the end:
-    the last position with a gradient (T) gets a contribution from its own logits only; N (labelled
-    positions in the batch) is fitted there, shared by the rows; going back, the contributions of the
-    positions already named are subtracted, and a position is labelled while its residual is better
-    explained by J_ssᵀ(p_s − e_y) than by zero (the prompt then starts). The first ``rows`` rows of the
-    batch (one Jacobian per position: seconds each on two cores)."""
-    _, body, tail = split_causal_lm(load_causal_lm(model_dir), split=1, tail=tail_blocks)
-    up = first(seen, Kind.TRAIN_HEAD)
-    lengths = torch.as_tensor(np.array(wire.get_array(up, "hidden", "lengths"))).long()
-    h1, mask = unpack(torch.as_tensor(np.array(wire.get_array(up, "hidden", "h"))), lengths)
-    with torch.no_grad():
-        h2 = body(h1, mask)
-    g_all, _ = unpack(torch.as_tensor(np.array(wire.get_array(first(seen, Kind.TRAIN_BODY_GRAD), "grad", "g"))),
-                      lengths)
-    truth, _ = unpack(torch.as_tensor(packed_rows(client, "labels", shift=1)).unsqueeze(-1), lengths)
-
-    def logits_of(h: torch.Tensor) -> torch.Tensor:  # one row (n, d) -> (n, V)
-        return tail(h.unsqueeze(0), torch.ones(1, h.shape[0], dtype=torch.long))[0]
-
-    def own_jacobian(h: torch.Tensor, s: int) -> torch.Tensor:  # ∂logits_s/∂h_s, (V, d)
-        return torch.func.jacrev(lambda x: logits_of(torch.cat([h[:s], x[None], h[s + 1:]]))[s])(h[s])
-
-    kept = []
-    for i, n in enumerate(lengths.tolist()[:rows]):
-        h, g = h2[i, :n], g_all[i, :n]
-        last = int(torch.nonzero(g.abs().sum(1) > 0).max())
-        with torch.no_grad():
-            p = torch.softmax(logits_of(h), -1)
-        kept.append((h, g, last, p))
-    fits = []
-    for h, g, last, p in kept:  # N from each row's last position: N·g_T = J_TTᵀ(p_T − e_y)
-        jac = own_jacobian(h, last)
-        cand = (jac.T @ p[last]).unsqueeze(0) - jac  # (V, d): J_TTᵀ(p_T − e_y) for every y
-        scale = cand @ g[last] / g[last].dot(g[last])
-        fits.append(float(scale[(scale.unsqueeze(1) * g[last] - cand).norm(dim=1).argmin()]))
-    big_n = float(np.median(fits))
-    hits = total = 0
-    for i, (h, g, last, p) in enumerate(kept):
-        named: dict[int, int] = {}
-        done = torch.zeros_like(h)  # Σ over named t of ∂(p_t·logits_t − logits_t[y_t])/∂h
-        for s in range(last, -1, -1):
-            r = big_n * g[s] - done[s]
-            jac = own_jacobian(h, s)
-            cand = (jac.T @ p[s]).unsqueeze(0) - jac
-            err = (r - cand).norm(dim=1)
-            if float(err.min()) >= float(r.norm()):
-                break  # nothing at s explains the residual: the prompt
-            y = int(err.argmin())
-            named[s] = y
-            x = h.clone().requires_grad_(True)
-            out = logits_of(x)[s]
-            (out @ p[s] - out[y]).backward()
-            done = done + x.grad
-        labelled = [s for s in range(h.shape[0]) if int(truth[i, s, 0]) != IGNORE]
-        total += len(labelled)
-        hits += sum(named.get(s) == int(truth[i, s, 0]) for s in labelled)
-    return hits / total
-
-
 def test_with_a_tail_block_the_body_gradient_still_names_the_response_tokens(llama):
     """The bundled config's cut (tail_blocks 1): the tail's block does not hide the labels either."""
     client, _, seen = tapped_run(llama, split=1, tail_blocks=1)
-    assert label_recovery_through_tail_blocks(client, seen, llama, 1) > 0.9
+    assert label_recovery(client, seen, llama, tail_blocks=1, rows=4) > 0.9  # one Jacobian per position: 4 rows
 
 
 def test_private_backprop_leaves_each_server_a_piece_that_names_no_response_token(llama):
@@ -209,23 +145,13 @@ def theta_difference_recovery(model_dir: str, **params) -> float:
     cfg = load_run_config(raw)
     _, body, tail = build_parts(model_dir, dtype="fp32", split=1, tail=0, lora=UShapeP3eft(cfg).lora_spec(),
                                 seed=cfg.seed)
-    adapters = body_adapters(body)
-    clean = {k: p.detach().clone() for k, p in adapters.items()}
+    clean = {k: p.detach().clone() for k, p in body_adapters(body).items()}
     second = {**read_record(mine[0], "adapter"), **read_record(mine[1], "adapter")}
-    s = {k: -torch.sign(second[k].reshape(clean[k].shape) - clean[k]) for k in adapters}
-    lengths = torch.as_tensor(np.array(wire.get_array(mine[0], "hidden", "lengths"))).long()
-    h1, mask = unpack(torch.as_tensor(np.array(wire.get_array(mine[0], "hidden", "h"))), lengths)
-
-    def logits_at(eps: float) -> torch.Tensor:
-        with torch.no_grad():
-            for k, p in adapters.items():
-                p.copy_(clean[k] + eps * s[k])
-            return pack(tail(body(h1, mask), mask), lengths).double()
-
-    slope = (logits_at(1e-3) - logits_at(-1e-3)) / 2e-3
+    h, lengths, _ = step0([m for m in seen if int(m.metadata.dst_node_id) == SERVER_ID])
+    guess = labels_from_update(h_in=h, lengths=lengths, clean=clean, second=second, body=body, tail=tail)
     truth = packed_rows(nodes[CLIENT_ID], "labels", shift=1)
     labelled = truth != IGNORE
-    return float((slope.argmin(-1).numpy()[labelled] == truth[labelled]).mean())
+    return float((guess[labelled] == truth[labelled]).mean())
 
 
 def test_the_theta_difference_names_response_tokens_and_theta_noise_closes_it(llama):
