@@ -45,7 +45,7 @@ import strategies  # noqa: F401  (registers the strategies)
 from simulations.cli.runner import resolve_config
 from simulations.data.source import ConfigDataSource
 from strategies.base.secure import shamir_threshold
-from vfl.attacks.secagg import announced, lying
+from vfl.attacks.secagg import announced, colluders, lying
 from vfl.engine.engine import Engine
 from vfl.runtime.transport.factory import make_transport
 from vfl.secagg import MODES
@@ -87,8 +87,8 @@ def colluder_rows(*, parties: int, threshold: int, default_mode: str = "semi-hon
     for mode in MODES:
         for count in sorted({1, threshold - 1} - {0}):
             for declared, weak in ((count, False), (None, False), (0, False), (None, True)):
-                opened, detected = lying.colluder_split(num=parties, threshold=threshold, mode=mode, colluders=count,
-                                                        declared=declared, weak=weak)
+                opened, detected = colluders.colluder_split(num=parties, threshold=threshold, mode=mode, colluders=count,
+                                                            declared=declared, weak=weak)
                 within = count <= min(tolerated(threshold, declared), threshold - 1)
                 rows.append({"attack": "colluder_split", "mode": mode, "auth": True,
                              "release": "control" if weak else "view",

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from strategies.base.secure import shamir_threshold
 from tests.support.secagg_helpers import determined_inputs
-from vfl.attacks.secagg import lying
+from vfl.attacks.secagg import colluders, lying
 from vfl.core.errors import RevealRefused
 from vfl.secagg.consistency import quorum, tolerated
 from vfl.secagg.shares import SHARE_BYTES
@@ -32,10 +32,10 @@ def test_victim_and_t_minus_1_colluders_open_it_on_the_old_quorum_and_nothing_no
     max(t, 2)) opens the victim's input exactly, every time; today's clients refuse the set."""
     c = threshold - 1
     for declared in (c, 0):  # the control: declared t - 1 or the old default 0, the quorum ignored them both
-        assert lying.colluder_split(num=num, threshold=threshold, mode=mode, colluders=c, declared=declared,
+        assert colluders.colluder_split(num=num, threshold=threshold, mode=mode, colluders=c, declared=declared,
                                     weak=True, paths=("view",))[0] == 1
     for declared in (c, None):
-        assert lying.colluder_split(num=num, threshold=threshold, mode=mode, colluders=c, declared=declared,
+        assert colluders.colluder_split(num=num, threshold=threshold, mode=mode, colluders=c, declared=declared,
                                     paths=("view",)) == (0, True)
 
 
@@ -43,19 +43,19 @@ def test_one_undeclared_colluder_opened_the_seed_share_path_and_the_default_now_
     """M = 5, t = 3, one colluder nobody declared: before, undeclared meant c = 0 (quorum 3, seed shares on since
     t + 3 > M): v told {v, colluder, r}, the holders rebuild v's seed with the colluder's share, r reveals its pair
     key with v. Undeclared is t - 1 = 2 now: quorum 4, no seed shares in semi-honest."""
-    assert lying.colluder_split(num=5, threshold=3, mode="semi-honest", colluders=1, declared=0,
+    assert colluders.colluder_split(num=5, threshold=3, mode="semi-honest", colluders=1, declared=0,
                                 paths=("seed",)) == (1, False)  # control: the old default
-    assert lying.colluder_split(num=5, threshold=3, mode="semi-honest", colluders=1, paths=("seed",)) == (0, True)
-    assert lying.colluder_split(num=5, threshold=3, mode="malicious", colluders=1, declared=0,
+    assert colluders.colluder_split(num=5, threshold=3, mode="semi-honest", colluders=1, paths=("seed",)) == (0, True)
+    assert colluders.colluder_split(num=5, threshold=3, mode="malicious", colluders=1, declared=0,
                                 paths=("seed",)) == (0, True)  # the consistency check caught it even then
 
 
 @pytest.mark.parametrize(("num", "threshold"), CASES)
 def test_announced_refuses_the_victim_and_undeclared_colluders(num: int, threshold: int) -> None:
     c = threshold - 1
-    assert lying.colluder_split(num=num, threshold=threshold, mode="announced", colluders=c, declared=0,
+    assert colluders.colluder_split(num=num, threshold=threshold, mode="announced", colluders=c, declared=0,
                                 weak=True) == (1, False)  # control: a client without the size rule
-    assert lying.colluder_split(num=num, threshold=threshold, mode="announced", colluders=c) == (0, True)
+    assert colluders.colluder_split(num=num, threshold=threshold, mode="announced", colluders=c) == (0, True)
 
 
 def test_the_quorum_counts_the_declared_colluders_or_t_minus_1() -> None:

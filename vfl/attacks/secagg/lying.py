@@ -265,21 +265,15 @@ def _hand_over(view: ServerView, clients: Mapping[int, SecAggClient], allies: It
             view.seed_shares.setdefault(owner, {})[a] = share.to_bytes()
 
 
-def colluder_split(
+def colluder_split_exchange(
     *, num: int, threshold: int, mode: str, colluders: int = 1, declared: int | None = None, k: int = 16,
     seed: int = 0, victim: int = 0, signed: bool = True, release: str = "view", weak: bool = False,
     paths: Sequence[str] = ("view", "seed"),
 ) -> Outcome:
-    """v and ``colluders`` parties told they alone survived (path *view*), then a fresh session where t - |C|
-    honest holders rebuild v's seed while the rest reveal their pair keys with v (path *seed*): (honest inputs
-    opened by either, a party refused). Mode announced: ``small_set``."""
-    if mode == "announced":
-        from vfl.attacks.secagg.announced import (
-            small_set,  # announced.py builds on this module's helpers
-        )
-
-        return small_set(num=num, threshold=threshold, colluders=colluders, declared=declared, k=k, seed=seed,
-                         victim=victim, weak=weak)
+    """``colluder_split`` in the modes with an unmask exchange (``colluders.py`` plays every mode): v and
+    ``colluders`` parties told they alone survived (path *view*), then a fresh session where t - |C| honest
+    holders rebuild v's seed while the rest reveal their pair keys with v (path *seed*): (honest inputs opened
+    by either, a party refused)."""
     opened, detected = 0, False
     for path in paths:
         clients, _ = _clients(num, threshold, mode, signed, colluders=declared, cls=_ColluderBlind if weak else None)
@@ -313,4 +307,4 @@ def colluder_split(
 
 RUN: dict[str, Callable[..., Outcome]] = {"key_swap": key_swap, "single_survivor": single_survivor,
                                           "redeclared_dropout": redeclared_dropout, "late_survivor": late_survivor,
-                                          "split_rebuild": split_rebuild, "colluder_split": colluder_split}
+                                          "split_rebuild": split_rebuild}
