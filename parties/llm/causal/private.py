@@ -25,20 +25,25 @@ import torch
 from flwr.common import Message
 
 from parties.llm.causal.client import UClient
+from parties.llm.causal.server import (
+    Pending,
+    body_reply,
+    forward_reply,
+    take_pending,
+    train_forward,
+)
 from parties.llm.causal.ushape import Body
 from parties.llm.causal.wire import (
     CLIENT_ID,
     Kind,
     Record,
-    hidden_record,
     read_step,
-    received_hidden,
     send,
 )
 from parties.llm.p3eft.private_backprop import recombine, split_gradient
 from parties.llm.p3eft.theta_cache import ThetaSender, ThetaStore
 from parties.llm.p3eft.wire import read_record, to_numpy
-from parties.llm.sap.split import pack, unpack
+from parties.llm.sap.split import pack
 from vfl.core.errors import ProtocolError
 from vfl.runtime import message as wire
 from vfl.runtime.node import Node, NodeSpec, handles
@@ -58,7 +63,7 @@ class PieceServer(Node):
         self.body, self.device, self.answers_forward = body.to(device), device, answers_forward
         self.adapters = body_adapters(self.body)
         self.theta = ThetaStore()
-        self._pending: tuple[int, int, torch.Tensor, torch.Tensor, np.ndarray] | None = None
+        self._pending: Pending | None = None
 
     @handles(Kind.INIT)
     def on_init(self, messages: list[Message]) -> list[Message]:
@@ -75,40 +80,22 @@ class PieceServer(Node):
                 p.copy_(theta[name].reshape(p.shape))
 
     def _forward(self, m: Message, kind: str, phase: str) -> list[Message]:
-        epoch, step = read_step(m)
         self._apply(m)
-        h, mask, lengths = received_hidden(m, self.device)
         self.body.eval()
-        with torch.no_grad():
-            out = self.body(h, mask)
-        return [send(kind, src=self.node_id, dst=CLIENT_ID, to=m, phase=phase, epoch=epoch, step=step,
-                     records=hidden_record(out, lengths))]
+        return [forward_reply(self.body, m, kind=kind, phase=phase, src=self.node_id, device=self.device)]
 
     @handles(Kind.TRAIN_HEAD)
     def on_train_head(self, messages: list[Message]) -> list[Message]:
-        m = messages[-1]
-        epoch, step = read_step(m)
-        self._apply(m)
-        h, mask, lengths = received_hidden(m, self.device)
-        h.requires_grad_(True)
-        self.body.train()
-        out = self.body(h, mask)
-        self._pending = (epoch, step, h, out, lengths)
-        if not self.answers_forward:
-            return []
-        return [send(Kind.TRAIN_BODY, src=self.node_id, dst=CLIENT_ID, to=m, phase="train", epoch=epoch, step=step,
-                     records=hidden_record(out, lengths))]
+        self._apply(messages[-1])
+        self._pending = train_forward(self.body, messages[-1], self.device)
+        return [body_reply(self.node_id, messages[-1], self._pending)] if self.answers_forward else []
 
     @handles(Kind.TRAIN_BODY_GRAD)
     def on_piece(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
-        epoch, step = read_step(m)
-        if self._pending is None or self._pending[:2] != (epoch, step):
-            raise ProtocolError(f"model server: gradient piece for {epoch}:{step} without its forward")
-        _, _, h, out, lengths = self._pending
+        epoch, step, h, out, lengths, piece = take_pending(self._pending, m, self.device)
         self._pending = None
         n = torch.as_tensor(lengths, device=self.device)
-        piece, _ = unpack(torch.as_tensor(np.array(wire.get_array(m, Record.GRAD, "g")), device=self.device), n)
         params = list(self.adapters.values())
         grads = torch.autograd.grad(out, [h, *params], grad_outputs=piece, allow_unused=True)
         g_h = grads[0] if grads[0] is not None else torch.zeros_like(h)

@@ -41,7 +41,7 @@ class BodyServer(Node):
         self.make_optimizer, self.schedule_lr = make_optimizer, schedule_lr
         self.optimizer: torch.optim.Optimizer | None = None  # built at INIT, when the run's step count is known
         self._opt_state: dict[str, Any] | None = None  # a checkpoint's optimizer state loaded before INIT
-        self._pending: tuple[int, int, torch.Tensor, torch.Tensor, np.ndarray] | None = None
+        self._pending: Pending | None = None
 
     @handles(Kind.INIT)
     def on_init(self, messages: list[Message]) -> list[Message]:
@@ -55,35 +55,18 @@ class BodyServer(Node):
         return []
 
     def _forward(self, m: Message, kind: str, phase: str) -> list[Message]:
-        epoch, step = read_step(m)
-        h, mask, lengths = received_hidden(m, self.device)
-        with torch.no_grad():
-            out = self.body(h, mask)
-        return [send(kind, src=self.node_id, dst=CLIENT_ID, to=m, phase=phase, epoch=epoch, step=step,
-                     records=hidden_record(out, lengths))]
+        return [forward_reply(self.body, m, kind=kind, phase=phase, src=self.node_id, device=self.device)]
 
     @handles(Kind.TRAIN_HEAD)
     def on_train_head(self, messages: list[Message]) -> list[Message]:
-        m = messages[-1]
-        epoch, step = read_step(m)
-        h, mask, lengths = received_hidden(m, self.device)
-        h.requires_grad_(True)
-        self.body.train()
-        out = self.body(h, mask)
-        self._pending = (epoch, step, h, out, lengths)
-        return [send(Kind.TRAIN_BODY, src=self.node_id, dst=CLIENT_ID, to=m, phase="train", epoch=epoch, step=step,
-                     records=hidden_record(out, lengths))]
+        self._pending = train_forward(self.body, messages[-1], self.device)
+        return [body_reply(self.node_id, messages[-1], self._pending)]
 
     @handles(Kind.TRAIN_BODY_GRAD)
     def on_body_grad(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
-        epoch, step = read_step(m)
-        if self._pending is None or self._pending[:2] != (epoch, step):
-            raise ProtocolError(f"model server: body gradient for {epoch}:{step} without its forward")
-        _, _, h, out, lengths = self._pending
+        epoch, step, h, out, lengths, g = take_pending(self._pending, m, self.device)
         self._pending = None
-        g, _ = unpack(torch.as_tensor(np.array(wire.get_array(m, Record.GRAD, "g")), device=self.device),
-                      torch.as_tensor(lengths, device=self.device))
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
         out.backward(g)
@@ -119,3 +102,44 @@ class BodyServer(Node):
             self.optimizer.load_state_dict(state["optimizer"])
         else:
             self._opt_state = state.get("optimizer") or None
+
+
+Pending = tuple[int, int, torch.Tensor, torch.Tensor, np.ndarray]  # epoch, step, h (with grad), body output, lengths
+
+
+def train_forward(body: Body, m: Message, device: str) -> Pending:
+    """The body's forward of a training release, the graph kept for the backward of the step."""
+    epoch, step = read_step(m)
+    h, mask, lengths = received_hidden(m, device)
+    h.requires_grad_(True)
+    body.train()
+    return epoch, step, h, body(h, mask), lengths
+
+
+def body_reply(src: int, m: Message, pending: Pending) -> Message:
+    """``train.body_out``: the body's output of the pending step, packed."""
+    epoch, step, _, out, lengths = pending
+    return send(Kind.TRAIN_BODY, src=src, dst=CLIENT_ID, to=m, phase="train", epoch=epoch, step=step,
+                records=hidden_record(out, lengths))
+
+
+def take_pending(pending: Pending | None, m: Message, device: str
+                 ) -> tuple[int, int, torch.Tensor, torch.Tensor, np.ndarray, torch.Tensor]:
+    """The pending step a gradient (or a piece) ``m`` answers, with that gradient unpacked to (B, L, d)."""
+    epoch, step = read_step(m)
+    if pending is None or pending[:2] != (epoch, step):
+        raise ProtocolError(f"model server: body gradient for {epoch}:{step} without its forward")
+    _, _, h, out, lengths = pending
+    g, _ = unpack(torch.as_tensor(np.array(wire.get_array(m, Record.GRAD, "g")), device=device),
+                  torch.as_tensor(lengths, device=device))
+    return epoch, step, h, out, lengths, g
+
+
+def forward_reply(body: Body, m: Message, *, kind: str, phase: str, src: int, device: str) -> Message:
+    """The body's output (no graph) for an evaluation or generation release ``m``, as the reply ``kind``."""
+    epoch, step = read_step(m)
+    h, mask, lengths = received_hidden(m, device)
+    with torch.no_grad():
+        out = body(h, mask)
+    return send(kind, src=src, dst=CLIENT_ID, to=m, phase=phase, epoch=epoch, step=step,
+                records=hidden_record(out, lengths))
