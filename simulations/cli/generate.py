@@ -7,7 +7,8 @@ import json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    g = sub.add_parser("generate", help="greedy answers from a trained ushape-lora run's checkpoint (prints JSON)")
+    g = sub.add_parser("generate", help="greedy answers from a trained ushape-lora or ushape-p3eft run's checkpoint "
+                       "(prints JSON)")
     g.add_argument("run_dir", metavar="RUN_DIR")
     g.add_argument("--prompt", action="append", required=True, help="a prompt (repeat for several)")
     g.add_argument("--max-new-tokens", type=int, default=None, help="default: the run's params.max_new_tokens")
