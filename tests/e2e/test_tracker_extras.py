@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,11 @@ def test_wandb_offline_gets_the_config_and_the_files(tmp_path, monkeypatch):
     (run_dir,) = (out / "wandb").glob("offline-run-*")
     (log,) = run_dir.glob("run-*.wandb")  # W&B's offline record of the run (synced later with `wandb sync`)
     raw = log.read_bytes()
+    for _ in range(60):  # W&B's own service process writes the record; under load it lands after finish() returns
+        if b"config.resolved.yaml" in raw:
+            break
+        time.sleep(0.5)
+        raw = log.read_bytes()
     artifact = re.sub(r"[^A-Za-z0-9._-]+", "-", out.name) + "-outputs"  # W&B's allowed characters
     for text in ("params.b", "train.lr", "train_loss", artifact, "summary.json", "config.resolved.yaml"):
         assert text.encode() in raw, text  # the config keys, the metrics, the artifact and its files

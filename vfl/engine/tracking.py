@@ -15,6 +15,7 @@ names its setting and seed). A tracker that cannot start is one ``ConfigError`` 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib.util
 import io
@@ -263,6 +264,9 @@ class Trackers:
                 log.warning("tracking: %s failed to %s (%s: %s); it receives nothing more, metrics.jsonl "
                             "keeps every row", kind, what, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
                 self.trackers.remove((kind, tracker))
+                if what != "close":  # still end its run, so that what it already got is written out
+                    with contextlib.suppress(Exception):
+                        tracker.close(ok=False)
 
     def log(self, record: dict[str, Any]) -> None:
         self._each("log a row", lambda t: t.log(record))
