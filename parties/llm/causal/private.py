@@ -41,7 +41,7 @@ from parties.llm.causal.wire import (
     send,
 )
 from parties.llm.p3eft.private_backprop import recombine, split_gradient
-from parties.llm.p3eft.theta_cache import ThetaSender, ThetaStore
+from parties.llm.p3eft.theta_cache import THETA, ThetaSender, ThetaStore
 from parties.llm.p3eft.wire import read_record, to_numpy
 from parties.llm.sap.split import pack
 from vfl.core.errors import ProtocolError
@@ -154,7 +154,7 @@ class PiecesClient(UClient):
             delta, versions = self.theta.outgoing(server=dst, adapter=0, tensors=now)
             records = {**arrs, **({Record.ADAPTER: delta} if delta else {})}
             out.append(send(kind, src=self.node_id, dst=dst, to=to, phase=phase, epoch=epoch, step=step,
-                            records=records, configs={"theta": versions}))
+                            records=records, configs={THETA: versions}))
         return out
 
     def _send_body_grad(self, m: Message, grad: torch.Tensor, epoch: int, step: int) -> list[Message]:
