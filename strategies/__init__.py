@@ -13,6 +13,7 @@ from strategies import (  # noqa: F401  (one module per registered strategy)
     pbm,
     pslf,
     sap,
+    secureboost,
     split_lora,
     ushape,
 )

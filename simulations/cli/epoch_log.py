@@ -72,9 +72,27 @@ def headline_keys(cfg: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(keys))
 
 
-def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε", headline: tuple[str, ...] = ()) -> str:
-    """The log line of one metrics row (see the module docstring for the fields)."""
-    parts = [f"epoch {int(record['epoch']) + 1}/{total}", f"loss {_num(record.get('train_loss'), '.4f')}",
+def final_keys(cfg: Any) -> tuple[str, ...]:
+    """Summary keys of ``cfg``'s strategy that ``vfl run``'s final line adds (its ``final_keys``)."""
+    from vfl.engine.strategy import STRATEGIES
+
+    name = str(getattr(cfg, "strategy", ""))
+    return tuple(STRATEGIES.get(name).final_keys) if name in STRATEGIES else ()
+
+
+def round_name(cfg: Any) -> str:
+    """What one engine epoch is for ``cfg``'s strategy (its ``round_name``: ``tree`` for boosting)."""
+    from vfl.engine.strategy import STRATEGIES
+
+    name = str(getattr(cfg, "strategy", ""))
+    return str(STRATEGIES.get(name).round_unit(cfg)) if name in STRATEGIES else "epoch"
+
+
+def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε", headline: tuple[str, ...] = (),
+               unit: str = "epoch") -> str:
+    """The log line of one metrics row (see the module docstring for the fields; ``unit``: what a row
+    is, ``tree`` for a boosting round)."""
+    parts = [f"{unit} {int(record['epoch']) + 1}/{total}", f"loss {_num(record.get('train_loss'), '.4f')}",
              f"acc {_num(record.get('test_acc'), '.4f')}"]
     if record.get("epsilon") is not None:
         parts.append(f"{eps_mark} {_num(record['epsilon'], '.4g')}")
@@ -100,7 +118,8 @@ class EpochLog:
         out = self.stream if self.stream is not None else sys.stdout
         total = self.total if self.total is not None else engine.cfg.train.epochs
         keys = self.headline if self.headline is not None else headline_keys(engine.cfg) if engine is not None else ()
-        line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out), headline=keys)
+        unit = round_name(engine.cfg) if engine is not None else "epoch"
+        line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out), headline=keys, unit=unit)
         print(line, file=out, flush=True)
 
 

@@ -145,6 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import vfl.engine.api
     from simulations.cli.epoch_log import (
         EpochLog,
+        final_keys,
         headline_keys,
         quiet_library_bars,
         wants_epoch_lines,
@@ -185,7 +186,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     warning = seeded_noise_warning(s)
     if warning:
         log.warning("%s", warning.removeprefix("vfl: warning: "))
-    keys = (*FINAL_KEYS, *headline_keys(result.config))  # + the strategy's and defenses' own privacy result
+    keys = (*FINAL_KEYS, *headline_keys(result.config), *final_keys(result.config))  # + the strategy's own results
     print(json.dumps({k: s[k] for k in keys if k in s}))
     print(f"run directory: {out}")
     if result.stopped:

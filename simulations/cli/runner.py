@@ -215,10 +215,13 @@ def resume_run(out_dir: str | Path, *, progress: bool | None = None, overrides: 
     try:
         stored = run_dir.read_config()
         old = resolve_config(stored)
+        rounds = getattr(STRATEGIES.get(old.strategy), "rounds_param", None)
+        if rounds:  # train.epochs follows the strategy's own round count: an override of either extends the run
+            stored = {**stored, "train": {k: v for k, v in stored.get("train", {}).items() if k != "epochs"}}
         pinned = pin_calibration(stored)  # a calibrated run: extend it with its β/σ, never recalibrate
         ref = old if pinned is None else resolve_config(pinned)
         cfg = resolve_config(pinned or stored, overrides, transport=transport, address=address)
-        changed = check_resume_changes(ref.to_dict(), cfg.to_dict())
+        changed = check_resume_changes(ref.to_dict(), cfg.to_dict(), rounds_key=f"params.{rounds}" if rounds else None)
         if pinned is not None and "train.epochs" in changed:
             log.warning("extending a run calibrated to privacy.target_epsilon=%g over %d epochs: it keeps its "
                         "mechanism (params as calibrated), so epsilon will pass the target; the resolved config "

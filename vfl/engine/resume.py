@@ -54,13 +54,21 @@ def pin_calibration(stored: Mapping[str, Any]) -> dict[str, Any] | None:
     return {**stored, "privacy": {**privacy, "target_epsilon": None}}
 
 
-def check_resume_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def check_resume_changes(old: Mapping[str, Any], new: Mapping[str, Any], *, rounds_key: str | None = None
+                         ) -> list[str]:
     """The dotted keys that differ between the stored and the requested config; ``ConfigError``
-    naming the first key a resume may not change."""
+    naming the first key a resume may not change. ``rounds_key``: a strategy's own count of rounds
+    (``params.n_estimators``), which like ``train.epochs`` may only go up."""
     a, b = _flatten(old), _flatten(new)
     changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
     allowed = ", ".join(SAFE_KEYS[:1]) + " (upward), " + ", ".join(SAFE_KEYS[1:]) + ", transport.*"
+    if rounds_key:
+        allowed = f"{rounds_key} (upward), " + allowed
     for key in changed:
+        if key == rounds_key:
+            if int(b[key]) < int(a[key]):
+                raise ConfigError(key, f"got {b[key]}; a resume may only extend the run (it has {key}={a[key]})")
+            continue
         if not is_safe(key):
             raise ConfigError(key, f"cannot change on resume (run has {a.get(key)!r}, got {b.get(key)!r}): it "
                               f"changes what the checkpointed epochs computed; start a new run instead. "

@@ -54,6 +54,7 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
                               "when switching strategy, reset them with --set params={})") from None
         raise
     cfg = dataclasses.replace(cfg, params=params)
+    cfg = _sync_rounds(cfg, strategy_cls, raw, params_raw)
     strategy_cls.validate_config(cfg)
     cfg = dataclasses.replace(cfg, defenses=check_defenses(cfg, strategy_cls))
     if cfg.privacy.bottom_dp is not None and strategy_cls.bottom_dp_refusal:
@@ -69,6 +70,25 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
         before, cfg = cfg, strategy_cls.calibrate_to_target(cfg)
         warn_overridden(before, cfg, given=params_raw)
     return cfg
+
+
+def _sync_rounds(cfg: RunConfig, strategy_cls: Any, raw: Mapping[str, Any], params_raw: Mapping[str, Any]) -> RunConfig:
+    """A strategy that counts its rounds by a parameter of its own (``rounds_param``: secureboost's
+    ``n_estimators``) keeps ``train.epochs`` equal to it: whichever of the two is given sets the other;
+    both given and different is refused."""
+    key = getattr(strategy_cls, "rounds_param", None)
+    if not key:
+        return cfg
+    train = raw.get("train")
+    epochs = train.get("epochs") if isinstance(train, Mapping) else None
+    rounds = int(getattr(cfg.params, key))
+    if key not in params_raw and epochs is not None:
+        rounds = int(cfg.train.epochs)
+        cfg = dataclasses.replace(cfg, params=dataclasses.replace(cfg.params, **{key: rounds}))
+    elif epochs is not None and int(cfg.train.epochs) != rounds:
+        raise ConfigError("train.epochs", f"got {cfg.train.epochs} with params.{key} {rounds}; strategy "
+                          f"{cfg.strategy!r} counts its rounds in params.{key} (train.epochs follows it): set that")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=rounds))
 
 
 def _check_colluders(cfg: RunConfig) -> None:

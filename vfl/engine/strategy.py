@@ -46,6 +46,10 @@ class Strategy(ABC):
     headline: ClassVar[tuple[str, ...]] = ()
     """Summary/metrics keys of this strategy's privacy result (e.g. ``("leak",)``): shown by ``vfl run``'s
     final line and its epoch lines, beside the common ones (accuracy, bytes, ``epsilon``)."""
+    round_name: ClassVar[str] = "epoch"
+    """What one engine epoch is, in the progress lines (``tree``: one boosting round)."""
+    final_keys: ClassVar[tuple[str, ...]] = ()
+    """Summary keys ``vfl run``'s final line shows for this strategy besides the common ones and ``headline``."""
     server_profile: ClassVar[str] = "server"
     """Resource profile of the server-side nodes (``transport.resources.<profile>``): ``server`` or ``model_server``."""
 
@@ -56,6 +60,11 @@ class Strategy(ABC):
     @classmethod
     def validate_config(cls, cfg: RunConfig) -> None:
         """Cross-field checks; raise ``ConfigError`` naming the key."""
+
+    @classmethod
+    def round_unit(cls, cfg: RunConfig) -> str:
+        """The word for one engine epoch of this run in the progress lines (``round_name`` by default)."""
+        return cls.round_name
 
     @classmethod
     def calibrate_to_target(cls, cfg: RunConfig) -> RunConfig:
