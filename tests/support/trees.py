@@ -1,0 +1,80 @@
+"""Trees test helpers: the grower driven in one process (no messages), and comparison with ``xgboost``.
+
+``boost_local`` runs the label holder's growth logic (``parties/trees/grower.py``) against
+``Columns.plain_sums`` of every owner directly: the federated protocol minus the wire, so a unit
+test can hold it to XGBoost node by node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from parties.trees.codec import make_codec
+from parties.trees.columns import Columns
+from parties.trees.grower import Grower, TreeParams
+from parties.trees.objectives import Objective
+from parties.trees.tree import Tree
+
+
+def grow_local(owners: dict[int, Columns], g: np.ndarray, h: np.ndarray, codec: Any, params: TreeParams
+               ) -> tuple[np.ndarray, Tree]:
+    gr = Grower(g=g, h=h, codec=codec, layouts={o: c.layout for o, c in owners.items()}, params=params)
+    while not gr.done:
+        for node in gr.build:
+            rows = gr.rows_of(node)
+            for o, c in owners.items():
+                gr.add(o, node, c.plain_sums(rows, g, h))
+        for ch in gr.decide():
+            c, cand = owners[ch.owner], ch.candidate
+            gr.apply(ch.node, c.left_of(gr.rows_of(ch.node), cand.feature, cand.bin, cand.default_left), record=0)
+        gr.advance()
+    return gr.finish(), gr.tree
+
+
+def boost_local(blocks: Sequence[np.ndarray], y: np.ndarray, objective: Objective, rounds: int, params: TreeParams,
+                *, max_bin: int = 256, base_score: float | None = None) -> tuple[np.ndarray, list[Tree]]:
+    """Margins (N, outputs) on the training rows and the trees (round-major, class-minor)."""
+    owners = {i: Columns(x, x[:0], max_bin=max_bin) for i, x in enumerate(blocks)}
+    margins = np.tile(objective.base_margin(y, base_score), (len(y), 1)).astype(np.float32)
+    trees = []
+    for _ in range(rounds):
+        gh = [objective.gradients(margins, y, k) for k in range(objective.outputs)]
+        for k, (g, h) in enumerate(gh):
+            codec, gi, hi = make_codec(g, h)
+            values, tree = grow_local(owners, gi, hi, codec, params)
+            margins[:, k] = (margins[:, k] + values).astype(np.float32)
+            trees.append(tree)
+    return margins, trees
+
+
+def xgb_nodes(dump: str) -> dict[int, dict[str, Any]]:
+    """An xgboost JSON tree dump as {node id: node}."""
+    nodes: dict[int, dict[str, Any]] = {}
+
+    def walk(n: dict[str, Any]) -> None:
+        nodes[int(n["nodeid"])] = n
+        for c in n.get("children", []):
+            walk(c)
+
+    walk(json.loads(dump))
+    return nodes
+
+
+def node_agreement(trees: Sequence[Tree], dumps: Sequence[str], offsets: dict[int, int]) -> tuple[int, int]:
+    """(agreeing nodes, xgboost's nodes): a split agrees when it tests the same global feature at the same
+    threshold side, a leaf when it is a leaf with the same value (1e-5)."""
+    agree = total = 0
+    for tree, dump in zip(trees, dumps, strict=True):
+        for nid, n in xgb_nodes(dump).items():
+            total += 1
+            if nid >= tree.size:
+                continue
+            if "leaf" in n:
+                agree += tree.is_leaf(nid) and abs(tree.value[nid] - float(n["leaf"])) < 1e-5
+            elif not tree.is_leaf(nid):
+                agree += offsets[tree.owner[nid]] + tree.feature[nid] == int(str(n["split"]).lstrip("f"))
+    return agree, total
