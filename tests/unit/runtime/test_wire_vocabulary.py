@@ -8,14 +8,16 @@ from pathlib import Path
 
 import strategies  # noqa: F401
 from parties.secagg import wire as secagg_wire
+from parties.trees import wire as trees_wire
 from parties.vertical import wire as vertical_wire
 from vfl.data import psi_wire
 from vfl.runtime import message
 
 ROOT = Path(__file__).resolve().parents[3]
 VOCABULARY = {*vertical_wire.KINDS, *secagg_wire.SETUP_KINDS, *secagg_wire.ROUND_KINDS, *psi_wire.KINDS,
-              message.METRICS}
-VOCABULARY_FILES = {"parties/vertical/wire.py", "parties/secagg/wire.py", "vfl/data/psi_wire.py", "vfl/runtime/message.py"}
+              *trees_wire.KINDS, message.METRICS}
+VOCABULARY_FILES = {"parties/vertical/wire.py", "parties/secagg/wire.py", "vfl/data/psi_wire.py", "vfl/runtime/message.py",
+                    "parties/trees/wire.py"}
 # the split-LLM half keeps its own protocol modules (being reorganized separately)
 LLM = ("parties/llm/", "strategies/sap.py", "strategies/base/split_llm.py", "strategies/p3eft.py",
        "strategies/base/llm_leak.py")
