@@ -86,8 +86,9 @@ class Dataset:
 
     @cached_property
     def num_missing(self) -> int:
-        """Missing feature values (NaN cells) in both splits; 0 for text (counted once per object)."""
-        if self.modality == "text":
+        """Missing feature values (NaN cells) of a tabular dataset, both splits (counted once per object);
+        0 for the other modalities, whose loaders hold no missing value (images, views, text)."""
+        if self.modality != "tabular":
             return 0
         return int(np.isnan(self.x_train).sum()) + int(np.isnan(self.x_test).sum())
 
