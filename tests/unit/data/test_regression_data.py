@@ -187,3 +187,21 @@ def test_a_dry_run_refuses_before_anything_starts(dataset, needle, tmp_path):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         vfl.validate(cfg)
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["give-me-some-credit"]  # nothing written
+
+
+def test_arff_missing_marker_is_kept_as_nan_in_phishing(tmp_path):
+    from simulations.data.fixtures import write_phishing
+
+    write_phishing(tmp_path, np.random.default_rng(0))
+    (tmp_path / "phishing" / "phishing.csv").unlink()
+    f = tmp_path / "phishing" / "Training Dataset.arff"
+    lines = f.read_text().splitlines()
+    i = lines.index("@data") + 2
+    lines[i] = "?" + lines[i][lines[i].index(","):]  # ARFF's missing value, in the first feature
+    f.write_text("\n".join(lines) + "\n")
+    d = load_dataset("phishing", data_dir=tmp_path)
+    assert d.num_missing == 1 and np.isnan(np.concatenate([d.x_train, d.x_test])[:, 0]).sum() == 1
+    lines[i] = lines[i][: lines[i].rindex(",")] + ",?"  # ... but never as the class
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"data row 2 has no class \('\?'\)"):
+        load_dataset("phishing", data_dir=tmp_path)
