@@ -14,7 +14,7 @@ TEST_WORKERS ?= 2  # pytest-xdist workers per lane (in the ray lane each worker 
 $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,psi,parquet,mlflow,tensorboard,wandb,notebook]' -c constraints/ci.txt  # every extra together, on CI's tested set
+	$(PY) -m pip install -q -e '.[dev,psi,parquet,xls,mlflow,tensorboard,wandb,notebook]' -c constraints/ci.txt  # every extra together, on CI's tested set
 	touch $(STAMP)
 
 setup: $(STAMP)

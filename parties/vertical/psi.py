@@ -37,6 +37,7 @@ from vfl.core.rng import NoiseSource
 from vfl.data import psi_wire as pw
 from vfl.data.dataset import KeyedLabels, KeyedTable, LabelShard, PartyShard
 from vfl.data.psi import PsiClient, pack_ids, request_size, respond, uniform_test_mask, unpack_ids
+from vfl.data.scaling import standardize
 from vfl.runtime import message as wire
 from vfl.runtime.message import BROADCAST
 from vfl.runtime.node import Node, handles
@@ -166,9 +167,7 @@ class PartyAlignment:
         te = np.asarray([row[k] for k in test_ids], dtype=np.int64)
         x_tr, x_te = self.table.x[tr], self.table.x[te]
         if self.table.standardize:
-            mu, sd = x_tr.mean(axis=0), x_tr.std(axis=0)
-            sd = np.where(sd > 0, sd, 1.0)
-            x_tr, x_te = ((x_tr - mu) / sd).astype(np.float32), ((x_te - mu) / sd).astype(np.float32)
+            x_tr, x_te = standardize(x_tr, x_te)  # NaN-aware: a missing cell stays missing
         node: Any = self.node
         node.shard = PartyShard(self.index, x_tr, x_te, f"{len(self.table.columns)} columns of {self.table.source}")
         node.schedule = dataclasses.replace(node.schedule, num_train=len(tr), num_test=len(te))
@@ -280,7 +279,7 @@ class ServerAlignment:
             raise DataError(f"PSI: the checkpoint's split names sample IDs that {self.labels.source} no longer holds")
         y_tr = self.labels.y[np.asarray([index[k] for k in train_ids], dtype=np.int64)]
         y_te = self.labels.y[np.asarray([index[k] for k in test_ids], dtype=np.int64)]
-        only_test = sorted(set(y_te.tolist()) - set(y_tr.tolist()))
+        only_test = [] if self.labels.is_regression else sorted(set(y_te.tolist()) - set(y_tr.tolist()))
         if only_test and self.labels.is_test is not None:  # the file's split: its train rows of it all unmatched
             names = self.labels.class_names or tuple(map(str, range(self.labels.num_classes)))
             raise DataError(f"PSI: class {names[only_test[0]]!r} of {self.labels.source} appears only in test rows "

@@ -32,6 +32,7 @@ from vfl.config.fields import apply_overrides, load_yaml
 from vfl.core.errors import ConfigError
 from vfl.core.logs import get_logger
 from vfl.data.dataset import DataSource
+from vfl.engine.data_support import check_data_support
 from vfl.engine.engine import Engine, EngineResult, EpochCallback, StartCallback, StepCallback
 from vfl.engine.resume import check_resume_changes, pin_calibration
 from vfl.engine.rundir import CONFIG, RunDir, safe_name
@@ -162,7 +163,9 @@ def _preflight(cfg: RunConfig, data: DataSource, transport: Transport | None) ->
     check_machine(cfg)  # threads and GPUs this machine cannot give a local run (vfl/config/conflicts.py)
     if not cfg.transport.address:
         check_device(cfg.train.device)
-    STRATEGIES.get(cfg.strategy, "strategy")(cfg).prepare(data)
+    strategy = STRATEGIES.get(cfg.strategy, "strategy")
+    check_data_support(strategy, data, dataset=cfg.dataset)  # a regression task or NaN features it cannot train on
+    strategy(cfg).prepare(data)
     _check_memory(cfg, data)
     if transport is None and cfg.transport.kind == "ray" and cfg.transport.address:
         from vfl.runtime.transport.ray_connect import probe

@@ -14,6 +14,7 @@ import numpy as np
 
 from vfl.core.errors import DataError
 from vfl.data.sampling import derive_seed
+from vfl.data.scaling import standardize as standardize  # the loaders' z-scoring, re-exported
 
 ENV_DATA_DIR = "VFL_DATA_DIR"
 
@@ -61,12 +62,12 @@ def stratified_split(y: np.ndarray, *, test_fraction: float, seed: int, salt: st
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def standardize(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Z-score both splits with the TRAIN mean/std (constant columns keep std 1)."""
-    mu = x_train.mean(axis=0)
-    sd = x_train.std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return ((x_train - mu) / sd).astype(np.float32), ((x_test - mu) / sd).astype(np.float32)
+def random_split(n: int, *, test_fraction: float, seed: int, salt: str) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded train/test index split of ``n`` samples (sorted ids; for regression targets, which have
+    no classes to stratify by)."""
+    ids = np.random.default_rng(derive_seed("split", salt, seed)).permutation(n)
+    n_test = min(max(int(round(test_fraction * n)), 1), n - 1)
+    return np.sort(ids[n_test:]), np.sort(ids[:n_test])
 
 
 def labels_to_ids(raw: Sequence[str] | np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:

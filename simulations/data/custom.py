@@ -103,13 +103,14 @@ def _labels(arrays: dict[str, np.ndarray], target: str) -> np.ndarray:
 
 
 def _checked(ds: Dataset, target: str) -> Dataset:
-    """Sizes, label range and no NaN: what the partitioners and losses assume."""
+    """Sizes, label range (a regression ``Dataset`` checked its targets itself) and no NaN: what the
+    partitioners and losses assume."""
     if ds.num_train == 0 or ds.num_test == 0:
         raise ConfigError("dataset", f"{target!r} returned {ds.num_train} train and {ds.num_test} test samples; "
                           "both splits must be non-empty")
     for k in ("y_train", "y_test"):
         y = getattr(ds, k)
-        if len(y) and (int(y.min()) < 0 or int(y.max()) >= ds.num_classes):
+        if len(y) and not ds.is_regression and (int(y.min()) < 0 or int(y.max()) >= ds.num_classes):
             raise ConfigError("dataset", f"{target!r} returned {k} outside [0, num_classes={ds.num_classes})")
     if ds.modality != "text":
         for k in ("x_train", "x_test"):

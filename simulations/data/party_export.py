@@ -3,7 +3,9 @@
 
 Writes ``party0.csv`` .. ``party{M-1}.csv`` (``customer_id`` + that party's feature columns of the
 configured vertical partition), ``labels.csv`` (``customer_id``, ``label``, ``split`` = the
-dataset's own train/test split), ``manifest.json`` and a ready ``config.yaml``. Every sample gets
+dataset's own train/test split; a regression target is written as a number and the config says
+``task: regression``), ``manifest.json`` and a ready ``config.yaml``. A missing feature value (NaN)
+is written as an empty cell. Every sample gets
 a random customer number; a share ``overlap`` of the samples is held by every file, each other
 sample by a random subset of the files (never all), and every file's rows are shuffled — so the
 parties' rows only line up after private set intersection.
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from vfl.config.party_files import LabelFile, PartyFile
+from vfl.config.party_files import LabelFile, PartyFile, Task
 from vfl.core.errors import ConfigError
 from vfl.core.rng import seeded_numpy
 from vfl.engine.schema import RunConfig
@@ -72,10 +74,11 @@ def export(shards: list[Any], labels: Any, out_dir: Path, *, overlap: float, see
         frame.to_csv(out_dir / f"party{i}.csv", index=False, float_format="%.9g")  # float32 round-trips
         parties.append({"file": f"party{i}.csv", "rows": len(rows), "columns": cols[0] + ".." + cols[-1],
                         "num_columns": len(cols)})
+    task = "regression" if labels.is_regression else "classification"
     manifest = {
         "format_version": FORMAT_VERSION, "dataset": name, "num_parties": m, "overlap": overlap, "seed": seed,
         "num_samples": n, "intersection_size": int(hold.all(axis=1).sum()), "id_column": ID,
-        "label_holder": {"file": "labels.csv", "rows": len(lab_rows), "label": LABEL, "split": SPLIT},
+        "label_holder": {"file": "labels.csv", "rows": len(lab_rows), "label": LABEL, "split": SPLIT, "task": task},
         "parties": parties,
         "note": "customer_id is a random customer number; rows are shuffled per file; only the IDs in every "
                 "file are trained on (they are found by private set intersection, not by this manifest)",
@@ -84,11 +87,16 @@ def export(shards: list[Any], labels: Any, out_dir: Path, *, overlap: float, see
     return manifest
 
 
-def data_section(out_dir: Path, num_parties: int) -> dict[str, Any]:
+def data_section(out_dir: Path, num_parties: int, task: str = "classification") -> dict[str, Any]:
     """The ``data`` config section that reads the files ``export`` wrote."""
+    labels = {"path": "labels.csv", "id": ID, "label": LABEL, "split": SPLIT}
     return {"data_dir": str(out_dir.absolute()),
             "parties": [{"path": f"party{i}.csv", "id": ID} for i in range(num_parties)],
-            "labels": {"path": "labels.csv", "id": ID, "label": LABEL, "split": SPLIT}}
+            "labels": labels if task == "classification" else {**labels, "task": task}}
+
+
+def _task(manifest: dict[str, Any]) -> Task:
+    return "regression" if manifest["label_holder"].get("task") == "regression" else "classification"
 
 
 Partition = Callable[[], tuple[list[Any], Any]]  # () -> (party shards, labels): the run's ConfigDataSource.partition
@@ -101,7 +109,7 @@ def write(cfg: RunConfig, out_dir: Path, *, overlap: float, partition: Partition
     shards, labels = partition()
     manifest = export(shards, labels, out_dir, overlap=overlap, seed=cfg.seed, name=cfg.dataset)
     ready = {k: v for k, v in cfg.to_dict().items() if k not in ("data",)}
-    ready.update(name=f"{cfg.name}-parties", data=data_section(final_dir or out_dir, cfg.num_parties))
+    ready.update(name=f"{cfg.name}-parties", data=data_section(final_dir or out_dir, cfg.num_parties, _task(manifest)))
     (out_dir / "config.yaml").write_text(yaml.safe_dump(ready, sort_keys=False))
     return manifest
 
@@ -131,4 +139,6 @@ def cached(cfg: RunConfig, *, partition: Partition) -> tuple[tuple[PartyFile, ..
             shutil.rmtree(tmp, ignore_errors=True)
     sec = data_section(target, cfg.num_parties)
     parties = tuple(PartyFile(path=str(target / p["path"]), id=p["id"]) for p in sec["parties"])
-    return parties, LabelFile(path=str(target / "labels.csv"), id=ID, label=LABEL, split=SPLIT), str(target)
+    task = _task(json.loads((target / "manifest.json").read_text()))
+    labels = LabelFile(path=str(target / "labels.csv"), id=ID, label=LABEL, split=SPLIT, task=task)
+    return parties, labels, str(target)

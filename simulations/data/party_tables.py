@@ -9,6 +9,10 @@ duplicate IDs (after ``canonical_id``, the form PSI matches), non-numeric, missi
 feature values, labels that are not integers or names or lie outside ``classes``, a class present
 only in test rows, split values other than train/test. No message holds a sample ID or a feature
 value: they name the file, the column, the row (0-based data row) and what is allowed.
+
+``data.labels.task: regression``: the label column is a numeric target (finite, float32; metric rmse).
+A missing feature cell (empty, ``NA``, NaN) is refused unless the strategy reading the table handles
+missing values (``party_table(k, allow_missing=True)``), which then gets it as NaN.
 """
 
 from __future__ import annotations
@@ -125,8 +129,9 @@ def pd_duplicated(ids: np.ndarray) -> np.ndarray:
     return pd.Series(ids).duplicated(keep=False).to_numpy()
 
 
-def read_party_table(spec: PartyFile, *, key: str) -> KeyedTable:
-    """A passive party's table: unique IDs and float32 features of the chosen numeric columns."""
+def read_party_table(spec: PartyFile, *, key: str, allow_missing: bool = False) -> KeyedTable:
+    """A passive party's table: unique IDs and float32 features of the chosen numeric columns; an empty
+    or NaN cell is refused, or kept as NaN with ``allow_missing`` (a strategy that handles missing values)."""
     import pandas as pd
     frame = read_table(spec.path, key=key, id_column=spec.id)
     ids = _ids(frame, spec.path, spec.id, key)
@@ -142,12 +147,13 @@ def read_party_table(spec: PartyFile, *, key: str) -> KeyedTable:
         if not pd.api.types.is_numeric_dtype(values):
             raise DataError(f"{spec.path}: column {c!r} is not numeric (dtype {values.dtype}); encode it or "
                             f"leave it out of {key}.columns")
-        if values.isna().any():
+        if values.isna().any() and not allow_missing:
             raise DataError(f"{spec.path}: column {c!r} has missing values (row {int(np.flatnonzero(values.isna())[0])}, "
-                            "empty or NaN); allowed: finite numbers")
+                            "empty or NaN); allowed: finite numbers (impute them, or use a strategy that handles "
+                            "missing values)")
     with np.errstate(over="ignore"):
-        x = frame[cols].to_numpy(dtype=np.float32)
-    bad = ~np.isfinite(x)
+        x = frame[cols].to_numpy(dtype=np.float32, na_value=np.nan)
+    bad = ~np.isfinite(x) & ~np.isnan(x) if allow_missing else ~np.isfinite(x)
     if bad.any():  # inf/-inf in the file, or a value beyond float32's range
         row, col = (int(v[0]) for v in np.nonzero(bad))
         raise DataError(f"{spec.path}: column {cols[col]!r} holds a non-finite value in row {row} (inf, or beyond "
@@ -165,8 +171,9 @@ def read_label_table(spec: LabelFile, *, key: str = "data.labels") -> KeyedLabel
     raw = frame[spec.label]
     if raw.isna().any():
         raise DataError(f"{spec.path}: label column {spec.label!r} is empty in row {int(np.flatnonzero(raw.isna())[0])}")
-    y, names = _class_ids(raw.to_numpy(), spec, key)
-    if len(names) < 2:
+    regression = spec.task == "regression"
+    y, names = _targets(raw, spec, key) if regression else _class_ids(raw.to_numpy(), spec, key)
+    if len(names) < 2 and not regression:
         raise DataError(f"{spec.path}: label column {spec.label!r} holds a single class")
     is_test = None
     if spec.split is not None:
@@ -178,12 +185,28 @@ def read_label_table(spec: LabelFile, *, key: str = "data.labels") -> KeyedLabel
         if bad:
             raise DataError(f"{spec.path}: split column {spec.split!r} holds {_shown(bad)}; allowed: train, test")
         is_test = (split == "test").to_numpy()
-        only_test = sorted(set(y[is_test].tolist()) - set(y[~is_test].tolist()))
+        only_test = [] if regression else sorted(set(y[is_test].tolist()) - set(y[~is_test].tolist()))
         if only_test:  # the head could never learn it: every test row of it is an error by construction
             raise DataError(f"{spec.path}: class {names[only_test[0]]!r} of label column {spec.label!r} appears "
                             f"only in test rows (split column {spec.split!r}); allowed: every class in train rows")
-    return KeyedLabels(source=spec.path, ids=ids, y=y, num_classes=len(names), is_test=is_test,
-                       test_fraction=spec.test_fraction, class_names=names)
+    return KeyedLabels(source=spec.path, ids=ids, y=y, num_classes=1 if regression else len(names), is_test=is_test,
+                       test_fraction=spec.test_fraction, class_names=names, metric="rmse" if regression else "accuracy")
+
+
+def _targets(raw: Any, spec: LabelFile, key: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A regression target column (``task: regression``): finite numbers, as float32."""
+    import pandas as pd
+
+    if not pd.api.types.is_numeric_dtype(raw) or pd.api.types.is_bool_dtype(raw):
+        raise DataError(f"{spec.path}: label column {spec.label!r} is not numeric (dtype {raw.dtype}); "
+                        f"{key}.task: regression needs a numeric target")
+    with np.errstate(over="ignore"):
+        y = raw.to_numpy(dtype=np.float32)
+    bad = ~np.isfinite(y)
+    if bad.any():
+        raise DataError(f"{spec.path}: label column {spec.label!r} holds a non-finite value in row "
+                        f"{int(np.flatnonzero(bad)[0])} (inf, or beyond float32's +-3.4e38); allowed: finite numbers")
+    return y, ()
 
 
 def _class_ids(raw: np.ndarray, spec: LabelFile, key: str) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -233,8 +256,12 @@ class PartyTableSource:
         return cls(len(parties), tuple(replace(p, path=absolute(p.path)) for p in parties),
                    replace(labels, path=absolute(labels.path)))
 
-    def party_table(self, index: int) -> KeyedTable:
-        return read_party_table(self.parties[index], key=f"data.parties[{index}]")
+    @property
+    def is_regression(self) -> bool:
+        return self.labels.task == "regression"
+
+    def party_table(self, index: int, *, allow_missing: bool = False) -> KeyedTable:
+        return read_party_table(self.parties[index], key=f"data.parties[{index}]", allow_missing=allow_missing)
 
     def label_table(self) -> KeyedLabels:
         return read_label_table(self.labels)

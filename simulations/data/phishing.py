@@ -1,6 +1,9 @@
 """Phishing websites: the UCI ARFF / OpenML CSV (11055 x 30, values in {-1,0,1}) and river's copy.
 
 UCI/OpenML: class ``Result`` in {-1, +1} -> {0, 1}; seeded stratified 80/20 split; metric AUPRC.
+ARFF's missing-value marker ``?`` in a feature is kept as NaN (the public file has none; only a
+strategy that handles missing values trains on it); anywhere else a missing or non-numeric value is
+refused.
 ``phishing-river``: river's bundled 1250 x 9 sample (features in [0, 1], ``is_phishing`` 0/1).
 """
 
@@ -23,6 +26,7 @@ ARFF_NAMES = ("Training Dataset.arff", "PhishingWebsites.arff", "phishing.arff")
 CSV_NAMES = ("phishing.csv", "PhishingWebsites.csv")
 CLASS_COLUMNS = ("Result", "class", "CLASS_LABEL")
 TEST_FRACTION = 0.2
+ARFF_MISSING = "?"
 
 
 def _clean(tok: str) -> str:
@@ -39,7 +43,8 @@ def _domain(spec: str) -> set[str] | None:
 
 def read_arff(path: Path) -> tuple[list[str], list[list[str]]]:
     """Attribute names and data rows (as strings) of a dense ARFF file; every value of a nominal
-    attribute must be one its declaration allows (else ``DataError`` naming line and value)."""
+    attribute must be one its declaration allows or ARFF's missing marker ``?`` (else ``DataError``
+    naming line and value)."""
     names: list[str] = []
     domains: list[set[str] | None] = []
     rows: list[list[str]] = []
@@ -63,7 +68,7 @@ def read_arff(path: Path) -> tuple[list[str], list[list[str]]]:
                     raise DataError(f"phishing: {path} is a sparse ARFF; only dense ARFF is supported")
                 row = [_clean(t) for t in s.split(",")]
                 for name, dom, v in zip(names, domains, row, strict=False):
-                    if dom is not None and v not in dom:
+                    if dom is not None and v not in dom and v != ARFF_MISSING:
                         raise DataError(f"phishing: {path} line {lineno}: {name} = {v!r}; allowed: "
                                         f"{{{','.join(sorted(dom))}}}")
                 rows.append(row)
@@ -85,8 +90,10 @@ def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def to_arrays(path: Path, names: list[str], rows: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows -> float32 features and the raw numeric class column (``Result``/``class``/last)."""
+def to_arrays(path: Path, names: list[str], rows: list[list[str]], *,
+              missing: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows -> float32 features and the raw numeric class column (``Result``/``class``/last); a feature
+    cell equal to ``missing`` (ARFF's ``?``) becomes NaN."""
     if not names:
         raise DataError(f"phishing: {path} is empty (expected a header and data rows)")
     if not rows:
@@ -97,11 +104,16 @@ def to_arrays(path: Path, names: list[str], rows: list[list[str]]) -> tuple[np.n
     bad = next((i for i, r in enumerate(rows) if len(r) != len(names)), None)
     if bad is not None:
         raise DataError(f"phishing: {path} row {bad + 1} has {len(rows[bad])} values, header has {len(names)}")
+    cells = np.asarray(rows, dtype=str)
+    absent = cells == missing if missing is not None else np.zeros(cells.shape, dtype=bool)
+    if absent[:, cls].any():
+        raise DataError(f"phishing: {path} data row {int(np.flatnonzero(absent[:, cls])[0]) + 1} has no class "
+                        f"({missing!r}); allowed: a class value on every row")
     try:
-        table = np.asarray(rows, dtype=np.float64)
+        table = np.where(absent, "nan", cells).astype(np.float64)
     except ValueError as e:
-        raise DataError(f"phishing: {path} holds a non-numeric or missing ('?') value: {e}") from e
-    if not np.isfinite(table).all():
+        raise DataError(f"phishing: {path} holds a non-numeric or missing value: {e}") from e
+    if not (np.isfinite(table) | absent).all():
         raise DataError(f"phishing: {path} holds a NaN or infinite value")
     return np.delete(table, cls, axis=1).astype(np.float32), table[:, cls]
 
@@ -121,8 +133,9 @@ def load_phishing(*, data_dir: Path | None, seed: int = 0, file: str | None = No
         path = next((d / n for n in names for d in (data_dir / "phishing", data_dir) if (d / n).is_file()), None)
     if path is None:
         raise missing("phishing", expected=expected, url=URL, data_dir=data_dir)
-    header, rows = read_arff(path) if path.suffix.lower() == ".arff" else read_csv(path)
-    x, raw = to_arrays(path, header, rows)
+    arff = path.suffix.lower() == ".arff"
+    header, rows = read_arff(path) if arff else read_csv(path)
+    x, raw = to_arrays(path, header, rows, missing=ARFF_MISSING if arff else None)
     if not set(np.unique(raw)) <= {-1.0, 1.0}:
         raise DataError(f"phishing: class values in {path} must be -1/+1, got {sorted(set(np.unique(raw)))[:5]}")
     return _split("phishing", x, (raw > 0).astype(np.int64), seed, ("-1", "+1"))

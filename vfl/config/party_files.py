@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from vfl.config.fields import param
 
+Task = Literal["classification", "regression"]
 _DIGITS = re.compile(r"[0-9]+(?:\.0*)?")
 
 
@@ -54,11 +56,17 @@ class LabelFile:
                                               "or [cat, dog]); a value outside them is refused, and the head "
                                               "gets one output per class in this order (default: the values "
                                               "present in the column)")
+    task: Task = param(
+        "classification", help="classification: the label column holds classes; regression: a numeric target "
+                               "(finite numbers, metric rmse; only strategies that support regression take it)")
 
     def __post_init__(self) -> None:
         _once("label", (self.id, self.label) + ((self.split,) if self.split else ()),
               what="column among id, label and split")
         _once("classes", tuple(str(c) for c in self.classes), what="class")
+        if self.task == "regression" and self.classes:
+            raise ValueError("classes: a regression target has no classes; allowed: leave classes out with "
+                             "task: regression")
 
 
 def _once(key: str, names: tuple[str, ...], *, what: str) -> None:

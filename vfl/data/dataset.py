@@ -3,11 +3,17 @@
 A ``Dataset`` holds the full sample-aligned arrays as a loader read them; a partitioner turns it
 into one ``PartyShard`` per passive party (its vertical slice) and one ``LabelShard`` for the
 server. Everything is indexed by the same sample ids, so a shared batch order aligns parties.
+
+Two kinds of task: classification (``metric`` accuracy or auprc; int64 labels in ``[0, num_classes)``,
+``num_classes >= 2``) and regression (``metric`` rmse; finite float32 targets, ``num_classes == 1``:
+one output). Tabular features may hold NaN for a missing value (``Dataset.num_missing``); only a
+strategy that declares ``supports_missing`` trains on them (``vfl/engine/data_support.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -15,7 +21,33 @@ import numpy as np
 from vfl.core.errors import DataError
 
 Modality = Literal["tabular", "image", "multiview", "text"]
-Metric = Literal["accuracy", "auprc"]
+Metric = Literal["accuracy", "auprc", "rmse"]
+REGRESSION_METRICS: tuple[Metric, ...] = ("rmse",)
+"""Metrics of a regression task: float targets, ``num_classes == 1``."""
+
+
+def validate_labels(where: str, y: np.ndarray, *, num_classes: int, metric: Metric, split: str) -> None:
+    """One split's labels fit the task: regression = finite numbers and ``num_classes == 1``;
+    classification = integer class ids in ``[0, num_classes)`` and ``num_classes >= 2``."""
+    y = np.asarray(y)
+    if metric in REGRESSION_METRICS:
+        if num_classes != 1:
+            raise DataError(f"{where}: a regression task (metric {metric}) has num_classes 1 (one output), "
+                            f"got {num_classes}")
+        if y.size and y.dtype.kind != "f":
+            raise DataError(f"{where}: {split} targets of dtype {y.dtype}; a regression task needs float targets")
+        if y.size and not np.isfinite(y).all():
+            raise DataError(f"{where}: {split} targets hold {int((~np.isfinite(y)).sum())} NaN or infinite "
+                            "values; allowed: finite numbers")
+        return
+    if num_classes < 2:
+        raise DataError(f"{where}: needs at least 2 classes, got {num_classes}")
+    if y.size and y.dtype.kind not in "iu":
+        raise DataError(f"{where}: {split} labels of dtype {y.dtype}; a classification task (metric {metric}) "
+                        "needs integer class ids (a regression task says metric rmse)")
+    if y.size and (int(y.min()) < 0 or int(y.max()) >= num_classes):
+        raise DataError(f"{where}: {split} outside [0, num_classes={num_classes}) (got {int(y.min())}.."
+                        f"{int(y.max())})")
 
 
 @dataclass(frozen=True)
@@ -24,7 +56,8 @@ class Dataset:
 
     ``x_*`` layouts by modality: tabular ``(N, F)`` float32; image ``(N, C, H, W)`` float32;
     multiview ``(N, V, C, H, W)`` float32; text: 1-D object array of ``str``.
-    ``y_*`` are int64 class ids in ``[0, num_classes)``.
+    ``y_*`` are int64 class ids in ``[0, num_classes)``, or with ``metric="rmse"`` (regression)
+    float32 targets and ``num_classes == 1``. Tabular features may hold NaN (a missing value).
     """
 
     name: str
@@ -43,8 +76,21 @@ class Dataset:
             raise DataError(f"{self.name}: {len(self.x_train)} train inputs but {len(self.y_train)} labels")
         if len(self.x_test) != len(self.y_test):
             raise DataError(f"{self.name}: {len(self.x_test)} test inputs but {len(self.y_test)} labels")
-        if self.num_classes < 2:
-            raise DataError(f"{self.name}: needs at least 2 classes, got {self.num_classes}")
+        validate_labels(self.name, self.y_train, num_classes=self.num_classes, metric=self.metric, split="y_train")
+        validate_labels(self.name, self.y_test, num_classes=self.num_classes, metric=self.metric, split="y_test")
+
+    @property
+    def is_regression(self) -> bool:
+        """A regression task (float targets, one output) rather than classification."""
+        return self.metric in REGRESSION_METRICS
+
+    @cached_property
+    def num_missing(self) -> int:
+        """Missing feature values (NaN cells) of a tabular dataset, both splits (counted once per object);
+        0 for the other modalities, whose loaders hold no missing value (images, views, text)."""
+        if self.modality != "tabular":
+            return 0
+        return int(np.isnan(self.x_train).sum()) + int(np.isnan(self.x_test).sum())
 
     @property
     def num_train(self) -> int:
@@ -78,6 +124,14 @@ class LabelShard:
     num_classes: int
     metric: Metric = "accuracy"
 
+    def __post_init__(self) -> None:
+        validate_labels("labels", self.y_train, num_classes=self.num_classes, metric=self.metric, split="y_train")
+        validate_labels("labels", self.y_test, num_classes=self.num_classes, metric=self.metric, split="y_test")
+
+    @property
+    def is_regression(self) -> bool:
+        return self.metric in REGRESSION_METRICS
+
 
 class DataSource(Protocol):
     """Loads a run's data where it is used (inside each host), so raw data never crosses the wire."""
@@ -104,16 +158,21 @@ class KeyedTable:
 
 @dataclass(frozen=True)
 class KeyedLabels:
-    """The label holder's table: sample IDs, class ids, and the train/test split if the file gives one."""
+    """The label holder's table: sample IDs, class ids (or regression targets), and the train/test split
+    if the file gives one."""
 
     source: str
     ids: np.ndarray  # (n,) object array of str, unique
-    y: np.ndarray  # (n,) int64 in [0, num_classes)
+    y: np.ndarray  # (n,) int64 in [0, num_classes); regression (metric rmse): float32, num_classes 1
     num_classes: int
     is_test: np.ndarray | None = None  # (n,) bool from the file's split column; None = the label holder draws a label-blind uniform split (vfl.data.psi)
     test_fraction: float = 0.25
     class_names: tuple[str, ...] = ()
     metric: Metric = "accuracy"
+
+    @property
+    def is_regression(self) -> bool:
+        return self.metric in REGRESSION_METRICS
 
 
 @runtime_checkable
@@ -123,8 +182,15 @@ class KeyedDataSource(Protocol):
 
     num_parties: int
 
-    def party_table(self, index: int) -> KeyedTable:
-        """Passive party ``index``'s own table."""
+    @property
+    def is_regression(self) -> bool:
+        """Does the label file hold regression targets (``data.labels.task: regression``)? Known from
+        the config, so the driver asks without opening a file."""
+        ...
+
+    def party_table(self, index: int, *, allow_missing: bool = False) -> KeyedTable:
+        """Passive party ``index``'s own table; an empty or NaN feature cell is refused unless
+        ``allow_missing`` (a strategy that ``supports_missing``), then it is kept as NaN."""
         ...
 
     def label_table(self) -> KeyedLabels:

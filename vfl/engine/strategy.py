@@ -52,6 +52,12 @@ class Strategy(ABC):
     """Summary keys ``vfl run``'s final line shows for this strategy besides the common ones and ``headline``."""
     server_profile: ClassVar[str] = "server"
     """Resource profile of the server-side nodes (``transport.resources.<profile>``): ``server`` or ``model_server``."""
+    supports_regression: ClassVar[bool] = False
+    """Trains on a regression dataset (metric rmse: float targets, one output); classifiers do not. Checked
+    on the driver before anything starts (``vfl/engine/data_support.py``)."""
+    supports_missing: ClassVar[bool] = False
+    """Trains on tabular features with missing values (NaN cells, e.g. trees that route them); the others
+    refuse such a dataset in one line before anything starts (``vfl/engine/data_support.py``)."""
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
