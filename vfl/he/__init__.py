@@ -11,13 +11,13 @@ its measured speed: ``docs/he.md``.
 from vfl.he.errors import HEOutOfRange
 from vfl.he.fixedbase import CrtRandomizers, FixedBase
 from vfl.he.keys import MIN_KEY_BITS, PrivateKey, PublicKey, generate_keypair
-from vfl.he.ops import group_runs, grouped_sum, identity, pack_ciphertexts
+from vfl.he.ops import grouped_sum, identity, pack_ciphertexts
 from vfl.he.packing import FixedPoint, SlotLayout, slots_per_plaintext
 from vfl.he.randomness import RandomizerPool
 from vfl.he.wire import from_wire, to_wire
 
 __all__ = [
     "MIN_KEY_BITS", "CrtRandomizers", "FixedBase", "FixedPoint", "HEOutOfRange", "PrivateKey", "PublicKey",
-    "RandomizerPool", "SlotLayout", "from_wire", "generate_keypair", "group_runs", "grouped_sum", "identity",
+    "RandomizerPool", "SlotLayout", "from_wire", "generate_keypair", "grouped_sum", "identity",
     "pack_ciphertexts", "slots_per_plaintext", "to_wire",
 ]

@@ -1,11 +1,10 @@
 """The passive parties' hot loops on ciphertexts: histogram sums and packing sums into one ciphertext.
 
-:func:`grouped_sum` sorts the rows by group once (numpy) and multiplies each group's run mod n²:
-one 4096-bit product per row at 2048 bits (~5 µs, GMP's reduction costing more than its product).
-Measured against it (``python -m simulations.benchmarks.paillier``, ``grouped_sum_variants``): one pass
-with a running product per group (no sort) ran as fast at 2048 bits (within 5 %, so the sort stays);
-products of two or four ciphertexts reduced once were 15-35 % slower (GMP divides a longer product no
-faster per limb, and the longer products cost more).
+:func:`grouped_sum` walks the rows once, keeping a running product per group mod n²: one 4096-bit
+product per row at 2048 bits (~5 µs, GMP's reduction costing more than its product). Measured against
+it (``python -m simulations.benchmarks.paillier``, ``grouped_sum_variants``): sorting the rows by group
+and multiplying each run was 4-7 % slower; products of two or four ciphertexts reduced once were
+15-35 % slower (GMP divides a longer product no faster per limb, and the longer products cost more).
 """
 
 from __future__ import annotations
@@ -29,49 +28,39 @@ def identity() -> mpz:
     return _ONE
 
 
-def group_runs(groups: npt.ArrayLike, n_groups: int, rows: npt.ArrayLike | None = None,
-               n_rows: int | None = None) -> tuple[list[int], list[int]]:
-    """The row indices sorted by group (stable) and each group's count: group g's rows are
-    ``order[start_g:start_g + counts[g]]``. DataError for a group outside [0, n_groups) or a row outside the data."""
+def _rows_and_groups(groups: npt.ArrayLike, n_groups: int, rows: npt.ArrayLike | None,
+                     n_rows: int) -> tuple[list[int], list[int]]:
+    """The row indices that count and their groups, as lists; DataError for a malformed input."""
     g_all = np.asarray(groups)
     if g_all.ndim != 1 or not np.issubdtype(g_all.dtype, np.integer):
         raise DataError(f"grouped sum: groups must be a 1-d integer array, got shape {g_all.shape} dtype {g_all.dtype}")
-    if n_rows is not None and len(g_all) != n_rows:
+    if len(g_all) != n_rows:
         raise DataError(f"grouped sum: {len(g_all)} group labels for {n_rows} ciphertexts")
     if rows is None:
-        idx = np.arange(len(g_all))
+        idx = np.arange(n_rows)
     else:
         idx = np.asarray(rows)
-        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx.size and (idx.min() < 0 or idx.max() >= len(g_all))):
-            raise DataError(f"grouped sum: rows must be 1-d integer indices in [0, {len(g_all)})")
+        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx.size and (idx.min() < 0 or idx.max() >= n_rows)):
+            raise DataError(f"grouped sum: rows must be 1-d integer indices in [0, {n_rows})")
     g = g_all[idx]
     if g.size and (g.min() < 0 or g.max() >= n_groups):
         raise DataError(f"grouped sum: group labels must lie in [0, {n_groups})")
-    order = np.argsort(g, kind="stable")
-    return idx[order].tolist(), np.bincount(g, minlength=n_groups).tolist()
+    return idx.tolist(), g.tolist()
 
 
 def grouped_sum(pk: PublicKey, ciphertexts: Sequence[mpz], groups: npt.ArrayLike, n_groups: int, *,
                 rows: npt.ArrayLike | None = None) -> list[mpz | None]:
     """E(Σ m_i over the rows of each group) for groups 0..n_groups−1 (e.g. one feature's bins): ``groups[i]``
-    is the group of ``ciphertexts[i]``; with ``rows``, only those indices count (a tree node's rows).
-    An empty group gives ``None`` (not E(0) = 1: the caller decides what an empty bin sends;
-    :func:`pack_ciphertexts` reads None as 0)."""
-    order, counts = group_runs(groups, n_groups, rows, len(ciphertexts))
+    is the group of ``ciphertexts[i]``; with ``rows``, only those indices count (a tree node's rows; an index
+    listed twice counts twice). An empty group gives ``None`` (not E(0) = 1: the caller decides what an
+    empty bin sends; :func:`pack_ciphertexts` reads None as 0)."""
+    idx, gs = _rows_and_groups(groups, n_groups, rows, len(ciphertexts))
     n2 = pk.n2
-    out: list[mpz | None] = []
-    pos = 0
-    for cnt in counts:
-        if not cnt:
-            out.append(None)
-            continue
-        run = order[pos:pos + cnt]
-        pos += cnt
-        acc = ciphertexts[run[0]]
-        for i in run[1:]:
-            acc = acc * ciphertexts[i] % n2
-        out.append(acc)
-    return out
+    acc: list[mpz | None] = [None] * n_groups
+    for i, g in zip(idx, gs, strict=True):
+        a = acc[g]
+        acc[g] = ciphertexts[i] if a is None else a * ciphertexts[i] % n2
+    return acc
 
 
 def pack_ciphertexts(pk: PublicKey, ciphertexts: Sequence[mpz | None], shift_bits: int) -> mpz:
