@@ -117,10 +117,10 @@ def _thread_producer(crt: CrtRandomizers, parts: tuple[mpz, mpz, mpz], count: in
         hp, hq = hs % p2, hs % q2
         while len(out) < count and not stop.is_set():
             if mode == "table":
-                out.extend(crt.make(16))
+                out.extend(crt.make(4))
             else:
-                raw = draw_exponents(16, alpha_bits)
-                w = len(raw) // 16
+                raw = draw_exponents(4, alpha_bits)
+                w = len(raw) // 4
                 alphas = [mpz.from_bytes(raw[i:i + w], "little") for i in range(0, len(raw), w)]
                 rps = gmpy2.powmod_exp_list(hp, alphas, p2)
                 rqs = gmpy2.powmod_exp_list(hq, alphas, q2)
@@ -132,17 +132,22 @@ def _thread_producer(crt: CrtRandomizers, parts: tuple[mpz, mpz, mpz], count: in
 
 
 def background(pk: PublicKey, sk: PrivateKey, count: int, workload: Callable[[], Any], rows: int) -> dict[str, Any]:
-    """Randomizers per wall second made in the background (process pool vs threads), and the main thread's
-    histogram rows per wall second meanwhile (``main_rows_per_s``, best of 5; ``alone`` = no producer)."""
-    def main_rate() -> float:  # the best of 5 runs: the least disturbed by other processes of the machine
-        best = float("inf")
+    """Each background producer (the process pool; a thread with the table method; a thread with GMP's powmod,
+    which releases the GIL): randomizers per wall second when the main thread is idle (``randomizers_per_s``),
+    and while it runs a histogram kernel (``randomizers_per_s_while_main_busy``), with the kernel's rows per
+    wall second meanwhile (``main_rows_per_s``, best of 5 runs; ``alone``: no producer)."""
+    def busy(produced: Callable[[], int]) -> dict[str, float]:
+        best, made = float("inf"), []
         for _ in range(5):
-            t0 = time.perf_counter()
+            c0, t0 = produced(), time.perf_counter()
             workload()
-            best = min(best, time.perf_counter() - t0)
-        return rows / best
+            dt = time.perf_counter() - t0
+            best = min(best, dt)
+            made.append((produced() - c0) / dt)
+        return {"main_rows_per_s": rows / best, "randomizers_per_s_while_main_busy": statistics.median(made)}
 
-    before = main_rate()
+    before = busy(lambda: 0)["main_rows_per_s"]
+    out: dict[str, Any] = {}
     # the process pool: started and warmed first (spawn, import, tables), then measured
     t0 = time.perf_counter()
     pool = RandomizerPool(sk, workers=1)
@@ -153,14 +158,11 @@ def background(pk: PublicKey, sk: PrivateKey, count: int, workload: Callable[[],
     t0 = time.perf_counter()
     pool.prefill(count)
     pool.wait(count, timeout=600)
-    produced = pool.ready()
-    rate = produced / (time.perf_counter() - t0)
-    pool.take(produced)
-    pool.prefill(10 * count)  # keep the worker busy while the main thread works
-    main = main_rate()
+    rate = pool.ready() / (time.perf_counter() - t0)
+    pool.take(pool.ready())
+    pool.prefill(100 * count)  # keeps the worker busy while the main thread works
+    out["process"] = {"randomizers_per_s": rate, "startup_s": startup, **busy(pool.ready)}
     sk.close()
-    out: dict[str, Any] = {}
-    out["process"] = {"randomizers_per_s": rate, "startup_s": startup, "main_rows_per_s": main}
     p_b, q_b, hs_b, alpha_bits = sk.secret_parts()
     parts = (mpz.from_bytes(p_b, "big"), mpz.from_bytes(q_b, "big"), mpz.from_bytes(hs_b, "big"))
     crt = CrtRandomizers(*parts, alpha_bits)  # built before the clock starts, as the pool's worker does
@@ -168,16 +170,14 @@ def background(pk: PublicKey, sk: PrivateKey, count: int, workload: Callable[[],
         made: list[mpz] = []
         stop = threading.Event()
         t0 = time.perf_counter()
-        th = _thread_producer(crt, parts, count, mode, made, stop)
-        th.join()
+        _thread_producer(crt, parts, count, mode, made, stop).join()
         rate = len(made) / (time.perf_counter() - t0)
         made.clear()
-        th = _thread_producer(crt, parts, 10 * count, mode, made, stop)
-        main = main_rate()
+        th = _thread_producer(crt, parts, 100 * count, mode, made, stop)
+        out[f"thread_{mode}"] = {"randomizers_per_s": rate, **busy(lambda: len(made))}  # noqa: B023 - used at once
         stop.set()
         th.join()
-        out[f"thread_{mode}"] = {"randomizers_per_s": rate, "main_rows_per_s": main}
-    out["alone"] = {"main_rows_per_s": (before + main_rate()) / 2}  # before and after the producers
+    out["alone"] = {"main_rows_per_s": (before + busy(lambda: 0)["main_rows_per_s"]) / 2}  # before and after
     return out
 
 
@@ -299,8 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, v in res["grouped_sum_variants"].items():
         print(f"    grouped_sum variant {name:<27} {v:>12,.0f} rows/s/core")
     for mode, v in res.get("background", {}).items():
-        made = f"{v['randomizers_per_s']:>9,.0f} randomizers/s" if "randomizers_per_s" in v else " " * 23
-        print(f"    background {mode:<15} {made}   main thread grouped_sum {v['main_rows_per_s']:>9,.0f} rows/s")
+        made = (f"{v['randomizers_per_s']:>6,.0f} randomizers/s alone, {v['randomizers_per_s_while_main_busy']:>6,.0f} "
+                "beside main" if "randomizers_per_s" in v else " " * 44)
+        print(f"    background {mode:<14} {made}; main grouped_sum {v['main_rows_per_s']:>8,.0f} rows/s")
     phe = res["phe"]
     print(f"  phe (python-paillier): {phe.get('skipped') or format(phe['encrypt_per_s_per_core'], ',.0f') + ' enc/s/core'}")
     for name, v in PUBLISHED.items():

@@ -52,3 +52,16 @@ def test_close_stops_the_workers() -> None:
     sk.close()
     assert not proc.is_alive() and pool.workers == 0
     assert len(pool.take(70)) == 70  # what was buffered, then inline
+
+
+def test_a_pool_dropped_with_its_key_stops_its_worker() -> None:
+    import gc
+
+    _, sk = generate_keypair(512, test_only_small_key=True)
+    pool = RandomizerPool(sk, workers=1)
+    proc = pool._workers[0].proc
+    assert proc.is_alive()
+    del sk, pool
+    gc.collect()
+    proc.join(5)
+    assert not proc.is_alive()

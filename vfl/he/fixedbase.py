@@ -4,7 +4,7 @@ A :class:`FixedBase` holds base^(d·256^i) mod m for every byte position i of th
 digit d (w = 8: a table of 256 entries per byte, ~10 MB for a 2048-bit modulus and 1024-bit
 exponents). base^e is then the product of one table entry per byte of e: e's random bytes are its
 digits, so nothing is spent on extracting them. Measured (``docs/he.md``): wider windows (10-12 bits)
-save under 15 % of the multiplications at 3-10x the memory, and the larger tables miss the caches;
+save under 15 % of the time at 3-11x the memory, and the larger tables miss the caches;
 delaying reductions (a product of two or four entries, reduced once) is slower in GMP at these sizes.
 
 :class:`CrtRandomizers` is the key holder's path: h_s^α mod p² and mod q² from two tables, joined by

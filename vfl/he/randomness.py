@@ -8,9 +8,10 @@ arrives meanwhile), so encryption never waits on a worker. Attached to its key, 
 
 Each worker is a ``multiprocessing`` process (spawn context: no fork of a threaded Ray actor) that
 rebuilds its own tables from p, q and h_s, which it receives as bytes over its pipe, and draws α from
-``secrets`` itself. Threads would be simpler but are not as fast: the table method holds the GIL (one
-core for the whole process), and GMP's ``powmod`` (which releases it) is ~5x slower than the table per
-randomizer (``python -m simulations.benchmarks.paillier``, ``docs/he.md``). A worker that dies is
+``secrets`` itself. Threads would be simpler but are not as fast (``python -m simulations.benchmarks.paillier``,
+``background``; docs/he.md): a thread running the table method needs the GIL between GMP calls and made
+~half the randomizers the process made while the main thread worked, and a thread on GMP's ``powmod``
+(which releases the GIL) is 4-5x slower per randomizer than the table. A worker that dies is
 dropped with one warning and the pool computes inline; :meth:`close` (or the key's ``close()``, or
 garbage collection) stops the workers. ``workers=0`` starts no process at all.
 """
