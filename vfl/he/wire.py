@@ -14,7 +14,7 @@ from vfl.he.keys import PublicKey
 
 
 def to_wire(pk: PublicKey, ciphertexts: Sequence[mpz]) -> np.ndarray:
-    """The ciphertexts as a (k, ciphertext_bytes) uint8 array (each in [1, n²); ProtocolError otherwise)."""
+    """The ciphertexts as a read-only (k, ciphertext_bytes) uint8 array (each in [1, n²); ProtocolError otherwise)."""
     width, n2 = pk.ciphertext_bytes, pk.n2
     bad = sum(1 for c in ciphertexts if c is None or not 0 < c < n2)
     if bad:

@@ -81,3 +81,16 @@ def test_decrypt_bound_must_be_meaningful(sk: PrivateKey, pk: PublicKey) -> None
             sk.decrypt(c, bound=bound)  # type: ignore[arg-type]
     assert sk.decrypt(c, bound=gmpy2.mpz(3)) == [3]
     assert sk.decrypt([], bound=0) == []
+
+
+@pytest.mark.parametrize("exp_bits", [8, 13, 64])
+def test_fixed_base_tables_match_powmod(pk: PublicKey, exp_bits: int) -> None:
+    from vfl.he.fixedbase import FixedBase, draw_exponents, exponent_bytes
+
+    table = FixedBase(pk.hs, pk.n2, exp_bits)
+    raw = draw_exponents(50, exp_bits)
+    width = exponent_bytes(exp_bits)
+    exps = [int.from_bytes(raw[i:i + width], "little") for i in range(0, len(raw), width)]
+    assert len(exps) == 50 and all(0 <= e < 1 << exp_bits for e in exps) and len(set(exps)) > 1
+    assert table.pow_many(raw) == [gmpy2.powmod(pk.hs, e, pk.n2) for e in exps]
+    assert table.pow((1 << exp_bits) - 1) == gmpy2.powmod(pk.hs, (1 << exp_bits) - 1, pk.n2)
