@@ -3,7 +3,7 @@
 The label holder turns each row's float32 (g, h) into integers ``round(g * 2^frac)``; every sum a
 histogram needs is then an exact integer sum, the same whether a passive party adds plaintexts
 (``he: none``) or Paillier ciphertexts of ``g + h * 2^width_g`` (``he: paillier``): the encrypted path
-changes nothing but the cost. ``frac`` (at most 40 bits) shrinks only when a node-wide sum could
+changes nothing but the cost. ``frac`` (at most 24 bits) shrinks only when a node-wide sum could
 leave 61 bits; the field widths hold the largest sum honest rows can make plus a sign and a guard
 bit, so a decrypted field beyond ``count * max`` is an out-of-range sum, refused.
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 from vfl.core.errors import ProtocolError
 
-FRAC_MAX = 40
+FRAC_MAX = 24  # 2^-24: float32's own step at |g| = 1; the exactness tests agree node for node from 20 bits up
 _SUM_BITS = 61  # a node's integer sums stay below 2^61 (int64 with room)
 _SPLIT = 26  # exact int64 sums through float64 bincounts of 26-bit pieces
 

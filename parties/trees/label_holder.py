@@ -27,8 +27,12 @@ from parties.trees.wire import LABEL_HOLDER_ID, Array, Key, Kind, Record
 from vfl.core.errors import ProtocolError
 from vfl.data.dataset import LabelShard
 from vfl.runtime import message as wire
+from vfl.runtime import profile
 from vfl.runtime.message import BROADCAST
 from vfl.runtime.node import Node, NodeSpec, handles
+
+PHASE_GRADIENTS, PHASE_ENCRYPT, PHASE_DECRYPT = "trees_gradients", "trees_encrypt", "trees_decrypt"
+PHASE_OWN, PHASE_SPLITS = "trees_own_histograms", "trees_splits"  # vfl.runtime.profile categories (benchmarks)
 
 
 def _arrays(m: Message, record: str) -> dict[str, np.ndarray]:
@@ -58,7 +62,7 @@ class LabelHolder(Node):
         self.test_margins: np.ndarray | None = None
         self._round: list[tuple[np.ndarray, np.ndarray]] = []
         self._grower: Grower | None = None
-        self._tree_tag = ("train", 0, 0)
+        self._tree_tag = ""  # the round tag of the tree growing now
         self._masks: dict[int, np.ndarray] = {}
         self._asked: dict[int, list[int]] = {}
         self.columns: Columns | None = None
@@ -92,7 +96,10 @@ class LabelHolder(Node):
     @handles(Kind.SETUP)
     def on_setup(self, messages: list[Message]) -> list[Message]:
         """A fresh key (and scheme) for this attempt; every party answers with its layout."""
+        if self.scheme is not None:
+            self.scheme.close()  # its randomizer workers stop: a new attempt gets a new key
         self.scheme = self.make_scheme()
+        self.scheme.prefill(len(self.labels.y_train))  # the first tree's randomness, while the parties answer
         self.layouts = {}
         m = messages[-1]
         return [wire.make(Kind.KEY, src=self.node_id, dst=BROADCAST, round=wire.round_of(m),
@@ -117,9 +124,10 @@ class LabelHolder(Node):
     def on_tree(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
         c = wire.config_of(m, Record.TASK)
-        k = int(c[Key.OUTPUT])
+        k = wire.config_int(c, Key.OUTPUT)
         if set(self.layouts) != set(self.parties) or self.scheme is None or self.margins is None:
             raise ProtocolError("tree before the set-up finished (keys and every party's layout)")
+        t0 = profile.start()
         if k == 0 or not self._round:  # XGBoost: one gradient per round, every class's tree from it
             y = self.labels.y_train
             self._round = [self.objective.gradients(self.margins, y, j) for j in range(self.objective.outputs)]
@@ -128,10 +136,14 @@ class LabelHolder(Node):
         self._grower = Grower(g=gi, h=hi, codec=codec, layouts=self._owners(), params=self.params)
         self._tree_tag = wire.round_of(m)
         self._output = k
+        profile.stop(PHASE_GRADIENTS, t0)
+        t0 = profile.start()
         payload = self.scheme.encode_rows(codec, gi, hi)
+        profile.stop(PHASE_ENCRYPT, t0)
         build = np.asarray(self._grower.build, dtype=np.int64)
-        content = wire.records(**{Record.ROWS: wire.arrays(**payload), Record.CODEC: wire.config(**codec.to_config()),
-                                  Record.LEVEL: wire.arrays(**{Array.BUILD: build})})
+        recs: dict[str, Any] = {Record.ROWS: wire.arrays(**payload), Record.CODEC: wire.config(**codec.to_config()),
+                                Record.LEVEL: wire.arrays(**{Array.BUILD: build})}
+        content = wire.records(**recs)
         return [wire.make(Kind.GRADIENTS, src=self.node_id, dst=BROADCAST, round=self._tree_tag, content=content)]
 
     def _build_own(self, gr: Grower) -> None:
@@ -154,13 +166,20 @@ class LabelHolder(Node):
             if echo != build:
                 raise ProtocolError(f"histograms of nodes {echo} from node {src}, asked for {build}")
             sizes = [self.layouts[src].num_slots()] * len(build)
+            t0 = profile.start()
             sums = self.scheme.decode_sums(_arrays(m, Record.ROWS), gr.codec, sizes, [gr.counts[n] for n in build])
+            profile.stop(PHASE_DECRYPT, t0)
             for node, s in zip(build, sums, strict=True):
                 gr.add(src, node, s)
+        t0 = profile.start()
         self._build_own(gr)
+        profile.stop(PHASE_OWN, t0)
         out = []
         self._masks = {}
-        for ch in gr.decide():
+        t0 = profile.start()
+        choices = gr.decide()
+        profile.stop(PHASE_SPLITS, t0)
+        for ch in choices:
             cand = ch.candidate
             if ch.owner == LABEL_HOLDER_ID:
                 assert self.columns is not None
@@ -183,7 +202,7 @@ class LabelHolder(Node):
             raise ProtocolError("partition with no tree growing")
         for m in messages:
             c = wire.config_of(m, Record.SPLIT)
-            node, record = int(c[Key.NODE]), int(c[Key.RECORD])
+            node, record = wire.config_int(c, Key.NODE), wire.config_int(c, Key.RECORD)
             pending = gr.pending.get(node)
             if pending is None or pending.owner != m.metadata.src_node_id:
                 raise ProtocolError(f"partition of node {node} from node {m.metadata.src_node_id}, which does not own it")
@@ -302,7 +321,8 @@ class LabelHolder(Node):
         self.applied = int(state["applied"])
         self.own_records = [(int(f), int(b), bool(dl)) for f, b, dl in state["own_records"]]
         margins, test = state["margins"].numpy(), state["test_margins"].numpy()
-        if margins.shape != np.shape(self.margins) or test.shape != np.shape(self.test_margins):
+        if self.margins is None or self.test_margins is None or margins.shape != self.margins.shape \
+                or test.shape != self.test_margins.shape:
             raise ProtocolError("the checkpoint's margins do not fit this run's rows")
         self.margins, self.test_margins = margins.astype(np.float32), test.astype(np.float32)
         self._round, self._grower = [], None

@@ -22,7 +22,10 @@ from parties.trees.wire import Array, Key, Kind, Record
 from vfl.core.errors import ProtocolError
 from vfl.data.dataset import PartyShard
 from vfl.runtime import message as wire
+from vfl.runtime import profile
 from vfl.runtime.node import Node, NodeSpec, handles
+
+PHASE_HISTOGRAMS = "trees_party_histograms"  # vfl.runtime.profile category (benchmarks)
 
 
 class TreeParty(Node):
@@ -65,7 +68,9 @@ class TreeParty(Node):
     def _histograms(self, m: Message, build: np.ndarray) -> list[Message]:
         if self.scheme is None:
             raise ProtocolError(f"{self.spec.name}: gradients before the key set-up")
+        t0 = profile.start()
         arrays = self.scheme.sums(self.columns, [self._rows(int(n)) for n in build])
+        profile.stop(PHASE_HISTOGRAMS, t0)
         content = wire.records(**{Record.ROWS: wire.arrays(**arrays), Record.LEVEL: wire.arrays(**{Array.BUILD: build})})
         return [wire.reply(m, Kind.HISTOGRAMS, src=self.node_id, content=content)]
 
@@ -103,13 +108,15 @@ class TreeParty(Node):
         out = []
         for m in messages:
             c = wire.config_of(m, Record.SPLIT)
-            node, f, b, dl = (int(c[Key.NODE]), int(c[Key.FEATURE]), int(c[Key.BIN]), bool(c[Key.DEFAULT_LEFT]))
+            node, f, b = (wire.config_int(c, k) for k in (Key.NODE, Key.FEATURE, Key.BIN))
+            dl = bool(c[Key.DEFAULT_LEFT])
             if not (0 <= f < self.columns.num_features and -1 <= b < int(self.columns.layout.bins[f])):
                 raise ProtocolError(f"{self.spec.name}: split on feature {f} bin {b} is outside its columns")
             self.records.append((f, b, dl))
             go = self.columns.left_of(self._rows(node), f, b, dl)
-            content = wire.records(**{Record.SPLIT: wire.config(**{Key.NODE: node, Key.RECORD: len(self.records) - 1}),
-                                      Record.MASKS: wire.arrays(**{Array.MASK: pack_mask(go)})})
+            recs: dict[str, Any] = {Record.SPLIT: wire.config(**{Key.NODE: node, Key.RECORD: len(self.records) - 1}),
+                                    Record.MASKS: wire.arrays(**{Array.MASK: pack_mask(go)})}
+            content = wire.records(**recs)
             out.append(wire.reply(m, Kind.PARTITION, src=self.node_id, content=content))
         return out
 

@@ -33,6 +33,10 @@ class Scheme(Protocol):
 
     def public(self) -> dict[str, Any]: ...
 
+    def prefill(self, rows: int) -> None: ...
+
+    def close(self) -> None: ...
+
     def encode_rows(self, codec: Codec, g: np.ndarray, h: np.ndarray) -> dict[str, np.ndarray]: ...
 
     def decode_sums(self, arrays: dict[str, np.ndarray], codec: Codec, sizes: Sequence[int],
@@ -54,6 +58,12 @@ class PlainScheme:
 
     def public(self) -> dict[str, Any]:
         return {}
+
+    def prefill(self, rows: int) -> None:
+        """Nothing to precompute in the clear."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     def encode_rows(self, codec: Codec, g: np.ndarray, h: np.ndarray) -> dict[str, np.ndarray]:
         return {Array.G: g.astype(np.int64), Array.H: h.astype(np.int64)}

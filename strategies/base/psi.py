@@ -53,7 +53,7 @@ def build_aligned_node(strategy: BuildsVerticalNodes, spec: NodeSpec, data: Keye
     if spec.node_id == SERVER_ID:
         raise ProtocolError(f"node {spec.name} has the server's id but the party role")
     index = spec.node_id - 1
-    table = data.party_table(index)
+    table = data.party_table(index, allow_missing=bool(getattr(strategy, "supports_missing", False)))
     node = strategy.party_node(spec, PartyShard(index, table.x[:0], table.x[:0], table.source), sched)
     peers = [party_node_id(i) for i in range(strategy.cfg.num_parties)]
     party = PartyAlignment(node, table, index, peers=peers, run=str(strategy.cfg.name))

@@ -74,7 +74,7 @@ def test_exact_sums_are_exact_beyond_float64():
 def test_fixed_point_codec_bounds_and_refusal_of_impossible_sums():
     g = np.asarray([0.5, -0.25, 0.125], dtype=np.float32)
     codec, gi, hi = make_codec(g, np.asarray([0.25, 0.1875, 0.1], dtype=np.float32))
-    assert codec.frac == 40 and gi.tolist() == [2**39, -(2**38), 2**37]
+    assert codec.frac == 24 and gi.tolist() == [2**23, -(2**22), 2**21]
     assert Codec.from_config(codec.to_config()) == codec
     honest = np.asarray([[int(gi.sum()), int(hi.sum())]])
     check_sums(honest, np.asarray([3]), codec, "node 0")
