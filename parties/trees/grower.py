@@ -106,6 +106,10 @@ class Grower:
             if best is not None and expandable(best.candidate, depth=self.tree.depth[node],
                                                max_depth=self.params.max_depth, gamma=self.params.gamma):
                 choices.append(best)
+        for c in choices:  # children numbered in node order, as XGBoost numbers a level's expansions
+            cand = c.candidate
+            self.tree.split(c.node, owner=c.owner, feature=cand.feature, bin_=cand.bin,
+                            default_left=cand.default_left, record=-1, gain=cand.loss_chg)
         self.pending = {c.node: c for c in choices}
         return choices
 
@@ -123,9 +127,8 @@ class Grower:
         if left != c.candidate.left:
             raise ProtocolError(f"partition of node {node} from node {c.owner}: its rows do not sum to the "
                                 "histogram's left child (refused)")
-        cand = c.candidate
-        lo, hi = self.tree.split(node, owner=c.owner, feature=cand.feature, bin_=cand.bin,
-                                 default_left=cand.default_left, record=record, gain=cand.loss_chg)
+        lo, hi = self.tree.left[node], self.tree.right[node]
+        self.tree.record[node] = record
         self.pos[lr], self.pos[rr] = lo, hi
         for child, part, other in ((lo, lr, hi), (hi, rr, lo)):
             self.totals[child] = (int(self.g[part].sum()), int(self.h[part].sum()))

@@ -7,7 +7,6 @@ test can hold it to XGBoost node by node.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +17,9 @@ from parties.trees.columns import Columns
 from parties.trees.grower import Grower, TreeParams
 from parties.trees.objectives import Objective
 from parties.trees.tree import Tree
+from simulations.benchmarks.trees_exact import node_agreement, xgb_nodes
+
+__all__ = ["boost_local", "grow_local", "node_agreement", "xgb_nodes"]
 
 
 def grow_local(owners: dict[int, Columns], g: np.ndarray, h: np.ndarray, codec: Any, params: TreeParams
@@ -49,32 +51,3 @@ def boost_local(blocks: Sequence[np.ndarray], y: np.ndarray, objective: Objectiv
             margins[:, k] = (margins[:, k] + values).astype(np.float32)
             trees.append(tree)
     return margins, trees
-
-
-def xgb_nodes(dump: str) -> dict[int, dict[str, Any]]:
-    """An xgboost JSON tree dump as {node id: node}."""
-    nodes: dict[int, dict[str, Any]] = {}
-
-    def walk(n: dict[str, Any]) -> None:
-        nodes[int(n["nodeid"])] = n
-        for c in n.get("children", []):
-            walk(c)
-
-    walk(json.loads(dump))
-    return nodes
-
-
-def node_agreement(trees: Sequence[Tree], dumps: Sequence[str], offsets: dict[int, int]) -> tuple[int, int]:
-    """(agreeing nodes, xgboost's nodes): a split agrees when it tests the same global feature at the same
-    threshold side, a leaf when it is a leaf with the same value (1e-5)."""
-    agree = total = 0
-    for tree, dump in zip(trees, dumps, strict=True):
-        for nid, n in xgb_nodes(dump).items():
-            total += 1
-            if nid >= tree.size:
-                continue
-            if "leaf" in n:
-                agree += tree.is_leaf(nid) and abs(tree.value[nid] - float(n["leaf"])) < 1e-5
-            elif not tree.is_leaf(nid):
-                agree += offsets[tree.owner[nid]] + tree.feature[nid] == int(str(n["split"]).lstrip("f"))
-    return agree, total
