@@ -93,24 +93,24 @@ class Grower:
     # ---- splits ----------------------------------------------------------------------------------
     def decide(self) -> list[Choice]:
         """Each frontier node's best expandable split (nodes without one stay leaves)."""
-        choices = []
+        choices: list[Choice] = []
         for node in self.frontier:
             hists = self._complete(node)
             best: Choice | None = None
             for owner, lay in self.layouts.items():
                 hist, miss = hists[owner]
-                c = best_split(hist, miss, lay.ptrs, self.totals[node], scale=self.codec.scale,
-                               params=self.params.gain)
-                if c is not None and (best is None or c.loss_chg > best.candidate.loss_chg):
-                    best = Choice(node, owner, c)
+                cand = best_split(hist, miss, lay.ptrs, self.totals[node], scale=self.codec.scale,
+                                  params=self.params.gain)
+                if cand is not None and (best is None or cand.loss_chg > best.candidate.loss_chg):
+                    best = Choice(node, owner, cand)
             if best is not None and expandable(best.candidate, depth=self.tree.depth[node],
                                                max_depth=self.params.max_depth, gamma=self.params.gamma):
                 choices.append(best)
-        for c in choices:  # children numbered in node order, as XGBoost numbers a level's expansions
-            cand = c.candidate
-            self.tree.split(c.node, owner=c.owner, feature=cand.feature, bin_=cand.bin,
-                            default_left=cand.default_left, record=-1, gain=cand.loss_chg)
-        self.pending = {c.node: c for c in choices}
+        for ch in choices:  # children numbered in node order, as XGBoost numbers a level's expansions
+            k = ch.candidate
+            self.tree.split(ch.node, owner=ch.owner, feature=k.feature, bin_=k.bin, default_left=k.default_left,
+                            record=-1, gain=k.loss_chg)
+        self.pending = {ch.node: ch for ch in choices}
         return choices
 
     def apply(self, node: int, goes_left: np.ndarray, record: int) -> tuple[int, int]:
