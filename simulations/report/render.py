@@ -135,7 +135,8 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None,
         "epsilon": s.get("epsilon"), "delta": cfg.privacy.delta if s.get("epsilon") is not None else None,
         "epsilon_scope": scope, "epsilon_scope_detail": detail, "epsilon_is_guarantee": guarantee, "noise_rng": cfg.privacy.noise_rng,
         "audit_epsilon_lower": audit.value if audit is not None else None,
-        **{k: s[k] for k in ("defenses", "epsilon_label", "delta_label", "epsilon_label_scope", "epsilon_by_scope") if k in s},
+        **{k: s[k] for k in ("defenses", "epsilon_label", "delta_label", "epsilon_label_scope", "epsilon_by_scope",
+                             "gain_importance") if k in s},
         "attacks": [_relative_figure(r.to_json(), run.path) for r in results], "skipped": skipped,
         "figures": [str(Path(f).relative_to(run.path)) for f in figs], "report_s": time.perf_counter() - t0,
     }
@@ -159,6 +160,19 @@ def _params(cfg: Any) -> dict[str, Any]:
     return to_dict(cfg.params) if cfg.params else {}
 
 
+def _importance(owners: dict[str, Any]) -> list[str]:
+    """The trees' gain importance by owner (what the label holder knows: the owner's feature indices and the
+    splits' gains, never a threshold)."""
+    total = sum(o["gain"] for o in owners.values()) or 1.0
+    lines = ["## Gain importance by owner (trees)", "",
+             "| owner | splits | total gain | share | features by gain (owner's column index: gain) |", "|---|---|---|---|---|"]
+    for name, o in sorted(owners.items(), key=lambda kv: -kv[1]["gain"]):
+        top = sorted(o["by_feature"].items(), key=lambda kv: -kv[1])[:5]
+        lines.append(f"| {name} | {o['splits']} | {_fmt(o['gain'])} | {o['gain'] / total:.1%} | "
+                     + ", ".join(f"{f}: {_fmt(g)}" for f, g in top) + " |")
+    return lines
+
+
 def _markdown(r: dict[str, Any], results: list[AttackResult]) -> str:
     lines = [f"# Privacy report: {r['name']} ({r['strategy']} on {r['dataset']}, M={r['num_parties']})", "",
              f"Run: `{r['run']}` — params {r['params']}", "",
@@ -179,6 +193,8 @@ def _markdown(r: dict[str, Any], results: list[AttackResult]) -> str:
         lines.append(f"| {a.name} | {a.threat} | {a.metric} | {_fmt(a.value)} | {_fmt(a.baseline)} | {verdict} |")
     if r["skipped"]:
         lines += ["", "Not run: " + "; ".join(f"**{k}** — {v}" for k, v in r["skipped"].items())]
+    if r.get("gain_importance"):
+        lines += ["", *_importance(r["gain_importance"])]
     audit = next((a for a in results if a.name == "audit"), None)
     if audit is not None and audit.details.get("why"):
         lines += ["", f"**Audit vs accountant:** {audit.details['why']}"]

@@ -31,6 +31,11 @@ def test_the_bundled_config_prints_a_line_per_tree_and_the_trees_results(tmp_pat
     assert json.loads((out / "summary.json").read_text())["n_trees"] == 3
     assert main(["run", "--resume", str(out), "--set", "params.n_estimators=2"]) != 0  # fewer: refused
     assert "params.n_estimators" in capsys.readouterr().err
+    assert main(["report", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    owners = report["gain_importance"]
+    assert sum(o["splits"] for o in owners.values()) > 0 and "Gain importance" in (out / "report.md").read_text()
+    assert all(set(o) == {"gain", "splits", "by_feature"} for o in owners.values())  # no threshold anywhere
 
 
 @pytest.mark.parametrize("overrides,needle", [
