@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from parties.trees.grower import TreeParams
+from parties.trees.label_dp import LabelDP
+from parties.trees.label_dp import grid as label_grid
 from parties.trees.objectives import OBJECTIVES, Objective
 from parties.trees.wire import LABEL_HOLDER_ID, Key, Kind, Record
 from parties.vertical.wire import party_node_id
@@ -34,6 +36,16 @@ from vfl.runtime.node import Node, NodeSpec
 
 HE_MODES = ("paillier", "none")
 INSECURE = "he: none sends every row's gradient and hessian to every party in the clear (insecure)"
+
+
+@dataclass(frozen=True)
+class LabelDPParams:
+    """``params.label_dp``: discrete Gaussian noise on every row's clipped gradient, each round (label DP)."""
+
+    noise_multiplier: float = param(gt=0, le=1e4, help="noise std / the L2 sensitivity of one row's gradient "
+                                    "vector to its label: one round is a Gaussian mechanism with this multiplier")
+    clip: float = param(1.0, gt=0, le=1e6, help="clip of each gradient coordinate (logistic and softmax gradients "
+                        "lie in [-1, 1]: 1 clips nothing there; regression: needed, the sensitivity is 2·clip)")
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,8 @@ class SecureBoostParams:
                             "path at the label holder (0 = inline)")
     label_holder_features: bool = param(False, help="the label holder also holds the first column block (SecureBoost's "
                                         "active party): its histograms stay plaintext; num_parties counts it")
+    label_dp: LabelDPParams | None = param(None, help="{noise_multiplier, clip}: label DP towards the passive "
+                                           "parties (epsilon_label); null = off")
 
 
 @register
@@ -74,7 +88,7 @@ class SecureBoost(Strategy):
     supports_missing: ClassVar[bool] = True
     rounds_param: ClassVar[str] = "n_estimators"
     round_name = "tree"
-    headline = ("test_auc", "test_rmse", "s_per_tree")
+    headline = ("epsilon_label", "test_auc", "test_rmse", "s_per_tree")
     final_keys = ("final_test_auc", "final_test_rmse", "n_trees", "s_per_tree", "he", "key_bits")
 
     @classmethod
@@ -99,12 +113,57 @@ class SecureBoost(Strategy):
         if cfg.num_parties < need:
             raise ConfigError("num_parties", f"got {cfg.num_parties}; secureboost needs at least {need} column "
                               f"block(s){' (one stays with the label holder)' if need == 2 else ''}")
+        if p.label_dp is not None and p.base_score is None and p.objective == "reg:squarederror":
+            raise ConfigError("params.base_score", "with params.label_dp a regression needs a fixed base_score (the "
+                              "labels' mean would be a release no noise covers): set it, e.g. a public prior")
         if p.label_holder_features and cfg.data.parties:
             raise ConfigError("params.label_holder_features", "not available with per-party files (data.parties): "
                               "give the label holder's columns to a party file")
 
     def objective(self, num_classes: int) -> Objective:
         return Objective(self.params.objective, num_class=num_classes if self.params.objective.startswith("multi:") else 1)
+
+    def label_dp(self) -> LabelDP | None:
+        d = self.params.label_dp
+        return None if d is None else LabelDP(noise_multiplier=float(d.noise_multiplier), clip=float(d.clip))
+
+    def base_score(self) -> float | None:
+        """``params.base_score``; with label DP and none given, a fixed one (0.5, or uniform classes): never the
+        labels' estimate, which no noise would cover."""
+        p = self.params
+        if p.base_score is not None or p.label_dp is None:
+            return p.base_score
+        return 0.0 if p.objective.startswith("multi:") else 0.5
+
+    def privacy_events(self, *, epoch: int) -> list[Any]:
+        """One round of label DP: a Gaussian mechanism on every row's gradient (``parties/trees/label_dp.py``)."""
+        dp = self.label_dp()
+        return [] if dp is None else [label_grid(self.objective(self._sizes[2]), dp).event()]
+
+    @classmethod
+    def calibrate_to_target(cls, cfg: RunConfig) -> RunConfig:
+        """``params.label_dp.noise_multiplier`` whose label ε after ``params.n_estimators`` rounds is the target."""
+        import dataclasses
+
+        from vfl.privacy.accounting.calibrate import calibrate_ldp_sigma
+
+        p = cfg.params
+        if p.label_dp is None:
+            raise ConfigError("privacy.target_epsilon", "secureboost calibrates params.label_dp.noise_multiplier: set "
+                              "params.label_dp.clip (e.g. --set params.label_dp={clip: 1.0, noise_multiplier: 1})")
+        z, _ = calibrate_ldp_sigma(target_epsilon=float(cfg.privacy.target_epsilon or 0), delta=cfg.privacy.delta,
+                                   sensitivity=1.0, epochs=cfg.train.epochs)
+        dp = dataclasses.replace(p.label_dp, noise_multiplier=float(z))
+        out = dataclasses.replace(cfg, params=dataclasses.replace(p, label_dp=dp))
+        cls.validate_config(out)
+        return out
+
+    def epsilon_assumptions(self) -> list[str]:
+        if self.params.label_dp is None:
+            return []
+        return ["the label holder runs the protocol as written (it holds the labels and the noise); the passive parties "
+                "may pool what they see; the base score is fixed (not estimated from the labels), no early stopping "
+                "reads a label metric, and the metrics the run prints go to the experimenter, not to the parties"]
 
     def tree_params(self) -> TreeParams:
         p = self.params
@@ -155,8 +214,9 @@ class SecureBoost(Strategy):
 
         make_scheme, _ = self._scheme_factories()
         return LabelHolder(spec, labels=labels, own=own, objective=self.objective(labels.num_classes),
-                           params=self.tree_params(), base_score=self.params.base_score, max_bin=self.params.max_bin,
-                           parties=self.party_ids(), make_scheme=make_scheme, schedule=sched)
+                           params=self.tree_params(), base_score=self.base_score(), max_bin=self.params.max_bin,
+                           parties=self.party_ids(), make_scheme=make_scheme, schedule=sched, label_dp=self.label_dp(),
+                           noise_rng=self.cfg.privacy.noise_rng, seed=self.cfg.seed)
 
     def party_node(self, spec: NodeSpec, shard: PartyShard, sched: Any, **_: Any) -> Node:
         from parties.trees.party import TreeParty
@@ -249,6 +309,10 @@ class SecureBoost(Strategy):
             out["key_bits"] = p.key_bits
         else:
             out["insecure"] = INSECURE
+        if (dp := self.label_dp()) is not None:
+            g = label_grid(self.objective(self._sizes[2]), dp)
+            out["label_dp"] = {"noise_multiplier": dp.noise_multiplier, "clip": dp.clip, "grid_levels": g.levels,
+                               "noise_multiplier_drawn": g.event().noise_multiplier, "base_score": self.base_score()}
         m = self._query(grid, Kind.METRICS, 0)
         out["n_trees"] = int(m["n_trees"])
         for key in ("test_auc", "test_rmse", "test_loss"):

@@ -20,15 +20,17 @@ from flwr.common import ArrayRecord, Message
 from parties.trees.codec import make_codec
 from parties.trees.columns import Columns, Layout, pack_mask, unpack_mask
 from parties.trees.grower import Grower, TreeParams
+from parties.trees.label_dp import LabelDP, noisy_gradients
 from parties.trees.objectives import Objective
 from parties.trees.schemes import Scheme
 from parties.trees.tree import Tree
 from parties.trees.wire import LABEL_HOLDER_ID, Array, Key, Kind, Record
 from vfl.core.errors import ProtocolError
+from vfl.core.rng import NoiseSource
 from vfl.data.dataset import LabelShard
 from vfl.runtime import message as wire
 from vfl.runtime import profile
-from vfl.runtime.message import BROADCAST
+from vfl.runtime.message import BROADCAST, parse_round
 from vfl.runtime.node import Node, NodeSpec, handles
 
 PHASE_GRADIENTS, PHASE_ENCRYPT, PHASE_DECRYPT = "trees_gradients", "trees_encrypt", "trees_decrypt"
@@ -47,9 +49,11 @@ class LabelHolder(Node):
 
     def __init__(self, spec: NodeSpec, *, labels: LabelShard, own: tuple[np.ndarray, np.ndarray] | None,
                  objective: Objective, params: TreeParams, base_score: float | None, max_bin: int,
-                 parties: list[int], make_scheme: Callable[[], Scheme], schedule: Any) -> None:
+                 parties: list[int], make_scheme: Callable[[], Scheme], schedule: Any,
+                 label_dp: LabelDP | None = None, noise_rng: str = "crypto", seed: int = 0) -> None:
         super().__init__(spec)
         self.objective, self.params, self.base_score, self.max_bin = objective, params, base_score, max_bin
+        self.label_dp, self.noise_rng, self.seed = label_dp, noise_rng, seed
         self.parties, self.make_scheme, self.schedule = list(parties), make_scheme, schedule
         self.own_x = own
         self.scheme: Scheme | None = None
@@ -129,8 +133,7 @@ class LabelHolder(Node):
             raise ProtocolError("tree before the set-up finished (keys and every party's layout)")
         t0 = profile.start()
         if k == 0 or not self._round:  # XGBoost: one gradient per round, every class's tree from it
-            y = self.labels.y_train
-            self._round = [self.objective.gradients(self.margins, y, j) for j in range(self.objective.outputs)]
+            self._round = self._gradients(parse_round(wire.round_of(m))[1])
         g, h = self._round[k]
         codec, gi, hi = make_codec(g, h)
         self._grower = Grower(g=gi, h=hi, codec=codec, layouts=self._owners(), params=self.params)
@@ -145,6 +148,19 @@ class LabelHolder(Node):
                                 Record.LEVEL: wire.arrays(**{Array.BUILD: build})}
         content = wire.records(**recs)
         return [wire.make(Kind.GRADIENTS, src=self.node_id, dst=BROADCAST, round=self._tree_tag, content=content)]
+
+    def _gradients(self, round_: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(g, h) per output for this round: XGBoost's, or with ``label_dp`` the gradients clipped and noised
+        before anything leaves (the hessians do not depend on the labels)."""
+        assert self.margins is not None
+        y, outputs = self.labels.y_train, range(self.objective.outputs)
+        exact = [self.objective.gradients(self.margins, y, j) for j in outputs]
+        if self.label_dp is None:
+            return exact
+        noise = NoiseSource.for_round(self.noise_rng, seed=self.seed, purpose="trees-label-dp", node=self.node_id,
+                                      phase="train", epoch=round_, step=0)
+        g = noisy_gradients(objective=self.objective, margins=self.margins, y=y, dp=self.label_dp, noise=noise)
+        return [(g[:, j], exact[j][1]) for j in outputs]
 
     def _build_own(self, gr: Grower) -> None:
         if self.columns is None:

@@ -94,9 +94,11 @@ def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε", head
     is, ``tree`` for a boosting round)."""
     parts = [f"{unit} {int(record['epoch']) + 1}/{total}", f"loss {_num(record.get('train_loss'), '.4f')}",
              f"acc {_num(record.get('test_acc'), '.4f')}"]
-    if record.get("epsilon") is not None:
-        parts.append(f"{eps_mark} {_num(record['epsilon'], '.4g')}")
-    parts += [f"{k} {_num(record[k], '.4g')}" for k in headline if k != "epsilon" and record.get(k) is not None]
+    label_only = record.get("epsilon") is not None and record.get("epsilon_label") == record.get("epsilon")
+    if record.get("epsilon") is not None:  # a label-only ε (trees' label DP) is named so
+        parts.append(f"{eps_mark}{'_label' if label_only else ''} {_num(record['epsilon'], '.4g')}")
+    skip = {"epsilon", "epsilon_label"} if label_only else {"epsilon"}
+    parts += [f"{k} {_num(record[k], '.4g')}" for k in headline if k not in skip and record.get(k) is not None]
     mb = (record.get("bytes_up") or 0) + (record.get("bytes_down") or 0)
     parts.append(f"MB {mb / 1e6:.3f}")
     if isinstance(record.get("epoch_s"), (int, float)):

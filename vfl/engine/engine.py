@@ -288,6 +288,8 @@ class Engine:
             eps, order = self.accountant.epsilon(cfg.privacy.delta)
             record.update({"epsilon": eps, "delta": cfg.privacy.delta, "rdp_order": order,
                            "epsilon_scope": self.accountant.scope(), "noise_rng": cfg.privacy.noise_rng})
+            if self.accountant.labels_only():  # the strategy's own mechanism protects labels (trees' label DP)
+                record["epsilon_label"] = eps
         label = label_dp(cfg.defenses, epochs=epoch + 1, delta=cfg.privacy.delta) if cfg.defenses else None
         if label is not None:  # the label defenses' ε so far (summary.json's also charges redone attempts)
             record["epsilon_label"] = label[0]
@@ -337,6 +339,9 @@ class Engine:
             # from the accountant, not the last row: a resume may have charged releases since
             summary.update({"epsilon": self.accountant.epsilon(cfg.privacy.delta)[0], "delta": cfg.privacy.delta,
                             "epsilon_scope": self.accountant.scope()})
+            if self.accountant.labels_only():
+                summary.update({"epsilon_label": summary["epsilon"], "delta_label": cfg.privacy.delta,
+                                "epsilon_label_scope": summary["epsilon_scope"]})
         from vfl.privacy.accounting.noise_report import noise_fields
 
         summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None,

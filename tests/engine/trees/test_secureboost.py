@@ -111,3 +111,33 @@ def test_regression_on_the_bundled_diabetes_set():
     s = result.summary
     assert s["final_test_rmse"] < 70 and s["final_test_acc"] is None  # diabetes targets: std ≈ 77
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+
+
+def test_label_dp_prints_the_accountants_label_epsilon_every_round(tmp_path):
+    from parties.trees.label_dp import LabelDP, grid
+    from parties.trees.objectives import Objective
+    from vfl.privacy.accounting.accountant import Accountant
+    from vfl.privacy.accounting.scope import SCOPE_TREES_LABEL
+
+    cfg = _cfg(he="none", allow_insecure=True, label_dp={"noise_multiplier": 1.5, "clip": 1.0})
+    result = _run(cfg, path=tmp_path / "dp")
+    ev = grid(Objective("multi:softprob", 3), LabelDP(1.5, 1.0)).event()
+    for r, row in enumerate(result.history, 1):
+        acc = Accountant()
+        acc.record(type(ev)(sigma=ev.sigma, sensitivity=ev.sensitivity, count=r))
+        assert row["epsilon_label"] == pytest.approx(acc.epsilon(1e-5)[0]) == row["epsilon"]
+    s = result.summary
+    assert s["epsilon_label"] == result.history[-1]["epsilon_label"] and s["epsilon_label_scope"] == SCOPE_TREES_LABEL
+    assert s["label_dp"]["base_score"] == 0.0 and "label holder runs the protocol" in s["epsilon_assumption"]
+    ledger = (tmp_path / "dp" / "privacy_ledger.jsonl").read_text()
+    assert ledger.count("gaussian-label") >= 3  # every round made durable before its gradients left
+
+
+def test_label_dp_with_a_target_epsilon_is_calibrated():
+    cfg = load_run_config({"strategy": "secureboost", "num_parties": 3, "privacy": {"target_epsilon": 4.0},
+                           "params": {"n_estimators": 10, "label_dp": {"noise_multiplier": 1.0, "clip": 1.0}}})
+    z = cfg.params.label_dp.noise_multiplier
+    assert z > 1.0
+    from vfl.privacy.accounting.calibrate import ldp_epsilon
+
+    assert ldp_epsilon(sigma=z, sensitivity=1.0, epochs=10, delta=1e-5) == pytest.approx(4.0, rel=1e-3)

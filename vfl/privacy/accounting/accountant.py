@@ -19,6 +19,7 @@ from vfl.core.errors import ConfigError
 from vfl.privacy.accounting.events import (
     DPSGDEvent,
     GaussianEvent,
+    LabelGaussianEvent,
     PBMEvent,
     PrivacyEvent,
     event_from_dict,
@@ -100,6 +101,10 @@ class Accountant:
     def scope(self) -> str:
         """What the composed ε protects, derived from the kinds of events in the ledger."""
         return epsilon_scope(self._ledger)
+
+    def labels_only(self) -> bool:
+        """Every event protects labels (``LabelGaussianEvent``): the ε is a label ε (``epsilon_label``)."""
+        return bool(self._ledger) and all(isinstance(e, LabelGaussianEvent) for e in self._ledger)
 
     def rdp(self) -> np.ndarray:
         """Composed RDP curve: the sum of every ledger entry's curve, one value per order."""

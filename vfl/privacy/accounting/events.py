@@ -116,9 +116,20 @@ class LoraDPSGDEvent(DPSGDEvent):
     kind: ClassVar[str] = "dpsgd-lora"
 
 
+@dataclass(frozen=True, kw_only=True)
+class LabelGaussianEvent(GaussianEvent):
+    """``count`` releases of every training row's label-dependent vector (a boosting round's gradients,
+    ``secureboost``'s ``params.label_dp``) + exact discrete Gaussian noise. Neighbours change ONE row's
+    label; ``sensitivity`` is the L2 change of that row's vector; the same Gaussian RDP as
+    ``GaussianEvent``, its own ``epsilon_scope`` (label privacy)."""
+
+    kind: ClassVar[str] = "gaussian-label"
+
+
 PrivacyEvent = PBMEvent | GaussianEvent | DPSGDEvent
 EVENT_TYPES: dict[str, type[PBMEvent] | type[GaussianEvent] | type[DPSGDEvent]] = {
-    "pbm": PBMEvent, "gaussian": GaussianEvent, "dpsgd": DPSGDEvent, "dpsgd-lora": LoraDPSGDEvent}
+    "pbm": PBMEvent, "gaussian": GaussianEvent, "dpsgd": DPSGDEvent, "dpsgd-lora": LoraDPSGDEvent,
+    "gaussian-label": LabelGaussianEvent}
 
 
 def event_to_dict(event: PrivacyEvent) -> dict[str, Any]:

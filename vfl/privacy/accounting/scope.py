@@ -8,6 +8,9 @@ Neighbours (feature privacy, PBM-VFL paper §4): ONE party's features of ONE sam
 - Release events + DP-SGD events of the bottom model (``privacy.bottom_dp``): the parameters are
   DP too, later releases of other samples are post-processing of them, and the composition of
   both curves is one end-to-end ε for every message the other nodes see and the final models.
+- Trees (``LabelGaussianEvent``; neighbours change one training row's label): every boosting round's
+  gradients get discrete Gaussian noise at the label holder before encryption, so what the passive parties
+  see (instance spaces, split decisions, ciphertexts) is post-processing: label privacy towards them.
 - Split LLMs (``LoraDPSGDEvent``; neighbours replace one training example): DP-SGD of the client's
   adapters + head covers every adapter a model server receives and the final model; the servers
   also receive the inputs (in clear) and cotangent pieces, which no ε here covers.
@@ -22,6 +25,7 @@ from typing import Any
 from vfl.privacy.accounting.events import (
     DPSGDEvent,
     GaussianEvent,
+    LabelGaussianEvent,
     LoraDPSGDEvent,
     PBMEvent,
     PrivacyEvent,
@@ -33,6 +37,8 @@ SCOPE_END_TO_END = "end-to-end"
 SCOPE_DPSGD_ONLY = "bottom-model DP-SGD only (embedding releases not accounted)"
 SCOPE_LLM_DPSGD = ("split-LLM client DP-SGD (adapters + head, example-level): the adapters every model server "
                    "receives and the final model; the inputs and cotangent pieces the servers receive are not accounted")
+SCOPE_TREES_LABEL = ("label privacy against the passive parties: instance spaces, split decisions and ciphertexts "
+                     "(one training row's label; every boosting round's gradients under exact discrete Gaussian noise)")
 _RELEASE_LABELS = {PBMEvent: "PBM-VFL Thm 6.1", GaussianEvent: "Gaussian LDP of each party's embedding"}
 
 
@@ -43,6 +49,8 @@ def epsilon_scope(events: Iterable[PrivacyEvent]) -> str:
     config refuses ``privacy.bottom_dp`` for strategies whose releases are not DP (npq...).
     """
     kinds = {type(e) for e in events}
+    if LabelGaussianEvent in kinds:  # trees: the only accounted release is the labels' (label privacy)
+        return SCOPE_TREES_LABEL
     if LoraDPSGDEvent in kinds:  # split LLMs: the only accounted mechanism is the client's DP-SGD
         return SCOPE_LLM_DPSGD
     releases = [k for k in (PBMEvent, GaussianEvent) if k in kinds]
