@@ -230,7 +230,13 @@ class LabelHolder(Node):
     def _advance(self) -> list[Message]:
         gr = self._grower
         assert gr is not None
+        t = gr.tree
+        for n in gr.frontier:
+            if not t.is_leaf(n):  # what it chose and who owns it (for the report's attacks, when views are kept)
+                self.note_derived(self._tree_tag, "split", np.asarray(
+                    [n, t.owner[n], t.feature[n], t.bin[n], int(t.default_left[n]), t.left[n], t.right[n]], np.int64))
         splits = gr.advance()
+        self.note_derived(self._tree_tag, "pos", gr.pos.astype(np.int16))
         if gr.done:
             values = gr.finish()
             assert self.margins is not None

@@ -31,6 +31,8 @@ PHASE_HISTOGRAMS = "trees_party_histograms"  # vfl.runtime.profile category (ben
 class TreeParty(Node):
     """A passive party: its columns binned by its own cuts, and its split records."""
 
+    unviewed = frozenset({Array.CIPHER})  # the rows' ciphertexts: under the label holder's key, nothing to read
+
     def __init__(self, spec: NodeSpec, *, shard: PartyShard, max_bin: int, schedule: Any,
                  party_scheme: Callable[[dict[str, Any]], PartyScheme]) -> None:
         super().__init__(spec)
@@ -101,6 +103,7 @@ class TreeParty(Node):
             self.pos[rows[go]], self.pos[rows[~go]] = lo, hi
         if at != len(bits):
             raise ProtocolError(f"{self.spec.name}: level masks of {len(bits)} bytes, the nodes take {at}")
+        self.note_derived(wire.round_of(m), "pos", self.pos.astype(np.int16))  # the instance spaces it now knows
         return self._histograms(m, wire.get_array(m, Record.LEVEL, Array.BUILD))
 
     @handles(Kind.SPLIT)

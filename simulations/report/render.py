@@ -22,6 +22,7 @@ from simulations.report import (  # noqa: F401  (register attacks)
     inference_time,
     llm,
     model_attacks,
+    trees,
     vertical_attacks,
 )
 from simulations.report.plots import run_title
@@ -31,7 +32,7 @@ from vfl.privacy.accounting.events import GaussianEvent, PBMEvent
 
 ORDER = ("label_inference", "feature_reconstruction", "gradient_inversion", "membership", "extraction", "backdoor",
          "passive_model_completion", "active_model_completion", "grn_feature_inference", "noisy_samples",
-         "missing_features", "audit", "llm_leak")
+         "missing_features", "audit", "llm_leak", "instance_space", "feature_order")
 
 
 def default_scope(run: RunArtifacts) -> str:

@@ -124,7 +124,7 @@ class NodeHost(ChainHost):
                     raise ProtocolError(f"message {w.kind} for node {nid} delivered to a host without it")
                 per_node.setdefault(nid, []).append(message)
                 if views is not None:
-                    views.record(nid, message)
+                    views.record(nid, message, skip=nodes[nid].unviewed)
         out: list[Wire] = []
         plan = self.faults
         for node, replies in self._handle(per_node):  # (node, its replies), in order of first appearance

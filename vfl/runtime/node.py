@@ -72,6 +72,7 @@ class Node:
     accepts_broadcast: bool = True
     view_sink: Callable[[int, str, str, Any], None] | None = None  # set by the host when views are recorded
     identity: Any = None  # (sign, verify) of protocol statements; set by the host with auth (vfl.runtime.auth)
+    unviewed: frozenset[str] = frozenset()  # array names recorded views leave out (ciphertexts it cannot read)
 
     def __init__(self, spec: NodeSpec) -> None:
         self.spec = spec

@@ -92,14 +92,17 @@ class ViewLog:
         self.nbytes += array.nbytes
         self.entries.setdefault(node_id, []).append((meta, array))
 
-    def record(self, node_id: int, message: Message) -> None:
-        """Keep the arrays of ``message`` as received by ``node_id`` (if its round is sampled)."""
+    def record(self, node_id: int, message: Message, *, skip: frozenset[str] = frozenset()) -> None:
+        """Keep the arrays of ``message`` as received by ``node_id`` (if its round is sampled), but those named
+        in ``skip`` (the node's ``unviewed``: ciphertexts under another node's key, bulky and unreadable to it)."""
         md = message.metadata
         if not message.has_content() or not self.policy.wants(round_of(message)):
             return
         configs = _configs(message)
         for rec_name, rec in message.content.array_records.items():
             for name, arr in rec.items():
+                if name in skip:
+                    continue
                 meta = {"src": int(md.src_node_id), "kind": md.message_type, "round": round_of(message),
                         "record": rec_name, "name": name, "config": configs, "derived": False}
                 self._add(node_id, meta, from_array(arr))
