@@ -73,6 +73,11 @@ class SecureBoostParams:
                                         "active party): its histograms stay plaintext; num_parties counts it")
     label_dp: LabelDPParams | None = param(None, help="{noise_multiplier, clip}: label DP towards the passive "
                                            "parties (epsilon_label); null = off")
+    hide_instance_space: bool = param(False, help="each row's (g, h) encrypted in the slot of its node, every level: "
+                                      "a passive party sums blindly and never learns which rows reach a node "
+                                      "(≈ depth × the encryptions; he: paillier)")
+    first_tree_label_holder_only: bool = param(False, help="the first round's trees on the label holder's columns "
+                                               "only (their leaves are the purest): needs label_holder_features")
 
 
 @register
@@ -113,6 +118,12 @@ class SecureBoost(Strategy):
         if cfg.num_parties < need:
             raise ConfigError("num_parties", f"got {cfg.num_parties}; secureboost needs at least {need} column "
                               f"block(s){' (one stays with the label holder)' if need == 2 else ''}")
+        if p.hide_instance_space and p.he != "paillier":
+            raise ConfigError("params.hide_instance_space", "needs params.he: paillier (in the clear a party reads "
+                              "every row's node off its slots)")
+        if p.first_tree_label_holder_only and not p.label_holder_features:
+            raise ConfigError("params.first_tree_label_holder_only", "needs params.label_holder_features: true (the "
+                              "label holder's own columns grow the first trees)")
         if p.label_dp is not None and p.base_score is None and p.objective == "reg:squarederror":
             raise ConfigError("params.base_score", "with params.label_dp a regression needs a fixed base_score (the "
                               "labels' mean would be a release no noise covers): set it, e.g. a public prior")
@@ -216,7 +227,8 @@ class SecureBoost(Strategy):
         return LabelHolder(spec, labels=labels, own=own, objective=self.objective(labels.num_classes),
                            params=self.tree_params(), base_score=self.base_score(), max_bin=self.params.max_bin,
                            parties=self.party_ids(), make_scheme=make_scheme, schedule=sched, label_dp=self.label_dp(),
-                           noise_rng=self.cfg.privacy.noise_rng, seed=self.cfg.seed)
+                           noise_rng=self.cfg.privacy.noise_rng, seed=self.cfg.seed,
+                           hide=self.params.hide_instance_space, first_tree_own=self.params.first_tree_label_holder_only)
 
     def party_node(self, spec: NodeSpec, shard: PartyShard, sched: Any, **_: Any) -> Node:
         from parties.trees.party import TreeParty
@@ -304,7 +316,9 @@ class SecureBoost(Strategy):
         p = self.params
         out: dict[str, Any] = {"n_trees": None, "s_per_tree": float(np.mean(self._tree_s)) if self._tree_s else None,
                                "he": p.he, "objective": p.objective, "max_depth": p.max_depth,
-                               "learning_rate": p.learning_rate, "max_bin": p.max_bin, **self._psi}
+                               "learning_rate": p.learning_rate, "max_bin": p.max_bin,
+                               "hide_instance_space": p.hide_instance_space,
+                               "first_tree_label_holder_only": p.first_tree_label_holder_only, **self._psi}
         if p.he == "paillier":
             out["key_bits"] = p.key_bits
         else:

@@ -50,8 +50,10 @@ class LabelHolder(Node):
     def __init__(self, spec: NodeSpec, *, labels: LabelShard, own: tuple[np.ndarray, np.ndarray] | None,
                  objective: Objective, params: TreeParams, base_score: float | None, max_bin: int,
                  parties: list[int], make_scheme: Callable[[], Scheme], schedule: Any,
-                 label_dp: LabelDP | None = None, noise_rng: str = "crypto", seed: int = 0) -> None:
+                 label_dp: LabelDP | None = None, noise_rng: str = "crypto", seed: int = 0, hide: bool = False,
+                 first_tree_own: bool = False) -> None:
         super().__init__(spec)
+        self.hide, self.first_tree_own = hide, first_tree_own
         self.objective, self.params, self.base_score, self.max_bin = objective, params, base_score, max_bin
         self.label_dp, self.noise_rng, self.seed = label_dp, noise_rng, seed
         self.parties, self.make_scheme, self.schedule = list(parties), make_scheme, schedule
@@ -132,22 +134,34 @@ class LabelHolder(Node):
         if set(self.layouts) != set(self.parties) or self.scheme is None or self.margins is None:
             raise ProtocolError("tree before the set-up finished (keys and every party's layout)")
         t0 = profile.start()
+        round_ = parse_round(wire.round_of(m))[1]
         if k == 0 or not self._round:  # XGBoost: one gradient per round, every class's tree from it
-            self._round = self._gradients(parse_round(wire.round_of(m))[1])
+            self._round = self._gradients(round_)
         g, h = self._round[k]
         codec, gi, hi = make_codec(g, h)
-        self._grower = Grower(g=gi, h=hi, codec=codec, layouts=self._owners(), params=self.params)
-        self._tree_tag = wire.round_of(m)
-        self._output = k
+        alone = self.first_tree_own and round_ == 0  # the first round's trees on its own columns only
+        owners = {LABEL_HOLDER_ID: self._owners()[LABEL_HOLDER_ID]} if alone else self._owners()
+        self._grower = Grower(g=gi, h=hi, codec=codec, layouts=owners, params=self.params)
+        self._tree_tag, self._output = wire.round_of(m), k
         profile.stop(PHASE_GRADIENTS, t0)
+        if alone:
+            return self._grow_alone()
+        return [wire.make(Kind.GRADIENTS, src=self.node_id, dst=BROADCAST, round=self._tree_tag,
+                          content=self._rows_content(self._grower))]
+
+    def _rows_content(self, gr: Grower) -> Any:
+        """The rows' encoded (g, h) and the nodes to build: once per tree, or per level when hidden."""
+        assert self.scheme is not None
         t0 = profile.start()
-        payload = self.scheme.encode_rows(codec, gi, hi)
+        if self.hide:
+            payload = self.scheme.encode_hidden(gr.codec, gr.g, gr.h, gr.pos, gr.build)
+        else:
+            payload = self.scheme.encode_rows(gr.codec, gr.g, gr.h)
         profile.stop(PHASE_ENCRYPT, t0)
-        build = np.asarray(self._grower.build, dtype=np.int64)
-        recs: dict[str, Any] = {Record.ROWS: wire.arrays(**payload), Record.CODEC: wire.config(**codec.to_config()),
-                                Record.LEVEL: wire.arrays(**{Array.BUILD: build})}
-        content = wire.records(**recs)
-        return [wire.make(Kind.GRADIENTS, src=self.node_id, dst=BROADCAST, round=self._tree_tag, content=content)]
+        recs: dict[str, Any] = {Record.ROWS: wire.arrays(**payload),
+                                Record.CODEC: wire.config(**gr.codec.to_config(), **{Key.HIDDEN: self.hide}),
+                                Record.LEVEL: wire.arrays(**{Array.BUILD: np.asarray(gr.build, dtype=np.int64)})}
+        return wire.records(**recs)
 
     def _gradients(self, round_: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """(g, h) per output for this round: XGBoost's, or with ``label_dp`` the gradients clipped and noised
@@ -163,10 +177,43 @@ class LabelHolder(Node):
         return [(g[:, j], exact[j][1]) for j in outputs]
 
     def _build_own(self, gr: Grower) -> None:
-        if self.columns is None:
-            return
-        for node in gr.build:
-            gr.add(LABEL_HOLDER_ID, node, self.columns.plain_sums(gr.rows_of(node), gr.g, gr.h))
+        t0 = profile.start()
+        if self.columns is not None:
+            for node in gr.build:
+                gr.add(LABEL_HOLDER_ID, node, self.columns.plain_sums(gr.rows_of(node), gr.g, gr.h))
+        profile.stop(PHASE_OWN, t0)
+
+    def _decide(self, gr: Grower) -> list[Message]:
+        """Pick every node's split: its own applied now, each party's asked of its owner (SPLIT)."""
+        self._build_own(gr)
+        out = []
+        self._masks = {}
+        t0 = profile.start()
+        choices = gr.decide()
+        profile.stop(PHASE_SPLITS, t0)
+        for ch in choices:
+            cand = ch.candidate
+            if ch.owner == LABEL_HOLDER_ID:
+                assert self.columns is not None
+                go = self.columns.left_of(gr.rows_of(ch.node), cand.feature, cand.bin, cand.default_left)
+                self.own_records.append((cand.feature, cand.bin, cand.default_left))
+                self._masks[ch.node] = pack_mask(go)
+                gr.apply(ch.node, go, record=len(self.own_records) - 1)
+            else:
+                split = wire.config(**{Key.NODE: ch.node, Key.FEATURE: cand.feature, Key.BIN: cand.bin,
+                                       Key.DEFAULT_LEFT: cand.default_left})
+                out.append(wire.make(Kind.SPLIT, src=self.node_id, dst=ch.owner, round=self._tree_tag,
+                                     content=wire.records(**{Record.SPLIT: split})))
+        return out
+
+    def _grow_alone(self) -> list[Message]:
+        """A tree on the label holder's columns only (``first_tree_label_holder_only``): no message leaves."""
+        gr = self._grower
+        assert gr is not None
+        while self._grower is not None:
+            self._decide(gr)
+            self._advance(alone=True)
+        return []
 
     @handles(Kind.HISTOGRAMS)
     def on_histograms(self, messages: list[Message]) -> list[Message]:
@@ -181,35 +228,17 @@ class LabelHolder(Node):
             echo = wire.get_array(m, Record.LEVEL, Array.BUILD).tolist()
             if echo != build:
                 raise ProtocolError(f"histograms of nodes {echo} from node {src}, asked for {build}")
-            sizes = [self.layouts[src].num_slots()] * len(build)
+            slots = self.layouts[src].num_slots()
             t0 = profile.start()
-            sums = self.scheme.decode_sums(_arrays(m, Record.ROWS), gr.codec, sizes, [gr.counts[n] for n in build])
+            if self.hide:
+                sums = self.scheme.decode_hidden(_arrays(m, Record.ROWS), gr.codec, slots, build)
+            else:
+                sums = self.scheme.decode_sums(_arrays(m, Record.ROWS), gr.codec, [slots] * len(build),
+                                               [gr.counts[n] for n in build])
             profile.stop(PHASE_DECRYPT, t0)
             for node, s in zip(build, sums, strict=True):
                 gr.add(src, node, s)
-        t0 = profile.start()
-        self._build_own(gr)
-        profile.stop(PHASE_OWN, t0)
-        out = []
-        self._masks = {}
-        t0 = profile.start()
-        choices = gr.decide()
-        profile.stop(PHASE_SPLITS, t0)
-        for ch in choices:
-            cand = ch.candidate
-            if ch.owner == LABEL_HOLDER_ID:
-                assert self.columns is not None
-                rows = gr.rows_of(ch.node)
-                go = self.columns.left_of(rows, cand.feature, cand.bin, cand.default_left)
-                self.own_records.append((cand.feature, cand.bin, cand.default_left))
-                self._masks[ch.node] = pack_mask(go)
-                gr.apply(ch.node, go, record=len(self.own_records) - 1)
-            else:
-                split = wire.config(**{Key.NODE: ch.node, Key.FEATURE: cand.feature, Key.BIN: cand.bin,
-                                       Key.DEFAULT_LEFT: cand.default_left})
-                out.append(wire.make(Kind.SPLIT, src=self.node_id, dst=ch.owner, round=self._tree_tag,
-                                     content=wire.records(**{Record.SPLIT: split})))
-        return out or self._advance()
+        return self._decide(gr) or self._advance()
 
     @handles(Kind.PARTITION)
     def on_partition(self, messages: list[Message]) -> list[Message]:
@@ -223,11 +252,17 @@ class LabelHolder(Node):
             if pending is None or pending.owner != m.metadata.src_node_id:
                 raise ProtocolError(f"partition of node {node} from node {m.metadata.src_node_id}, which does not own it")
             bits = wire.get_array(m, Record.MASKS, Array.MASK)
+            rows = gr.rows_of(node)
+            if self.hide:  # the owner answered for every row (it does not know the node's): keep the node's
+                go = unpack_mask(bits, len(gr.pos))[rows]
+                bits = pack_mask(go)
+            else:
+                go = unpack_mask(bits, len(rows))
             self._masks[node] = bits
-            gr.apply(node, unpack_mask(bits, len(gr.rows_of(node))), record=record)
+            gr.apply(node, go, record=record)
         return self._advance()
 
-    def _advance(self) -> list[Message]:
+    def _advance(self, *, alone: bool = False) -> list[Message]:
         gr = self._grower
         assert gr is not None
         t = gr.tree
@@ -247,6 +282,12 @@ class LabelHolder(Node):
             if self._output == self.objective.outputs - 1:
                 self._round = []
             return []
+        if alone:
+            return []
+        if self.hide:  # no partition leaves: the next level's rows, each in its node's slot
+            self._masks = {}
+            return [wire.make(Kind.LEVEL, src=self.node_id, dst=BROADCAST, round=self._tree_tag,
+                              content=self._rows_content(gr))]
         masks = [self._masks[n] for n, _, _ in splits]
         level = {Array.NODES: np.asarray([n for n, _, _ in splits], dtype=np.int64),
                  Array.LEFT: np.asarray([lo for _, lo, _ in splits], dtype=np.int64),

@@ -42,6 +42,16 @@ def _per_ciphertext(codec: Codec, pk: PublicKey) -> int:
     return k
 
 
+def hidden_layout(nodes: int, slots: int, k: int) -> list[tuple[int, int, int]]:
+    """(group, node slots used, ciphertexts) of a hidden-mode reply: the built nodes in groups of ``k`` slots
+    (one ciphertext per row and group); a group's bin sums packed ``k // used`` to a ciphertext."""
+    out = []
+    for grp in range(-(-nodes // k)):
+        used = min(k, nodes - grp * k)
+        out.append((grp, used, -(-slots // (k // used))))
+    return out
+
+
 class PaillierScheme:
     """The label holder's end: a fresh key pair per set-up, encryption, decryption with a range check."""
 
@@ -84,6 +94,44 @@ class PaillierScheme:
             both[filled] = np.asarray(fields.reshape(-1, 2)[:used].tolist(), dtype=np.int64)
         return np.split(both, np.cumsum(sizes)[:-1])
 
+    # ---- params.hide_instance_space: a row's (g, h) in the slot of its node ----
+    def encode_hidden(self, codec: Codec, g: np.ndarray, h: np.ndarray, pos: np.ndarray,
+                      build: Sequence[int]) -> dict[str, np.ndarray]:
+        """Per row, ``ceil(len(build)/k)`` ciphertexts; node ``build[j]``'s slot holds the row's packed (g, h)
+        when the row is in it, 0 otherwise (every row encrypted, so no ciphertext says where its row is)."""
+        k, shift = _per_ciphertext(codec, self.pk), codec.slot_bits
+        value = [a + (b << codec.width_g) for a, b in zip(g.tolist(), h.tolist(), strict=True)]
+        slot = {int(n): j for j, n in enumerate(build)}
+        groups = -(-len(build) // k)
+        plain = [0] * (len(value) * groups)
+        for i, (v, n) in enumerate(zip(value, pos.tolist(), strict=True)):
+            j = slot.get(n)
+            if j is not None:
+                plain[i * groups + j // k] = v << ((j % k) * shift)
+        cts = self.sk.encrypt(plain)
+        self.prefill(len(plain))
+        return {Array.CIPHER: to_wire(self.pk, cts)}
+
+    def decode_hidden(self, arrays: dict[str, np.ndarray], codec: Codec, slots: int, build: Sequence[int]
+                      ) -> list[np.ndarray]:
+        """Each built node's (slots, 2) sums from a party's hidden-mode reply (``hidden_layout``)."""
+        k = _per_ciphertext(codec, self.pk)
+        cts = from_wire(self.pk, arrays.get(Array.CIPHER, np.zeros((0, self.pk.ciphertext_bytes), np.uint8)))
+        plan = hidden_layout(len(build), slots, k)
+        if len(cts) != sum(n for _, _, n in plan):
+            raise ProtocolError(f"{len(cts)} hidden-mode ciphertexts, the layout takes {sum(n for _, _, n in plan)}")
+        layout = SlotLayout((codec.width_g, codec.width_h)).repeat(k)
+        fields = layout.unpack_many(self.sk.decrypt(cts, bound=layout.bound()))  # (ciphertexts, 2k)
+        out = [np.zeros((slots, 2), dtype=np.int64) for _ in build]
+        at = 0
+        for grp, used, n in plan:
+            per = k // used  # bin sums packed in one ciphertext, each over the group's `used` node slots
+            vals = np.asarray(fields[at:at + n].tolist(), dtype=object).reshape(n * per, used, 2)[:slots]
+            for j in range(used):
+                out[grp * k + j][:] = np.asarray(vals[:, j, :].tolist(), dtype=np.int64)
+            at += n
+        return out
+
     def close(self) -> None:
         self.sk.close()
 
@@ -107,6 +155,9 @@ class PaillierParty:
             raise ProtocolError("encrypted gradients without ciphertexts")
         self.cts, self.codec = from_wire(self.pk, arrays[Array.CIPHER]), codec
 
+    def loaded(self) -> int:
+        return len(self.cts)
+
     def sums(self, columns: Columns, nodes_rows: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
         if self.codec is None:
             raise ProtocolError("histograms asked before the gradients arrived")
@@ -118,6 +169,30 @@ class PaillierParty:
                 col = columns.slot[:, f]
                 mine = rows[col[rows] >= 0]  # the implicit bin's rows cost nothing
                 slots += grouped_sum(self.pk, self.cts, col - sp[f], int(sp[f + 1] - sp[f]), rows=mine)
+        return self._packed(slots)
+
+    def sums_hidden(self, columns: Columns, groups: int, nodes: int) -> dict[str, np.ndarray]:
+        """Bin sums over every row (it does not know which rows reach which node): each sum carries the
+        built nodes' sums in their slots; sums using few node slots are packed several to a ciphertext."""
+        assert self.codec is not None
+        lay = columns.layout
+        sp = np.concatenate([[0], np.cumsum(lay.slots())]).astype(np.int64)
+        rows = np.arange(len(columns.x_train))
+        k = _per_ciphertext(self.codec, self.pk)
+        out: list[mpz] = []
+        for grp, used, _ in hidden_layout(nodes, lay.num_slots(), k):
+            cts = self.cts[grp::groups]
+            sums: list[mpz | None] = []
+            for f in range(lay.num_features):
+                col = columns.slot[:, f]
+                sums += grouped_sum(self.pk, cts, col - sp[f], int(sp[f + 1] - sp[f]), rows=rows[col >= 0])
+            per = k // used
+            out += [pack_ciphertexts(self.pk, sums[i:i + per], used * self.codec.slot_bits)
+                    for i in range(0, len(sums), per)]
+        return {Array.CIPHER: to_wire(self.pk, out) if out else np.zeros((0, self.pk.ciphertext_bytes), np.uint8)}
+
+    def _packed(self, slots: list[mpz | None]) -> dict[str, np.ndarray]:
+        assert self.codec is not None
         filled = [c for c in slots if c is not None]  # an empty slot costs no packing step: a bit says it is empty
         k = _per_ciphertext(self.codec, self.pk)
         packed = [pack_ciphertexts(self.pk, filled[i:i + k], self.codec.slot_bits) for i in range(0, len(filled), k)]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from flwr.common import Message
+from flwr.common import ArrayRecord, Message
 
 from parties.trees.codec import Codec
 from parties.trees.columns import Columns, pack_mask, unpack_mask
@@ -42,6 +42,7 @@ class TreeParty(Node):
         self.scheme: PartyScheme | None = None
         self.records: list[tuple[int, int, bool]] = []  # record id -> (feature, bin, default_left)
         self.pos = np.zeros(0, dtype=np.int64)
+        self.hidden = False  # this tree's rows come per node slot (params.hide_instance_space)
         self.columns: Columns
         self.shard = shard
 
@@ -67,11 +68,26 @@ class TreeParty(Node):
             Array.BINS: lay.bins, Array.IMPLICIT: lay.implicit, Array.MISSING: lay.missing.astype(np.uint8)})})
         return [wire.reply(m, Kind.LAYOUT, src=self.node_id, content=content)]
 
+    def _load(self, m: Message) -> None:
+        """The rows' encoded (g, h) of this tree (or, hidden, of this level) and whether they are hidden."""
+        if self.scheme is None:
+            raise ProtocolError(f"{self.spec.name}: gradients before the key set-up")
+        c = wire.config_of(m, Record.CODEC)
+        rows = wire.record_of(m, Record.ROWS, ArrayRecord)
+        if rows is None:
+            raise ProtocolError(f"{self.spec.name}: gradients without rows")
+        self.scheme.load_rows({k: wire.from_array(v) for k, v in rows.items()}, Codec.from_config(c))
+        self.hidden = bool(c.get(Key.HIDDEN, False))
+
     def _histograms(self, m: Message, build: np.ndarray) -> list[Message]:
         if self.scheme is None:
             raise ProtocolError(f"{self.spec.name}: gradients before the key set-up")
         t0 = profile.start()
-        arrays = self.scheme.sums(self.columns, [self._rows(int(n)) for n in build])
+        if self.hidden:  # it does not know the nodes' rows: sums over every row, the nodes apart in their slots
+            n = len(self.columns.x_train)
+            arrays = self.scheme.sums_hidden(self.columns, groups=self.scheme.loaded() // max(n, 1), nodes=len(build))
+        else:
+            arrays = self.scheme.sums(self.columns, [self._rows(int(b)) for b in build])
         profile.stop(PHASE_HISTOGRAMS, t0)
         content = wire.records(**{Record.ROWS: wire.arrays(**arrays), Record.LEVEL: wire.arrays(**{Array.BUILD: build})})
         return [wire.reply(m, Kind.HISTOGRAMS, src=self.node_id, content=content)]
@@ -79,19 +95,16 @@ class TreeParty(Node):
     @handles(Kind.GRADIENTS)
     def on_gradients(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
-        if self.scheme is None:
-            raise ProtocolError(f"{self.spec.name}: gradients before the key set-up")
-        codec = Codec.from_config(wire.config_of(m, Record.CODEC))
-        rows = wire.record_of(m, Record.ROWS, type(wire.arrays()))
-        if rows is None:
-            raise ProtocolError(f"{self.spec.name}: gradients without rows")
-        self.scheme.load_rows({k: wire.from_array(v) for k, v in rows.items()}, codec)
+        self._load(m)
         self.pos = np.zeros(len(self.columns.x_train), dtype=np.int64)
         return self._histograms(m, wire.get_array(m, Record.LEVEL, Array.BUILD))
 
     @handles(Kind.LEVEL)
     def on_level(self, messages: list[Message]) -> list[Message]:
         m = messages[-1]
+        if wire.record_of(m, Record.ROWS, ArrayRecord) is not None:  # hidden: new rows, no partition
+            self._load(m)
+            return self._histograms(m, wire.get_array(m, Record.LEVEL, Array.BUILD))
         nodes, left, right = (wire.get_array(m, Record.LEVEL, a) for a in (Array.NODES, Array.LEFT, Array.RIGHT))
         bits = wire.get_array(m, Record.LEVEL, Array.MASK)
         at = 0
@@ -116,7 +129,8 @@ class TreeParty(Node):
             if not (0 <= f < self.columns.num_features and -1 <= b < int(self.columns.layout.bins[f])):
                 raise ProtocolError(f"{self.spec.name}: split on feature {f} bin {b} is outside its columns")
             self.records.append((f, b, dl))
-            go = self.columns.left_of(self._rows(node), f, b, dl)
+            rows = np.arange(len(self.columns.x_train)) if self.hidden else self._rows(node)
+            go = self.columns.left_of(rows, f, b, dl)  # hidden: every row (it does not know the node's)
             recs: dict[str, Any] = {Record.SPLIT: wire.config(**{Key.NODE: node, Key.RECORD: len(self.records) - 1}),
                                     Record.MASKS: wire.arrays(**{Array.MASK: pack_mask(go)})}
             content = wire.records(**recs)

@@ -42,13 +42,23 @@ class Scheme(Protocol):
     def decode_sums(self, arrays: dict[str, np.ndarray], codec: Codec, sizes: Sequence[int],
                     counts: Sequence[int]) -> list[np.ndarray]: ...
 
+    def encode_hidden(self, codec: Codec, g: np.ndarray, h: np.ndarray, pos: np.ndarray,
+                      build: Sequence[int]) -> dict[str, np.ndarray]: ...
+
+    def decode_hidden(self, arrays: dict[str, np.ndarray], codec: Codec, slots: int, build: Sequence[int]
+                      ) -> list[np.ndarray]: ...
+
 
 class PartyScheme(Protocol):
     """The passive party's end: read the rows, answer histograms."""
 
     def load_rows(self, arrays: dict[str, np.ndarray], codec: Codec) -> None: ...
 
+    def loaded(self) -> int: ...
+
     def sums(self, columns: Columns, nodes_rows: Sequence[np.ndarray]) -> dict[str, np.ndarray]: ...
+
+    def sums_hidden(self, columns: Columns, groups: int, nodes: int) -> dict[str, np.ndarray]: ...
 
 
 class PlainScheme:
@@ -76,6 +86,14 @@ class PlainScheme:
         both = np.stack([g.astype(np.int64), h.astype(np.int64)], axis=1)
         return np.split(both, np.cumsum(sizes)[:-1])
 
+    def encode_hidden(self, codec: Codec, g: np.ndarray, h: np.ndarray, pos: np.ndarray,
+                      build: Sequence[int]) -> dict[str, np.ndarray]:
+        raise ProtocolError("hidden instance spaces need encrypted rows (he: paillier)")
+
+    def decode_hidden(self, arrays: dict[str, np.ndarray], codec: Codec, slots: int, build: Sequence[int]
+                      ) -> list[np.ndarray]:
+        raise ProtocolError("hidden instance spaces need encrypted rows (he: paillier)")
+
 
 class PlainParty:
     """The party's end of ``he: none``."""
@@ -85,6 +103,12 @@ class PlainParty:
 
     def load_rows(self, arrays: dict[str, np.ndarray], codec: Codec) -> None:
         self.g, self.h = arrays[Array.G].astype(np.int64), arrays[Array.H].astype(np.int64)
+
+    def loaded(self) -> int:
+        return len(self.g)
+
+    def sums_hidden(self, columns: Columns, groups: int, nodes: int) -> dict[str, np.ndarray]:
+        raise ProtocolError("hidden instance spaces need encrypted rows (he: paillier)")
 
     def sums(self, columns: Columns, nodes_rows: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
         parts = [columns.plain_sums(rows, self.g, self.h) for rows in nodes_rows]

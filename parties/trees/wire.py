@@ -17,7 +17,9 @@ Node ids: the label holder (key holder, labels, optionally its own columns) is `
   Kind.PARTITION    owner -> label holder    Record.SPLIT (node, record id) + Array.MASK: which of the node's
                                              rows go left (instance space)
   Kind.LEVEL        label holder -> parties  Record.LEVEL: the last level's partitions (Array.MASK per split
-                                             node) and the nodes whose histograms to build next
+                                             node) and the nodes whose histograms to build next; with
+                                             ``hide_instance_space`` no partition, but Record.ROWS again: each
+                                             row's (g, h) encrypted in the slot of its node (Key.HIDDEN)
   Kind.PREDICT      driver -> label holder   control: route the test rows through the trees not yet applied
   Kind.ASK          label holder -> owner    Record.SPLIT: record ids whose decisions it needs on test rows
   Kind.DECISIONS    owner -> label holder    Array.MASK per record: test rows with value < threshold (or
@@ -90,3 +92,4 @@ class Key:
     FRAC, WIDTH_G, WIDTH_H, SLOTS = "frac", "wg", "wh", "slots"
     NODE, FEATURE, BIN, DEFAULT_LEFT, RECORD = "node", "feature", "bin", "default_left", "record"
     RECORDS, BUILD = "records", "build"
+    HIDDEN = "hidden"  # params.hide_instance_space: rows encrypted per node slot, sums over every row
