@@ -66,7 +66,8 @@ class Engine:
         self.grid: Grid | None = None
         self.groups: list[Any] = []
         # write-ahead privacy ledger: durable in the run directory, in memory without one
-        self.releases = ReleaseLedger(run_dir.path / LEDGER_FILE if run_dir is not None else None)
+        self.releases = (ReleaseLedger(run_dir.path / LEDGER_FILE, repair=True, warn=run_dir.checkpoints.warn)
+                         if run_dir is not None else ReleaseLedger())  # the writer: a torn tail is cut here
         self.recovery = Recovery(cfg, self.releases)  # its restarts and resumes are the ledger's records
         self.snapshot: Snapshot | None = None  # what a restart returns to
         self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
@@ -343,6 +344,8 @@ class Engine:
                                     caveats=self.strategy.epsilon_caveats(), colluders=cfg.privacy.colluders or 0,
                                     assumptions=self.strategy.epsilon_assumptions()))
         summary.update(self.recovery.summary())
+        if self.run_dir is not None and self.releases.records:  # the hash chain's head: `vfl verify` checks it
+            summary["privacy_ledger_head"] = self.releases.head
         if self.stopped is not None:
             summary["stopped"] = self.stopped
         if self.grid is not None:
