@@ -22,6 +22,7 @@ from simulations.cli.generate import add_parser as add_generate_parser
 from simulations.cli.generate import cmd_generate
 from simulations.cli.sweep import add_sweep_parser, cmd_sweep
 from simulations.cli.tiny_lm import add_tiny_lm_parser, cmd_tiny_lm
+from simulations.cli.verify import add_verify_parser, cmd_verify
 from vfl import __version__
 from vfl.core.errors import (
     ConfigError,
@@ -114,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("run_dir", metavar="RUN_DIR")
     at.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.engine.trust)")
     add_generate_parser(sub)
+    add_verify_parser(sub)
     return p
 
 
@@ -333,6 +335,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return cmd_generate(args)
     if args.command == "tiny-lm":
         return cmd_tiny_lm(args)
+    if args.command == "verify":
+        return cmd_verify(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 

@@ -280,6 +280,7 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
         log.info("finished %s after %s epochs%s", cfg.name, result.summary.get("epochs"),
                  f" (stopped: {result.summary['stopped']['message']})" if result.summary.get("stopped") else "")
         if run_dir is not None:
+            result.summary["config_sha256"] = run_dir.config_digest()  # the settings it ran (`vfl verify`)
             run_dir.write_summary(result.summary)
             plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=run_title(cfg))
         tracker.finish(run_dir)  # summary.json, config.resolved.yaml, metrics.jsonl, plots as artifacts

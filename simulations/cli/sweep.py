@@ -23,7 +23,7 @@ from simulations.cli.epoch_log import EpochLog, quiet_library_bars, wants_epoch_
 from simulations.cli.sweep_ray import check_parallel, run_grid_on_ray
 from vfl.core.errors import ConfigError
 from vfl.engine.lock import LOCK_FILE, RunLock
-from vfl.engine.rundir import safe_name
+from vfl.engine.rundir import read_summary, safe_name
 
 METRICS = ("final_test_acc", "final_train_loss", "epsilon", "total_bytes_up", "total_bytes_down", "wall_s")
 
@@ -144,7 +144,7 @@ def _finished(runs: Sequence[tuple[dict[str, str], int, list[str]]], dirs: Seque
     kept = {}
     for i, d in enumerate(dirs):
         if (d / "summary.json").is_file():
-            kept[i] = json.loads((d / "summary.json").read_text())
+            kept[i] = read_summary(d / "summary.json")  # a damaged one is one line naming it
             print(f"run {i + 1}/{len(runs)}: {_setting(runs[i])} -> {d}: finished before, kept "
                   f"({_shown(kept[i], metrics)})", flush=True)
     return kept

@@ -193,7 +193,7 @@ class Engine:
                     if self.stopped is not None:
                         break
                     record = self._run_epoch(grid, epoch, steps, t_run)
-                    self._commit(epoch, record)
+                    self._commit(epoch, record, history)
                 except PartyFailure as exc:
                     self.recovery.admit(exc, epoch=epoch)  # re-raises unless a restart is allowed
                     failed = exc
@@ -224,9 +224,9 @@ class Engine:
         if replaced_after is not None:
             mark_replaced(self.run_dir.path / "views", after_epoch=replaced_after, reason=reason)
 
-    def _commit(self, epoch: int, record: dict[str, Any]) -> None:
-        """Checkpoint first (it carries the metrics row), then the row: a run killed in between is
-        repaired on resume from the checkpoint, so a row is never duplicated or lost."""
+    def _commit(self, epoch: int, record: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        """Checkpoint first (it carries the metrics row and every row before it), then the row: a run killed
+        in between, or a metrics.jsonl lost, is rebuilt on resume from the checkpoint: no row duplicated or lost."""
         if self.run_dir is None and not self.recovery.enabled:
             return
         nodes = self.transport.get_state()
@@ -237,7 +237,8 @@ class Engine:
             self._save_views()  # before the checkpoint: a kill in between leaves views a resume flags
             self.run_dir.save_checkpoint(epoch, nodes, {
                 "epoch": epoch, "ledger": ledger, "wall_s": record["wall_s"], "accountant": accountant,
-                "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record})
+                "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record,
+                "history": [*history, record]})
             self.run_dir.append_metrics(record)
         if self.recovery.enabled:
             self.snapshot = Snapshot(epoch, nodes, ledger, accountant, covered=covered)
@@ -280,6 +281,8 @@ class Engine:
         cum = self.ledger.totals("train")
         record["cum_bytes_up"], record["cum_bytes_down"] = cum["bytes_up"], cum["bytes_down"]
         events = self.strategy.privacy_events(epoch=epoch)
+        if seq:  # the release on disk holds exactly what the accountant charges (`vfl verify` recomputes from it)
+            self.releases.amend(seq, events)
         if events:
             if self.accountant is None:
                 self.accountant = self._new_accountant()

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vfl.core.errors import RunDirError
+from vfl.core.errors import RunDirError, RunFileError
 from vfl.core.private_fs import open_private
 
 GENESIS = "0" * 64
@@ -36,7 +36,7 @@ _RECORD_START = b'{"record": '
 Warn = Callable[[str], None]
 
 
-class LedgerDamaged(RunDirError):
+class LedgerDamaged(RunFileError):
     """A privacy ledger line that is neither a record nor a torn tail, or a broken hash chain: a resume
     would charge releases it cannot read, so the run cannot go on (no resume hint)."""
 
