@@ -18,7 +18,7 @@ with declared colluders: fewer binomials in the sum, a larger ε).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,10 +86,9 @@ register_dp_event("dpsgd-lora", lambda e: gaussian(float(e["noise_multiplier"]) 
                   keys=_DPSGD_KEYS)
 
 
-def epsilon(events: list[Event], *, orders: np.ndarray, delta: float) -> float:
+def epsilon(events: Sequence[Event], *, orders: np.ndarray, delta: float) -> float:
     """(ε at ``delta``) of every event composed: dp_accounting composes its events, the verifier's curves
     are added to its RDP, and dp_accounting converts the sum. ``KeyError`` names an unknown kind."""
-    import dp_accounting
     from dp_accounting import rdp as dp_rdp
 
     acc = dp_rdp.RdpAccountant(list(orders))
