@@ -224,14 +224,14 @@ class RunDir:
         created by this user here (``vfl.engine.trust``: someone else's run directory is untrusted input)."""
         p = self.path / CONFIG
         if not p.exists():
-            raise ConfigError("--resume", f"{self.path} has no {CONFIG}; is it a run directory?")
+            raise ConfigError(key, f"{self.path} has no {CONFIG}; is it a run directory?")
         try:
             text = p.read_text()
             data = load_yaml(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError("--resume", f"{p} is unreadable: {str(exc).splitlines()[0]}") from None
+            raise ConfigError(key, f"{p} is unreadable: {str(exc).splitlines()[0]}") from None
         if not isinstance(data, dict):
-            raise ConfigError("--resume", f"{p} does not hold a mapping of config keys")
+            raise ConfigError(key, f"{p} does not hold a mapping of config keys")
         damaged = check_config_text(text)
         if damaged is not None:  # never filled with defaults: a resume must compute what the run computed
             raise RunFileError(f"{p}: {damaged}; the run's settings are unknown, so it cannot be read back")
