@@ -167,5 +167,5 @@ def test_sighup_is_handled_like_sigterm(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(vfl.engine.api, "run", run)
     before = signal.getsignal(signal.SIGHUP)
     assert main(["run", "demo", "--transport", "inprocess", "--out", str(out)]) == 129
-    assert _one_line(capsys).startswith(f"vfl: interrupted by SIGHUP; last checkpoint: none")
+    assert _one_line(capsys).startswith("vfl: interrupted by SIGHUP; last checkpoint: none")
     assert signal.getsignal(signal.SIGHUP) == before  # the command's handler is gone after it
