@@ -169,3 +169,52 @@ def test_sighup_is_handled_like_sigterm(tmp_path, monkeypatch, capsys):
     assert main(["run", "demo", "--transport", "inprocess", "--out", str(out)]) == 129
     assert _one_line(capsys).startswith("vfl: interrupted by SIGHUP; last checkpoint: none")
     assert signal.getsignal(signal.SIGHUP) == before  # the command's handler is gone after it
+
+
+# ---- issue 47, item 2: a run directory's damaged files, as the commands that read them say it --------------
+@pytest.fixture
+def finished(tmp_path):
+    """A run directory's files as a finished 2-epoch run leaves them (no engine: written here)."""
+    import json
+
+    from tests.support.release_runs import tiny_cfg
+    from vfl.engine.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.write_config(tiny_cfg("pbm", train={"epochs": 2}).to_dict(), note="created by: tests")
+    (run.path / "metrics.jsonl").write_text("".join(json.dumps({"epoch": e, "epsilon": 1.0}) + "\n" for e in (0, 1)))
+    (run.path / "summary.json").write_text(json.dumps({"epochs": 2, "epsilon": 1.0}))
+    return run.path
+
+
+def test_a_truncated_config_stops_a_resume_in_one_line_without_a_resume_hint(finished, capsys):
+    text = (finished / "config.resolved.yaml").read_text()
+    (finished / "config.resolved.yaml").write_text(text[:text.index("privacy:")])
+    assert main(["run", "--resume", str(finished)]) == 1  # before: exit 0, privacy settings from the defaults
+    line = _one_line(capsys)
+    assert line.startswith(f"vfl: error: {finished / 'config.resolved.yaml'}: its settings do not match the digest")
+    assert "resume with" not in line
+
+
+@pytest.mark.parametrize(("damage", "needle"), [
+    ("summary", "summary.json holds a JSON list"), ("epsilon", "summary.json: epsilon is '1.0'"),
+    ("metrics", "metrics.jsonl holds the rows of epochs [1] but")])
+def test_vfl_report_names_a_damaged_file_in_one_line(finished, capsys, damage, needle):
+    """Before: a traceback, or a string ε printed into report.md as the accountant's bound."""
+    if damage == "summary":
+        (finished / "summary.json").write_text("[1, 2]")
+    elif damage == "epsilon":
+        (finished / "summary.json").write_text('{"epochs": 2, "epsilon": "1.0"}')
+    else:
+        (finished / "metrics.jsonl").write_text('{"epoch": 1, "epsilon": 1.0}\n')
+    assert main(["report", str(finished), "--attacks", "audit"]) == 1
+    line = _one_line(capsys)
+    assert needle in line and "resume" not in line and not (finished / "report.md").exists()
+
+
+def test_vfl_report_waits_for_no_run_it_is_refused_under_the_runs_lock(finished, capsys):
+    from vfl.engine.lock import RunLock
+
+    with RunLock(finished, key="--resume"):  # a run (or another report) is writing the directory
+        assert main(["report", str(finished), "--attacks", "audit"]) == 2
+    assert _one_line(capsys).startswith(f"vfl: error: RUN_DIR: {finished} is in use by another vfl run (PID ")
