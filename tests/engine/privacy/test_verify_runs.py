@@ -60,7 +60,7 @@ def runs(tmp_path_factory, request):
                 from tests.engine.llm.test_sap_nodes import ToySentiment
 
                 llama = request.getfixturevalue("llama")
-                make_run(path, _llm(name, llama), ToySentiment(num_train=16, num_test=8))
+                make_run(path, _llm(name, llama), ToySentiment(num_train=8, num_test=4))
             made[name] = path
         return made[name]
 

@@ -121,3 +121,24 @@ def test_a_ledger_from_before_the_chain_is_one_line():
     verdict = verify_files(files, expected=Expected(why_not="not needed"))
     assert not verdict.ok and verdict.legacy is not None and "\n" not in verdict.legacy
     assert "has no hash chain" in verdict.legacy
+
+
+def test_the_verifier_imports_nothing_of_the_training_sides_accountant():
+    """The separate path the issue asks for: no module of ``vfl/privacy/verify/`` imports the accountant, its PBM
+    curve, its events or the write-ahead ledger (the ledger is read from its bytes)."""
+    import ast
+    from pathlib import Path
+
+    import vfl.privacy.verify as pkg
+
+    training = ("vfl.privacy.accounting", "vfl.privacy.defenses", "vfl.engine")
+    found: dict[str, list[str]] = {}
+    modules = sorted(Path(pkg.__file__).parent.glob("*.py"))
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            bad = [n for n in names if n.startswith(training)]
+            if bad:
+                found[path.name] = bad
+    assert len(modules) >= 5 and found == {}
