@@ -142,3 +142,16 @@ def test_the_verifier_imports_nothing_of_the_training_sides_accountant():
             if bad:
                 found[path.name] = bad
     assert len(modules) >= 5 and found == {}
+
+
+def test_a_run_that_released_nothing_accounted_has_no_ledger_and_verifies(tmp_path):
+    from vfl.engine.rundir import RunDir
+
+    RunDir(tmp_path).write_config({"strategy": "npq", "train": {"epochs": 1}})
+    files = {"config.resolved.yaml": (tmp_path / "config.resolved.yaml").read_bytes(), "summary.json": b'{"epochs": 1}',
+             "metrics.jsonl": b'{"epoch": 0}\n'}
+    verdict = verify_files(files, expected=Expected(why_not="not needed"))
+    assert verdict.ok and any("no privacy_ledger.jsonl" in n for n in verdict.notes)
+    files["summary.json"] = b'{"epochs": 1, "epsilon": 3.0}'  # an ε printed without its ledger
+    verdict = verify_files(files, expected=Expected(why_not="not needed"))
+    assert not verdict.ok and verdict.problems == ["privacy_ledger.jsonl is missing but summary.json prints epsilon"]

@@ -25,6 +25,7 @@ from vfl.privacy.verify.mechanisms import MECHANISMS, epsilon
 
 CONFIG, LEDGER, SUMMARY, METRICS = "config.resolved.yaml", "privacy_ledger.jsonl", "summary.json", "metrics.jsonl"
 CKPT = "checkpoints/"
+PRINTED = ("epsilon", "epsilon_label", "party_epsilon_worst_case")  # the ε keys summary.json can print
 REL_TOL = 1e-6  # the two paths differ in float rounding only (1e-12 measured); a real difference is larger
 
 
@@ -107,6 +108,7 @@ class _Run:
         self.summary: dict[str, Any] = {}
         self.rows: list[dict[str, Any]] = []
         self.ledger = Ledger()
+        self.no_ledger = False
 
     def _bytes(self, name: str) -> bytes:
         data = self.files.get(name, b"")
@@ -122,10 +124,10 @@ class _Run:
     def read(self) -> bool:
         from vfl.config.fields import load_yaml
 
-        missing = [n for n in (CONFIG, LEDGER, SUMMARY) if n not in self.files]
+        missing = [n for n in (CONFIG, SUMMARY) if n not in self.files]
         if missing:
-            self.v.problems.append(f"{', '.join(missing)} missing: a finished run directory holds "
-                                   f"{CONFIG}, {LEDGER} and {SUMMARY}")
+            self.v.problems.append(f"{', '.join(missing)} missing: a finished run directory holds {CONFIG} and "
+                                   f"{SUMMARY} (and {LEDGER} when it released anything accounted)")
             return False
         text = self._bytes(CONFIG).decode(errors="replace")
         _, body, stated = split_config(text)
@@ -150,6 +152,15 @@ class _Run:
             self.v.problems.append(f"{SUMMARY} was written for the config of digest {self.summary['config_sha256'][:12]}"
                                    f"..., {CONFIG} states {stated[:12]}...: the config changed after the run wrote "
                                    "its summary (a resume that has not finished, or an edit)")
+        if LEDGER not in self.files:
+            printed = [k for k in PRINTED if self.summary.get(k) is not None]
+            if printed:
+                self.v.problems.append(f"{LEDGER} is missing but {SUMMARY} prints {', '.join(printed)}")
+            else:
+                self.v.notes.append(f"no {LEDGER}: the run released nothing an ε accounts for and printed none; "
+                                    "its config and checkpoints are checked")
+            self.no_ledger = True
+            return True
         self.ledger = read_ledger(self._bytes(LEDGER), LEDGER)
         if not self.ledger.chained:
             self.v.legacy = (f"{LEDGER} has no hash chain (written by a vfl version before it): this run cannot be "
@@ -311,6 +322,10 @@ def verify_files(files: Files, *, expected: Expected) -> Verdict:
     """Every check of ``vfl verify`` on a run's files (paths relative to the run directory)."""
     run = _Run(files, expected)
     if not run.read():
+        return run.v
+    if run.no_ledger:
+        run.check_rows()
+        run.check_checkpoints()
         return run.v
     run.check_events()
     try:
