@@ -16,7 +16,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    "if you did not create that directory here (vfl.engine.trust)")
 
 
+MAX_NEW = 4096  # ushape's params.max_new_tokens allows [1, 4096]
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from simulations.cli.epoch_log import quiet_library_bars
+    from vfl.core.errors import ConfigError
+
+    if args.max_new_tokens is not None and not 1 <= args.max_new_tokens <= MAX_NEW:
+        raise ConfigError("--max-new-tokens", f"got {args.max_new_tokens}; allowed: an integer in [1, {MAX_NEW}]")
+    if not Path(args.run_dir).is_dir():
+        raise ConfigError("RUN_DIR", f"{args.run_dir} is not a directory; give a ushape-lora or ushape-p3eft run "
+                          "directory")
+    quiet_library_bars()  # stdout is the JSON; Hugging Face's loading bars would print around it
     import strategies  # noqa: F401  (registers ushape-lora)
     from strategies.ushape import generate_from_run
 

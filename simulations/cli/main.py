@@ -17,28 +17,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simulations.cli import signals
+from simulations.cli import failures, signals
 from simulations.cli.generate import add_parser as add_generate_parser
 from simulations.cli.generate import cmd_generate
 from simulations.cli.sweep import add_sweep_parser, cmd_sweep
 from simulations.cli.tiny_lm import add_tiny_lm_parser, cmd_tiny_lm
+from simulations.cli.verify import add_verify_parser, cmd_verify
 from vfl import __version__
-from vfl.core.errors import (
-    ConfigError,
-    DataError,
-    NonFiniteError,
-    PartyFailure,
-    RunDirError,
-    TransportError,
-    VFLError,
-)
+from vfl.core.errors import ConfigError
 from vfl.core.logs import LEVELS, get_logger, level_from_flags, setup_logging
 from vfl.engine.trust import trusting
 
 log = get_logger(__name__)
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
-EXIT_NONFINITE = 3  # training went NaN/inf: stopped, the last good checkpoint kept (docs/usage.md)
+EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NONFINITE = failures.EXIT_BAD_INPUT, failures.EXIT_FAILED, failures.EXIT_NONFINITE
 FINAL_KEYS = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
               "total_bytes_down", "epsilon", "epsilon_scope", "epsilon_assumption", "epsilon_is_guarantee",
               "psi_intersection_size", "psi_bytes", "signature_bytes")  # `vfl run`'s final line, every run
@@ -114,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("run_dir", metavar="RUN_DIR")
     at.add_argument("--trust-code", action="store_true", help="import the code a run directory's config names even if you did not create that directory here (vfl.engine.trust)")
     add_generate_parser(sub)
+    add_verify_parser(sub)
     return p
 
 
@@ -302,17 +294,6 @@ def _cmd_account(args: argparse.Namespace) -> int:
     return 0
 
 
-def _checkpoint_hint(run: str | None) -> str:
-    """'; last checkpoint: ...; resume with: ...' for a run directory this command wrote to."""
-    from vfl.engine.checkpoint import CheckpointStore
-    from vfl.engine.rundir import CKPT, CONFIG
-
-    if not run or not (Path(run) / CONFIG).is_file():
-        return ""
-    ckpt = CheckpointStore(Path(run) / CKPT).latest_name() or "none (stopped before the first epoch ended)"
-    return f"; last checkpoint: {ckpt}; resume with: vfl run --resume {run}"
-
-
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "run":
         return _cmd_run(args)
@@ -334,6 +315,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return cmd_generate(args)
     if args.command == "tiny-lm":
         return cmd_tiny_lm(args)
+    if args.command == "verify":
+        return cmd_verify(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 
@@ -361,37 +344,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             with trusting(bool(getattr(args, "trust_code", False))):
                 return _dispatch(parser, args)
-        except (ConfigError, DataError) as exc:
-            print(f"vfl: error: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        except NonFiniteError as exc:
-            print(f"vfl: run failed: {exc}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
-            return EXIT_NONFINITE
-        except (PartyFailure, RunDirError) as exc:
-            print(f"vfl: run failed: {exc}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
-            return EXIT_FAILED
-        except TransportError as exc:
-            print(f"vfl: error: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-        except VFLError as exc:
-            print(f"vfl: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return EXIT_FAILED
         except BrokenPipeError:  # e.g. `vfl config-help | head`
             import os
 
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
-        except OSError as exc:  # e.g. disk full while writing plots or Ray's temp files
-            where = f"{exc.filename}: " if exc.filename else ""
-            print(f"vfl: run failed: {where}{exc.strerror or exc}"
-                  f"{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
-            return EXIT_FAILED
-        except KeyboardInterrupt as exc:
-            sig = signals.as_interrupted(exc)
-            code, name = sig.exit_code, str(sig)
-            print(f"vfl: interrupted by {name}{_checkpoint_hint(getattr(args, 'run_dir', None))}", file=sys.stderr)
+        except BaseException as exc:  # every failure: one `vfl:` line (simulations/cli/failures.py)
+            code = failures.report(exc, args)
+            if code is None:
+                raise
             return code
-
 
 if __name__ == "__main__":
     sys.exit(main())

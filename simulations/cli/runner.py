@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,6 +47,7 @@ from vfl.runtime.transport.base import Transport
 from vfl.runtime.transport.factory import make_transport
 
 CONFIG_DIR = Path(__file__).parent.parent / "configs"
+MAX_CONFIG_BYTES = 16 << 20  # a config is kilobytes; anything this large is not one
 log = get_logger(__name__)
 
 
@@ -60,6 +62,12 @@ def _find_config(path: str | Path) -> Path:
                           f"{', '.join(sorted(q.stem for q in CONFIG_DIR.glob('*.yaml')))})")
     if p.is_dir():
         raise ConfigError("CONFIG", f"{p} is a directory; expected a YAML config file")
+    st = p.stat()  # never opened before it is known to be a file: a FIFO would block, /dev/zero never end
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError("CONFIG", f"{p} is not a regular file (a device, a pipe or a socket); expected a YAML "
+                          "config file")
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError("CONFIG", f"{p} is {st.st_size} bytes; a config is at most {MAX_CONFIG_BYTES >> 20} MiB")
     return p
 
 
@@ -286,6 +294,7 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
         log.info("finished %s after %s epochs%s", cfg.name, result.summary.get("epochs"),
                  f" (stopped: {result.summary['stopped']['message']})" if result.summary.get("stopped") else "")
         if run_dir is not None:
+            result.summary["config_sha256"] = run_dir.config_digest()  # the settings it ran (`vfl verify`)
             run_dir.write_summary(result.summary)
             plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=run_title(cfg))
         tracker.finish(run_dir)  # summary.json, config.resolved.yaml, metrics.jsonl, plots as artifacts

@@ -1,5 +1,6 @@
-"""SIGTERM handled like SIGINT: the run unwinds (our Ray shut down, the run directory unlocked) and
-the CLI prints one line naming the real run directory.
+"""SIGTERM and SIGHUP (the terminal closed, an ssh session dropped) handled like SIGINT: the run unwinds
+(our Ray shut down, the run directory unlocked) and the CLI prints one line naming the real run directory
+(exit 143 and 129).
 
 Ray's ``init`` installs its own SIGTERM handlers (Python ``sys.exit`` and a C++ stack dump), so
 the CLI installs ours for the duration of a command and the runner re-installs it after Ray
@@ -16,6 +17,7 @@ from types import FrameType
 
 _ACTIVE = False
 _received: int | None = None  # the last termination signal turned into Interrupted in this command
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # each raises Interrupted, as SIGINT raises KeyboardInterrupt
 
 
 class Interrupted(KeyboardInterrupt):
@@ -47,27 +49,29 @@ def as_interrupted(exc: KeyboardInterrupt) -> Interrupted:
 
 def _install() -> None:
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise)
+        for sig in SIGNALS:
+            signal.signal(sig, _raise)
 
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """While active, SIGTERM raises ``Interrupted`` in the main thread."""
+    """While active, SIGTERM and SIGHUP raise ``Interrupted`` in the main thread."""
     global _ACTIVE, _received
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
     _ACTIVE, _received = True, None
     _install()
     try:
         yield
     finally:
         _ACTIVE = False
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def after_ray_init() -> None:
-    """Take SIGTERM back from Ray (only inside ``terminate_as_interrupt``)."""
+    """Take SIGTERM (and SIGHUP) back from Ray (only inside ``terminate_as_interrupt``)."""
     if _ACTIVE:
         _install()

@@ -23,8 +23,9 @@ from simulations.cli.epoch_log import EpochLog, quiet_library_bars, wants_epoch_
 from simulations.cli.sweep_ray import check_parallel, run_grid_on_ray
 from vfl.core.errors import ConfigError
 from vfl.engine.lock import LOCK_FILE, RunLock
-from vfl.engine.rundir import safe_name
+from vfl.engine.rundir import read_summary, safe_name
 
+PLAN = "sweep.plan.json"  # the grid's digest, written when the sweep starts: a resume runs only that experiment
 METRICS = ("final_test_acc", "final_train_loss", "epsilon", "total_bytes_up", "total_bytes_down", "wall_s")
 
 
@@ -144,7 +145,7 @@ def _finished(runs: Sequence[tuple[dict[str, str], int, list[str]]], dirs: Seque
     kept = {}
     for i, d in enumerate(dirs):
         if (d / "summary.json").is_file():
-            kept[i] = json.loads((d / "summary.json").read_text())
+            kept[i] = read_summary(d / "summary.json")  # a damaged one is one line naming it
             print(f"run {i + 1}/{len(runs)}: {_setting(runs[i])} -> {d}: finished before, kept "
                   f"({_shown(kept[i], metrics)})", flush=True)
     return kept
@@ -193,6 +194,38 @@ def _run_one_by_one(args: argparse.Namespace, runs: Sequence[tuple[dict[str, str
     return summaries
 
 
+def grid_digest(resolved: Sequence[Any]) -> str:
+    """SHA-256 of every run's resolved settings, in grid order (where the runs execute left out: a resume may
+    move them to another transport; what they compute may not change)."""
+    import hashlib
+
+    runs = [{k: v for k, v in r.to_dict().items() if k not in ("transport", "tracking")} for r in resolved]
+    return hashlib.sha256(json.dumps(runs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def check_plan(out: Path, digest: str, *, resume: bool) -> None:
+    """A new sweep writes its digest; a resume refuses a sweep started with another config or grid (its finished
+    runs would be tabled beside runs of a different experiment) in one line."""
+    from vfl.core.private_fs import write_atomic
+
+    plan = out / PLAN
+    if resume and plan.is_file():
+        try:
+            stored = json.loads(plan.read_text()).get("digest")
+        except (OSError, ValueError, AttributeError):
+            stored = None
+        if stored != digest:
+            raise ConfigError("--resume", f"{out} was started with another config or grid (sweep digest "
+                              f"{str(stored)[:12]}..., now {digest[:12]}...): resuming would table runs of two "
+                              "experiments together; resume with the config, --set and --seeds it started with, "
+                              "or start a new sweep with another --out")
+        return
+    if resume and any(p.is_dir() for p in out.iterdir()):
+        raise ConfigError("--resume", f"{out} has runs but no {PLAN} (a sweep of an older vfl): it cannot be told "
+                          "to be this config's grid; start a new sweep with another --out")
+    write_atomic(plan, json.dumps({"digest": digest}).encode())
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     import vfl.engine.api
 
@@ -215,6 +248,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if not args.resume and any(p.name != LOCK_FILE for p in out.iterdir()):
             raise ConfigError("--out", f"{out} is not empty; a sweep goes into a new or empty directory "
                               "(continue an interrupted sweep there with --resume)")
+        check_plan(out, grid_digest(resolved), resume=args.resume)
         args.run_dir = str(out)
         return _sweep_into(args, out, grid, seeds, metrics, keys, runs, resolved, base)
 

@@ -54,8 +54,11 @@ def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, paralle
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
+    from vfl.runtime.transport.ray_reaper import Reaper
+
     owns = not ray.is_initialized()
     temp = tempfile.mkdtemp(prefix="vflsw-") if owns and not address else None
+    reaper = Reaper() if temp is not None else None  # a SIGKILLed sweep leaves no Ray agent behind
     if owns:
         try:
             if address:
@@ -64,9 +67,13 @@ def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, paralle
                 ray.init(num_cpus=os.cpu_count() or 2, _temp_dir=temp,
                          include_dashboard=False, configure_logging=False, log_to_driver=True)
         except Exception as exc:  # one line, not Ray's traceback
+            if reaper is not None:
+                reaper.reap_now()  # what Ray started before it failed
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
             raise TransportError(f"cannot start Ray for the sweep: {str(exc).splitlines()[0]}") from None
+    if reaper is not None:
+        reaper.watch_descendants()
     try:
         have = ray.cluster_resources()
         for flag, res, amount in (("--cpus-per-task", "CPU", cpus_per_task), ("--gpus-per-task", "GPU", gpus_per_task)):
@@ -77,6 +84,8 @@ def run_grid_on_ray(jobs: Sequence[tuple[dict[str, Any], Path, str]], *, paralle
     finally:
         if owns:
             ray.shutdown()
+        if reaper is not None:
+            reaper.stand_down()
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)  # Ray's session files of the sweep: none left behind
 
@@ -112,3 +121,7 @@ def _get(ray: Any, ref: Any, out: Path) -> dict[str, Any]:
             raise cause from None
         raise TransportError(f"sweep run {out} failed: {type(cause).__name__ if cause else 'error'}: "
                              f"{cause if cause else str(exc).splitlines()[0]}") from None
+    except ray.exceptions.RayError as exc:  # a WorkerCrashedError, the memory monitor's OutOfMemoryError, ...
+        from vfl.runtime.transport.ray_errors import ray_cause
+
+        raise TransportError(f"sweep run {out} failed: {ray_cause(exc)}") from None

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from simulations.data.common import labels_to_ids, resolve_data_dir
-from vfl.config.party_files import LabelFile, PartyFile, canonical_id
+from vfl.config.party_files import LabelFile, PartyFile, canonical_id, normalised
 from vfl.core.errors import DataError, install_hint
+from vfl.core.logs import get_logger
 from vfl.data.dataset import Dataset, KeyedLabels, KeyedTable, LabelShard, PartyShard
 
 SPLIT_VALUES = ("train", "test")
@@ -37,6 +38,8 @@ def read_table(path: str, *, key: str, id_column: str) -> Any:
     import pandas as pd
 
     p = Path(path)
+    if p.is_dir():
+        raise DataError(f"{path}: is a directory; give the party's table file ({key}.path: .csv or .parquet)")
     if not p.is_file():
         raise DataError(f"{path}: file not found ({key}.path)")
     suffix = p.suffix.lower()
@@ -54,8 +57,8 @@ def read_table(path: str, *, key: str, id_column: str) -> Any:
             raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r} ({key}.path); allowed: .csv, .parquet")
     except DataError:
         raise
-    except Exception as exc:  # pandas/pyarrow parse errors
-        raise DataError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # pandas/pyarrow parse errors (a ragged row: "Expected 3 fields in line 5, saw 4")
+        raise DataError(f"{path}: cannot read ({type(exc).__name__}: {' '.join(str(exc).split())})") from None
     if len(frame) == 0:
         raise DataError(f"{path}: the table has no rows")
     _check_header(p, suffix, path)
@@ -112,6 +115,11 @@ def _ids(frame: Any, path: str, column: str, key: str) -> np.ndarray:
     if col.isna().any():
         raise DataError(f"{path}: id column {column!r} is empty in row {int(np.flatnonzero(col.isna())[0])}")
     ids = np.asarray([canonical_id(v) for v in col], dtype=object)  # what PSI matches
+    changed = sum(normalised(v) for v in col)
+    if changed:  # said, with a count (never the IDs): another party's export may not have needed it
+        get_logger(__name__).warning("%s: %d of %d ID(s) in column %r normalised before matching (Unicode NFC, "
+                                     "invisible characters such as zero-width spaces removed)", path, changed,
+                                     len(col), column)
     if any(not i for i in ids):
         raise DataError(f"{path}: id column {column!r} is blank in row {[bool(i) for i in ids].index(False)}")
     dup = np.flatnonzero(pd_duplicated(ids))
@@ -180,6 +188,10 @@ def read_label_table(spec: LabelFile, *, key: str = "data.labels") -> KeyedLabel
         if spec.split not in frame.columns:
             raise DataError(f"{spec.path}: no split column {spec.split!r} ({key}.split); "
                             f"{_missing_column_hint(frame.columns, spec.split)}")
+        empty = frame[spec.split].isna().to_numpy() | (frame[spec.split].astype(str).str.strip() == "").to_numpy()
+        if empty.any():
+            raise DataError(f"{spec.path}: split column {spec.split!r} is empty in row {int(np.flatnonzero(empty)[0])}; "
+                            "allowed: train, test")
         split = frame[spec.split].astype(str).str.strip().str.lower()
         bad = sorted(set(split) - set(SPLIT_VALUES))
         if bad:

@@ -21,10 +21,14 @@ FIG_DIR = "report"
 
 def _save(fig: Any, path: Path) -> str:
     """``path`` (PNG, what report.md embeds) and the same figure as PDF beside it; returns the PNG's path."""
+    import os
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    fig.savefig(path.with_suffix(".pdf"))
+    for target, kwargs in ((path, {"dpi": 110}), (path.with_suffix(".pdf"), {})):
+        tmp = target.with_name(f".{target.name}.tmp")  # whole or not at all: an interrupted report leaves the old one
+        fig.savefig(tmp, format=target.suffix[1:], **kwargs)
+        os.replace(tmp, target)
     plt.close(fig)
     return str(path)
 

@@ -110,6 +110,19 @@ def _fmt(x: Any) -> str:
 def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None,
                  on_attack: Callable[[AttackStep], None] | None = None) -> dict[str, Any]:
     """Run the attacks, draw the figures, write report.json and report.md; return the JSON dict."""
+    from vfl.core.errors import ConfigError
+    from vfl.engine.lock import RunLock
+
+    if not (Path(run_dir) / "config.resolved.yaml").is_file():
+        raise ConfigError("RUN_DIR", f"{run_dir} is not a run directory (no config.resolved.yaml)")
+    with RunLock(Path(run_dir), key="RUN_DIR"):  # not beside a run still writing, nor a second report
+        return _build_report(run_dir, names=names, on_attack=on_attack)
+
+
+def _build_report(run_dir: str | Path, *, names: tuple[str, ...] | None,
+                  on_attack: Callable[[AttackStep], None] | None) -> dict[str, Any]:
+    from vfl.core.private_fs import write_atomic
+
     t0 = time.perf_counter()
     run = load_run(run_dir)
     out = run.path / figures.FIG_DIR
@@ -141,9 +154,9 @@ def build_report(run_dir: str | Path, *, names: tuple[str, ...] | None = None,
         "attacks": [_relative_figure(r.to_json(), run.path) for r in results], "skipped": skipped,
         "figures": [str(Path(f).relative_to(run.path)) for f in figs], "report_s": time.perf_counter() - t0,
     }
-    with open(run.path / "report.json", "w") as f:
-        json.dump(report, f, indent=2, default=str)
-    (run.path / "report.md").write_text(_markdown(report, results))
+    # each output whole or not at all (an interrupted report leaves the previous one)
+    write_atomic(run.path / "report.json", json.dumps(report, indent=2, default=str).encode())
+    write_atomic(run.path / "report.md", _markdown(report, results).encode())
     return report
 
 

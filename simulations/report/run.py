@@ -8,7 +8,6 @@ input, only what their node received plus the auxiliary knowledge each attack de
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -21,11 +20,11 @@ from torch import nn
 import strategies  # noqa: F401  (registers the strategies the config may name)
 from simulations.data.source import ConfigDataSource
 from strategies.base.vertical import VerticalStrategy
-from vfl.core.errors import ConfigError, DataError
+from vfl.core.errors import ConfigError, DataError, RunFileError
 from vfl.core.rng import NoiseSource
 from vfl.data.dataset import Dataset, LabelShard, PartyShard
 from vfl.data.sampling import Schedule
-from vfl.engine.rundir import RunDir
+from vfl.engine.rundir import METRICS, SUMMARY, RunDir, read_summary
 from vfl.engine.schema import RunConfig, load_run_config
 from vfl.engine.strategy import STRATEGIES
 from vfl.privacy import Accountant
@@ -175,8 +174,11 @@ def load_run(path: str | Path) -> RunArtifacts:
     if not (p / "config.resolved.yaml").exists():
         raise ConfigError("RUN_DIR", f"{p} is not a run directory (no config.resolved.yaml)")
     cfg = load_run_config(rd.read_config(key="RUN_DIR"))
-    summary: dict[str, Any] = {}
-    if (p / "summary.json").exists():
-        with open(p / "summary.json") as f:
-            summary = json.load(f)
-    return RunArtifacts(p, cfg, summary, rd.read_metrics())
+    summary: dict[str, Any] = read_summary(p / SUMMARY) if (p / SUMMARY).exists() else {}
+    metrics = rd.read_metrics()
+    epochs = summary.get("epochs")
+    if isinstance(epochs, int) and {r["epoch"] for r in metrics} != set(range(epochs)):
+        have = sorted({r["epoch"] for r in metrics})
+        raise RunFileError(f"{p / METRICS} holds the rows of epochs {have} but {p / SUMMARY} reports {epochs} "
+                           "epoch(s): the file was deleted, truncated or edited, so the report would lose rows")
+    return RunArtifacts(p, cfg, summary, metrics)

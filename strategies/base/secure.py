@@ -155,13 +155,20 @@ class SecureSumStrategy(VerticalStrategy):
             return self.server_class(spec, decoder=self.sum_decoder, plan=self.round_plan(), **kwargs)
         return ActiveServer(spec, aggregate=self._plain_sum, **kwargs)
 
-    def make_party(self, spec: NodeSpec, **kwargs: Any) -> PassiveParty:
+    def party_terms(self) -> SetupTerms | None:
+        """A party's own SecAgg terms, from its run config (None without SecAgg): a set-up naming others is
+        refused; ``vfl verify`` derives a party's worst-case bound from them too."""
         if not self.uses_secagg:
-            return PassiveParty(spec, **kwargs)
-        m = self.cfg.num_parties  # the party's own terms: a set-up naming others is refused (SetupTerms)
+            return None
+        m = self.cfg.num_parties
         t = shamir_threshold(m, self.params.threshold)
-        terms = SetupTerms(parties=tuple(party_node_id(i) for i in range(m)), mode=self.secagg_mode,
-                           threshold=t, colluders=secagg_colluders(self.cfg, threshold=t))
+        return SetupTerms(parties=tuple(party_node_id(i) for i in range(m)), mode=self.secagg_mode,
+                          threshold=t, colluders=secagg_colluders(self.cfg, threshold=t))
+
+    def make_party(self, spec: NodeSpec, **kwargs: Any) -> PassiveParty:
+        terms = self.party_terms()
+        if terms is None:
+            return PassiveParty(spec, **kwargs)
         return self.party_class(spec, terms=terms, row_rule=self.exact_codes, **kwargs)
 
     def setup(self, grid: Grid) -> None:

@@ -10,6 +10,7 @@ when its file is read, before duplicates are checked and before PSI sees it.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,11 +20,26 @@ Task = Literal["classification", "regression"]
 _DIGITS = re.compile(r"[0-9]+(?:\.0*)?")
 
 
+def _visible_nfc(text: str) -> str:
+    """``text`` in Unicode NFC with invisible format characters (zero-width space and joiners, BOM, soft
+    hyphen: category Cf) removed: two exports of one ID differ in neither."""
+    if text.isascii():
+        return text
+    return "".join(ch for ch in unicodedata.normalize("NFC", text) if unicodedata.category(ch) != "Cf")
+
+
+def normalised(raw: object) -> bool:
+    """Whether ``canonical_id`` changed ``raw``'s characters (NFC, invisible ones), not only spaces or zeros."""
+    text = str(raw)
+    return _visible_nfc(text) != text
+
+
 def canonical_id(raw: object) -> str:
-    """The ID that PSI matches: surrounding spaces dropped; an all-digit ID (``007``, ``7.0``) written
-    as its integer (``7``), so one party's zero-padded or float-typed column meets another's plain
-    one instead of silently shrinking the intersection. Any other ID is kept exactly (case too)."""
-    text = str(raw).strip()
+    """The ID that PSI matches: Unicode NFC, invisible characters (zero-width, BOM) removed, surrounding
+    spaces dropped; an all-digit ID (``007``, ``7.0``) written as its integer (``7``), so one party's
+    zero-padded, float-typed or differently encoded column meets another's plain one instead of silently
+    shrinking the intersection. Any other ID is kept exactly (case too)."""
+    text = _visible_nfc(str(raw)).strip()
     if _DIGITS.fullmatch(text):
         return text.split(".", 1)[0].lstrip("0") or "0"
     return text

@@ -139,7 +139,8 @@ class PrivacyConfig:
                                            "train.epochs + train.max_restarts + 2 (parties/vertical/release_guard.py)")
     record_views: bool = param(False, help="keep, per node, the arrays of the messages it received "
                                "(views/<node>.npz in the run directory; for attacks and audits)")
-    record_max_mb: float = param(64.0, gt=0, help="upper bound on the recorded views per host (MiB)")
+    record_max_mb: float = param(64.0, gt=0, le=1 << 20, help="upper bound on the recorded views per host (MiB; at "
+                                 "most 1 TiB)")
     record_every: int = param(1, ge=1, help="record train round (epoch, step) when (epoch + step) % N == 0")
 
 

@@ -85,6 +85,12 @@ class RunDirError(VFLError):
     metrics); the message names the file."""
 
 
+class RunFileError(RunDirError):
+    """A file of a run directory that fails its check when read (truncated, edited, of the wrong shape, a
+    broken hash chain); the message names the file and what is wrong. A resume would read it again, so no
+    resume is suggested."""
+
+
 class TransportError(VFLError):
     """The transport cannot start, e.g. no Ray cluster answers at ``transport.address``."""
 

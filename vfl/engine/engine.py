@@ -24,12 +24,12 @@ from vfl.engine.recovery import Recovery, Snapshot, epoch_or_none
 from vfl.engine.rundir import RunDir
 from vfl.engine.schema import RunConfig
 from vfl.engine.strategy import STRATEGIES, Strategy
+from vfl.engine.summary import label_charge, run_summary
 from vfl.privacy.accounting.budget import stop_after, stop_before
 from vfl.privacy.accounting.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
-from vfl.privacy.defenses import label_dp, label_privacy, make_defenses
-from vfl.runtime.auth import auth_summary
+from vfl.privacy.defenses import label_dp
 from vfl.runtime.grid import Grid
-from vfl.runtime.ledger import CommLedger, setup_breakdown
+from vfl.runtime.ledger import CommLedger
 from vfl.runtime.node_factory import NodeFactory
 from vfl.runtime.transport.base import Transport
 from vfl.runtime.transport.placement import place
@@ -66,10 +66,12 @@ class Engine:
         self.grid: Grid | None = None
         self.groups: list[Any] = []
         # write-ahead privacy ledger: durable in the run directory, in memory without one
-        self.releases = ReleaseLedger(run_dir.path / LEDGER_FILE if run_dir is not None else None)
+        self.releases = (ReleaseLedger(run_dir.path / LEDGER_FILE, repair=True, warn=run_dir.checkpoints.warn)
+                         if run_dir is not None else ReleaseLedger())  # the writer: a torn tail is cut here
         self.recovery = Recovery(cfg, self.releases)  # its restarts and resumes are the ledger's records
         self.snapshot: Snapshot | None = None  # what a restart returns to
         self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
+        self.extras: dict[str, Any] | None = None  # the strategy's end-of-run extras, asked once (``_party_reports``)
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> Grid:
@@ -79,7 +81,14 @@ class Engine:
         self.groups = place(self.strategy.layout(), self.cfg.transport,
                             server_profile=self.strategy.server_profile)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
-        self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
+        while True:
+            try:
+                self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
+                break
+            except PartyFailure as exc:  # a host died while starting: start again (train.on_failure, its budget)
+                self.recovery.admit(exc, epoch=-1)
+                self.releases.note_restore(reason="restart", checkpoint_epoch=None, charged=[],
+                                           failure=self.recovery.failure)
         self.grid = Grid(self.transport, self.groups, self.ledger)
         while True:
             try:
@@ -192,7 +201,7 @@ class Engine:
                     if self.stopped is not None:
                         break
                     record = self._run_epoch(grid, epoch, steps, t_run)
-                    self._commit(epoch, record)
+                    self._commit(epoch, record, history)
                 except PartyFailure as exc:
                     self.recovery.admit(exc, epoch=epoch)  # re-raises unless a restart is allowed
                     failed = exc
@@ -211,6 +220,7 @@ class Engine:
         finally:
             outer.close()
         self._save_views()
+        self.extras = self._party_reports()
         return EngineResult(self.summary(history), history)
 
     def _save_views(self, *, replaced_after: int | None = None, reason: str = "") -> None:
@@ -223,9 +233,9 @@ class Engine:
         if replaced_after is not None:
             mark_replaced(self.run_dir.path / "views", after_epoch=replaced_after, reason=reason)
 
-    def _commit(self, epoch: int, record: dict[str, Any]) -> None:
-        """Checkpoint first (it carries the metrics row), then the row: a run killed in between is
-        repaired on resume from the checkpoint, so a row is never duplicated or lost."""
+    def _commit(self, epoch: int, record: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        """Checkpoint first (it carries the metrics row and every row before it), then the row: a run killed
+        in between, or a metrics.jsonl lost, is rebuilt on resume from the checkpoint: no row duplicated or lost."""
         if self.run_dir is None and not self.recovery.enabled:
             return
         nodes = self.transport.get_state()
@@ -236,7 +246,8 @@ class Engine:
             self._save_views()  # before the checkpoint: a kill in between leaves views a resume flags
             self.run_dir.save_checkpoint(epoch, nodes, {
                 "epoch": epoch, "ledger": ledger, "wall_s": record["wall_s"], "accountant": accountant,
-                "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record})
+                "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record,
+                "history": [*history, record]})
             self.run_dir.append_metrics(record)
         if self.recovery.enabled:
             self.snapshot = Snapshot(epoch, nodes, ledger, accountant, covered=covered)
@@ -279,6 +290,8 @@ class Engine:
         cum = self.ledger.totals("train")
         record["cum_bytes_up"], record["cum_bytes_down"] = cum["bytes_up"], cum["bytes_down"]
         events = self.strategy.privacy_events(epoch=epoch)
+        if seq:  # the release on disk holds exactly what the accountant charges (`vfl verify` recomputes from it)
+            self.releases.amend(seq, events)
         if events:
             if self.accountant is None:
                 self.accountant = self._new_accountant()
@@ -308,73 +321,24 @@ class Engine:
         return self.releases.begin(epoch=epoch, events=events, fresh=fresh)
 
     def summary(self, history: list[dict[str, Any]]) -> dict[str, Any]:
-        cfg = self.cfg
-        last = history[-1] if history else {}
-        tot = self.ledger.totals("train")
-        setup = self.ledger.totals("setup")
-        summary: dict[str, Any] = {
-            "name": cfg.name, "strategy": cfg.strategy, "dataset": cfg.dataset, "num_parties": cfg.num_parties,
-            "transport": self.transport.kind, "epochs": len(history) and history[-1]["epoch"] + 1,
-            "final_train_loss": last.get("train_loss"), "final_train_acc": last.get("train_acc"),
-            "final_test_acc": last.get("test_acc"),
-            "total_bytes_up": tot["bytes_up"], "total_bytes_down": tot["bytes_down"],
-            "payload_bytes_up": tot["payload_up"], "payload_bytes_down": tot["payload_down"],
-            "envelope_bytes_up": tot["bytes_up"] - tot["payload_up"],
-            "envelope_bytes_down": tot["bytes_down"] - tot["payload_down"],
-            "messages_up": tot["messages_up"], "messages_down": tot["messages_down"],
-            "envelope_bytes_per_message": (
-                (tot["bytes_up"] + tot["bytes_down"] - tot["payload_up"] - tot["payload_down"])
-                / max(1, tot["messages_up"] + tot["messages_down"])),
-            "setup_bytes": setup["bytes_up"] + setup["bytes_down"],
-            **setup_breakdown(self.ledger), **auth_summary(self.ledger, enabled=cfg.auth),
-            "eval_bytes": sum(self.ledger.totals("eval")[k] for k in ("bytes_up", "bytes_down")),
-            "bytes_per_party": self.ledger.per_party("train"),
-            "bytes_by_kind": dict(sorted(self.ledger.by_kind.items())),
-            "bytes_by_kind_direction": dict(sorted(self.ledger.by_kind_direction.items())),
-            "wall_s": last.get("wall_s"),
-        }
-        if "test_auprc" in last:
-            summary["final_test_auprc"] = last["test_auprc"]
-        if self.accountant is not None:
-            # from the accountant, not the last row: a resume may have charged releases since
-            summary.update({"epsilon": self.accountant.epsilon(cfg.privacy.delta)[0], "delta": cfg.privacy.delta,
-                            "epsilon_scope": self.accountant.scope()})
-            if self.accountant.labels_only():
-                summary.update({"epsilon_label": summary["epsilon"], "delta_label": cfg.privacy.delta,
-                                "epsilon_label_scope": summary["epsilon_scope"]})
-        from vfl.privacy.accounting.noise_report import noise_fields
-
-        summary.update(noise_fields(cfg.privacy.noise_rng, accounted=self.accountant is not None,
-                                    caveats=self.strategy.epsilon_caveats(), colluders=cfg.privacy.colluders or 0,
-                                    assumptions=self.strategy.epsilon_assumptions()))
-        summary.update(self.recovery.summary())
-        if self.stopped is not None:
-            summary["stopped"] = self.stopped
-        if self.grid is not None:
-            summary.update(self.strategy.summary_extra(self.grid))
-            summary.update(self._label_privacy())
-        return summary
+        """summary.json's dict (``vfl/engine/summary.py``)."""
+        return run_summary(self, history)
 
     def _label_privacy(self) -> dict[str, Any]:
-        """The defenses and the label ε over every epoch attempt: each restart or resume may have redone one
-        epoch whose failed attempt already sent label-noised gradients (fresh noise), so it is charged one more.
-        The write-ahead ledger's attempts count too: a resume or restart whose record no checkpoint kept
-        (a second crash in the same epoch) left its attempt there."""
-        attempts = [r.epoch for r in self.releases.releases() if r.fresh]
-        cfg = self.cfg
-        redone = max(len(self.recovery.restarts) + len(self.recovery.resumes), len(attempts) - len(set(attempts)))
-        out = label_privacy(cfg.defenses, epochs=cfg.train.epochs + redone, delta=cfg.privacy.delta)
-        if redone and "epsilon_label" in out:
-            out["label_epochs_charged"] = cfg.train.epochs + redone
-        # a restore to a state before any checkpoint (resume without one, restart to the start snapshot) gives a
-        # server that draws its randomized labels (site labels, drawn at first use) again: one more draw each
-        redrawn = sum(r.get("checkpoint_epoch") is None and r.get("epoch") != -1  # (-1: a set-up restart, no draw yet)
-                      for r in self.releases.restores)
-        drawn = sum(d.label_epsilon() or 0.0 for d in make_defenses(cfg.defenses) if d.site == "labels")
-        if redrawn and drawn and "epsilon_label" in out:
-            out["epsilon_label"] += redrawn * drawn
-            out["label_draws_charged"] = 1 + redrawn
-        return out
+        """The defenses and the label ε over every epoch attempt (``vfl/engine/summary.py``)."""
+        return label_charge(self)
+
+    def _party_reports(self) -> dict[str, Any]:
+        """The strategy's end-of-run extras (each party's own report); a host that died after the last checkpoint
+        is restarted from it as in training (``train.on_failure``), so its report is not lost."""
+        while True:
+            try:
+                return self.strategy.summary_extra(self.grid) if self.grid is not None else {}
+            except PartyFailure as exc:
+                self.recovery.admit(exc, epoch=self.cfg.train.epochs)  # re-raises unless a restart is allowed
+                if self.snapshot is None:
+                    raise
+                self.restore_snapshot(self.snapshot)
 
 
 def torch_threads(train: Any, kind: str) -> int:

@@ -22,8 +22,9 @@ from typing import Any
 
 import yaml
 
+from vfl.config.digest import DIGEST, check_config_text, config_digest, split_config
 from vfl.config.fields import load_yaml
-from vfl.core.errors import ConfigError, RunDirError
+from vfl.core.errors import ConfigError, RunDirError, RunFileError
 from vfl.core.private_fs import DIR_MODE, open_private, private_dir, write_atomic
 from vfl.engine.checkpoint import Checkpoint, CheckpointStore, Warn, stderr_warning
 from vfl.engine.lock import LOCK_FILE, RunLock
@@ -62,6 +63,32 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
     return obj
+
+
+# summary.json keys a reader takes as numbers (report.md prints ``epsilon`` as the accountant's bound): a number
+# or null, anything else is a damaged file
+SUMMARY_NUMBERS = ("epsilon", "delta", "epsilon_label", "delta_label", "party_epsilon_worst_case",
+                   "party_epsilon_released", "final_test_acc", "final_train_loss", "final_train_acc", "final_test_auprc",
+                   "total_bytes_up", "total_bytes_down", "wall_s", "epochs")
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    """A run's ``summary.json``, checked: a JSON object whose numeric keys hold numbers or null; anything
+    else is one ``RunFileError`` naming the file and the key (never a traceback, never printed as a bound)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_bytes())
+    except OSError as exc:
+        raise RunFileError(f"cannot read {p}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise RunFileError(f"{p} is not valid JSON ({exc}): truncated or damaged") from None
+    if not isinstance(data, dict):
+        raise RunFileError(f"{p} holds a JSON {type(data).__name__}, not the summary object a run writes")
+    for key in SUMMARY_NUMBERS:
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise RunFileError(f"{p}: {key} is {value!r}; a run writes a number or null there (edited or damaged)")
+    return data
 
 
 class RunDir:
@@ -185,6 +212,7 @@ class RunDir:
         head = ["# The exact settings of this run (resume reads them).", HISTORY]
         head += [f"#   {h}" for h in history]
         body = yaml.safe_dump(cfg, sort_keys=False)
+        head.append(f"{DIGEST}{config_digest(body)}")  # the settings' own digest: a damaged file is refused
         try:
             private_dir(self.path)
         except OSError as exc:
@@ -196,13 +224,17 @@ class RunDir:
         created by this user here (``vfl.engine.trust``: someone else's run directory is untrusted input)."""
         p = self.path / CONFIG
         if not p.exists():
-            raise ConfigError("--resume", f"{self.path} has no {CONFIG}; is it a run directory?")
+            raise ConfigError(key, f"{self.path} has no {CONFIG}; is it a run directory?")
         try:
-            data = load_yaml(p.read_text())
+            text = p.read_text()
+            data = load_yaml(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError("--resume", f"{p} is unreadable: {str(exc).splitlines()[0]}") from None
+            raise ConfigError(key, f"{p} is unreadable: {str(exc).splitlines()[0]}") from None
         if not isinstance(data, dict):
-            raise ConfigError("--resume", f"{p} does not hold a mapping of config keys")
+            raise ConfigError(key, f"{p} does not hold a mapping of config keys")
+        damaged = check_config_text(text)
+        if damaged is not None:  # never filled with defaults: a resume must compute what the run computed
+            raise RunFileError(f"{p}: {damaged}; the run's settings are unknown, so it cannot be read back")
         check_code(self.path, data, key=key)
         return data
 
@@ -240,18 +272,35 @@ class RunDir:
 
     def reconcile_metrics(self, checkpoint: Checkpoint | None) -> list[dict[str, Any]]:
         """Rewrite metrics.jsonl to one row per checkpointed epoch (drop rows past the checkpoint
-        and duplicates; restore the checkpoint's own row if the run died before appending it)."""
+        and duplicates; rows lost, e.g. a deleted file, are restored from the checkpoint, which carries
+        every committed row). A checkpoint of an older version carries only its own row: a gap is refused."""
         last = checkpoint.epoch if checkpoint is not None else -1
         by_epoch: dict[int, dict[str, Any]] = {}
         for row in self.read_metrics():
             if row["epoch"] <= last:
                 by_epoch[row["epoch"]] = row  # a later duplicate is the replayed, committed one
+        saved = checkpoint.engine.get("history") if checkpoint is not None else None
+        for row in saved if isinstance(saved, list) else []:
+            if isinstance(row, dict) and isinstance(row.get("epoch"), int) and row["epoch"] <= last:
+                by_epoch[row["epoch"]] = row  # the committed row itself
         record = checkpoint.engine.get("record") if checkpoint is not None else None
         if record is not None:
             by_epoch[last] = record
+        missing = [e for e in range(last + 1) if e not in by_epoch]  # every run starts at epoch 0
+        if missing and checkpoint is not None:
+            raise RunFileError(f"{self.path / METRICS} lacks the rows of epochs {missing} that checkpoint "
+                               f"{checkpoint.folder.name} committed (deleted or truncated), and that checkpoint is "
+                               "from a version that kept only its own row: they cannot be rebuilt")
         rows = [by_epoch[e] for e in sorted(by_epoch)]
         write_atomic(self.path / METRICS, "".join(json.dumps(_clean(r)) + "\n" for r in rows).encode())
         return rows
+
+    def config_digest(self) -> str | None:
+        """The digest ``config.resolved.yaml`` states for its settings (None: none, or from before digests)."""
+        try:
+            return split_config((self.path / CONFIG).read_text())[2]
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_atomic(self.path / SUMMARY, json.dumps(_clean(summary), indent=2).encode())

@@ -146,3 +146,40 @@ def test_split_parties_cli(tmp_path, capsys):
     assert main(["nope", str(tmp_path / "y")]) == 2
     err = capsys.readouterr().err
     assert "already holds party files" in err and "--overlap" in err and "dataset" in err
+
+
+# ---- issue 47, item 5: inputs that were a traceback, silently lost samples or a misleading line --------------
+def test_an_empty_split_cell_is_one_line(tmp_path):
+    """Under pandas 3 an empty ``split`` cell was a 61-line traceback (NaN among the strings)."""
+    path = tmp_path / "labels.csv"
+    path.write_text("cid,label,split\na,0,train\nb,1,\nc,1,test\nd,0,train\ne,1,train\n")
+    with pytest.raises(DataError, match=r"labels.csv: split column 'split' is empty in row 1; allowed: train, test"):
+        read_label_table(LabelFile(path=str(path), id="cid", label="label", split="split"))
+    path.write_text("cid,label,split\na,0,train\nb,1,train\nc,1,test\nd,0,train\ne,1,train\n")  # control
+    assert read_label_table(LabelFile(path=str(path), id="cid", label="label", split="split")).is_test.sum() == 1
+
+
+def test_ids_in_nfd_or_with_invisible_characters_match_and_are_counted(tmp_path, caplog):
+    """The same IDs exported by two parties, one in NFD and with zero-width spaces: before, 2 of 3 never matched
+    (PSI compared the bytes), silently. Now both are NFC without invisible characters, and the count is said."""
+    nfc, nfd = ["José", "Zoë", "plain"], ["Jose\u0301", "Zo\u200be\u0308", "plain"]
+    a = _party(tmp_path, pd.DataFrame({"cid": nfc, "x": [1, 2, 3]}), name="a.csv")
+    with caplog.at_level("WARNING"):
+        b = _party(tmp_path, pd.DataFrame({"cid": nfd, "x": [1, 2, 3]}), name="b.csv")
+    assert list(a.ids) == list(b.ids) == nfc
+    (line,) = [r.getMessage() for r in caplog.records if "normalised" in r.getMessage()]
+    assert "2 of 3 ID(s) in column 'cid' normalised before matching" in line and "José" not in line
+
+
+def test_a_directory_given_as_a_data_file_says_so(tmp_path):
+    (tmp_path / "p.csv").mkdir()
+    with pytest.raises(DataError, match=r"p.csv: is a directory; give the party's table file"):
+        read_party_table(PartyFile(path=str(tmp_path / "p.csv"), id="cid"), key="data.parties[0]")
+
+
+def test_a_ragged_csv_row_is_one_line(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("cid,x\na,1\nb,2,3\n")
+    with pytest.raises(DataError) as exc:
+        read_party_table(PartyFile(path=str(path), id="cid"), key="data.parties[0]")
+    assert "\n" not in str(exc.value) and "Expected 2 fields in line 3, saw 3" in str(exc.value)

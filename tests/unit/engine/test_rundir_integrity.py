@@ -9,10 +9,10 @@ import pickle
 
 import pytest
 
-from vfl.core.errors import ConfigError, PartyFailure, RunDirError
+from vfl.core.errors import ConfigError, PartyFailure, RunDirError, RunFileError
 from vfl.engine.checkpoint import CheckpointStore
 from vfl.engine.lock import RunLock
-from vfl.engine.rundir import RunDir, safe_name
+from vfl.engine.rundir import RunDir, read_summary, safe_name
 from vfl.runtime.host import NodeHost
 
 
@@ -130,10 +130,58 @@ def test_reconcile_keeps_exactly_the_checkpointed_epochs(tmp_path):
     rows = run.reconcile_metrics(run.load_checkpoint())
     assert [(r["epoch"], r["v"]) for r in rows] == [(0, 1), (1, 2), (2, 3)]  # dup dropped, 3 past the ckpt
     assert run.read_metrics() == rows
-    (tmp_path / "metrics.jsonl").write_text(json.dumps({"epoch": 0, "v": 1}) + "\n")  # died before row 2
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"epoch": e}) + "\n" for e in (0, 1)))  # died before row 2
     rows = run.reconcile_metrics(run.load_checkpoint())
-    assert [r["epoch"] for r in rows] == [0, 2]  # the checkpoint carries its row
+    assert [r["epoch"] for r in rows] == [0, 1, 2]  # the checkpoint carries its row
     assert run.reconcile_metrics(None) == [] and run.read_metrics() == []
+
+
+@pytest.mark.parametrize("history", [True, False], ids=["checkpoint_with_rows", "older_checkpoint"])
+def test_a_deleted_metrics_file_is_rebuilt_whole_or_refused(tmp_path, history):
+    """Issue 47, item 2: metrics.jsonl deleted after 3 epochs. Before, a resume restored only the checkpoint's
+    own row (epochs 0 and 1 lost while summary.json went on to claim them). A checkpoint now carries every
+    committed row and rebuilds the file whole; one from an older version cannot, and says so in one line."""
+    run = RunDir(tmp_path)
+    rows = [{"epoch": e, "v": e * 10} for e in range(3)]
+    engine = {"epoch": 2, "ledger": {}, "record": rows[2], **({"history": rows} if history else {})}
+    run.save_checkpoint(2, {0: b"s"}, engine)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run.reconcile_metrics(run.load_checkpoint()) == rows  # control: nothing lost, nothing changes
+    (tmp_path / "metrics.jsonl").unlink()
+    if history:
+        assert run.reconcile_metrics(run.load_checkpoint()) == rows and run.read_metrics() == rows
+    else:
+        with pytest.raises(RunFileError, match=r"metrics.jsonl lacks the rows of epochs \[0, 1\] that checkpoint "
+                                               "epoch_00002 committed"):
+            run.reconcile_metrics(run.load_checkpoint())
+
+
+def test_a_truncated_config_is_refused_never_filled_with_defaults(tmp_path):
+    """Issue 47, item 2: a config.resolved.yaml cut short read back as a smaller mapping, and a resume filled the
+    missing keys with defaults (noise_rng: seeded became crypto). Its digest now refuses it in one line."""
+    run = RunDir(tmp_path)
+    run.write_config({"train": {"epochs": 2}, "privacy": {"noise_rng": "seeded"}, "params": {"secagg_mode": "announced"}})
+    assert run.read_config()["privacy"] == {"noise_rng": "seeded"}  # control: as written
+    text = (tmp_path / "config.resolved.yaml").read_text()
+    (tmp_path / "config.resolved.yaml").write_text(text[:text.index("privacy:")])
+    with pytest.raises(RunFileError, match=r"config.resolved.yaml: its settings do not match the digest it was "
+                                           r"written with .*truncated or edited"):
+        run.read_config()
+    (tmp_path / "config.resolved.yaml").write_text(text.replace("announced", "semi-honest"))
+    with pytest.raises(RunFileError, match="truncated or edited"):
+        run.read_config()
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ('{"epsilon": 12.5, "epochs"', "is not valid JSON"), ("[1, 2]", "holds a JSON list, not the summary object"),
+    ('{"epsilon": "12.5"}', "epsilon is '12.5'; a run writes a number or null there"),
+    ('{"epsilon": true}', "epsilon is True")])
+def test_a_damaged_summary_is_one_line_naming_it(tmp_path, text, needle):
+    (tmp_path / "summary.json").write_text(text)
+    with pytest.raises(RunFileError, match=needle):
+        read_summary(tmp_path / "summary.json")
+    (tmp_path / "summary.json").write_text('{"epsilon": 12.5, "epsilon_scope": "x", "restarts": []}')
+    assert read_summary(tmp_path / "summary.json")["epsilon"] == 12.5  # control
 
 
 def test_config_is_written_atomically_with_a_history(tmp_path):

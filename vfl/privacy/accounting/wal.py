@@ -23,13 +23,14 @@ failed attempt, and an attempt whose newer checkpoint was damaged. Under ``noise
 redone step repeats the same noise on the same state (the same decoded sums): nothing new is
 released, so ``fresh`` is false and nothing is charged -- unless the strategy says a redo would not
 replay the attempt (``Strategy.replayable``: a SecAgg sum that starts short of parties). A partial last line (the process died
-while appending, before the release it announced was sent) is ignored.
+while appending, before the release it announced was sent) is ignored by readers and cut by the writer when it
+opens the ledger (``ledger_file.repair``: kept aside, one warning line); an append is whole or raises. The file
+is a hash chain (``ledger_file``): a header record first, then every record carries the previous line's digest.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,8 +38,18 @@ from pathlib import Path
 from typing import Any
 
 from vfl.core.errors import RunDirError
-from vfl.privacy.accounting.accountant import Accountant
+from vfl.privacy.accounting.accountant import DEFAULT_ORDERS, Accountant
 from vfl.privacy.accounting.events import PrivacyEvent, event_from_dict, event_to_dict
+from vfl.privacy.accounting.ledger_file import (
+    FORMAT,
+    GENESIS,
+    HEADER,
+    LedgerDamaged,
+    Warn,
+    append_line,
+    line_digest,
+    repair,
+)
 
 LEDGER_FILE = "privacy_ledger.jsonl"
 
@@ -53,29 +64,37 @@ class Release:
     events: tuple[PrivacyEvent, ...]
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def utc_now() -> str:
     """The current time, ISO 8601 in UTC to the second (ledger and summary records)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class ReleaseLedger:
-    """The write-ahead ledger of one run; in memory only when ``path`` is None (no run directory)."""
+    """The write-ahead ledger of one run; in memory only when ``path`` is None (no run directory).
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    ``repair``: this process writes the run (it holds the run's lock): a torn tail is cut on open, kept
+    aside, with one ``warn`` line. Readers (reports) leave the file as it is and ignore a torn tail."""
+
+    def __init__(self, path: str | Path | None = None, *, repair: bool = False, warn: Warn | None = None) -> None:
         self.path = Path(path) if path is not None else None
+        self._warn = warn
+        self._repaired = not repair
+        if repair:
+            self._repair()
+        self._load()
+
+    def _load(self) -> None:
+        """The state of the file as it is (empty for a new or in-memory ledger)."""
         self._releases: dict[int, Release] = {}
         self.restores: list[dict[str, Any]] = []
+        self.head = GENESIS  # digest of the newest line: the next record's ``prev``
+        self.records = 0  # lines in the chain (header included)
+        self.chained = True  # False: a ledger written before the hash chain (its records carry no ``prev``)
         if self.path is not None and self.path.is_file():
-            for record in self._read(self.path):
-                self._apply(record)
+            for line, record in self._read(self.path):
+                self._follow(line, record)
+                if record.get("record") != HEADER:
+                    self._apply(record)
 
     @property
     def last_seq(self) -> int:
@@ -110,22 +129,35 @@ class ReleaseLedger:
         return {k: v for k, v in record.items() if k != "record"}
 
     # ---- internals ----------------------------------------------------------------------------
-    def _write(self, record: dict[str, Any]) -> None:
+    def _repair(self) -> None:
         if self.path is not None:
-            new = not self.path.exists()
-            line = (json.dumps(record) + "\n").encode()
+            warn = self._warn or _stderr_warning
+            repair(self.path, is_record=_is_record, warn=warn)
+        self._repaired = True
+
+    def _follow(self, line: bytes, record: dict[str, Any]) -> None:
+        """Move the chain's head past ``line`` (read back or just written)."""
+        if self.records == 0:
+            self.chained = record.get("record") == HEADER
+        self.head = line_digest(line)
+        self.records += 1
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.path is not None and not self._repaired:  # a failed append (or a writer's first): cut torn bytes
+            self._repair()
+            self._load()
+        if self.records == 0 and record.get("record") != HEADER:
+            self._write({"record": HEADER, "format": FORMAT, "orders": [float(x) for x in DEFAULT_ORDERS]})
+        line = json.dumps({**record, "prev": self.head}).encode()
+        if self.path is not None:
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                try:
-                    os.write(fd, line)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                if new:
-                    _fsync_dir(self.path.parent)  # the file's name is durable too
-            except OSError as exc:
-                raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-        self._apply(record)
+                append_line(self.path, line + b"\n")
+            except RunDirError:
+                self._repaired = False  # torn bytes may be on disk: cut them before the next append
+                raise
+        self._follow(line, record)
+        if record.get("record") != HEADER:
+            self._apply(record)
 
     def _apply(self, record: dict[str, Any]) -> None:
         kind = record.get("record")
@@ -139,18 +171,19 @@ class ReleaseLedger:
             self._releases[seq] = Release(seq, old.epoch, bool(record.get("fresh", old.fresh)),
                                           tuple(event_from_dict(e) for e in record["events"]))
         elif kind == "restore":
-            self.restores.append({k: v for k, v in record.items() if k != "record"})
+            self.restores.append({k: v for k, v in record.items() if k not in ("record", "prev")})
         else:
             raise ValueError(f"unknown record {kind!r}")
 
     @staticmethod
-    def _read(path: Path) -> list[dict[str, Any]]:
+    def _read(path: Path) -> list[tuple[bytes, dict[str, Any]]]:
         try:
             lines = path.read_bytes().split(b"\n")
         except OSError as exc:
             raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
-        out: list[dict[str, Any]] = []
+        out: list[tuple[bytes, dict[str, Any]]] = []
         seen: set[int] = set()
+        prev: str | None = None  # None: no chain to follow (empty so far, or a ledger from before the chain)
         for i, line in enumerate(lines):
             if not line.strip():
                 continue
@@ -158,16 +191,26 @@ class ReleaseLedger:
                 record = json.loads(line)
                 if not isinstance(record, dict):
                     raise ValueError("not an object")
-                ReleaseLedger._check(record, seen)
+                ReleaseLedger._check(record, seen, first=not out)
             except (ValueError, KeyError, TypeError) as exc:
                 if i == len(lines) - 1:  # a partial last line: died while appending, before sending
                     break
-                raise RunDirError(f"{path} line {i + 1} is not a privacy ledger record ({exc})") from None
-            out.append(record)
+                raise LedgerDamaged(f"{path} line {i + 1} is not a privacy ledger record ({exc}); the run cannot be "
+                                    "resumed (its releases could not be charged): `vfl verify` names what differs, "
+                                    "start a new run") from None
+            if not out:
+                prev = GENESIS if record.get("record") == HEADER else None
+            if prev is not None and record.get("prev") != prev:
+                raise LedgerDamaged(f"{path} line {i + 1} does not follow the line before it (its hash chain link "
+                                    "differs: a record was edited, deleted or reordered); the run cannot be resumed: "
+                                    "`vfl verify` names what differs, start a new run")
+            if prev is not None:
+                prev = line_digest(line)
+            out.append((line, record))
         return out
 
     @staticmethod
-    def _check(record: dict[str, Any], seen: set[int]) -> None:
+    def _check(record: dict[str, Any], seen: set[int], *, first: bool = False) -> None:
         kind = record.get("record")
         if kind in ("release", "amend"):
             seq = int(record["seq"])
@@ -176,8 +219,32 @@ class ReleaseLedger:
             for e in record["events"]:
                 event_from_dict(e)
             seen.add(seq)
+        elif kind == HEADER:
+            if not first or record.get("format") != FORMAT:
+                raise ValueError(f"a {HEADER} header of format {record.get('format')!r} at a line other than the first")
         elif kind != "restore":
             raise ValueError(f"unknown record {kind!r}")
+
+
+def _is_record(record: dict[str, Any]) -> bool:
+    """Whether ``record`` is whole: a known kind with its fields (the repair's test of a tail)."""
+    try:
+        kind = record.get("record")
+        if kind == "release":
+            int(record["seq"]), int(record["epoch"]), bool(record["fresh"])
+        if kind in ("release", "amend"):
+            int(record["seq"])
+            for e in record["events"]:
+                event_from_dict(e)
+        return kind in ("release", "amend", "restore", HEADER)
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _stderr_warning(message: str) -> None:
+    from vfl.core.logs import get_logger
+
+    get_logger(__name__).warning("%s", message)
 
 
 def restore_accountant(*, saved: str | None, covered: int, ledger: ReleaseLedger,

@@ -22,3 +22,10 @@ def raise_ray_failure(ray: Any, exc: BaseException, *, round: str, culprit: str,
         raise PartyFailure(culprit, round, f"{type(cause).__name__ if cause else 'error'}: "
                            f"{cause if cause else exc}") from exc
     raise PartyFailure(dead() or culprit, round, "its Ray actor died") from exc
+
+
+def ray_cause(exc: BaseException) -> str:
+    """A Ray error other than a task's or an actor's (the memory monitor's ``OutOfMemoryError``, a
+    ``WorkerCrashedError``, a lost object) as a short cause: its type and first line."""
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else 'no detail'}"

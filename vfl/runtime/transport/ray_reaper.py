@@ -54,6 +54,19 @@ class Reaper:
             except psutil.Error:
                 pass
 
+    def reap_now(self) -> None:
+        """Ray failed to start: end what it started (as if this driver had died), then the watcher exits."""
+        if self.proc is None:
+            return
+        self.watch_descendants()
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=15)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.proc = None
+
     def stand_down(self) -> None:
         """Ray was shut down cleanly: let the watcher exit without touching anything."""
         if self.proc is None:

@@ -24,7 +24,7 @@ from vfl.runtime.host import NodeBuilder, NodeHost
 from vfl.runtime.message import Wire
 from vfl.runtime.transport.base import HostGroup, Outcome, Transport
 from vfl.runtime.transport.ray_connect import probe
-from vfl.runtime.transport.ray_errors import raise_ray_failure
+from vfl.runtime.transport.ray_errors import raise_ray_failure, ray_cause
 from vfl.runtime.transport.ray_placement import admit
 from vfl.runtime.transport.ray_reaper import Reaper
 from vfl.runtime.transport.ray_teardown import end_monitor
@@ -82,13 +82,19 @@ class RayTransport(Transport):
             self.reaper = Reaper()  # ends Ray's agents if this driver is SIGKILLed
             ray_temp, made = _short_temp_dir(temp_dir)
             self._made_temp = ray_temp if made else None
-            ray.init(
-                num_cpus=num_cpus or os.cpu_count() or 2,
-                _temp_dir=ray_temp,
-                include_dashboard=False,
-                log_to_driver=True,
-                configure_logging=False,
-            )
+            try:
+                ray.init(num_cpus=num_cpus or os.cpu_count() or 2, _temp_dir=ray_temp, include_dashboard=False,
+                         log_to_driver=True, configure_logging=False)
+            except Exception as exc:  # e.g. its start-up timeout on a loaded machine: one line, nothing left behind
+                try:
+                    ray.shutdown()  # whatever part of it had started
+                except Exception:  # noqa: BLE001 - nothing more to end
+                    pass
+                self.reaper.reap_now()
+                self.reaper = None
+                self.shutdown()
+                raise TransportError(f"cannot start a local Ray: {type(exc).__name__}: "
+                                     f"{(str(exc).strip().splitlines() or [''])[0]}") from None
             self.owns_ray = True
             self.reaper.watch_descendants()
 
@@ -130,13 +136,13 @@ class RayTransport(Transport):
         for name, fut in futures.items():
             try:
                 rows.extend(ray.get(fut, timeout=max(0.0, deadline - time.monotonic())))
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                dead.append(name)
             except ray.exceptions.RayTaskError as exc:
                 cause = getattr(exc, "cause", None)
                 if isinstance(cause, VFLError):
                     raise cause from None
                 raise PartyFailure(self._names(name), "restart", f"{type(cause).__name__}: {cause}") from exc
+            except ray.exceptions.RayError:  # dead, hung past the timeout, killed by the memory monitor: replace it
+                dead.append(name)
         for name in dead:
             try:
                 ray.kill(self.actors[name], no_restart=True)
@@ -163,6 +169,8 @@ class RayTransport(Transport):
                                    f"no answer within transport.timeout_s={self.timeout_s:g}") from None
             except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
                 raise_ray_failure(ray, exc, round=round, culprit=self._names(name), dead=self._dead_names)
+            except ray.exceptions.RayError as exc:  # the memory monitor's OutOfMemoryError, a worker crash, ...
+                raise PartyFailure(self._dead_names() or self._names(name), round, ray_cause(exc)) from exc
         return out
 
     def _dead_names(self) -> str:
@@ -203,7 +211,7 @@ class RayTransport(Transport):
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             return Outcome("failed", error=cause if isinstance(cause, BaseException) else exc)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as exc:
+        except ray.exceptions.RayError as exc:  # a dead actor, the memory monitor, a worker crash
             return Outcome("failed", error=exc)
 
     def alive(self, group: str, timeout: float = 10.0) -> bool:
