@@ -29,6 +29,10 @@ def _vertical(name: str):
                         defenses=[{"kind": "label_gp", "noise_multiplier": 1.5}])
     if name == "ldp":
         return tiny_cfg("ldp", train=two, defenses=[{"kind": "label_rr", "epsilon": 2.0}])
+    if name == "secureboost":  # trees' label DP: the ledger's own label events, epsilon_label = epsilon
+        return load_run_config({"strategy": "secureboost", "num_parties": 3, "seed": 1, "params": {
+            "n_estimators": 2, "max_depth": 3, "objective": "multi:softprob", "he": "none", "allow_insecure": True,
+            "label_dp": {"noise_multiplier": 2.5, "clip": 1.0}}})
     return tiny_cfg("npq", train=two, defenses=[{"kind": "label_gp"}])  # label DP only: releases without events
 
 
@@ -42,7 +46,7 @@ def _llm(name: str, model_dir: str):
                             "params": params})
 
 
-VERTICAL = ["pbm", "ldp", "npq"]
+VERTICAL = ["pbm", "ldp", "npq", "secureboost"]
 LLM = ["split-lora", "head-only", "p3eft"]
 
 
@@ -202,3 +206,12 @@ def test_a_damaged_checkpoint_file_is_detected(honest):
     files[name] = files[name].replace(b'"epoch": 1', b'"epoch": 7', 1)
     differs = _differs(verify(files, path))
     assert any(f"{name} differs from its manifest" in d for d in differs), differs
+
+
+def test_a_changed_trees_label_noise_multiplier_is_detected_naming_it(runs):
+    path = runs("secureboost")
+    files = read_run(path)
+    files["config.resolved.yaml"] = files["config.resolved.yaml"].replace(b"noise_multiplier: 2.5",
+                                                                          b"noise_multiplier: 5.0")
+    differs = _differs(verify(files, path))
+    assert any("params.label_dp.noise_multiplier" in d for d in differs), differs

@@ -245,7 +245,9 @@ class _Run:
         epochs = int(_get(self.config, "train.epochs", 0))
         whole = label_dp(defenses, attempts=epochs + redone, draws=1 + redrawn, orders=orders, delta=delta)
         if whole is None:
-            if self.summary.get("epsilon_label") is not None:
+            if self._labels_only():  # the strategy's own label mechanism (trees): its ε is the ledger's
+                self.check_ledger_label_epsilon()
+            elif self.summary.get("epsilon_label") is not None:
                 self.v.problems.append(f"{SUMMARY} prints epsilon_label but the config's defenses have no label DP")
             return
         self.row("epsilon_label", self.summary.get("epsilon_label"), whole[0])
@@ -258,6 +260,19 @@ class _Run:
             if "epsilon_label" in row:
                 per = label_dp(defenses, attempts=int(row["epoch"]) + 1, draws=1, orders=orders, delta=delta)
                 self.row(f"metrics[{row['epoch']}].epsilon_label", row["epsilon_label"], per[0] if per else math.nan)
+
+    def _labels_only(self) -> bool:
+        kinds = {str(e.get("kind")) for r in self.ledger.ordered() for e in r.events}
+        return bool(kinds) and all(k in MECHANISMS and MECHANISMS[k].labels for k in kinds)
+
+    def check_ledger_label_epsilon(self) -> None:
+        """A label ε the ledger's own events give (``epsilon_label`` = ``epsilon``), whole and per row."""
+        last = max((r.seq for r in self.ledger.ordered() if r.events), default=0)
+        self.row("epsilon_label", self.summary.get("epsilon_label"), self.eps(last))
+        for row in self.rows:
+            release = self.ledger.newest_of(int(row.get("epoch", -1)))
+            if release is not None and "epsilon_label" in row:
+                self.row(f"metrics[{row['epoch']}].epsilon_label", row["epsilon_label"], self.eps(release.seq))
 
     def check_party_epsilon(self) -> None:
         if "party_epsilon_worst_case" not in self.summary:

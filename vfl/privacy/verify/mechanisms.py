@@ -37,6 +37,7 @@ class Mechanism:
     rdp: Callable[[Event, np.ndarray], np.ndarray] | None = None  # -> the whole event's RDP curve at the orders
     keys: Mapping[str, str] = field(default_factory=dict)
     may_lower: tuple[str, ...] = ()
+    labels: bool = False  # it protects labels: a ledger of only such events prints its ε as epsilon_label too
 
 
 MECHANISMS: dict[str, Mechanism] = {}
@@ -49,9 +50,9 @@ def _add(kind: str, mechanism: Mechanism) -> None:
 
 
 def register_dp_event(kind: str, to_dp_event: Callable[[Event], Any], *, keys: Mapping[str, str] | None = None,
-                      may_lower: tuple[str, ...] = ()) -> None:
+                      may_lower: tuple[str, ...] = (), labels: bool = False) -> None:
     """Verify events of ``kind`` as the dp_accounting event ``to_dp_event(event)`` (its count composed in)."""
-    _add(kind, Mechanism(dp_event=to_dp_event, keys=dict(keys or {}), may_lower=may_lower))
+    _add(kind, Mechanism(dp_event=to_dp_event, keys=dict(keys or {}), may_lower=may_lower, labels=labels))
 
 
 def register_rdp(kind: str, curve: Callable[[Event, np.ndarray], np.ndarray], *, keys: Mapping[str, str] | None = None,
@@ -80,6 +81,10 @@ register_rdp("pbm", _pbm, keys={"b": "params.b", "beta": "params.beta", "dim": "
 register_dp_event("gaussian", lambda e: gaussian(float(e["sigma"]) / float(e["sensitivity"]), int(e["count"])),
                   keys={"sigma": "params.sigma (or params.b, params.beta, num_parties)",
                         "sensitivity": "model.tanh_c, model.embed_dim"})
+# secureboost's label DP: one round's gradients under the discrete Gaussian (parties/trees/label_dp.py)
+register_dp_event("gaussian-label", lambda e: gaussian(float(e["sigma"]) / float(e["sensitivity"]), int(e["count"])),
+                  keys={"sigma": "params.label_dp.noise_multiplier", "sensitivity": "params.label_dp.clip, params.objective"},
+                  labels=True)
 # a DP-SGD step: Gaussian of std nm·C over the replace-one sensitivity 2C, so noise multiplier nm/2
 register_dp_event("dpsgd", lambda e: gaussian(float(e["noise_multiplier"]) / 2.0, int(e["count"])), keys=_DPSGD_KEYS)
 register_dp_event("dpsgd-lora", lambda e: gaussian(float(e["noise_multiplier"]) / 2.0, int(e["count"])),
