@@ -126,7 +126,8 @@ class PaillierScheme:
         at = 0
         for grp, used, n in plan:
             per = k // used  # bin sums packed in one ciphertext, each over the group's `used` node slots
-            vals = np.asarray(fields[at:at + n].tolist(), dtype=object).reshape(n * per, used, 2)[:slots]
+            block = fields[at:at + n, :2 * per * used]  # a ciphertext's per sums of `used` node slots, the rest empty
+            vals = np.asarray(block.tolist(), dtype=object).reshape(n * per, used, 2)[:slots]
             for j in range(used):
                 out[grp * k + j][:] = np.asarray(vals[:, j, :].tolist(), dtype=np.int64)
             at += n

@@ -51,3 +51,15 @@ def boost_local(blocks: Sequence[np.ndarray], y: np.ndarray, objective: Objectiv
             margins[:, k] = (margins[:, k] + values).astype(np.float32)
             trees.append(tree)
     return margins, trees
+
+
+def two_informative(*, seed: int = 0, rows: int = 800, features: int = 24) -> Any:
+    """y = 1{x0 + x1 > 0} among ``features`` - 2 noise columns: trees that follow the labels split on x0 and x1
+    (their instance spaces name the labels), trees whose gradients carry no label split anywhere."""
+    from vfl.data.dataset import Dataset
+
+    rng = np.random.default_rng([seed, 99])
+    x = rng.normal(size=(rows, features)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
+    cut = rows * 3 // 4
+    return Dataset("two-informative", x[:cut], y[:cut], x[cut:], y[cut:], 2)

@@ -70,3 +70,16 @@ def test_a_small_key_is_refused_without_the_test_flag():
 
     with pytest.raises(ConfigError, match="params.key_bits"):
         PaillierScheme(key_bits=1024, workers=0)
+
+
+@pytest.mark.parametrize("nodes", [1, 3, 30])  # one node (sums packed k to a ciphertext), a few, more than a group
+def test_hidden_rows_give_each_nodes_plain_sums(exchange, nodes):
+    cols, codec, gi, hi, lh, _ = exchange
+    pos = np.random.default_rng(nodes).integers(0, nodes + 2, 120)  # some rows in nodes not built
+    build = list(range(nodes))
+    party = PaillierParty.from_public(lh.public())
+    party.load_rows(lh.encode_hidden(codec, gi, hi, pos, build), codec)
+    reply = party.sums_hidden(cols, groups=party.loaded() // 120, nodes=nodes)
+    got = lh.decode_hidden(reply, codec, cols.layout.num_slots(), build)
+    for node, sums in zip(build, got, strict=True):
+        assert np.array_equal(sums, cols.plain_sums(np.flatnonzero(pos == node), gi, hi))
