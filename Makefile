@@ -63,6 +63,9 @@ lint: $(STAMP)  ## ruff on every package and the tests, mypy on all four package
 bench: $(STAMP)
 	$(PY) -m simulations.benchmarks.overhead --out bench-out
 
+docs-numbers: $(DEMO_STAMP)  ## rewrite the docs' measured numbers from docs/measurements/*.json (--check: compare only)
+	$(PY) -m simulations.docs_numbers
+
 clean:
 	rm -rf runs bench-out .pytest_cache
 
