@@ -57,3 +57,17 @@ def test_an_edited_doc_number_or_json_number_fails_and_regenerating_repairs_it(c
 def test_an_unknown_name_is_one_line_naming_the_known_ones():
     with pytest.raises(DataError, match="no renderer peers.nope; known: .*peers.table"):
         render("peers.nope")
+
+
+def test_the_attack_count_the_docs_show_is_the_reports():
+    """docs/attacks.md's progress lines (``attack 4/14 membership``) count what `vfl report` runs (it showed
+    4/13 while the report counted 14)."""
+    import re
+
+    from simulations.report.render import ORDER, RUN_ATTACKS
+
+    total = len(RUN_ATTACKS)
+    shown = re.findall(r"`attack (\d+)/(\d+) (\w+)", (ROOT / "docs" / "attacks.md").read_text())
+    assert shown and all(int(n) == total for _, n, _ in shown), (shown, total)
+    order = [*[n for n in ORDER if n in RUN_ATTACKS], *[n for n in RUN_ATTACKS.names() if n not in ORDER]]
+    assert all(order[int(k) - 1] == name for k, _, name in shown), shown
