@@ -21,10 +21,10 @@ A verdict is "beats chance" when the whole interval lies beyond the baseline on 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from vfl.core.rng import seeded_numpy
 
@@ -63,7 +63,7 @@ def _percentile(draws: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def paired(attack: Sequence[float], baseline: Sequence[float], *, seed: str, unit: str = "samples") -> Interval:
+def paired(attack: npt.ArrayLike, baseline: npt.ArrayLike, *, seed: str, unit: str = "samples") -> Interval:
     """Interval of mean(``attack``) given mean(``baseline``) on the same samples: the bootstrap interval of
     the mean difference, shifted by the observed baseline mean (it excludes that mean exactly when the
     difference's interval excludes 0)."""
@@ -78,7 +78,7 @@ def paired(attack: Sequence[float], baseline: Sequence[float], *, seed: str, uni
     return Interval(base + lo, base + hi, f"paired bootstrap of the difference, {len(diff)} {unit}")
 
 
-def mean(values: Sequence[float], *, seed: str, unit: str = "samples") -> Interval:
+def mean(values: npt.ArrayLike, *, seed: str, unit: str = "samples") -> Interval:
     """Bootstrap interval of the mean of ``values`` (against a baseline that is a fixed number)."""
     v = np.asarray(values, np.float64)
     if v.ndim != 1 or len(v) == 0:
@@ -88,7 +88,7 @@ def mean(values: Sequence[float], *, seed: str, unit: str = "samples") -> Interv
     return Interval(lo, hi, f"bootstrap of the mean, {len(v)} {unit}")
 
 
-def auc(member_scores: Sequence[float], nonmember_scores: Sequence[float], *, seed: str) -> Interval:
+def auc(member_scores: npt.ArrayLike, nonmember_scores: npt.ArrayLike, *, seed: str) -> Interval:
     """Bootstrap interval of the ROC AUC (members and non-members resampled separately; ties count ½)."""
     m, n = np.asarray(member_scores, np.float64), np.asarray(nonmember_scores, np.float64)
     rng = seeded_numpy("report-interval", seed)

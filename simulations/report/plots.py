@@ -217,7 +217,7 @@ def sweep_figure(rows: Sequence[dict[str, Any]], keys: Sequence[str], metrics: S
     for ax, m in zip(axes.flat, shown, strict=False):
         spec = metric(m)
         xs = list(range(len(rows)))
-        pts = [(x, r.get(f"{m}_mean"), r.get(f"{m}_std") or 0.0) for x, r in zip(xs, rows, strict=True)
+        pts = [(x, float(r[f"{m}_mean"]), float(r.get(f"{m}_std") or 0.0)) for x, r in zip(xs, rows, strict=True)
                if r.get(f"{m}_mean") is not None]
         means = [p[1] * spec.scale for p in pts]
         ax.errorbar([p[0] for p in pts], means, yerr=[p[2] * spec.scale for p in pts], fmt="o", capsize=4, ms=4)

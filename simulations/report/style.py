@@ -28,9 +28,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-RC = {"axes.formatter.useoffset": False, "axes.formatter.limits": (-5, 7), "axes.grid": False,
+RC: dict[str, Any] = {"axes.formatter.useoffset": False, "axes.formatter.limits": (-5, 7), "axes.grid": False,
       "legend.fontsize": 8, "axes.titlesize": 9, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8}
-matplotlib.rcParams.update(RC)
+matplotlib.rcParams.update(RC)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,14 @@ import pytest
 import yaml
 
 from simulations.cli.main import main
-from simulations.cli.sweep import mean_std, parse_grid, print_table, split_values, table_rows, variance_note
+from simulations.cli.sweep import (
+    mean_std,
+    parse_grid,
+    print_table,
+    split_values,
+    table_rows,
+    variance_note,
+)
 
 TINY = {"name": "tiny", "strategy": "npq", "dataset": "digits", "num_parties": 2,
         "data": {"train_subsample": 128, "test_subsample": 64},
