@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml constraints/ci.txt
 # the demo set: the core package alone (torch, Ray, flwr, ...; no tracker, Parquet, PSI, notebook or dev tool)
 $(DEMO_STAMP): pyproject.toml constraints/ci.txt
 	@echo "make demo: installing what the demo needs (the core package, no extras) into $(VENV) on CI's tested versions;"
-	@echo "           about 2 minutes the first time (torch and Ray are most of it), nothing after that"
+	@echo "           6-7 min the first time on 2 cores without a pip cache (most of it torch and its CUDA libraries), nothing after that"
 	@start=$$(date +%s) && (test -x $(PY) || $(PYTHON) -m venv $(VENV)) \
 	  && $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e . -c constraints/ci.txt \
 	  && echo "make demo: installed in $$(( $$(date +%s) - start )) s"
@@ -34,7 +34,7 @@ setup: $(STAMP)
 demo-setup: $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)  ## PBM-VFL on the digits over Ray actors (35 s on 2 cores after set-up)
-	@echo "make demo: PBM-VFL on the scikit-learn digits, 4 parties over Ray actors, 20 epochs (about 35 s on 2 cores)"
+	@echo "make demo: PBM-VFL on the scikit-learn digits, 4 parties over Ray actors, 20 epochs (about 35 s on 2 idle cores)"
 	$(VENV)/bin/vfl run demo
 
 test: $(STAMP)  ## every lane but gpu on $(TEST_WORKERS) workers: unit, engine and e2e, then ray
