@@ -46,7 +46,7 @@ class AttackResult:
             return verdict(self.ci, self.baseline, higher_leaks=self.higher_is_better_attack)
         gap = self.value - self.baseline if self.higher_is_better_attack else self.baseline - self.value
         bounded = abs(self.baseline) <= 1 and abs(self.value) <= 1  # rates, AUCs: also 5 points absolute
-        return gap > 0.1 * max(abs(self.baseline), 0.1) and (not bounded or gap > 0.05)
+        return bool(gap > 0.1 * max(abs(self.baseline), 0.1) and (not bounded or gap > 0.05))
 
     @property
     def verdict_basis(self) -> str:
