@@ -162,3 +162,17 @@ def style_ci(lo, hi):
     from simulations.report.intervals import Interval
 
     return Interval(lo, hi, "test")
+
+
+def test_the_reconstruction_figure_names_the_run_too(tmp_path, monkeypatch):
+    import numpy as np
+
+    seen = _capture(monkeypatch, figures)
+    cfg = _Cfg()
+    cfg.data = SimpleNamespace(partition="contiguous")
+    shards = [SimpleNamespace(x_train=np.random.default_rng(i).random((10, 16)), input_shape=(16,)) for i in range(4)]
+    run = SimpleNamespace(parts=(shards, None), cfg=cfg, summary={}, path=tmp_path)
+    recon = [s.x_train[:8] for s in shards]
+    figures.reconstruction_figure(run, np.arange(8), recon)
+    assert "demo (pbm) M=4 seed=0 20 epochs" in seen["reconstruction.png"]["suptitle"].replace("\n", " ")
+
