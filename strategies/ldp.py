@@ -67,7 +67,7 @@ class LDPParams:
 class LDP(VerticalStrategy):
     name = "ldp"
     headline = ("epsilon",)
-    summary = "local DP baseline: Gaussian noise on each party's embedding, sigma^2 = 2M/(b beta^2), no SecAgg"
+    summary = "local DP baseline: exact discrete Gaussian noise on each party's embedding, sigma^2 = 2M/(b beta^2), no SecAgg"
     Params = LDPParams
     bottom_dp_refusal = None  # every release is Gaussian noised: with privacy.bottom_dp the epsilon is end-to-end
 

@@ -7,7 +7,9 @@ The Python API (``vfl.run``, ``vfl.resume_run``, ``vfl.resolve``, ``vfl.validate
 ``vfl.RunResult``) lives in ``vfl/engine/api.py`` and is imported on first use, so ``import vfl`` stays cheap.
 So are the names a strategy author needs (docs/writing-a-strategy.md): ``Strategy``, ``register``,
 ``STRATEGIES``, ``Node``, ``NodeSpec``, ``handles``, ``Mod``, ``ModContext``, ``param``,
-``ConfigError`` and the message helpers ``vfl.message`` (``vfl/runtime/message.py``).
+``ConfigError`` and the message helpers ``vfl.message`` (``vfl/runtime/message.py``); ``VerticalStrategy``
+and ``vertical_wire`` (the vertical step's ``Record``/``Array``/``Kind`` names) live in the layers above and
+reach ``vfl`` through the built-in plugin (``vfl.core.plugins.EXPORTS``), not by an upward import.
 """
 
 import importlib
@@ -27,7 +29,8 @@ _EXTEND = {  # name -> its module: what docs/writing-a-strategy.md imports from 
     "Node": "runtime.node", "NodeSpec": "runtime.node", "handles": "runtime.node",
     "Mod": "runtime.mods", "ModContext": "runtime.mods", "param": "config.fields", "ConfigError": "core.errors",
 }
-__all__ = ["__version__", *_API, *_EXTEND, "message"]
+_PLUGGED = ("VerticalStrategy", "vertical_wire")  # handed over by simulations/plugin.py (vfl.core.plugins.EXPORTS)
+__all__ = ["__version__", *_API, *_EXTEND, *_PLUGGED, "message"]
 
 
 def __dir__() -> list[str]:
@@ -45,4 +48,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("vfl.runtime.message")  # not `from vfl import`: that asks this hook again
     if name in _EXTEND:
         return getattr(importlib.import_module(f"vfl.{_EXTEND[name]}"), name)
+    if name in _PLUGGED:
+        from vfl.core.plugins import exported
+
+        return exported(name)
     raise AttributeError(f"module 'vfl' has no attribute {name!r}")

@@ -11,7 +11,7 @@ batch order on both sides, so equal work shows as equal accuracy.
     python -m simulations.benchmarks.peers --out DIR [--full] [--parties 5,20] [--steps 40] [--repeats 1]
 
 Writes ``DIR/peers.json``: ``rows`` of ``{system, transport, parties, step_ms, startup_s, bytes_per_step,
-final_acc}`` and ``equal_accuracy`` per M. ``step_ms``: median training step after ``--warmup`` steps; ``startup_s``: seconds from
+final_acc, repeats, runs_step_ms}`` and ``equal_accuracy`` per M. ``step_ms``: median training step after ``--warmup`` steps; ``startup_s``: seconds from
 launching the subprocess to the end of the first training step (imports, runtime and workers, data,
 set-up, first step); ``bytes_per_step``: serialized bytes of every message of a step (Flower: the
 protobuf of each Message, flwr's serde, both directions; the project: its CommLedger, train phase,
@@ -143,6 +143,7 @@ def _median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
         vals = [r[k] for r in runs if r[k] is not None]
         row[k] = statistics.median(vals) if vals else None
     row["repeats"] = len(runs)
+    row["runs_step_ms"] = [r["step_ms"] for r in runs]  # the single repeats (docs/performance.md shows their scatter)
     return row
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from simulations.cli import failures, signals
 from simulations.cli.generate import add_parser as add_generate_parser
 from simulations.cli.generate import cmd_generate
+from simulations.cli.notices import notify_once
 from simulations.cli.sweep import add_sweep_parser, cmd_sweep
 from simulations.cli.tiny_lm import add_tiny_lm_parser, cmd_tiny_lm
 from simulations.cli.verify import add_verify_parser, cmd_verify
@@ -30,7 +31,8 @@ from vfl.engine.trust import trusting
 
 log = get_logger(__name__)
 EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NONFINITE = failures.EXIT_BAD_INPUT, failures.EXIT_FAILED, failures.EXIT_NONFINITE
-FINAL_KEYS = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "total_bytes_up",
+FINAL_KEYS = ("strategy", "dataset", "num_parties", "transport", "epochs", "final_test_acc", "final_test_acc_epoch",
+              "best_test_acc", "best_test_acc_epoch", "total_bytes_up",
               "total_bytes_down", "epsilon", "epsilon_scope", "epsilon_assumption", "epsilon_is_guarantee",
               "psi_intersection_size", "psi_bytes", "signature_bytes")  # `vfl run`'s final line, every run
 
@@ -340,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = argv
     setup_logging(level_from_flags(log_level=args.log_level, verbose=args.verbose, quiet=args.quiet))
+    notify_once()  # the psi extra's protobuf pin, once per environment, on a terminal (docs/install.md)
     with signals.terminate_as_interrupt():
         try:
             with trusting(bool(getattr(args, "trust_code", False))):

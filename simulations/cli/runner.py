@@ -27,7 +27,8 @@ from simulations.cli.params_carry import carry_params
 from simulations.cli.run_facts import finish_summary
 from simulations.cli.tracked import track_epochs
 from simulations.data.source import ConfigDataSource, make_data_source  # noqa: F401  (tests patch runner.ConfigDataSource)
-from simulations.report.plots import plot_run, run_title
+from simulations.report.plots import plot_run
+from simulations.report.style import run_identity
 from vfl.config.conflicts import check_machine
 from vfl.config.fields import apply_overrides, load_yaml
 from vfl.core.errors import ConfigError
@@ -296,7 +297,7 @@ def _drive(cfg: RunConfig, data: DataSource, run_dir: RunDir | None, *, resume: 
         if run_dir is not None:
             result.summary["config_sha256"] = run_dir.config_digest()  # the settings it ran (`vfl verify`)
             run_dir.write_summary(result.summary)
-            plot_run(run_dir.read_metrics(), run_dir.path / "plots", title=run_title(cfg))
+            plot_run(run_dir.read_metrics(), run_dir.path / "plots", identity=run_identity(cfg, result.summary))
         tracker.finish(run_dir)  # summary.json, config.resolved.yaml, metrics.jsonl, plots as artifacts
     except BaseException:
         tracker.close(ok=False)

@@ -5,6 +5,12 @@ Runs go one after another, or with ``--parallel N`` as up to N Ray tasks at once
 setting (a point of the grid) with the mean and sample standard deviation over the seeds of each
 metric, written to ``sweep.csv`` and printed, and drawn with error bars in ``sweep.png`` (+ PDF). Every run in the grid is validated before the first
 one starts, so a typo in the last value fails at once.
+
+What the ± is over (``variance_note``, printed above the table, in ``sweep.json`` and the figure's title):
+a seed sets the train/test split, the initialization and the batch order; the privacy noise is drawn
+fresh in every run (``privacy.noise_rng: crypto``), so no seed repeats a run and the spread includes the
+noise. ``--set privacy.noise_rng=seeded`` draws the noise from the seed too (a debugging sweep: a seed then
+repeats its run), and the note says that such runs are not private.
 """
 
 from __future__ import annotations
@@ -115,6 +121,23 @@ def _fmt(row: dict[str, Any], keys: Sequence[str], metrics: Sequence[str]) -> li
         mean, std = row[f"{m}_mean"], row[f"{m}_std"]
         cells.append("-" if mean is None else f"{mean:.4g}" if std is None else f"{mean:.4g} ± {std:.2g}")
     return cells
+
+
+def variance_note(seeds: Sequence[int], noise_rngs: set[str]) -> str:
+    """What the table's ± is over, and whether a seed repeats its run (``privacy.noise_rng`` of the runs)."""
+    if len(set(seeds)) < 2:
+        head = f"one seed ({seeds[0]}) per setting: no spread (a std needs two)"
+    else:
+        head = (f"mean ± sample std over seeds {','.join(map(str, seeds))} per setting; a seed sets the train/test "
+                "split, the initialization and the batch order")
+    if noise_rngs == {"seeded"}:
+        return (head + "; privacy.noise_rng: seeded: the privacy noise is drawn from the seed too, so a seed repeats "
+                "its run (NOT private: the runs' epsilon is no guarantee)")
+    if "seeded" in noise_rngs:
+        return head + "; privacy.noise_rng differs between settings: seeded ones (NOT private) repeat their noise"
+    return (head + "; the privacy noise (where the strategy adds any) is fresh in every run (privacy.noise_rng: "
+            "crypto), so the spread includes it and no seed repeats a run (--set privacy.noise_rng=seeded repeats "
+            "it, not private)")
 
 
 def print_table(rows: list[dict[str, Any]], keys: Sequence[str], metrics: Sequence[str]) -> None:
@@ -287,14 +310,18 @@ def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int]
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    (out / "sweep.json").write_text(json.dumps({"grid": dict(grid), "seeds": seeds, "table": rows,
+    note = variance_note(seeds, {c.privacy.noise_rng for c in resolved})
+    (out / "sweep.json").write_text(json.dumps({"grid": dict(grid), "seeds": seeds, "variance": note, "table": rows,
                                                 "runs": [{k: r[k] for k in ("setting", "seed", "run_dir")}
                                                          for r in results]}, indent=2, default=str))
+    print(f"±: {note}")
     print_table(rows, keys, metrics)
     print(f"sweep table: {out / 'sweep.csv'}")
     from simulations.report.plots import sweep_figure  # matplotlib: only once the table is there
+    from simulations.report.style import run_identity
 
-    figure = sweep_figure(rows, keys, metrics, out / "sweep.png")  # mean ± std per setting, PNG + PDF
+    title = run_identity(base, omit=[*keys, "seed"]).title  # the config; the swept keys are the figure's axis
+    figure = sweep_figure(rows, keys, metrics, out / "sweep.png", identity=title, variance=note)  # PNG + PDF
     if figure is not None:
         print(f"sweep figure: {figure}")
     return 0

@@ -9,9 +9,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from simulations.report import intervals
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
-from vfl.attacks.model_completion import completion_accuracy, known_label_ids
+from vfl.attacks.model_completion import (
+    completion_accuracy,
+    completion_predictions,
+    known_label_ids,
+)
 from vfl.core.rng import seeded_numpy
 
 PER_CLASS = 4  # known labels per class: 40 on a 10-class task (Fu et al. use 40 on CIFAR-10)
@@ -24,9 +29,10 @@ def _own_outputs(run: RunArtifacts, party: int, x: np.ndarray) -> np.ndarray:
         return run.model.bottoms[party](torch.as_tensor(np.asarray(x, np.float32))).double().numpy()  # type: ignore[no-any-return]
 
 
-def complete(run: RunArtifacts, party: int) -> dict[str, float]:
+def complete(run: RunArtifacts, party: int) -> dict[str, Any]:
     """Completion accuracy of ``party`` on the training samples it holds no label of (and on the test
-    set), beside the same head fitted on its raw features; known labels: ``PER_CLASS`` per class."""
+    set), beside the same head fitted on its raw features; known labels: ``PER_CLASS`` per class;
+    ``hits`` and ``raw_hits``: each scored sample right (1) or not, for the paired interval."""
     shards, labels = run.parts
     y, k = labels.y_train, int(labels.num_classes)
     rng = seeded_numpy("report-completion", run.cfg.seed)
@@ -40,10 +46,12 @@ def complete(run: RunArtifacts, party: int) -> dict[str, float]:
     flat = x[ids].reshape(len(ids), -1)
     kn, ev = np.arange(len(known)), np.arange(len(known), len(ids))  # rows of emb / flat
     seed = run.cfg.seed + party
-    return {"accuracy": completion_accuracy(known_x=emb[kn], known_y=y[known], eval_x=emb[ev], eval_y=y[rest],
-                                            num_classes=k, seed=seed),
-            "raw_features_accuracy": completion_accuracy(known_x=flat[kn], known_y=y[known], eval_x=flat[ev],
-                                                         eval_y=y[rest], num_classes=k, seed=seed),
+    hits = (completion_predictions(known_x=emb[kn], known_y=y[known], eval_x=emb[ev], num_classes=k, seed=seed)
+            == y[rest]).astype(float)
+    raw_hits = (completion_predictions(known_x=flat[kn], known_y=y[known], eval_x=flat[ev], num_classes=k, seed=seed)
+                == y[rest]).astype(float)
+    return {"accuracy": float(hits.mean()), "raw_features_accuracy": float(raw_hits.mean()), "hits": hits,
+            "raw_hits": raw_hits,
             "test_accuracy": completion_accuracy(known_x=emb[kn], known_y=y[known], eval_x=emb_t,
                                                  eval_y=labels.y_test[test], num_classes=k, seed=seed),
             "known_labels": float(len(known)), "scored": float(len(rest))}
@@ -63,7 +71,12 @@ def _result(run: RunArtifacts, name: str, parties: list[int], threat: str,
                                **(extra or {})}
     return AttackResult(name, f"label accuracy of a completion head on the party's bottom ({PER_CLASS} known "
                         "labels per class), on the training samples it holds no label of",
-                        best["accuracy"], best["raw_features_accuracy"], threat=threat, details=details)
+                        best["accuracy"], best["raw_features_accuracy"], threat=threat, details=details,
+                        ci=intervals.paired(best["hits"], best["raw_hits"], seed=f"{name}:{run.cfg.seed}",
+                                            unit="training rows without a known label"),
+                        measured_on=f"{int(best['scored'])} training rows whose label {best_name} does not know "
+                                    f"({int(best['known_labels'])} known); baseline: the same head on its raw features",
+                        baseline_label="raw features")
 
 
 def _vertical(run: RunArtifacts) -> None:

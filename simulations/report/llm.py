@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simulations.report.intervals import wilson
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
 
@@ -42,6 +43,8 @@ def llm_leak_attack(run: RunArtifacts) -> list[AttackResult]:
                                          if s.get(k) is not None}))
     if not out:
         raise Skipped("no split-LLM leak metrics in the summary")
+    for r in out:  # no sample counts in the summary: these verdicts use the rough rule (no interval)
+        r.measured_on = "the strategy's own measurement during training (summary.json); no sample count, no interval"
     return out
 
 
@@ -105,6 +108,8 @@ def ushape_leak_attack(run: RunArtifacts) -> list[AttackResult]:
     chance = 1.0 / vocab
     out = []
     common = {"tokens_scored": int(labelled.sum()), "vocabulary": vocab, "tail_blocks": p.tail_blocks}
+    n_lab = int(labelled.sum())
+    on = f"the {n_lab} response tokens of the client's first batch (step 1); chance: 1 / vocabulary"
     cost = vocab * int(h.shape[1]) * int(labelled.sum())
     if cost <= MAX_JACOBIAN:
         rates = {}
@@ -116,7 +121,8 @@ def ushape_leak_attack(run: RunArtifacts) -> list[AttackResult]:
         out.append(AttackResult("ushape_label_gradient", "response tokens named (step 1, best server)",
                                 max(rates.values()), chance, threat="model server: the head's release and the "
                                 "gradient (ushape-p3eft: its piece, told the labelled positions) it received, "
-                                "the pretrained tail", details={**common, "per_server": rates}))
+                                "the pretrained tail", details={**common, "per_server": rates},
+                                ci=wilson(round(max(rates.values()) * n_lab), n_lab), measured_on=on))
     if cfg.strategy == "ushape-p3eft":
         clean = {k: v.detach().clone() for k, v in body_adapters(body).items()}
         sent = {}
@@ -130,7 +136,8 @@ def ushape_leak_attack(run: RunArtifacts) -> list[AttackResult]:
                                     float((guess[labelled] == truth[labelled]).mean()), chance,
                                     threat="model server: the body adapters of the first two requests, the clean "
                                     "initial ones (built from the seed), its forward", details={
-                                        **common, "theta_noise": p.theta_noise}))
+                                        **common, "theta_noise": p.theta_noise},
+                                    ci=wilson(int((guess[labelled] == truth[labelled]).sum()), n_lab), measured_on=on))
     if p.split == 0:
         from parties.llm.causal.ushape import load_causal_lm
 
@@ -140,7 +147,10 @@ def ushape_leak_attack(run: RunArtifacts) -> list[AttackResult]:
         out.append(AttackResult("ushape_tokens_nearest", "prompt and response tokens named from the head's release",
                                 float((guess == ids).mean()), chance, threat="model server: the head's release "
                                 "(split 0: the embeddings, ± dχ), the pretrained embedding table",
-                                details={"eta": p.eta, "tokens": len(ids)}))
+                                details={"eta": p.eta, "tokens": len(ids)},
+                                ci=wilson(int((guess == ids).sum()), int(np.size(ids))),
+                                measured_on=f"the {int(np.size(ids))} prompt and response tokens of the client's "
+                                            "first batch; chance: 1 / vocabulary"))
     if not out:
         raise Skipped(f"the label attack's Jacobians ({cost:.1e} numbers) exceed the report's {MAX_JACOBIAN:.0e}; "
                       "split > 0 has no token attack here")

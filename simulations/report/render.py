@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from simulations.report import (  # noqa: F401  (register attacks)
+    accuracy,
     audit_run,
     completion,
     figures,
@@ -25,9 +26,9 @@ from simulations.report import (  # noqa: F401  (register attacks)
     trees,
     vertical_attacks,
 )
-from simulations.report.plots import run_title
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped, load_run
+from simulations.report.style import run_identity
 from vfl.privacy.accounting.events import GaussianEvent, PBMEvent
 
 ORDER = ("label_inference", "feature_reconstruction", "gradient_inversion", "membership", "extraction", "backdoor",
@@ -128,23 +129,28 @@ def _build_report(run_dir: str | Path, *, names: tuple[str, ...] | None,
     out = run.path / figures.FIG_DIR
     s, cfg = run.summary, run.cfg
     results, skipped = run_attacks(run, names, on_attack=on_attack)
-    figs = figures.curves(run.metrics, out, run_title(cfg))  # name, strategy, M, seed, b/β...: as the run's plots
+    ident = run_identity(cfg, s)  # name, strategy, M, seed, epochs, b/β..., defenses: as the run's plots
+    figs = figures.curves(run.metrics, out, ident)
     detail = default_scope(run)
     scope = s.get("epsilon_scope") or detail  # the run's own label when it has one (e.g. bottom DP-SGD)
     if run.accountant is not None and run.accountant.events:
-        figs += figures.privacy(run.accountant, cfg.privacy.delta, scope, out)  # the title: its short name (report.md: all)
-    att = figures.attacks(results, out)
+        figs += figures.privacy(run.accountant, cfg.privacy.delta, scope, out, ident)  # the scope's short name (report.md: all)
+    att = figures.attacks(results, out, ident)
     figs += [att] if att else []
     audit = next((r for r in results if r.name == "audit"), None)
     if audit is not None:
-        figs.append(figures.audit(audit.value, s.get("epsilon"), audit.details["ceiling"], out))
+        figs.append(figures.audit(audit.value, s.get("epsilon"), audit.details["ceiling"], out, ident))
     figs += [r.figure for r in results if r.figure]
     guarantee = s.get("epsilon_is_guarantee", cfg.privacy.noise_rng == "crypto" if s.get("epsilon") is not None
                       else None)
     report: dict[str, Any] = {
         # "run": the directory report.json sits in (by name): every path in the report is relative to it
         "run": run.path.name, "name": cfg.name, "strategy": cfg.strategy, "dataset": cfg.dataset,
-        "num_parties": cfg.num_parties, "params": _params(cfg), "final_test_acc": s.get("final_test_acc"),
+        "num_parties": cfg.num_parties, "title": ident.title, "params": _params(cfg),
+        "final_test_acc": s.get("final_test_acc"), "final_train_acc": s.get("final_train_acc"),
+        "test_acc_epochs": accuracy.epochs_of(run.metrics), "test_accuracy": accuracy.readings(run),
+        "train_acc_note": ident.train_note, "epochs": s.get("epochs"),
+        "releases": sum(int(getattr(ev, "count", 0)) for ev in (run.accountant.events if run.accountant else [])),
         "total_bytes": (s.get("total_bytes_up") or 0) + (s.get("total_bytes_down") or 0),
         "epsilon": s.get("epsilon"), "delta": cfg.privacy.delta if s.get("epsilon") is not None else None,
         "epsilon_scope": scope, "epsilon_scope_detail": detail, "epsilon_is_guarantee": guarantee, "noise_rng": cfg.privacy.noise_rng,
@@ -187,24 +193,83 @@ def _importance(owners: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _verdict(a: AttackResult) -> str:
+    if a.succeeded is None:
+        return "— (no verdict)"
+    word = "yes" if a.succeeded else "no"
+    return f"{word} (95 % CI)" if a.ci is not None else f"{word} (rough rule, no interval)"
+
+
+def _value_ci(a: AttackResult) -> str:
+    return _fmt(a.value) + (f" [{_fmt(a.ci.low)}, {_fmt(a.ci.high)}]" if a.ci is not None else "")
+
+
+def _accuracy_lines(r: dict[str, Any]) -> list[str]:
+    """The section that says which test accuracy is which, from the report's own measurement."""
+    ep, ev = r.get("test_acc_epochs") or {}, r.get("test_accuracy") or {}
+    if not ep:
+        return []
+    rows = ev.get("test_rows")
+    on = f"all {rows} test rows" if rows else "the test rows"
+    lines = ["## Test accuracy: which number is which", "",
+             f"- **{_fmt(ep['final'])}** (`final_test_acc`): the run's own evaluation after epoch {ep['final_epoch']} "
+             f"of {ep['epochs']} (the last), {on}, through the mechanism's release with the run's fresh noise. The best "
+             f"epoch was {ep['best_epoch']} ({_fmt(ep['best'])}); the report attacks the last checkpoint."]
+    if ev:
+        lines += [f"- **{_fmt(ev['mean'])} ± {_fmt(ev['std'])}** (range {_fmt(ev['min'])}–{_fmt(ev['max'])}): the "
+                  f"report's evaluation of that checkpoint on the same rows, {ev['draws']} seeded draws of the "
+                  f"mechanism's noise (mean ± sample std). Draw 0, **{_fmt(ev['draw0'])}**, is the `clean_acc` of "
+                  "`noisy_samples` and `missing_features` (their attacked evaluations use the same draw).",
+                  f"- **{_fmt(ev['without_mechanism'])}**: the same checkpoint on the plain fusion of the parties' "
+                  "embeddings, without the mechanism (what no node of a noised run sees).",
+                  f"- For scale: the binomial standard error of an accuracy on {rows} rows is "
+                  f"{_fmt(ev['binomial_se'])}.", ""]
+        if ev["std"] > 0:
+            lines.append(f"Why they differ: `{r['strategy']}` randomizes every release, evaluation forwards included, "
+                         "so one trained model has a spread of test accuracies; `final_test_acc` is one draw of it "
+                         "(fresh noise), the report's are others (seeded, so the report is the same each time it "
+                         "is built).")
+        else:
+            lines.append(f"`{r['strategy']}` adds no noise at evaluation: every evaluation of the checkpoint gives "
+                         "the same accuracy; a difference to `final_test_acc` would be a different model.")
+    if r.get("train_acc_note"):
+        lines.append(f"The training accuracy ({_fmt(r.get('final_train_acc'))}) is measured {r['train_acc_note']}.")
+    return [*lines, ""]
+
+
 def _markdown(r: dict[str, Any], results: list[AttackResult]) -> str:
+    ep = r.get("test_acc_epochs") or {}
+    rows = (r.get("test_accuracy") or {}).get("test_rows")
+    epochs = r.get("epochs") or ep.get("epochs")
+    at_epoch = f"after epoch {ep['final_epoch']} of {ep['epochs']}, " if ep else ""
+    mb = f"{r['total_bytes'] / 1e6:.3f} MB ({r['total_bytes']:,} bytes)" if r.get("total_bytes") else _fmt(r["total_bytes"])
     lines = [f"# Privacy report: {r['name']} ({r['strategy']} on {r['dataset']}, M={r['num_parties']})", "",
-             f"Run: `{r['run']}` — params {r['params']}", "",
-             "| quantity | value |", "|---|---|",
-             f"| final test accuracy | {_fmt(r['final_test_acc'])} |",
-             f"| measured wire bytes (train) | {_fmt(r['total_bytes'])} |",
-             f"| accountant ε (upper bound) at δ={_fmt(r['delta'])} | {_fmt(r['epsilon'])} |",
-             f"| ε is a guarantee | {_fmt(r['epsilon_is_guarantee'])} (noise_rng: {r['noise_rng']}) |",
-             f"| audit ε (empirical lower bound, 95 %) | {_fmt(r['audit_epsilon_lower'])} |",
-             *([f"| defenses | {', '.join(r['defenses'])} |"] if r.get("defenses") else []),
-             *([f"| label ε (label DP, δ = {_fmt(r.get('delta_label', 0.0))}) | {_fmt(r['epsilon_label'])} |"]
-               if r.get("epsilon_label") is not None else []), "",
+             f"Run: `{r['run']}` — {r.get('title', '')}; params {r['params']}", "",
+             "| quantity | value | measured on |", "|---|---|---|",
+             f"| final test accuracy | {_fmt(r['final_test_acc'])} | the run's evaluation {at_epoch}"
+             f"{f'all {rows} test rows' if rows else 'the test rows'}, the run's fresh noise (below: the other "
+             "accuracies) |",
+             *([f"| best test accuracy | {_fmt(ep['best'])} | epoch {ep['best_epoch']} of {ep['epochs']}, same rows |"]
+               if ep else []),
+             f"| measured wire bytes (train) | {mb} | every training message of the {epochs} epochs, up + down, as "
+             "serialized (envelope and MACs included; evaluation and set-up not) |",
+             f"| accountant ε (upper bound) at δ={_fmt(r['delta'])} | {_fmt(r['epsilon'])} | the accountant's ledger: "
+             f"{r.get('releases') or '—'} releases composed (scope below) |",
+             f"| ε is a guarantee | {_fmt(r['epsilon_is_guarantee'])} (noise_rng: {r['noise_rng']}) | the run's noise "
+             "source and whether its noise is exact in floating point |",
+             f"| audit ε (empirical lower bound, 95 %) | {_fmt(r['audit_epsilon_lower'])} | the `audit` row below |",
+             *([f"| defenses | {', '.join(r['defenses'])} | the run's `defenses:` |"] if r.get("defenses") else []),
+             *([f"| label ε (label DP, δ = {_fmt(r.get('delta_label', 0.0))}) | {_fmt(r['epsilon_label'])} | every "
+                "training label, the whole run |"] if r.get("epsilon_label") is not None else []), "",
              f"**What ε covers:** {r['epsilon_scope']}"
-             + ("" if r["epsilon_scope"] == r["epsilon_scope_detail"] else f" — {r['epsilon_scope_detail']}"), "", "## Attacks (what a curious node recovered)", "",
-             "| attack | threat model | metric | value | chance baseline | beats chance? |", "|---|---|---|---|---|---|"]
+             + ("" if r["epsilon_scope"] == r["epsilon_scope_detail"] else f" — {r['epsilon_scope_detail']}"), "",
+             *_accuracy_lines(r),
+             "## Attacks (what a curious node recovered)", "",
+             "| attack | threat model | metric | measured on | value [95 % CI] | baseline | beats chance? |",
+             "|---|---|---|---|---|---|---|"]
     for a in results:
-        verdict = {True: "yes", False: "no", None: "—"}[a.succeeded]
-        lines.append(f"| {a.name} | {a.threat} | {a.metric} | {_fmt(a.value)} | {_fmt(a.baseline)} | {verdict} |")
+        lines.append(f"| {a.name} | {a.threat} | {a.metric} | {a.measured_on or '—'} | {_value_ci(a)} | "
+                     f"{_fmt(a.baseline)} ({a.baseline_label}) | {_verdict(a)} |")
     if r["skipped"]:
         lines += ["", "Not run: " + "; ".join(f"**{k}** — {v}" for k, v in r["skipped"].items())]
     if r.get("gain_importance"):
@@ -212,7 +277,11 @@ def _markdown(r: dict[str, Any], results: list[AttackResult]) -> str:
     audit = next((a for a in results if a.name == "audit"), None)
     if audit is not None and audit.details.get("why"):
         lines += ["", f"**Audit vs accountant:** {audit.details['why']}"]
-    lines += ["", "'beats chance' = the attack's number is at least 10 % (relative; and 0.05 absolute for rates) "
-              "better than its baseline: a rough reading, see docs/attacks.md for what each number means.", ""]
+    lines += ["", "'beats chance' = the attack's 95 % interval lies entirely beyond its baseline on the side of "
+              "leakage (the interval per kind of number: Wilson binomial for counts over trials, a paired bootstrap "
+              "of the difference for means over the same samples as the baseline, a bootstrap of the AUC against "
+              "0.5 for membership; the audit's value is itself a 95 % lower bound). Rows without an interval "
+              "(a strategy's own number with no sample count) use the rough rule: 10 % better (relative) and, "
+              "for rates, 0.05 (absolute). What each number means: docs/attacks.md.", ""]
     lines += [f"![{Path(f).stem}]({f})" for f in r["figures"]]
     return "\n".join(lines) + "\n"

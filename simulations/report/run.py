@@ -167,6 +167,13 @@ def report_noise(run: RunArtifacts, purpose: str) -> NoiseSource:
     return NoiseSource.seeded("report", purpose, run.cfg.seed)
 
 
+def evaluation_noise(run: RunArtifacts, draw: int = 0) -> NoiseSource:
+    """The report's evaluation of the test set through the mechanism, draw ``draw``: draw 0 is the
+    "clean" evaluation the robustness attacks compare with (each attacked evaluation starts the same
+    stream again: common random numbers, so a drop is the attack's and not the noise's)."""
+    return NoiseSource.seeded("report", "evaluation", run.cfg.seed, draw)
+
+
 def load_run(path: str | Path) -> RunArtifacts:
     """A run directory with its config and summary (``ConfigError`` naming the path if it is not one)."""
     p = Path(path)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simulations.report import intervals
 from simulations.report.observe import (
     latest_by_sample,
     received_gradients,
@@ -42,7 +43,8 @@ def label_inference_attack(run: RunArtifacts) -> list[AttackResult]:
     same = run.cfg.model.fusion == "sum"  # one broadcast tensor: every party got the same rows
     parties = [0] if same else list(range(run.cfg.num_parties))
     per_party: dict[str, float] = {}
-    best: dict[str, float] | None = None
+    best: dict[str, Any] | None = None
+    best_party, rows_seen = 0, 0
     for index in parties:
         obs = received_gradients(run, index)
         batches = [(o.rows, y[o.ids]) for o in obs]
@@ -54,16 +56,23 @@ def label_inference_attack(run: RunArtifacts) -> list[AttackResult]:
         res = label_inference(batches, window=window, rng=seeded_numpy("report-label", run.cfg.seed, index))
         per_party[f"party{index}"] = res["leak"]
         if best is None or res["leak"] > best["leak"]:
-            best = res
+            best, best_party, rows_seen = res, index, sum(len(b[1]) for b in batches)
     if best is None:
         raise Skipped("no party view to score")
     details: dict[str, Any] = {k: best[k] for k in ("spectral", "norm", "kmeans", "cosine", "leak_max", "windows")}
     details["parties"] = per_party
     details["classes"] = int(run.parts[1].num_classes)
+    pairs = [(a, c) for a, c in zip(best["window_leak"], best["window_chance"], strict=True)
+             if np.isfinite(a) and np.isfinite(c)]
+    ci = (intervals.paired([a for a, _ in pairs], [c for _, c in pairs], seed=f"label_inference:{run.cfg.seed}",
+                           unit="windows") if len(pairs) > 1 else None)
     return [AttackResult("label_inference", "leak (max of spectral/norm AUC, k-means/cosine accuracy; mean over "
                          "windows)", best["leak"], best["chance"],
                          threat="honest-but-curious passive party; input: the gradient rows it received + the "
-                                "shared batch schedule; no labels", details=details)]
+                                "shared batch schedule; no labels", details=details, ci=ci,
+                         measured_on=f"training gradient rows party{best_party} received: {rows_seen} rows in "
+                                     f"{int(best['windows'])} windows of >= {window} rows; chance: the same windows, "
+                                     "labels shuffled", baseline_label="shuffled labels")]
 
 
 def _observations(run: RunArtifacts) -> tuple[str, dict[int, tuple[np.ndarray, np.ndarray]] | None,
@@ -100,6 +109,7 @@ def feature_reconstruction_attack(run: RunArtifacts) -> list[AttackResult]:
     aux, test = np.sort(perm[:n_aux]), np.sort(perm[n_aux:])
     shards = run.parts[0]
     mses, bases, psnrs, recon = [], [], [], []
+    per_sample, per_sample_base = np.zeros(len(test)), np.zeros(len(test))  # each sample's MSE, mean over parties
     for m, shard in enumerate(shards):
         x = shard.x_train[ids].reshape(len(ids), -1).astype(np.float64)
         pred = reconstruct(aux_obs=obs[aux], aux_x=x[aux], obs=obs[test], seed=run.cfg.seed + m)
@@ -109,6 +119,8 @@ def feature_reconstruction_attack(run: RunArtifacts) -> list[AttackResult]:
         bases.append(mean_baseline(x[aux], x[test]))
         psnrs.append(psnr(err, data_range=rng_))
         recon.append(pred)
+        per_sample += ((np.asarray(pred, np.float64).reshape(len(test), -1) - x[test]) ** 2).mean(1) / len(shards)
+        per_sample_base += ((x[aux].mean(0) - x[test]) ** 2).mean(1) / len(shards)
     details = {"observed": what, "aux_samples": int(n_aux), "scored_samples": int(len(test)),
                "per_party_mse": [float(v) for v in mses], "per_party_baseline_mse": [float(v) for v in bases],
                "psnr_db": float(np.mean(psnrs)), "mse_over_baseline": float(np.mean(mses) / np.mean(bases))}
@@ -119,7 +131,12 @@ def feature_reconstruction_attack(run: RunArtifacts) -> list[AttackResult]:
                          float(np.mean(mses)), float(np.mean(bases)), higher_is_better_attack=False,
                          threat="honest-but-curious server; input: what it received for each training sample "
                                 f"({what}); aux: raw features of {AUX_FRACTION:.0%} of the samples",
-                         details=details, figure=figure)]
+                         details=details, figure=figure,
+                         ci=intervals.paired(per_sample, per_sample_base, seed=f"feature_reconstruction:{run.cfg.seed}",
+                                             unit="scored training samples"),
+                         measured_on=f"{len(test)} training samples the server observed ({what}), scored on every "
+                                     f"party's features; {n_aux} more were the attacker's aux",
+                         baseline_label="mean guess")]
 
 
 @RUN_ATTACKS.register("gradient_inversion", "DLG/iDLG on single-sample gradient rows a party received")
@@ -154,13 +171,21 @@ def gradient_inversion_attack(run: RunArtifacts, samples: int = 8) -> list[Attac
     majority = float(np.bincount(y).max() / len(y))
     details = {"samples": int(len(rows)), "round": last.entry["round"],
                "head": "final checkpoint (white-box aux; the gradient was computed at most one epoch earlier)"}
+    on = (f"{len(rows)} single-sample gradient rows party0 received in round {last.entry['round']} (its last full "
+          "batch); chance: the training labels' majority rate")
     out = [AttackResult("dlg_label", "label accuracy of DLG (L-BFGS on dummy input+label)",
-                        hits_dlg / len(rows), majority, threat="passive party + white-box head", details=details)]
+                        hits_dlg / len(rows), majority, threat="passive party + white-box head", details=details,
+                        ci=intervals.wilson(hits_dlg, len(rows)), measured_on=on, baseline_label="majority class")]
     out.append(AttackResult("idlg_label", "label accuracy of iDLG (sign of the logit gradient)",
-                            hits_idlg / len(rows), majority, threat="passive party + white-box head", details=details))
+                            hits_idlg / len(rows), majority, threat="passive party + white-box head", details=details,
+                            ci=intervals.wilson(hits_idlg, len(rows)), measured_on=on, baseline_label="majority class"))
     if errs:
         var = float(truth.rows.var()) if truth is not None else float("nan")
         out.append(AttackResult("dlg_input", "MSE of the recovered head input vs what the head saw",
                                 float(np.mean(errs)), var, higher_is_better_attack=False,
-                                threat="passive party + white-box head", details=details))
+                                threat="passive party + white-box head", details=details,
+                                ci=intervals.mean(errs, seed=f"dlg_input:{run.cfg.seed}", unit="gradient rows")
+                                if len(errs) > 1 else None,
+                                measured_on=f"{len(errs)} head inputs of round {last.entry['round']}; baseline: their "
+                                            "variance (the MSE of guessing their mean)", baseline_label="variance"))
     return out

@@ -11,7 +11,14 @@ import pytest
 import yaml
 
 from simulations.cli.main import main
-from simulations.cli.sweep import mean_std, parse_grid, print_table, split_values, table_rows
+from simulations.cli.sweep import (
+    mean_std,
+    parse_grid,
+    print_table,
+    split_values,
+    table_rows,
+    variance_note,
+)
 
 TINY = {"name": "tiny", "strategy": "npq", "dataset": "digits", "num_parties": 2,
         "data": {"train_subsample": 128, "test_subsample": 64},
@@ -38,6 +45,8 @@ def test_sweep_writes_one_row_per_setting_with_mean_and_std(tmp_path, capsys):
         cfg_used = yaml.safe_load((out / runs[0]["run_dir"] / "config.resolved.yaml").read_text())
         assert cfg_used["train"]["lr"] == 0.01 and cfg_used["seed"] == 0
     assert "final_test_acc" in printed and "±" in printed and "sweep.csv" in printed
+    note = json.loads((out / "sweep.json").read_text())["variance"]  # what the ± is over, printed above the table
+    assert f"±: {note}" in printed and "seeds 0,1" in note and "fresh in every run" in note
     assert f"sweep figure: {out / 'sweep.png'}" in printed and (out / "sweep.pdf").read_bytes().startswith(b"%PDF")
 
 
@@ -67,3 +76,16 @@ def test_a_single_seed_prints_no_spread(capsys):
     assert table_rows(one, ["b"], ["acc"])[0]["acc_std"] is None
     print_table(table_rows(two, ["b"], ["acc"]), ["b"], ["acc"])
     assert "0.8 ± 0.14" in capsys.readouterr().out
+
+
+def test_the_sweep_says_which_variance_its_table_shows():
+    """--seeds 0,1 reads as "repeatable" to an HF/Flower user: the note says a seed does not repeat the
+    privacy noise (crypto), or, with privacy.noise_rng: seeded, that it does and the runs are not private."""
+    crypto = variance_note([0, 1, 2], {"crypto"})
+    assert crypto.startswith("mean ± sample std over seeds 0,1,2") and "no seed repeats a run" in crypto
+    assert "privacy.noise_rng=seeded" in crypto  # the way to repeat it
+    seeded = variance_note([0, 1], {"seeded"})
+    assert "a seed repeats its run" in seeded and "NOT private" in seeded
+    assert "NOT private" in variance_note([0, 1], {"seeded", "crypto"})
+    assert variance_note([3], {"crypto"}).startswith("one seed (3) per setting: no spread")
+

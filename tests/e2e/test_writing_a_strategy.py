@@ -3,6 +3,7 @@ says: the parties' upload payload is half of npq's on the same run, at about the
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import sys
@@ -37,3 +38,14 @@ def test_the_documented_strategy_is_short_and_runs(tmp_path, monkeypatch):
     assert 2 * half.summary["payload_bytes_up"] == npq.summary["payload_bytes_up"] > 0
     assert half.summary["payload_bytes_down"] == npq.summary["payload_bytes_down"]  # gradients stay float32
     assert abs(half.summary["final_test_acc"] - npq.summary["final_test_acc"]) <= 0.05
+
+
+def test_the_documented_strategy_imports_the_framework_from_vfl_only():
+    """README promises a strategy with "everything imported from `vfl`": no module of the layers above
+    (parties, strategies, simulations) and no flwr in the example (before: parties.vertical.wire,
+    strategies.base.vertical and flwr.common)."""
+    tree = ast.parse(_example())
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert modules == {"__future__", "dataclasses", "vfl"}, modules
+

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -64,13 +65,14 @@ def _windows(batches: Sequence[tuple[np.ndarray, np.ndarray]], window: int) -> l
 
 
 def label_inference(batches: Sequence[tuple[np.ndarray, np.ndarray]], *, window: int,
-                    rng: np.random.Generator) -> dict[str, float]:
+                    rng: np.random.Generator) -> dict[str, Any]:
     """Score a passive party's received gradients, batch by batch in training order.
 
     ``batches``: (gradient rows, true labels of those rows) per step. Rows of consecutive steps
     are grouped into windows of ``>= window`` rows (the server's head barely moves within one);
     returns the mean over windows of every metric, ``leak_max`` (worst window), the chance level
-    ``chance`` (mean ``leak`` with labels shuffled in each window) and ``windows``.
+    ``chance`` (mean ``leak`` with labels shuffled in each window) and ``windows``; ``window_leak`` and
+    ``window_chance`` hold the two per window (in order), for a paired interval over windows.
     """
     wins = _windows(batches, window)
     if not wins:
@@ -83,8 +85,10 @@ def label_inference(batches: Sequence[tuple[np.ndarray, np.ndarray]], *, window:
         for k in scores:
             scores[k].append(res[k])
         chance.append(label_leak(x, rng.permutation(y), rng=rng)["leak"])
-    out = {k: float(np.nanmean(v)) if not all(math.isnan(t) for t in v) else math.nan for k, v in scores.items()}
+    out: dict[str, Any] = {k: float(np.nanmean(v)) if not all(math.isnan(t) for t in v) else math.nan for k, v in scores.items()}
     out["leak_max"] = float(np.nanmax(scores["leak"]))
     out["chance"] = float(np.nanmean(chance))
     out["windows"] = float(len(wins))
+    out["window_leak"] = [float(v) for v in scores["leak"]]
+    out["window_chance"] = [float(v) for v in chance]
     return out

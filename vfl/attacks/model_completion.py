@@ -66,15 +66,22 @@ def fit_completion(*, x: np.ndarray, y: np.ndarray, num_classes: int, seed: int,
     return net.eval()
 
 
-def completion_accuracy(*, known_x: np.ndarray, known_y: np.ndarray, eval_x: np.ndarray, eval_y: np.ndarray,
-                        num_classes: int, seed: int, epochs: int = 200) -> float:
-    """Accuracy on (``eval_x``, ``eval_y``) of a completion head fitted on the known (``known_x``, ``known_y``)."""
+def completion_predictions(*, known_x: np.ndarray, known_y: np.ndarray, eval_x: np.ndarray, num_classes: int,
+                           seed: int, epochs: int = 200) -> np.ndarray:
+    """Labels a completion head fitted on the known (``known_x``, ``known_y``) gives ``eval_x``."""
     kx = np.asarray(known_x, np.float64).reshape(len(known_x), -1)
     ex = np.asarray(eval_x, np.float64).reshape(len(eval_x), -1)
     kx, ex = _standardize(kx, ex)
     net = fit_completion(x=kx, y=np.asarray(known_y), num_classes=num_classes, seed=seed, epochs=epochs)
     with torch.no_grad():
-        pred = net(torch.from_numpy(ex)).argmax(1).numpy()
+        return net(torch.from_numpy(ex)).argmax(1).numpy()  # type: ignore[no-any-return]
+
+
+def completion_accuracy(*, known_x: np.ndarray, known_y: np.ndarray, eval_x: np.ndarray, eval_y: np.ndarray,
+                        num_classes: int, seed: int, epochs: int = 200) -> float:
+    """Accuracy on (``eval_x``, ``eval_y``) of a completion head fitted on the known (``known_x``, ``known_y``)."""
+    pred = completion_predictions(known_x=known_x, known_y=known_y, eval_x=eval_x, num_classes=num_classes,
+                                  seed=seed, epochs=epochs)
     return float((pred == np.asarray(eval_y)).mean())
 
 

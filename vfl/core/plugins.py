@@ -49,6 +49,7 @@ class Backend(Protocol):
 
 
 BACKENDS: Registry[Backend] = Registry("run backend")
+EXPORTS: Registry[Any] = Registry("vfl name")  # names a plugin hands to ``vfl``'s face (``vfl.VerticalStrategy``)
 _loaded: dict[str, str] = {}  # entry-point name -> target, for `loaded_plugins()`
 
 
@@ -96,3 +97,12 @@ def backend() -> Backend:
         raise ConfigError("vfl.run", "no run backend is registered; install the project "
                           "(`pip install -e .`) so its `vfl.plugins` entry points are visible")
     return BACKENDS.get("default")
+
+
+def exported(name: str) -> Any:
+    """A name the layers above hand to ``vfl`` (``EXPORTS``, filled by the plugins: the built-in one gives
+    ``VerticalStrategy`` and ``vertical_wire``), so ``from vfl import VerticalStrategy`` works without
+    ``vfl`` importing upward."""
+    load_plugins()
+    return EXPORTS.get(name, f"vfl.{name}")
+

@@ -20,7 +20,7 @@ def run_summary(engine: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
         "name": cfg.name, "strategy": cfg.strategy, "dataset": cfg.dataset, "num_parties": cfg.num_parties,
         "transport": engine.transport.kind, "epochs": len(history) and history[-1]["epoch"] + 1,
         "final_train_loss": last.get("train_loss"), "final_train_acc": last.get("train_acc"),
-        "final_test_acc": last.get("test_acc"),
+        "final_test_acc": last.get("test_acc"), **test_acc_epochs(history),
         "total_bytes_up": tot["bytes_up"], "total_bytes_down": tot["bytes_down"],
         "payload_bytes_up": tot["payload_up"], "payload_bytes_down": tot["payload_down"],
         "envelope_bytes_up": tot["bytes_up"] - tot["payload_up"],
@@ -82,3 +82,14 @@ def label_charge(engine: Any) -> dict[str, Any]:
         out["epsilon_label"] += redrawn * drawn
         out["label_draws_charged"] = 1 + redrawn
     return out
+
+
+def test_acc_epochs(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which epoch (1-based, as printed) ``final_test_acc`` is from, and the best epoch's test accuracy."""
+    acc = [(int(r["epoch"]) + 1, float(r["test_acc"])) for r in history if r.get("test_acc") is not None]
+    if not acc:
+        return {}
+    best = max(acc, key=lambda e: e[1])  # the first of equal values
+    final = {"final_test_acc_epoch": acc[-1][0]} if history[-1].get("test_acc") is not None else {}
+    return {**final, "best_test_acc": best[1], "best_test_acc_epoch": best[0]}
+

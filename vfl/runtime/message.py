@@ -26,7 +26,7 @@ from vfl.core.errors import ProtocolError
 from vfl.runtime import accel, profile
 
 __all__ = [  # the message helpers a strategy or node author uses (docs/writing-a-strategy.md)
-    "BROADCAST", "METRICS", "METRICS_RECORD", "Wire", "arrays", "config", "config_int", "config_list", "config_of",
+    "BROADCAST", "METRICS", "METRICS_RECORD", "Message", "Wire", "arrays", "config", "config_int", "config_list", "config_of",
     "config_value", "decode", "encode", "from_array", "get_array", "has_array", "make", "metric_floats", "metrics",
     "metrics_reply", "parse_round", "payload_nbytes", "read_metrics", "record_of", "records", "reply", "round_of",
     "round_tag", "to_array",

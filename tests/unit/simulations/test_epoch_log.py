@@ -52,7 +52,7 @@ def test_plots_have_integer_0_based_epochs_a_loss_panel_delta_and_pdfs(tmp_path)
     assert all(p.stat().st_size > 1000 for p in written)
     assert (tmp_path / "epsilon.pdf").read_bytes().startswith(b"%PDF")
     title = run_title(vfl.resolve("demo"))
-    assert title == "demo (pbm) M=4 seed=0 b=16 β=0.25"  # threshold 0 (automatic) is not shown
+    assert title == "demo (pbm) M=4 seed=0 20 epochs b=16 β=0.25"  # threshold 0 (automatic) is not shown
     assert run_title(vfl.resolve("demo", overrides=["params.threshold=3"])).endswith("β=0.25 threshold=3")
 
 

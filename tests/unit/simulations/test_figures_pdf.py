@@ -1,5 +1,6 @@
 """Every figure the project writes has a PDF beside its PNG (vector, for a paper): run plots and
-report figures draw their own pair, every other figure goes through ``simulations.report.plots.save_png_pdf``."""
+report figures draw their own pair through ``simulations.report.style.save``, every other figure goes through
+``simulations.report.plots.save_png_pdf`` (the same function)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from simulations.benchmarks import scaling
 from simulations.report.plots import save_png_pdf
 
 SIMULATIONS = Path(__file__).resolve().parents[3] / "simulations"
-PAIR_WRITERS = {"report/plots.py", "report/figures.py"}  # each saves a PNG and its PDF itself (tested elsewhere)
+PAIR_WRITERS = {"report/style.py"}  # style.save writes the PNG and its PDF (plots.py, figures.py and sweeps use it)
 
 
 def test_save_png_pdf_writes_both_and_closes_the_figure(tmp_path):

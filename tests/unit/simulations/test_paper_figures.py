@@ -67,7 +67,7 @@ def test_the_report_attack_panels_are_a_grid_of_4_columns(tmp_path, monkeypatch)
     results = [AttackResult(f"attack_number_{i}", "m", 0.6, 0.5) for i in range(12)]
     figures.attacks(results, tmp_path)
     (size, visible, axes), = shapes
-    assert visible == axes == 12 and size[0] <= 2.3 * 4 + 1e-9 and size[1] == pytest.approx(2.6 * 3)  # old: 23.8 in wide
+    assert visible == axes == 12 and size[0] <= 2.4 * 4 + 1e-9 and size[1] == pytest.approx(2.7 * 3 + 0.5)  # old: 23.8 in wide
     shapes.clear()
     figures.attacks(results[:5], tmp_path)
     assert shapes[0][1:] == (5, 8)  # 2 rows of 4, the 3 spare panels hidden
@@ -114,7 +114,7 @@ def test_epsilon_delta_title_is_the_short_scope(tmp_path, monkeypatch):
     real = figures._save
     monkeypatch.setattr(figures, "_save", lambda fig, path: (titles.append(fig.axes[0].get_title()), real(fig, path))[1])
     figures.privacy(Acc(), 1e-5, "per-release feature privacy (PBM-VFL Thm 6.1)", tmp_path)
-    assert titles[0] == "ε(δ): per-release feature privacy (PBM-VFL Thm 6.1)"  # old: the whole scope, 5 lines
+    assert titles[0] == "the run\nε(δ): per-release feature privacy (PBM-VFL Thm 6.1)"  # old: the whole scope, 5 lines
     assert titles[1] == "RDP curve of the run"
 
 
@@ -127,8 +127,8 @@ def test_a_sweep_axis_names_only_the_swept_key_and_the_title_the_fixed_ones(tmp_
         plt.close(fig)
         return path
 
-    monkeypatch.setattr(plots, "save_png_pdf", keep)
+    monkeypatch.setattr(plots, "save", keep)
     rows = [{"params.b": b, "train.epochs": 3, "n": 2, "final_test_acc_mean": 0.9, "final_test_acc_std": 0.01} for b in (8, 64)]
     plots.sweep_figure(rows, ["params.b", "train.epochs"], ["final_test_acc"], tmp_path / "sweep.png")
     assert seen["ticks"] == ["8", "64"] and seen["xlabel"] == "params.b"  # old-style labels: "params.b=8 train.epochs=3"
-    assert seen["title"] == "mean ± std over 2 seed(s) per setting (train.epochs=3)"
+    assert seen["title"] == "fixed: train.epochs=3\nmean ± std over 2 seed(s) per setting"
