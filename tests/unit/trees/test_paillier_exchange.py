@@ -81,5 +81,6 @@ def test_hidden_rows_give_each_nodes_plain_sums(exchange, nodes):
     party.load_rows(lh.encode_hidden(codec, gi, hi, pos, build), codec)
     reply = party.sums_hidden(cols, groups=party.loaded() // 120, nodes=nodes)
     got = lh.decode_hidden(reply, codec, cols.layout.num_slots(), build)
+    assert len(got) == nodes
     for node, sums in zip(build, got, strict=True):
         assert np.array_equal(sums, cols.plain_sums(np.flatnonzero(pos == node), gi, hi))
