@@ -82,7 +82,7 @@ def a9a_like(*, seed: int = 0, rows: int = 32561) -> Dataset:
 
 def credit_like(*, seed: int = 0, rows: int = 30000) -> Dataset:
     rng = np.random.default_rng([seed, 30000])
-    limit = np.round(rng.lognormal(11.7, 0.75, rows), -4)
+    limit = np.maximum(np.round(rng.lognormal(11.7, 0.75, rows), -4), 10000.0)  # UCI: 10,000 NT$ and up
     sex, education, marriage = rng.integers(1, 3, rows), rng.integers(1, 5, rows), rng.integers(1, 4, rows)
     age = np.clip(rng.normal(35, 9, rows), 21, 79).round()
     pay = np.clip(np.cumsum(rng.choice([-1, 0, 1], size=(rows, 6), p=[0.35, 0.45, 0.2]), axis=1), -2, 8)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from simulations.docs_numbers.trees import RENDERERS as TREES
+
 Json = dict[str, Any]
 
 
@@ -138,4 +140,5 @@ RENDERERS: dict[tuple[str, str], Callable[..., str]] = {
     ("p3eft_table", "ray_ratio"): p3eft_ray_ratio,
     ("scaling", "table"): scaling_table,
     ("scaling", "growth"): scaling_growth,
+    **TREES,
 }
