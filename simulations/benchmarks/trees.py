@@ -77,12 +77,19 @@ def _xgboost(cfg: Any, data: Any) -> dict[str, Any]:
     return {"xgboost_s_per_tree": per_tree, "xgboost_test_auc": auc, "xgboost": xgb.__version__}
 
 
-def _formula(cfg: Any, summary: dict[str, Any], n_train: int, slots: list[int]) -> int:
-    """Bytes of one full tree's exchange (see the module docstring)."""
+def _formula(cfg: Any, n_train: int, slots: list[int]) -> int:
+    """Bytes of one full tree's exchange, an upper bound (empty slots are not sent): the gradients N·C, each
+    party's histograms of a full tree (⌈builds·slots/k⌉·C per level), one instance-space mask per level."""
+    from parties.trees.codec import make_codec
+    from vfl.he import slots_per_plaintext
+
     p = cfg.params
-    c = (2 * p.key_bits + 7) // 8 if p.he == "paillier" else 16
-    width = 2 * (int(math.log2(max(n_train, 2))) + 43)  # g and h fields of a slot (40 fraction bits + count + sign)
-    k = max(1, (p.key_bits - 1) // width) if p.he == "paillier" else 1
+    if p.he == "paillier":
+        c = 2 * ((p.key_bits + 7) // 8)
+        codec, _, _ = make_codec(np.ones(n_train, np.float32), np.full(n_train, 0.25, np.float32))  # logistic's ranges
+        k = slots_per_plaintext(codec.slot_bits, p.key_bits - 2)
+    else:
+        c, k = 16, 1  # two int64 per row and per slot
     per_level = [1] + [2 ** (d - 1) for d in range(1, p.max_depth)]  # histograms built per level (smaller children)
     hist = sum(math.ceil(b * s / k) * c for s in slots for b in per_level)
     masks = (p.max_depth - 1) * math.ceil(n_train / 8)
@@ -134,7 +141,7 @@ def run_one(shape: str, *, he: str, transport: str, trees: int, key_bits: int, d
         "test_auc": s.get("final_test_auc"), "phases_s_per_tree": phases,
         "messaging_s": (statistics.median(per_tree) - sum(phases.values())) if transport == "inprocess" else None,
         "bytes_per_tree": bytes_per_tree,
-        "formula_bytes_per_tree": _formula(cfg, s, ds.num_train, slots),
+        "formula_bytes_per_tree": _formula(cfg, ds.num_train, slots),
         "published": SHAPES[shape]["published"], "real_data": bool(data_dir and SHAPES[shape]["real"]),
     }
     row.update(_xgboost(cfg, data))
