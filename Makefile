@@ -75,4 +75,4 @@ test-lower:  ## the unit lane in a second venv on the lower bounds of flwr, dp-a
 	test -x $(LOWER_VENV)/bin/python || $(PYTHON) -m venv $(LOWER_VENV)
 	$(LOWER_VENV)/bin/python -m pip install -q --upgrade pip
 	$(LOWER_VENV)/bin/python -m pip install -q -e '.[test]' -c constraints/lower.txt
-	$(LOWER_VENV)/bin/pytest -q tests/unit
+	$(LOWER_VENV)/bin/pytest -q -n $(TEST_WORKERS) tests/unit
