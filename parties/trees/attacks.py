@@ -9,7 +9,9 @@ each first-tree leaf by its known labels. Its accuracy on the rows it did not kn
 
 ``feature_order``: the label holder orders the rows of a passive party's column from the splits it chose
 (feature, bin) and the rows each owner sent left: every split bounds a row's bin from above or below, and
-the midpoint of what is left ranks the row (Spearman ρ with the true column).
+the midpoint of what is left ranks the row; ``feature_order_from_histograms`` does it from the decrypted
+histograms alone: each node's hessian mass per bin is a distribution of its rows' bins, and a row's bin
+posterior multiplies those of every node it sat in (Spearman ρ with the true column, either way).
 """
 
 from __future__ import annotations
@@ -102,4 +104,31 @@ def feature_order(splits: Sequence[tuple[np.ndarray, np.ndarray, int, int]], col
     if ok.sum() < 3 or np.unique(column[ok]).size < 2:
         return None
     rho = spearmanr((lo[ok] + hi[ok]) / 2.0, column[ok]).statistic
+    return None if not np.isfinite(rho) else float(rho)
+
+
+def feature_order_from_histograms(nodes: Sequence[tuple[np.ndarray, np.ndarray]], column: np.ndarray,
+                                  num_bins: int) -> float | None:
+    """Spearman ρ of the rows' expected bins under the histograms' posterior and the true ``column``.
+
+    Args:
+        nodes: per node the label holder decrypted a histogram of this column for: (its rows, the hessian
+            mass per bin), over every level of every tree.
+    """
+    from scipy.stats import spearmanr
+
+    logp = np.zeros((len(column), num_bins), dtype=np.float64)
+    seen = np.zeros(len(column), dtype=bool)
+    for rows, mass in nodes:
+        m = np.clip(np.asarray(mass, dtype=np.float64)[:num_bins], 0.0, None)
+        if len(rows) == 0 or m.sum() <= 0:
+            continue
+        logp[rows] += np.log((m + 1e-3 * m.sum() / num_bins) / (m.sum() * (1 + 1e-3)))
+        seen[rows] = True
+    post = np.exp(logp - logp.max(axis=1, keepdims=True))
+    expected = (post / post.sum(axis=1, keepdims=True)) @ np.arange(num_bins)
+    ok = seen & ~np.isnan(column)
+    if ok.sum() < 3 or np.unique(column[ok]).size < 2 or np.unique(expected[ok]).size < 2:
+        return None
+    rho = spearmanr(expected[ok], column[ok]).statistic
     return None if not np.isfinite(rho) else float(rho)

@@ -191,6 +191,11 @@ class LabelHolder(Node):
         t0 = profile.start()
         choices = gr.decide()
         profile.stop(PHASE_SPLITS, t0)
+        if self.view_sink is not None:  # the decrypted histograms it now holds (for the report's attacks)
+            for node in gr.frontier:
+                for owner in self.parties:
+                    if owner in gr.hist.get(node, {}):
+                        self.note_derived(self._tree_tag, f"hist:{owner}:{node}", gr.hist[node][owner][0][:, 1])
         for ch in choices:
             cand = ch.candidate
             if ch.owner == LABEL_HOLDER_ID:

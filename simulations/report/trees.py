@@ -13,22 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from parties.trees.attacks import feature_order, instance_space_labels
-from parties.trees.binning import compute_cuts
+from parties.trees.attacks import (
+    feature_order,
+    feature_order_from_histograms,
+    instance_space_labels,
+)
 from simulations.report.results import RUN_ATTACKS, AttackResult
 from simulations.report.run import RunArtifacts, Skipped
 from vfl.runtime.views import NodeView
 
 KNOWN_FRACTION, KNOWN_MIN = 0.01, 10
-
-
-def _by_tree(view: NodeView, name: str) -> dict[tuple[int, int], list[tuple[dict[str, Any], np.ndarray]]]:
-    """The derived entries ``name`` (and the label holder's ``split``s, in order) per tree (epoch, output)."""
-    out: dict[tuple[int, int], list[tuple[dict[str, Any], np.ndarray]]] = {}
-    for e, a in view.select(kind="derived", phase="train"):
-        if e["name"] in (name, "split"):
-            out.setdefault((int(e["epoch"]), int(e["step"])), []).append((e, a))
-    return out
 
 
 def _tree_views(run: RunArtifacts) -> tuple[dict[str, NodeView], NodeView]:
@@ -62,7 +56,7 @@ def instance_space(run: RunArtifacts) -> list[AttackResult]:
     per_party: dict[str, dict[str, float]] = {}
     for name, view in sorted(parties.items()):
         trees = [[a.astype(np.int64) for e, a in entries if e["name"] == "pos"]
-                 for _, entries in sorted(_by_tree(view, "pos").items())]
+                 for _, entries in sorted(_trees_of(view).items())]
         per_party[name] = instance_space_labels([t for t in trees if t], y, num_classes=k, known=known,
                                                 seed=run.cfg.seed)
     if not per_party:
@@ -80,37 +74,79 @@ def instance_space(run: RunArtifacts) -> list[AttackResult]:
 
 @RUN_ATTACKS.register("feature_order")
 def feature_order_attack(run: RunArtifacts) -> list[AttackResult]:
-    """The label holder ranks each passive column's rows from the splits it chose and the partitions it got."""
+    """The label holder ranks each passive column's rows from the splits it chose and the partitions it got,
+    and from the decrypted histograms alone; the better of the two per column, averaged over the columns."""
     parties, holder = _tree_views(run)
     shards = run.parts[0]
     block = {v.node_id: int(m.group(1)) for v in parties.values() if (m := re.fullmatch(r"party(\d+)", v.name))}
+    n = len(shards[0].x_train)
     splits: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, int, int]]] = {}
-    for _, entries in sorted(_by_tree(holder, "pos").items()):
-        pos = np.zeros(len(shards[0].x_train), dtype=np.int64)
+    hists: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+    layouts: dict[int, Any] = {}
+    for _, entries in sorted(_trees_of(holder).items()):
+        pos = np.zeros(n, dtype=np.int64)
         level: list[np.ndarray] = []
         for e, a in entries:
-            if e["name"] == "split":
+            if e["name"].startswith("hist:"):
+                _, owner, node = e["name"].split(":")
+                owner_i, node_i = int(owner), int(node)
+                if owner_i in block:
+                    lay = layouts.setdefault(owner_i, _layout(shards[block[owner_i]], run))
+                    rows = np.flatnonzero(pos == node_i)
+                    for f in range(lay.num_features):
+                        hists.setdefault((owner_i, f), []).append((rows, a[lay.ptrs[f]:lay.ptrs[f + 1]]))
+            elif e["name"] == "split":
                 level.append(a)
-                continue
-            new = a.astype(np.int64)
-            for node, owner, feat, b, dl, left, _right in (x.tolist() for x in level):
-                if owner in block:
-                    rows = np.flatnonzero(pos == node)
-                    splits.setdefault((owner, feat), []).append((rows, new[rows] == left, b, dl))
-            pos, level = new, []
-    if not splits:
-        raise Skipped("no split on a passive party's column was recorded")
-    rhos, weights = [], []
-    for (owner, feat), ss in splits.items():
-        column = np.asarray(shards[block[owner]].x_train, dtype=np.float32).reshape(len(pos), -1)[:, feat]
-        bins = len(compute_cuts(column[:, None], max_bin=int(getattr(run.cfg.params, "max_bin", 256))).of(0))
-        rho = feature_order(ss, column, bins)
-        if rho is not None:
-            rhos.append(rho)
-            weights.append(sum(len(r) for r, _, _, _ in ss))
+            elif e["name"] == "pos":
+                new = a.astype(np.int64)
+                for node, owner, feat, b, dl, left, _right in (x.tolist() for x in level):
+                    if owner in block:
+                        rows = np.flatnonzero(pos == node)
+                        splits.setdefault((owner, feat), []).append((rows, new[rows] == left, b, dl))
+                pos, level = new, []
+    if not splits and not hists:
+        raise Skipped("no split on, nor histogram of, a passive party's column was recorded")
+    rhos: list[float] = []
+    by: dict[str, list[float]] = {"splits": [], "histograms": []}
+    for owner, feat in sorted(set(splits) | set(hists)):
+        column = _column(shards[block[owner]], feat)
+        bins = int(layouts.get(owner, _layout(shards[block[owner]], run)).bins[feat])
+        rho_s = feature_order(splits[(owner, feat)], column, bins) if (owner, feat) in splits else None
+        rho_h = (feature_order_from_histograms(hists[(owner, feat)], column, bins) if (owner, feat) in hists
+                 else None)
+        by["splits"] += [rho_s] if rho_s is not None else []
+        by["histograms"] += [rho_h] if rho_h is not None else []
+        best = max((v for v in (rho_s, rho_h) if v is not None), default=None)
+        if best is not None:
+            rhos.append(best)
     if not rhos:
-        raise Skipped("the splits bound too few rows to rank a column")
+        raise Skipped("the splits and histograms bound too few rows to rank a column")
     return [AttackResult(
-        name="feature_order", metric="Spearman rho", value=float(np.average(rhos, weights=weights)), baseline=0.0,
-        threat="the label holder ranking a passive party's column from its splits and the partitions it is sent",
-        details={"columns": len(rhos), "best_rho": float(max(rhos))})]
+        name="feature_order", metric="Spearman rho", value=float(np.mean(rhos)), baseline=0.0,
+        threat="the label holder ranking a passive party's column from its splits and partitions, and from the "
+               "decrypted histograms",
+        details={"columns": len(rhos), "best_rho": float(max(rhos)),
+                 "mean_rho_splits": float(np.mean(by["splits"])) if by["splits"] else None,
+                 "mean_rho_histograms": float(np.mean(by["histograms"])) if by["histograms"] else None})]
+
+
+def _trees_of(view: NodeView) -> dict[tuple[int, int], list[tuple[dict[str, Any], np.ndarray]]]:
+    """Every derived entry of a view per tree (epoch, output), in order."""
+    out: dict[tuple[int, int], list[tuple[dict[str, Any], np.ndarray]]] = {}
+    for e, a in view.select(kind="derived", phase="train"):
+        out.setdefault((int(e["epoch"]), int(e["step"])), []).append((e, a))
+    return out
+
+
+def _column(shard: Any, feat: int) -> np.ndarray:
+    x = np.asarray(shard.x_train, dtype=np.float32)
+    return x.reshape(len(x), -1)[:, feat]
+
+
+def _layout(shard: Any, run: RunArtifacts) -> Any:
+    """The party's layout as its node computes it (the experimenter rebuilds it from the party's columns)."""
+    from parties.trees.columns import Columns
+
+    x = np.asarray(shard.x_train, dtype=np.float32)
+    x = x.reshape(len(x), int(np.prod(x.shape[1:])))
+    return Columns(x, x[:0], max_bin=int(getattr(run.cfg.params, "max_bin", 256))).layout
