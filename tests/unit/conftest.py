@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 
+import numpy.testing  # noqa: F401  (numpy 1.26 probes the CPU with a subprocess on its first import: here, not in a test)
 import pytest
 
 

@@ -154,7 +154,7 @@ def test_a_classifier_refuses_a_regression_dataset_in_one_line(monkeypatch):
     msg = str(exc.value)
     assert exc.value.key == "strategy" and "\n" not in msg
     assert "'npq' trains classifiers, but dataset 'diabetes' is a regression task (metric rmse)" in msg
-    assert msg.endswith("strategies that support regression: trees-test")
+    assert msg.endswith("strategies that support regression: " + ", ".join(strategies_with("supports_regression")))
     check_data_support(_Trees, reg, dataset="diabetes")  # supported: nothing raised
 
 
@@ -166,7 +166,7 @@ def test_a_strategy_without_missing_value_support_refuses_nan_features(monkeypat
         check_data_support(NPQ, gaps, dataset="give-me-some-credit")
     assert str(exc.value) == ("strategy: 'npq' cannot train on missing values: dataset 'give-me-some-credit' has 4 "
                               "missing feature values (NaN); impute them or use a strategy that handles missing "
-                              "values (trees-test)")
+                              f"values ({', '.join(strategies_with('supports_missing'))})")
     check_data_support(_Trees, gaps, dataset="give-me-some-credit")
     check_data_support(NPQ, _Source(_ds(np.array([0, 1, 0, 1]), k=2, metric="auprc")), dataset="ok")
 
