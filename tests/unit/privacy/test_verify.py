@@ -49,15 +49,15 @@ def test_composition_agrees_with_the_accountant_on_every_built_in_kind():
 
 
 def test_a_new_mechanism_plugs_in_by_its_event_kind(monkeypatch):
-    """E.g. a strategy recording Gaussian label-DP events per tree: one registration, keyed by the event's kind."""
+    """E.g. a strategy recording Gaussian events of its own kind: one registration, keyed by the event's kind."""
     monkeypatch.setattr(mechanisms, "MECHANISMS", dict(mechanisms.MECHANISMS))
-    tree = {"kind": "gaussian-label", "sigma": 3.0, "sensitivity": 1.0, "count": 5}
-    with pytest.raises(KeyError, match="no verifier for privacy events of kind 'gaussian-label'"):
+    tree = {"kind": "gaussian-new", "sigma": 3.0, "sensitivity": 1.0, "count": 5}
+    with pytest.raises(KeyError, match="no verifier for privacy events of kind 'gaussian-new'"):
         mechanisms.epsilon([tree], orders=ORDERS, delta=1e-5)
-    mechanisms.register_dp_event("gaussian-label", lambda e: mechanisms.gaussian(e["sigma"] / e["sensitivity"],
-                                                                                  e["count"]))
+    mechanisms.register_dp_event("gaussian-new", lambda e: mechanisms.gaussian(e["sigma"] / e["sensitivity"],
+                                                                                e["count"]))
     with pytest.raises(ValueError, match="already registered"):
-        mechanisms.register_dp_event("gaussian-label", lambda e: None)
+        mechanisms.register_dp_event("gaussian-new", lambda e: None)
     acc = Accountant()
     acc.record(GaussianEvent(sigma=3.0, sensitivity=1.0, count=5))
     assert mechanisms.epsilon([tree], orders=ORDERS, delta=1e-5) == pytest.approx(acc.epsilon(1e-5)[0], rel=1e-9)
