@@ -11,10 +11,11 @@ Each row of ``DIR/trees.json``: ``shape``, ``he``, ``transport``, ``s_per_tree``
 the first), ``test_auc``, ``xgboost_test_auc`` and ``xgboost_s_per_tree`` (``xgboost.train``, hist, same
 hyper-parameters, every core), the phases of a tree summed over every process (``vfl.runtime.profile``:
 gradients, encrypt, party histograms (grouped sums + packing), decrypt, own histograms, split finding;
-``messaging_s`` = wall − the phases, in-process only), ``bytes_per_tree`` measured and
-``formula_bytes_per_tree`` (gradients N·C + each party's histograms of a full tree, ⌈builds·slots/k⌉·C per
-level, + one instance-space mask per split level; C = ciphertext bytes, k = slot sums per ciphertext;
-a broadcast counted once, as the ledger counts it).
+``messaging_s`` = wall − the phases, in-process only), ``bytes_per_tree`` and ``payload_bytes_per_tree``
+measured (the ledger's bytes, and their array data alone) beside ``formula_bytes_per_tree``, the payload's
+leading terms (gradients N·C + each party's histograms of a full tree, ⌈builds·slots/k⌉·C per level, + one
+instance-space mask per split level; C = ciphertext bytes, k = slot sums per ciphertext; empty slots, which
+are not sent, counted; a broadcast counted once, as the ledger counts it).
 """
 
 from __future__ import annotations
@@ -69,10 +70,12 @@ def _xgboost(cfg: Any, data: Any) -> dict[str, Any]:
     params = {"objective": p.objective, "tree_method": "hist", "max_depth": p.max_depth, "eta": p.learning_rate,
               "max_bin": p.max_bin, "reg_lambda": p.reg_lambda, "min_child_weight": p.min_child_weight}
     dtrain = xgb.QuantileDMatrix(ds.x_train, label=ds.y_train, missing=np.nan, max_bin=p.max_bin)  # cuts: not timed
-    xgb.train(params, dtrain, 1)  # warm-up
+    xgb.train(params, dtrain, 2)  # warm-up (thread pool, caches)
+    rounds = max(p.n_estimators, 20)  # enough trees for a stable time per tree
     t0 = time.perf_counter()
+    xgb.train(params, dtrain, rounds)
+    per_tree = (time.perf_counter() - t0) / rounds
     booster = xgb.train(params, dtrain, p.n_estimators)
-    per_tree = (time.perf_counter() - t0) / p.n_estimators
     auc = roc_auc(booster.predict(xgb.DMatrix(ds.x_test, missing=np.nan)), ds.y_test)
     return {"xgboost_s_per_tree": per_tree, "xgboost_test_auc": auc, "xgboost": xgb.__version__}
 
@@ -129,8 +132,9 @@ def run_one(shape: str, *, he: str, transport: str, trees: int, key_bits: int, d
     per_tree = [float(r["s_per_tree"]) for r in hist[1:]] or [float(hist[0]["s_per_tree"])]
     rounds = max(1, len(hist) - 1)
     phases = {k: counters.get(k, 0.0) / rounds for k in PHASES}
-    bytes_per_tree = statistics.median([r["bytes_up"] + r["bytes_down"] for r in hist[1:]] or
-                                       [hist[0]["bytes_up"] + hist[0]["bytes_down"]])
+    later = hist[1:] or hist
+    bytes_per_tree = statistics.median([r["bytes_up"] + r["bytes_down"] for r in later])
+    payload_per_tree = statistics.median([r["payload_up"] + r["payload_down"] for r in later])
     ds = data.dataset()
     shards, _ = data.partition()
     slots = [int(s_.x_train.shape[1]) * (cfg.params.max_bin - 1) for s_ in shards[1:]]
@@ -140,7 +144,7 @@ def run_one(shape: str, *, he: str, transport: str, trees: int, key_bits: int, d
         "key_bits": key_bits if he == "paillier" else None, "s_per_tree": statistics.median(per_tree),
         "test_auc": s.get("final_test_auc"), "phases_s_per_tree": phases,
         "messaging_s": (statistics.median(per_tree) - sum(phases.values())) if transport == "inprocess" else None,
-        "bytes_per_tree": bytes_per_tree,
+        "bytes_per_tree": bytes_per_tree, "payload_bytes_per_tree": payload_per_tree,
         "formula_bytes_per_tree": _formula(cfg, ds.num_train, slots),
         "published": SHAPES[shape]["published"], "real_data": bool(data_dir and SHAPES[shape]["real"]),
     }

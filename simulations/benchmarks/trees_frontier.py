@@ -14,7 +14,7 @@ child weight tame the noisy leaves); the non-private reference uses both those a
 Each row of ``DIR/trees_frontier.json``: ``set``, ``setting`` (``eps=…``, ``no_dp``, ``no_dp_default``,
 ``label_free``, ``hide``), ``epsilon_label``, ``test_auc``, ``attack`` (the instance-space label accuracy of the
 best passive party, 1 % of the labels known), ``chance`` (majority class), ``advantage`` (attack − chance),
-``trees``, ``he``. ``DIR/trees_frontier.png``/``.pdf``: AUC and attack accuracy against ε per set.
+``trees``, ``he``; a noised point is the mean of ``--repeats`` runs (``*_std`` their spread). ``DIR/trees_frontier.png``/``.pdf``: AUC and attack accuracy against ε per set.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,9 @@ SETS = {"credit": {"dataset": "simulations.benchmarks.trees_data:credit_like", "
                    "num_parties": 2},
         "breast-cancer": {"dataset": "breast-cancer", "real": None, "num_parties": 3}}
 EPSILONS = (1.0, 2.0, 4.0, 8.0)
-DP_PARAMS = ["params.max_depth=3", "params.learning_rate=0.1", "params.reg_lambda=100", "params.min_child_weight=20"]
-CLIP = 0.5
+DP_PARAMS = ["params.max_depth=3", "params.learning_rate=0.1", "params.reg_lambda=100", "params.min_child_weight=20",
+             "params.max_bin=16"]
+CLIP = 0.25  # logistic gradients clipped to ±0.25: sensitivity 0.5, half the noise of an unclipped gradient
 
 
 def run_point(name: str, setting: str, extra: list[str], *, trees: int, data_dir: str | None) -> dict[str, Any]:
@@ -58,16 +60,30 @@ def run_point(name: str, setting: str, extra: list[str], *, trees: int, data_dir
             **({"skipped": skipped} if attack is None else {})}
 
 
-def points(name: str, *, trees: int, hide_trees: int, data_dir: str | None) -> list[dict[str, Any]]:
+def repeated(name: str, setting: str, extra: list[str], *, repeats: int, trees: int, data_dir: str | None
+             ) -> dict[str, Any]:
+    """A noised point run ``repeats`` times (fresh noise each): the mean, and the std as ``*_std``."""
+    runs = [run_point(name, setting, extra, trees=trees, data_dir=data_dir) for _ in range(repeats)]
+    out = dict(runs[0])
+    for key in ("test_auc", "attack", "advantage"):
+        vals = [r[key] for r in runs if r[key] is not None]
+        if vals:
+            out[key], out[f"{key}_std"] = float(statistics.mean(vals)), float(statistics.pstdev(vals))
+    out["repeats"] = repeats
+    return out
+
+
+def points(name: str, *, trees: int, hide_trees: int, repeats: int, data_dir: str | None) -> list[dict[str, Any]]:
     clear = ["params.he=none"]
     label_dp = f"params.label_dp={{noise_multiplier: 1.0, clip: {CLIP}}}"
     rows = [run_point(name, "no_dp_default", clear, trees=trees, data_dir=data_dir),
             run_point(name, "no_dp", [*clear, *DP_PARAMS], trees=trees, data_dir=data_dir)]
     for eps in EPSILONS:
-        rows.append(run_point(name, f"eps={eps:g}", [*clear, *DP_PARAMS, label_dp, f"privacy.target_epsilon={eps}"],
-                              trees=trees, data_dir=data_dir))
-    rows.append(run_point(name, "label_free", [*clear, *DP_PARAMS, f"params.label_dp={{noise_multiplier: 1000.0, "
-                                                                    f"clip: {CLIP}}}"], trees=trees, data_dir=data_dir))
+        rows.append(repeated(name, f"eps={eps:g}", [*clear, *DP_PARAMS, label_dp, f"privacy.target_epsilon={eps}"],
+                             repeats=repeats, trees=trees, data_dir=data_dir))
+    rows.append(repeated(name, "label_free", [*clear, *DP_PARAMS, f"params.label_dp={{noise_multiplier: 1000.0, "
+                                                                   f"clip: {CLIP}}}"],
+                         repeats=repeats, trees=trees, data_dir=data_dir))
     rows.append(run_point(name, "hide", ["params.he=paillier", "params.hide_instance_space=true", *DP_PARAMS],
                           trees=hide_trees, data_dir=data_dir))
     return rows
@@ -90,13 +106,16 @@ def figure(rows: list[dict[str, Any]], out: Path) -> Path:
         xs = [r["epsilon_label"] for r in dp]
         for i, (key, label) in enumerate((("test_auc", "test AUC"), ("attack", "instance-space attack: label accuracy"))):
             ax = axes[i][j]
-            ax.plot(xs, [r[key] for r in dp], "o-", label="label DP (ε_label)")
+            ax.errorbar(xs, [r[key] for r in dp], yerr=[r.get(f"{key}_std") or 0.0 for r in dp], fmt="o-", capsize=3,
+                        label="label DP (ε_label), mean ± std over runs")
             if "no_dp" in ref and ref["no_dp"][key] is not None:
                 ax.axhline(ref["no_dp"][key], color="C1", ls="--", label="no label DP (same hyper-parameters)")
             if key == "attack":
                 ch = next((r["chance"] for r in mine if r["chance"] is not None), None)
                 if ch is not None:
                     ax.axhline(ch, color="grey", ls=":", label="chance (majority class)")
+                if "hide" in ref and ref["hide"]["attack"] is not None:
+                    ax.axhline(ref["hide"]["attack"], color="C3", ls=(0, (1, 3)), label="hidden instance spaces (no label DP)")
                 if "label_free" in ref and ref["label_free"]["attack"] is not None:
                     ax.axhline(ref["label_free"]["attack"], color="C2", ls="-.",
                                label="gradients without labels (the columns' structure alone)")
@@ -116,13 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sets", default=",".join(SETS))
     p.add_argument("--trees", type=int, default=30)
     p.add_argument("--hide-trees", type=int, default=3, help="trees of the hidden-instance-space run (Paillier)")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each noised point (fresh noise each): mean ± std")
     p.add_argument("--data-dir", default=None)
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for name in args.sets.split(","):
-        for row in points(name, trees=args.trees, hide_trees=args.hide_trees, data_dir=args.data_dir):
+        for row in points(name, trees=args.trees, hide_trees=args.hide_trees, repeats=args.repeats,
+                          data_dir=args.data_dir):
             rows.append(row)
             eps = row["epsilon_label"]
             print(f"{name:14} {row['setting']:14} eps {'inf' if eps is None else format(eps, '.3g'):>6} "

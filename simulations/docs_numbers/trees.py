@@ -14,12 +14,13 @@ def _f(v: Any, spec: str) -> str:
 
 def trees_table(data: Json) -> str:
     lines = ["| shape | rows × columns | depth, bins | he | transport | s/tree | xgboost s/tree | test AUC | xgboost AUC "
-             "| MB/tree (formula) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| MB/tree: all (payload; formula) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         lines.append(f"| {r['shape']} | {r['n_train']} × {r['features']} | {r['depth']}, {r['max_bin']} | {r['he']} | "
                      f"{r['transport']} | {_f(r['s_per_tree'], '.3g')} | {_f(r.get('xgboost_s_per_tree'), '.3g')} | "
                      f"{_f(r['test_auc'], '.4f')} | {_f(r.get('xgboost_test_auc'), '.4f')} | "
-                     f"{r['bytes_per_tree'] / 1e6:.2f} ({r['formula_bytes_per_tree'] / 1e6:.2f}) |")
+                     f"{r['bytes_per_tree'] / 1e6:.2f} ({r['payload_bytes_per_tree'] / 1e6:.2f}; "
+                     f"{r['formula_bytes_per_tree'] / 1e6:.2f}) |")
     machine = data.get("machine", {})
     lines.append(f"\n{machine.get('cpus', '?')} cores; {data.get('note', '')}".rstrip())
     return "\n".join(lines)
@@ -35,24 +36,46 @@ def trees_exact_table(data: Json) -> str:
     return "\n".join(lines)
 
 
+def _pm(r: Json, key: str, spec: str) -> str:
+    sd = r.get(f"{key}_std")
+    return _f(r.get(key), spec) + ("" if sd is None else f" ± {sd:.3f}")
+
+
 def trees_frontier_table(data: Json) -> str:
-    lines = ["| set | setting | ε_label | test AUC | instance-space attack | chance | advantage |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| set | setting | ε_label | test AUC | instance-space attack | chance | advantage | trees |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         eps = "∞" if r["epsilon_label"] is None else f"{r['epsilon_label']:.3g}"
-        lines.append(f"| {r['set']} | {r['setting']} | {eps} | {_f(r['test_auc'], '.4f')} | {_f(r['attack'], '.4f')} | "
-                     f"{_f(r['chance'], '.4f')} | {_f(r['advantage'], '+.4f')} |")
+        runs = f" (mean of {r['repeats']})" if r.get("repeats", 1) > 1 else ""
+        lines.append(f"| {r['set']} | {r['setting']}{runs} | {eps} | {_pm(r, 'test_auc', '.4f')} | "
+                     f"{_pm(r, 'attack', '.4f')} | {_f(r['chance'], '.4f')} | {_f(r['advantage'], '+.4f')} | "
+                     f"{r['trees']} {r['he']} |")
     return "\n".join(lines)
 
 
 def paillier_table(data: Json) -> str:
-    rows = [("key holder encryption (CRT, randomizers inline)", "encrypt_per_s_per_core", "/s/core"),
-            ("public-key encryption", "public_encrypt_per_s_per_core", "/s/core"),
-            ("encryption with a filled randomizer pool (critical path)", "encrypt_with_pool_per_s", "/s"),
-            ("homomorphic addition", "add_per_s_per_core", "/s/core"),
-            ("CRT decryption", "decrypt_per_s_per_core", "/s/core")]
+    rows = [("key holder encryption (CRT, randomizers inline)", f"{data['encrypt_per_s_per_core']:,.0f} /s/core"),
+            ("public-key encryption (table mod n²)", f"{data['public_encrypt_per_s_per_core']:,.0f} /s/core"),
+            ("randomizers h_s^α (CRT)", f"{data['randomizer_per_s_per_core']:,.0f} /s/core"),
+            ("encryption with a prefilled pool (the critical path)", f"{data['encrypt_with_pool_per_s']:,.0f} /s"),
+            ("addition (a product mod n²)", f"{data['add_per_s_per_core']:,.0f} /s/core"),
+            ("decryption (CRT)", f"{data['decrypt_per_s_per_core']:,.0f} /s/core"),
+            (f"`pack_ciphertexts` ({data['pack_slots']} slots of {data['pack_shift_bits']} bits)",
+             f"{data['pack_per_s']:,.0f} slots/s/core"),
+            (f"`grouped_sum` ({data['grouped_sum_groups']} bins)", f"{data['grouped_sum_rows_per_s']:,.0f} rows/s/core"),
+            ("`to_wire` / `from_wire`", f"{data['to_wire_us']:.2f} / {data['from_wire_us']:.2f} µs per ciphertext")]
+    bg = data.get("background") or {}
+    kinds = [k for k in ("process", "thread_table", "thread_powmod") if k in bg]
+    if kinds:
+        rows.append(("pool worker (process) / table thread / `powmod` thread, alone",
+                     " / ".join(f"{bg[k]['randomizers_per_s']:,.0f}" for k in kinds) + " randomizers/s"))
+        rows.append(("the same beside the main thread's `grouped_sum`",
+                     " / ".join(f"{bg[k]['randomizers_per_s_while_main_busy']:,.0f}" for k in kinds) + " randomizers/s"))
+    m = data.get("machine", {})
     lines = [f"| operation ({data.get('key_bits', 2048)}-bit n) | rate |", "|---|---|"]
-    lines += [f"| {label} | {data[key]:,.0f} {unit} |" for label, key, unit in rows if key in data]
+    lines += [f"| {a} | {b} |" for a, b in rows]
+    lines.append(f"\n{m.get('cpus', '?')} cores, load {m.get('load_1min', '?')} at the start; gmpy2 {m.get('gmpy2', '?')}, "
+                 f"GMP {m.get('gmp', '?')}.")
     return "\n".join(lines)
 
 
