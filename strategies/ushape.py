@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from parties.llm.causal.wire import CLIENT_ID, SERVER_ID, Kind, Record, step_config
-from parties.llm.common.lora import LoraSpec, lora_spec_for
 from strategies.base.llm import LlmDriver, optimizer_factory, schedule_lr
+from strategies.base.llm_params import LoraParams
 from vfl.config.fields import param
 from vfl.core.errors import ConfigError, DataError
 from vfl.data.dataset import Dataset, DataSource
@@ -34,20 +34,13 @@ RESPONSE = "response"  # Dataset.extras key of the responses (train/test suffixe
 
 
 @dataclass(frozen=True)
-class UShapeParams:
+class UShapeParams(LoraParams):
     model_dir: str | None = param(None, help="local Hugging Face causal LM directory (Llama, Mistral, Qwen, GPT-2 ...); "
                                   "required (build a tiny Llama with `vfl tiny-lm llama DIR`)")
-    allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
-    dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
-                       "(LoRA and every gradient stay float32)")
+    max_len: int = param(64, ge=4, le=131072, help="tokens per prompt + response (truncation cuts the response)")
     split: int = param(1, ge=0, le=255, help="blocks in the client's head (after the embeddings); 0 = embeddings only")
     tail_blocks: int = param(1, ge=0, le=255, help="last blocks in the client's tail (before the final norm and "
                              "the LM head)")
-    max_len: int = param(64, ge=4, le=131072, help="tokens per prompt + response (truncation cuts the response)")
-    lora_rank: int = param(8, ge=1, le=1024, help="LoRA rank r of the adapters (head, body and tail)")
-    lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
-    lora_targets: tuple[str, ...] = param((), help="module names that get LoRA; empty = the model's defaults "
-                                          "(q_proj, v_proj on Llama); [all-linear] = every linear layer in the blocks")
     eta: float | None = param(None, gt=0, help="dχ privacy parameter η of the head's output (SAP's release, noise "
                               "density ∝ exp(−η‖n‖), E‖n‖ = d/η); null = released as computed")
     gen_samples: int = param(8, ge=0, le=4096, help="test prompts answered greedily through the split after each "
@@ -77,10 +70,6 @@ class UShapeLora(LlmDriver):
                               "`vfl tiny-lm llama DIR`)")
 
     # ---- the model and its parts --------------------------------------------------------------
-    def lora_spec(self) -> LoraSpec:
-        p = self.params
-        return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets))
-
     def layout(self) -> list[NodeSpec]:
         return [NodeSpec(SERVER_ID, "server", "server", "server"), NodeSpec(CLIENT_ID, "party", "client", "client")]
 

@@ -19,13 +19,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from parties.llm.common.lora import LoraSpec, lora_spec_for
 from parties.llm.common.quantization import QUANTIZATIONS, check_quantization
 from parties.llm.p3eft.client import Recipe
 from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
 from strategies.base.llm import optimizer_factory, text_pairs
 from strategies.base.llm_dp import DpLoraDriver
 from strategies.base.llm_leak import LeakTracker
+from strategies.base.llm_params import LoraParams, ModelParams
 from vfl.config.fields import param
 from vfl.core.errors import ProtocolError
 from vfl.data.dataset import DataSource
@@ -38,16 +38,8 @@ from vfl.runtime.node import Node, NodeSpec
 
 
 @dataclass(frozen=True)
-class LlmParams:
+class LlmParams(ModelParams):
     servers: int = param(1, ge=1, le=8, help="model servers, each hosting the same frozen model")
-    max_len: int = param(64, ge=4, le=131072, help="tokens per text or sentence pair (truncation); at most "
-                         "the model's positions (config.max_position_embeddings, checked at prepare)")
-    model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
-                                  "rotary model (Llama, Mistral, Qwen2/3, Phi-3, Gemma2/3, Granite, GPT-NeoX, EuroBERT; default: "
-                                  "packaged MiniLM); a hub id must be in the local cache")
-    allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
-    dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
-                       "(LoRA, head and every gradient stay float32; a bf16 checkpoint loads in this dtype)")
     pooling: str | None = param(None, choices=("mean", "cls", "last"), help="h(x, θ): mean of the last hidden "
                                 "states over real tokens, the first ([CLS]) or the last real token's state; "
                                 "null = the model's default (encoder: mean, decoder: last)")
@@ -68,12 +60,7 @@ class LlmParams:
 
 
 @dataclass(frozen=True)
-class LoraParams(LlmParams):
-    lora_rank: int = param(8, ge=1, le=1024, help="LoRA rank r of the adapters")
-    lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
-    lora_targets: tuple[str, ...] = param((), help="module names that get LoRA adapters; empty = the model's "
-                                          "defaults (the attention query/value projections, fused qkv_proj on "
-                                          "Phi-3); [all-linear] = every linear layer in the blocks")
+class SplitLoraParams(LoraParams, LlmParams):
     leak_theta_steps: int = param(2, ge=0, le=100_000, help="pairs of successive adapter states each model server "
                                   "attacks per epoch and adapter set (θ-difference attack: leak_theta); 0 = off")
     leak_theta_iters: int = param(60, ge=1, le=10_000, help="least-squares (CGLS) iterations of that attack")
@@ -103,12 +90,6 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
     # ---- what varies between algorithms -------------------------------------------------------
     def recipe(self) -> Recipe:
         raise NotImplementedError
-
-    def lora_spec(self) -> LoraSpec | None:
-        p = self.params
-        if not hasattr(p, "lora_rank"):
-            return None
-        return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets))
 
     def curious(self) -> Any:
         """The attacks every model server runs on what it keeps (``parties.llm.p3eft.curious.Curious``), with
