@@ -3,7 +3,7 @@
 The client (data holder) keeps the embeddings and the first ``split`` blocks (head) and the last
 ``tail_blocks`` blocks, the final norm and the LM head (tail), each with LoRA; the model server runs
 the middle blocks with LoRA. Token ids, logits and labels (the response tokens) never leave the
-client (``parties/llm/causal/wire.py``). With ``params.eta`` the head's output is ηdχ-privatized
+client (``parties/llm/ushape/wire.py``). With ``params.eta`` the head's output is ηdχ-privatized
 before it leaves (SAP's release, without SAP's label exposure: the loss is the client's). Metrics:
 the response tokens' loss and perplexity (train, held out) and the ROUGE-L of greedy answers to the
 first ``gen_samples`` test prompts, decoded through the split (``vfl generate`` does it from a run).
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from parties.llm.causal.wire import CLIENT_ID, SERVER_ID, Kind, Record, step_config
+from parties.llm.ushape.wire import CLIENT_ID, SERVER_ID, Kind, Record, step_config
 from strategies.base.llm import LlmDriver, optimizer_factory, schedule_lr
 from strategies.base.llm_params import LoraParams
 from vfl.config.fields import param
@@ -74,13 +74,13 @@ class UShapeLora(LlmDriver):
         return [NodeSpec(SERVER_ID, "server", "server", "server"), NodeSpec(CLIENT_ID, "party", "client", "client")]
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
-        from parties.llm.causal.build import build_parts
+        from parties.llm.ushape.build import build_parts
 
         p, t = self.params, self.cfg.train
         head, body, tail = build_parts(self.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
                                        lora=self.lora_spec(), seed=self.cfg.seed)
         if spec.is_server:  # the server gets the body only: never the data, the head, the tail or the labels
-            from parties.llm.causal.server import BodyServer
+            from parties.llm.ushape.server import BodyServer
 
             return BodyServer(spec, body=body, device=t.device, make_optimizer=optimizer_factory(t),
                               schedule_lr=partial(schedule_lr, t))
@@ -91,10 +91,10 @@ class UShapeLora(LlmDriver):
         ``ushape-p3eft``, whose client is ``PiecesClient``)."""
         from transformers import AutoConfig
 
-        from parties.llm.causal.client import Samples, UClient
-        from parties.llm.causal.instruct import IGNORE, encode_instructions, prompt_ids
         from parties.llm.common.backbone import load_tokenizer
         from parties.llm.common.tokens import max_positions
+        from parties.llm.ushape.client import Samples, UClient
+        from parties.llm.ushape.instruct import IGNORE, encode_instructions, prompt_ids
 
         p, t = self.params, self.cfg.train
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
@@ -114,7 +114,7 @@ class UShapeLora(LlmDriver):
                   make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)), samples=samples,
                   eta=p.eta, noise_rng=self.cfg.privacy.noise_rng, seed=self.cfg.seed, device=t.device)
         if private:
-            from parties.llm.causal.private import PiecesClient
+            from parties.llm.ushape.private import PiecesClient
 
             return PiecesClient(spec, **private, **kw)
         return UClient(spec, **kw)
@@ -123,7 +123,7 @@ class UShapeLora(LlmDriver):
         """Instruction data (prompts with responses), a causal LM, and a cut that leaves the server a block."""
         from transformers import AutoConfig
 
-        from parties.llm.causal.ushape import check_cut
+        from parties.llm.ushape.parts import check_cut
 
         ds = self._text_dataset(data.dataset())
         responses(ds)
@@ -216,8 +216,8 @@ class UShapeP3eft(UShapeLora):
                 "theta_noise": p.theta_noise}
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
-        from parties.llm.causal.build import build_parts
-        from parties.llm.causal.private import PieceServer, body_adapters
+        from parties.llm.ushape.build import build_parts
+        from parties.llm.ushape.private import PieceServer, body_adapters
 
         p, t = self.params, self.cfg.train
         head, body, tail = build_parts(self.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
@@ -244,12 +244,12 @@ def generate_from_run(run_dir: str, prompts: list[str], *, max_new: int | None =
     """Greedy answers to ``prompts`` from a ``ushape-lora`` run directory's newest checkpoint: the three
     parts rebuilt from ``params.model_dir`` with the client's and the server's trained adapters, in one
     process (the one party holding both checkpoints: the experimenter's view)."""
-    from parties.llm.causal.build import build_parts
-    from parties.llm.causal.client import load_parts
-    from parties.llm.causal.generate import generate
-    from parties.llm.causal.instruct import prompt_ids
     from parties.llm.common.backbone import load_tokenizer
     from parties.llm.common.tokens import max_positions
+    from parties.llm.ushape.build import build_parts
+    from parties.llm.ushape.client import load_parts
+    from parties.llm.ushape.generate import generate
+    from parties.llm.ushape.instruct import prompt_ids
     from vfl.engine.rundir import RunDir
     from vfl.engine.schema import load_run_config
     from vfl.runtime.node import state_from_bytes

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from parties.llm.causal.ushape import Body, Head, Tail, load_causal_lm, split_causal_lm
 from parties.llm.common.lora import LoraSpec, inject_lora
+from parties.llm.ushape.parts import Body, Head, Tail, load_causal_lm, split_causal_lm
 from vfl.core.rng import derive_seed
 
 

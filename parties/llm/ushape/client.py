@@ -17,13 +17,13 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm.causal.generate import Greedy, last_logits
-from parties.llm.causal.instruct import Rows, response_nll
-from parties.llm.causal.ushape import Head, Tail, real_mask
-from parties.llm.causal.wire import SERVER_ID, Kind, Record, read_step, received_hidden, send
 from parties.llm.common.backbone import OptimizerFactory
 from parties.llm.common.metrics import rouge_l
-from parties.llm.sap.split import pack
+from parties.llm.common.wire import pack
+from parties.llm.ushape.generate import Greedy, last_logits
+from parties.llm.ushape.instruct import Rows, response_nll
+from parties.llm.ushape.parts import Head, Tail, real_mask
+from parties.llm.ushape.wire import SERVER_ID, Kind, Record, read_step, received_hidden, send
 from vfl.core.errors import ProtocolError
 from vfl.core.rng import NodeNoise
 from vfl.data.sampling import Schedule

@@ -13,8 +13,10 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm.causal.ushape import Body
-from parties.llm.causal.wire import (
+from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.common.wire import pack, unpack
+from parties.llm.ushape.parts import Body
+from parties.llm.ushape.wire import (
     CLIENT_ID,
     Kind,
     Record,
@@ -23,8 +25,6 @@ from parties.llm.causal.wire import (
     received_hidden,
     send,
 )
-from parties.llm.common.backbone import OptimizerFactory
-from parties.llm.sap.split import pack, unpack
 from vfl.core.errors import ProtocolError
 from vfl.runtime import message as wire
 from vfl.runtime.node import Node, NodeSpec, handles

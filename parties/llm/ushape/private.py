@@ -24,26 +24,26 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm.causal.client import UClient
-from parties.llm.causal.server import (
+from parties.llm.common.wire import pack
+from parties.llm.p3eft.private_backprop import recombine, split_gradient
+from parties.llm.p3eft.theta_cache import THETA, ThetaSender, ThetaStore
+from parties.llm.p3eft.wire import read_record, to_numpy
+from parties.llm.ushape.client import UClient
+from parties.llm.ushape.parts import Body
+from parties.llm.ushape.server import (
     Pending,
     body_reply,
     forward_reply,
     take_pending,
     train_forward,
 )
-from parties.llm.causal.ushape import Body
-from parties.llm.causal.wire import (
+from parties.llm.ushape.wire import (
     CLIENT_ID,
     Kind,
     Record,
     read_step,
     send,
 )
-from parties.llm.p3eft.private_backprop import recombine, split_gradient
-from parties.llm.p3eft.theta_cache import THETA, ThetaSender, ThetaStore
-from parties.llm.p3eft.wire import read_record, to_numpy
-from parties.llm.sap.split import pack
 from vfl.core.errors import ProtocolError
 from vfl.runtime import message as wire
 from vfl.runtime.node import Node, NodeSpec, handles
