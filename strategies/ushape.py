@@ -53,6 +53,7 @@ class UShapeLora(LlmDriver):
     """U-shaped split LoRA of a causal LM: the client holds head, tail, LM head and labels."""
 
     name = "ushape-lora"
+    headline = ("test_ppl", "rouge_l")  # a causal LM's result: held-out perplexity, ROUGE-L of the generations
     summary = ("causal-LM instruction tuning over a U-shaped split (head + tail + LM head with the client, body "
                "with LoRA on the model server; optional dχ on the head's output); perplexity, ROUGE-L, generation")
     Params = UShapeParams
@@ -78,7 +79,8 @@ class UShapeLora(LlmDriver):
 
         p, t = self.params, self.cfg.train
         head, body, tail = build_parts(self.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
-                                       lora=self.lora_spec(), seed=self.cfg.seed)
+                                       lora=self.lora_spec(), seed=self.cfg.seed,
+                                       check=p.model_dir or self.model_path())
         if spec.is_server:  # the server gets the body only: never the data, the head, the tail or the labels
             from parties.llm.ushape.server import BodyServer
 
@@ -151,7 +153,7 @@ class UShapeLora(LlmDriver):
             self._step(grid, Kind.TRAIN_STEP, round_tag(epoch, step), epoch, step)
             progress(1)
         m = self._client_metrics(grid, epoch, "train")
-        return {"train_loss": m["loss"], "train_ppl": m["ppl"]}
+        return {"train_loss": m["loss"], "train_ppl": m["ppl"], "step_loss": m.get("step_loss", [])}
 
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         for step in range(self._schedule().eval_steps):
@@ -221,7 +223,8 @@ class UShapeP3eft(UShapeLora):
 
         p, t = self.params, self.cfg.train
         head, body, tail = build_parts(self.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
-                                       lora=self.lora_spec(), seed=self.cfg.seed)
+                                       lora=self.lora_spec(), seed=self.cfg.seed,
+                                       check=p.model_dir or self.model_path())
         if spec.is_server:
             return PieceServer(spec, body=body, answers_forward=spec.node_id == SERVER_ID, device=t.device)
         return self._client(spec, data.dataset(), head, tail, body_lora=body_adapters(body),

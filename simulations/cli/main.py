@@ -186,7 +186,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if warning:
         log.warning("%s", warning.removeprefix("vfl: warning: "))
     keys = (*FINAL_KEYS, *headline_keys(result.config))  # + the strategy's and defenses' own privacy result
-    print(json.dumps({k: s[k] for k in keys if k in s}))
+    print(json.dumps({k: s[k] for k in keys if k in s  # no accuracy at all (a causal LM): its headline says it
+                      and not (k == "final_test_acc" and s[k] is None and len(keys) > len(FINAL_KEYS))}))
     print(f"run directory: {out}")
     if result.stopped:
         stop = result.stopped

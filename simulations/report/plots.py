@@ -1,4 +1,4 @@
-"""Curves of a run, PNG + PDF: accuracy, loss, cumulative bytes and ε per epoch (matplotlib, no display
+"""Curves of a run, PNG + PDF: accuracy (or a causal LM's perplexity and ROUGE-L), loss, cumulative bytes and ε per epoch (matplotlib, no display
 needed). The x axis is the epoch counted 1..N as the run prints it (``epoch 3/10``; metrics.jsonl's
 ``epoch`` is 0-based); split-LLM runs draw their loss per training step (``step_loss``, the mean of every
 ``train.log_every_steps`` steps). The helpers here (epoch axis, titles, log-or-linear scales, the
@@ -141,14 +141,25 @@ def save_png_pdf(fig: Any, path: str | Path, *, dpi: int = 110) -> Path:
 
 
 def plot_run(history: Sequence[dict[str, Any]], out_dir: str | Path, title: str = "") -> list[Path]:
-    """``accuracy``, ``loss``, ``bytes`` (and ``epsilon`` when accounted) as PNG + PDF in ``out_dir``."""
+    """``accuracy`` (where the run has one), ``loss``, ``perplexity`` and ``rouge_l`` (causal-LM runs),
+    ``bytes`` (and ``epsilon`` when accounted) as PNG + PDF in ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figs = [("accuracy", curves_figure(history, (("train_acc", "train", {}), ("test_acc", "test", {})),
-                                       ylabel="accuracy", title=title or "accuracy")),
-            ("loss", loss_figure(history, title=title or "loss")),
-            ("bytes", curves_figure(history, UP_DOWN, ylabel="cumulative MB (measured wire bytes)",
-                                    title=title or "communication", scale=1e-6, from_zero=True))]
+    figs = []
+    if any(_series(history, k)[0] for k in ("train_acc", "test_acc")):  # a causal LM has none: no empty panel
+        figs.append(("accuracy", curves_figure(history, (("train_acc", "train", {}), ("test_acc", "test", {})),
+                                               ylabel="accuracy", title=title or "accuracy")))
+    figs.append(("loss", loss_figure(history, title=title or "loss")))
+    if any(_series(history, k)[0] for k in ("train_ppl", "test_ppl")):  # causal-LM runs (ushape-lora/-p3eft)
+        fig = curves_figure(history, (("train_ppl", "train", {}), ("test_ppl", "test", {})),
+                            ylabel="perplexity (response tokens)", title=title or "perplexity")
+        log_or_linear(fig.axes[0], [y for k in ("train_ppl", "test_ppl") for y in _series(history, k)[1]])
+        figs.append(("perplexity", fig))
+    if _series(history, "rouge_l")[0]:
+        figs.append(("rouge_l", curves_figure(history, (("rouge_l", "test generations", {}),),
+                                              ylabel="ROUGE-L (greedy answers vs references)", title=title or "ROUGE-L")))
+    figs.append(("bytes", curves_figure(history, UP_DOWN, ylabel="cumulative MB (measured wire bytes)",
+                                        title=title or "communication", scale=1e-6, from_zero=True)))
     if _series(history, "epsilon")[0]:
         deltas = {r.get("delta") for r in history if r.get("epsilon") is not None}
         at = f" at δ={deltas.pop():g}" if len(deltas) == 1 and None not in deltas else ""

@@ -68,6 +68,7 @@ class UClient(Node):
         self._decode: _Decode | None = None
         self.generations: list[str] = []
         self.stats = {"train": [0.0, 0], "eval": [0.0, 0]}  # summed nll, response tokens
+        self.step_losses: list[float] = []  # each training step's loss since the last metrics query (the loss plot)
         self.rouge: list[float] = []
 
     def _own_body_params(self) -> list[torch.nn.Parameter]:
@@ -104,8 +105,8 @@ class UClient(Node):
         epoch, step = read_step(messages[-1])
         sel = self.schedule.train_ids(epoch, step)
         rows = self.train_rows
-        self.head.train()
-        self.tail.train()
+        self.head.eval()  # no dropout in training either (parts.py: deterministic steps, exact resume)
+        self.tail.eval()
         flat, arrs = self._release(rows.ids[sel], rows.lengths[sel], phase="train", epoch=epoch, step=step,
                                    grad=flat_grad(self.head))
         self._pending = {"at": (epoch, step), "flat": flat, "labels": rows.labels[sel], "lengths": rows.lengths[sel]}
@@ -131,6 +132,7 @@ class UClient(Node):
         (nll / max(count, 1)).backward()
         self.stats["train"][0] += float(nll.detach())
         self.stats["train"][1] += count
+        self.step_losses.append(float(nll.detach()) / max(count, 1))
         grad = pack(h.grad if h.grad is not None else torch.zeros_like(h), torch.as_tensor(lengths, device=self.device))
         return self._send_body_grad(m, grad, *pend["at"])
 
@@ -224,7 +226,11 @@ class UClient(Node):
         if phase == "eval" and self.rouge:
             out["rouge_l"] = float(np.mean(self.rouge))
         self.stats[phase] = [0.0, 0]
-        return [wire.metrics_reply(m, **out)]
+        records: dict[str, Any] = {Record.METRICS: wire.metrics(**out)}
+        if phase == "train":
+            records[Record.STEP_LOSS] = wire.arrays(loss=np.asarray(self.step_losses, dtype=np.float64))
+            self.step_losses = []
+        return [wire.reply(m, content=wire.records(**records))]
 
     @handles(Kind.QUERY_SAMPLES)
     def on_samples(self, messages: list[Message]) -> list[Message]:

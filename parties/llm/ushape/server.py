@@ -112,7 +112,7 @@ def train_forward(body: Body, m: Message, device: str) -> Pending:
     epoch, step = read_step(m)
     h, mask, lengths = received_hidden(m, device)
     h.requires_grad_(True)
-    body.train()
+    body.eval()  # no dropout in training either (parts.py)
     return epoch, step, h, body(h, mask), lengths
 
 
