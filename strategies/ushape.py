@@ -144,7 +144,7 @@ class UShapeLora(LlmDriver):
         self._converse(grid, self._control(kind, CLIENT_ID, tag, **{Record.STEP: step_config(epoch=epoch, step=step)}),
                        max_hops=hops)
 
-    def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, float]:
+    def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, Any]:
         return self._metrics(grid, CLIENT_ID, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS,
                              **{Record.WHICH: wire.config(phase=phase)})
 

@@ -111,7 +111,8 @@ class ModelServer(Node):
             tag = read_step(m)
             ids, lengths = read_inputs(m)
             adapter = self._adapter(m, tag.adapter)
-            out_h = self.model.forward(ids, lengths, adapter, types=read_types(m))
+            keep = (tag.epoch, tag.step, tag.adapter) if train else None  # the step's backprop reuses the graph
+            out_h = self.model.forward(ids, lengths, adapter, types=read_types(m), keep=keep)
             h = out_h.cpu().numpy().astype(np.float32)
             self.calls["forward"] += 1
             if train:
@@ -138,7 +139,8 @@ class ModelServer(Node):
     @handles(Kind.TRAIN_BACKPROP)
     def on_backprop(self, messages: list[Message]) -> list[Message]:
         out = []
-        for m in messages:
+        kept = self.model.kept_key()  # the pieces of the adapter set whose forward graph is kept go first
+        for m in sorted(messages, key=lambda m: (read_step(m).epoch, read_step(m).step, read_step(m).adapter) != kept):
             tag = read_step(m)
             ids, lengths = read_inputs(m)
             adapter = self._adapter(m, tag.adapter)
@@ -151,7 +153,7 @@ class ModelServer(Node):
                 nz = np.flatnonzero(g.abs().sum(1).numpy() > 0)
                 self.gradients.add(g.numpy()[nz], epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=nz)
             for grads in self.model.backprop_many(ids, lengths, adapter, pieces,  # one forward for dense pieces
-                                                  types=read_types(m)):
+                                                  types=read_types(m), keep=(tag.epoch, tag.step, tag.adapter)):
                 for name, t in grads.items():
                     stacked.setdefault(name, []).append(t)
                 self.calls["backprop"] += 1
