@@ -54,6 +54,7 @@ class UShapeLora(LlmDriver):
 
     name = "ushape-lora"
     headline = ("test_ppl", "rouge_l")  # a causal LM's result: held-out perplexity, ROUGE-L of the generations
+    step_checkpoints = True  # train.checkpoint_every_steps: the client's state holds the epoch's loss sums
     summary = ("causal-LM instruction tuning over a U-shaped split (head + tail + LM head with the client, body "
                "with LoRA on the model server; optional dχ on the head's output); perplexity, ROUGE-L, generation")
     Params = UShapeParams
@@ -149,7 +150,7 @@ class UShapeLora(LlmDriver):
                              **{Record.WHICH: wire.config(phase=phase)})
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
-        for step in range(self.steps_per_epoch()):
+        for step in self.epoch_steps(epoch):
             self._step(grid, Kind.TRAIN_STEP, round_tag(epoch, step), epoch, step)
             progress(1)
         m = self._client_metrics(grid, epoch, "train")

@@ -104,6 +104,28 @@ class EpochLog:
         print(line, file=out, flush=True)
 
 
+@dataclass
+class PhaseLog:
+    """A ``vfl.engine.progress`` listener: the run's long phases (starting the nodes, evaluation, the leak
+    scoring, generation: each once it has run a few seconds, then with its seconds) and, with ``lines``, an
+    epoch's step progress every 20 s, flushed on ``stream`` (stdout) between the epoch lines; on a terminal
+    (``lines`` false) the phases only, above the bar (the bar shows the steps)."""
+
+    lines: bool
+    stream: TextIO | None = None
+
+    def __call__(self, text: str, kind: str = "phase") -> None:
+        if kind == "step" and not self.lines:
+            return
+        out = self.stream if self.stream is not None else sys.stdout
+        if self.lines:
+            print(f"  {text}", file=out, flush=True)
+        else:
+            from tqdm.auto import tqdm
+
+            tqdm.write(f"  {text}", file=out)
+
+
 class AttackLog:
     """``vfl report``'s progress: an ``on_attack`` callback (``simulations.report.render.AttackStep``).
     As a run's epochs: one flushed line per finished attack on ``stream`` (stdout) in a log, a bar

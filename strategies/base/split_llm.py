@@ -73,7 +73,9 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
     """Shared driver of the split-LLM strategies; subclasses give the client's ``Recipe``."""
 
     Params: ClassVar[type] = LlmParams
-    headline: ClassVar[tuple[str, ...]] = ("leak",)  # the worst label leakage any server's view allowed
+    headline: ClassVar[tuple[str, ...]] = ("leak", "leak_partial")  # the worst label leakage any server's view
+    # allowed, and which attack was off when it is partial
+    step_checkpoints = True  # train.checkpoint_every_steps: the nodes' states hold the epoch's sums and logs
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
@@ -164,9 +166,22 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
                              **{Record.WHICH: wire.config(phase=phase)})
 
     # ---- driver round logic -----------------------------------------------------------------
+    def driver_state(self) -> dict[str, Any]:
+        return {"steps_run": self._steps_run, "step_times": list(self._step_times),
+                "busy": {str(k): v for k, v in self._busy.items()}, "leak": self._leak.state() if self._leak else {}}
+
+    def load_driver_state(self, state: dict[str, Any]) -> None:
+        self._steps_run = int(state.get("steps_run", 0))
+        self._step_times = [float(t) for t in state.get("step_times", [])]
+        self._busy = {int(k): float(v) for k, v in (state.get("busy") or {}).items()}
+        if self._leak is not None and state.get("leak"):
+            self._leak.load_state(state["leak"])
+
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, Any]:
-        self._step_times = []
-        for step in range(self.steps_per_epoch()):
+        steps = self.epoch_steps(epoch)
+        if steps.start == 0:
+            self._step_times = []
+        for step in steps:
             t0 = time.perf_counter()
             self._converse(grid, self._control(Kind.TRAIN_STEP, self.client_id, round_tag(epoch, step),
                                                **{Record.STEP: step_record(StepTag(epoch, step))}))

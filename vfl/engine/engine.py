@@ -2,7 +2,8 @@
 
 It knows no algorithm: it asks the strategy for the layout and the per-epoch logic, counts bytes
 through the grid, turns privacy events into (epsilon, delta) with the accountant, and leaves a
-checkpoint and a metrics line after every epoch. A dead host is restarted from the last
+checkpoint and a metrics line after every epoch (and with ``train.checkpoint_every_steps`` a checkpoint
+after every N steps inside one, ``vfl/engine/step_checkpoint.py``). A dead host is restarted from the last
 checkpoint when ``train.on_failure`` is ``restart`` (``vfl/engine/recovery.py``). Before an epoch's first
 message leaves, its privacy events are made durable in the write-ahead ledger
 (``vfl/privacy/accounting/wal.py``), so a restart or resume charges the releases of a failed attempt.
@@ -20,13 +21,15 @@ from tqdm.auto import tqdm
 
 from vfl.core.errors import PartyFailure
 from vfl.data.dataset import DataSource
-from vfl.engine.recovery import Recovery, Snapshot, epoch_or_none
+from vfl.engine.progress import Phase, StepLines
+from vfl.engine.recovery import Recovery, Snapshot, epoch_or_none, label_privacy_charged
 from vfl.engine.rundir import RunDir
 from vfl.engine.schema import RunConfig
+from vfl.engine.step_checkpoint import MidEpoch, save_mid_epoch
 from vfl.engine.strategy import STRATEGIES, Strategy
 from vfl.privacy.accounting.budget import stop_after, stop_before
 from vfl.privacy.accounting.wal import LEDGER_FILE, ReleaseLedger, restore_accountant
-from vfl.privacy.defenses import label_dp, label_privacy, make_defenses
+from vfl.privacy.defenses import label_dp
 from vfl.runtime.auth import auth_summary
 from vfl.runtime.grid import Grid
 from vfl.runtime.ledger import CommLedger, setup_breakdown
@@ -69,6 +72,8 @@ class Engine:
         self.releases = ReleaseLedger(run_dir.path / LEDGER_FILE if run_dir is not None else None)
         self.recovery = Recovery(cfg, self.releases)  # its restarts and resumes are the ledger's records
         self.snapshot: Snapshot | None = None  # what a restart returns to
+        self.mid: MidEpoch | None = None  # where the next epoch starts when a checkpoint left it mid-way
+        self._last_record: dict[str, Any] | None = None  # the last committed epoch's metrics row
         self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -79,7 +84,8 @@ class Engine:
         self.groups = place(self.strategy.layout(), self.cfg.transport,
                             server_profile=self.strategy.server_profile)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
-        self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
+        with Phase(f"starting {sum(len(g.specs) for g in self.groups)} nodes in {len(self.groups)} host(s)"):
+            self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
         self.grid = Grid(self.transport, self.groups, self.ledger)
         while True:
             try:
@@ -124,8 +130,11 @@ class Engine:
         self.releases.note_restore(reason="resume", checkpoint_epoch=epoch, charged=charged)  # `resumes`
         if ckpt is None:
             return 0, history, 0.0
+        self.strategy.load_driver_state(state.get("driver") or {})
+        self._last_record = history[-1] if history else None
+        self.mid = MidEpoch.of(ckpt.epoch + 1, ckpt.step, state)
         self.snapshot = Snapshot(ckpt.epoch, ckpt.nodes, state["ledger"], self._accountant_json(),
-                                 covered=self.releases.last_seq)
+                                 covered=self.releases.last_seq, mid=self.mid, driver=state.get("driver") or {})
         return ckpt.epoch + 1, history, float(state.get("wall_s", 0.0))
 
     def restore_snapshot(self, snapshot: Snapshot) -> None:
@@ -141,6 +150,8 @@ class Engine:
                                    failure=self.recovery.failure)
         # a later restore to the same snapshot starts from what is charged now (nothing twice)
         self.snapshot = replace(snapshot, accountant=self._accountant_json(), covered=self.releases.last_seq)
+        self.mid = snapshot.mid  # a snapshot taken inside an epoch: the redo starts after its steps
+        self.strategy.load_driver_state(snapshot.driver)
         timeout = float(self.cfg.transport.round_timeout_s)  # a hung host: dead after this, not a fixed 120 s
         grid.count_rows(self.transport.restart(snapshot.nodes, timeout_s=timeout))  # what live hosts sent before dying
         self.protocol_setup(grid)  # fresh signing keys, alignment and SecAgg keys for the rebuilt nodes
@@ -170,7 +181,8 @@ class Engine:
             self._save_views(replaced_after=epoch - 1, reason="resume")
         if self.snapshot is None and self.recovery.enabled:  # a failure in epoch 0 restarts from here
             self.snapshot = Snapshot(-1, self.transport.get_state(), _copy(self.ledger.state()),
-                                     self._accountant_json(), covered=self.releases.last_seq)
+                                     self._accountant_json(), covered=self.releases.last_seq,
+                                     driver=self.strategy.driver_state())
         if self.on_started is not None:
             self.on_started(self)
         t_run = time.perf_counter() - wall_offset
@@ -198,6 +210,7 @@ class Engine:
                     failed = exc
                     continue
                 history.append(record)
+                self._last_record = record
                 outer.update(1)
                 outer.set_postfix({k: f"{record[k]:.3f}" for k in ("train_loss", "test_acc")
                                    if record.get(k) is not None})
@@ -232,26 +245,37 @@ class Engine:
         ledger = _copy(self.ledger.state())
         accountant = self._accountant_json()
         covered = self.releases.last_seq  # every release so far is committed (this epoch) or charged
+        driver = self.strategy.driver_state()
         if self.run_dir is not None:
             self._save_views()  # before the checkpoint: a kill in between leaves views a resume flags
             self.run_dir.save_checkpoint(epoch, nodes, {
                 "epoch": epoch, "ledger": ledger, "wall_s": record["wall_s"], "accountant": accountant,
-                "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record})
+                "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record,
+                "driver": driver})
             self.run_dir.append_metrics(record)
         if self.recovery.enabled:
-            self.snapshot = Snapshot(epoch, nodes, ledger, accountant, covered=covered)
+            self.snapshot = Snapshot(epoch, nodes, ledger, accountant, covered=covered, driver=driver)
 
     def _no_bar(self) -> bool | None:
         return None if self.progress is None else not self.progress  # None: auto (only on a terminal)
 
     def _run_epoch(self, grid: Grid, epoch: int, steps: int, t_run: float) -> dict[str, Any]:
         cfg = self.cfg
-        self.ledger.start_epoch()
-        t0 = time.perf_counter()
-        with tqdm(total=steps or None, desc=f"epoch {epoch}", unit="batch", leave=False,
-                  disable=self._no_bar()) as bar:
-            done = 0
+        mid, self.mid = (self.mid, None) if self.mid is not None and self.mid.epoch == epoch else (None, self.mid)
+        if mid is None:
+            self.ledger.start_epoch()
+        else:  # after a mid-epoch checkpoint: its steps are done, their bytes and seconds counted
+            mid.restore(self.ledger)
+            self.strategy.start_at(epoch, mid.step)
+        t0 = time.perf_counter() - (mid.train_s if mid is not None else 0.0)
+        every = cfg.train.checkpoint_every_steps if self.strategy.step_checkpoints else 0
+        saving = every and (self.run_dir is not None or self.recovery.enabled)
+        with tqdm(total=steps or None, initial=mid.step if mid else 0, desc=f"epoch {epoch}", unit="batch",
+                  leave=False, disable=self._no_bar()) as bar:
+            done = mid.step if mid is not None else 0
+            covered = self.releases.last_seq  # a mid-epoch checkpoint charges none of this epoch's releases
             seq = self._write_ahead(epoch)
+            lines = StepLines(epoch, cfg.train.epochs, steps, first=done)  # in a log: a line every 20 s
 
             def progress(n: int = 1) -> None:
                 nonlocal done
@@ -259,8 +283,12 @@ class Engine:
                 done += n
                 if seq:  # a dropout may have lowered the parties summed: the cost of what left grew
                     self.releases.amend(seq, self.strategy.privacy_events(epoch=epoch))
+                if saving and done % every == 0 and done < steps:
+                    save_mid_epoch(self, epoch, done, covered=covered, train_s=time.perf_counter() - t0,
+                                   wall_s=time.perf_counter() - t_run)
                 if self.on_step is not None:
                     self.on_step(epoch, done, self)
+                lines(done)
 
             train = self.strategy.train_epoch(grid, epoch=epoch, progress=progress)
         train_s = time.perf_counter() - t0
@@ -268,8 +296,10 @@ class Engine:
         record.update(train)
         last = epoch == cfg.train.epochs - 1
         if last or (epoch + 1) % cfg.train.eval_every == 0:
-            record.update(self.strategy.evaluate(grid, epoch=epoch))
-        record.update(self.strategy.epoch_metrics(grid, epoch=epoch))
+            with Phase(f"epoch {epoch + 1}/{cfg.train.epochs}: evaluation"):
+                record.update(self.strategy.evaluate(grid, epoch=epoch))
+        with Phase(f"epoch {epoch + 1}/{cfg.train.epochs}: end-of-epoch metrics ({self.strategy.name})"):
+            record.update(self.strategy.epoch_metrics(grid, epoch=epoch))
         for key in ("train_loss", "train_acc", "test_acc"):
             record.setdefault(key, None)
         tot = self.ledger.epoch_totals("train")
@@ -347,29 +377,8 @@ class Engine:
             summary["stopped"] = self.stopped
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
-            summary.update(self._label_privacy())
+            summary.update(label_privacy_charged(self.cfg, self.releases, self.recovery))
         return summary
-
-    def _label_privacy(self) -> dict[str, Any]:
-        """The defenses and the label ε over every epoch attempt: each restart or resume may have redone one
-        epoch whose failed attempt already sent label-noised gradients (fresh noise), so it is charged one more.
-        The write-ahead ledger's attempts count too: a resume or restart whose record no checkpoint kept
-        (a second crash in the same epoch) left its attempt there."""
-        attempts = [r.epoch for r in self.releases.releases() if r.fresh]
-        cfg = self.cfg
-        redone = max(len(self.recovery.restarts) + len(self.recovery.resumes), len(attempts) - len(set(attempts)))
-        out = label_privacy(cfg.defenses, epochs=cfg.train.epochs + redone, delta=cfg.privacy.delta)
-        if redone and "epsilon_label" in out:
-            out["label_epochs_charged"] = cfg.train.epochs + redone
-        # a restore to a state before any checkpoint (resume without one, restart to the start snapshot) gives a
-        # server that draws its randomized labels (site labels, drawn at first use) again: one more draw each
-        redrawn = sum(r.get("checkpoint_epoch") is None and r.get("epoch") != -1  # (-1: a set-up restart, no draw yet)
-                      for r in self.releases.restores)
-        drawn = sum(d.label_epsilon() or 0.0 for d in make_defenses(cfg.defenses) if d.site == "labels")
-        if redrawn and drawn and "epsilon_label" in out:
-            out["epsilon_label"] += redrawn * drawn
-            out["label_draws_charged"] = 1 + redrawn
-        return out
 
 
 def torch_threads(train: Any, kind: str) -> int:

@@ -17,10 +17,11 @@ killed or gave up before its next checkpoint; each says how many releases it cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vfl.core.errors import PartyFailure
+from vfl.engine.step_checkpoint import MidEpoch
 from vfl.privacy.accounting.wal import ReleaseLedger
 
 if TYPE_CHECKING:
@@ -34,13 +35,16 @@ def on_failure_mode(cfg: RunConfig) -> str:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What a restart returns to: the state after ``epoch`` (-1: after set-up, before epoch 0)."""
+    """What a restart returns to: the state after ``epoch`` (-1: after set-up, before epoch 0), or with
+    ``mid`` after that many steps of the next epoch (``train.checkpoint_every_steps``)."""
 
     epoch: int
     nodes: dict[int, bytes]
     ledger: dict[str, Any]
     accountant: str | None
     covered: int = 0  # the newest write-ahead release ``accountant`` already charges
+    mid: MidEpoch | None = None
+    driver: dict[str, Any] = field(default_factory=dict)  # the strategy's driver state then
 
 
 def _traffic(ledger_state: dict[str, Any]) -> dict[str, int]:
@@ -125,3 +129,26 @@ class Recovery:
                 "replay_bytes": self.replay["bytes_up"] + self.replay["bytes_down"],
                 "replay_bytes_up": self.replay["bytes_up"], "replay_bytes_down": self.replay["bytes_down"],
                 "replay_messages": self.replay["messages"]}
+
+
+def label_privacy_charged(cfg: RunConfig, releases: ReleaseLedger, recovery: Recovery) -> dict[str, Any]:
+    """The defenses and the label ε over every epoch attempt: each restart or resume may have redone one
+    epoch whose failed attempt already sent label-noised gradients (fresh noise), so it is charged one more.
+    The write-ahead ledger's attempts count too: a resume or restart whose record no checkpoint kept
+    (a second crash in the same epoch) left its attempt there."""
+    from vfl.privacy.defenses import label_privacy, make_defenses
+
+    attempts = [r.epoch for r in releases.releases() if r.fresh]
+    redone = max(len(recovery.restarts) + len(recovery.resumes), len(attempts) - len(set(attempts)))
+    out = label_privacy(cfg.defenses, epochs=cfg.train.epochs + redone, delta=cfg.privacy.delta)
+    if redone and "epsilon_label" in out:
+        out["label_epochs_charged"] = cfg.train.epochs + redone
+    # a restore to a state before any checkpoint (resume without one, restart to the start snapshot) gives a
+    # server that draws its randomized labels (site labels, drawn at first use) again: one more draw each
+    redrawn = sum(r.get("checkpoint_epoch") is None and r.get("epoch") != -1  # (-1: a set-up restart, no draw yet)
+                  for r in releases.restores)
+    drawn = sum(d.label_epsilon() or 0.0 for d in make_defenses(cfg.defenses) if d.site == "labels")
+    if redrawn and drawn and "epsilon_label" in out:
+        out["epsilon_label"] += redrawn * drawn
+        out["label_draws_charged"] = 1 + redrawn
+    return out

@@ -48,10 +48,15 @@ class Strategy(ABC):
     final line and its epoch lines, beside the common ones (accuracy, bytes, ``epsilon``)."""
     server_profile: ClassVar[str] = "server"
     """Resource profile of the server-side nodes (``transport.resources.<profile>``): ``server`` or ``model_server``."""
+    step_checkpoints: ClassVar[bool] = False
+    """Whether ``train.checkpoint_every_steps`` applies: ``train_epoch`` runs ``epoch_steps(epoch)`` (so it can
+    start after a mid-epoch checkpoint), the nodes are quiet after each ``progress`` call, their ``state``
+    holds what they sum over an epoch, and so does ``driver_state`` for the driver."""
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
         self.params = cfg.params
+        self._first_step: tuple[int, int] | None = None  # (epoch, step) a mid-epoch checkpoint resumes at
 
     @classmethod
     def validate_config(cls, cfg: RunConfig) -> None:
@@ -99,6 +104,25 @@ class Strategy(ABC):
     def steps_per_epoch(self) -> int:
         """Batches per epoch (for progress bars)."""
         return 0
+
+    def start_at(self, epoch: int, step: int) -> None:
+        """The next ``train_epoch(epoch)`` starts at ``step`` (a resume from a mid-epoch checkpoint)."""
+        self._first_step = (epoch, step)
+
+    def epoch_steps(self, epoch: int) -> range:
+        """The steps ``train_epoch(epoch)`` runs: every one, or those after a mid-epoch checkpoint's."""
+        first = 0
+        if self._first_step is not None and self._first_step[0] == epoch:
+            first = self._first_step[1]
+        self._first_step = None
+        return range(first, self.steps_per_epoch())
+
+    def driver_state(self) -> dict[str, Any]:
+        """What the driver keeps between steps and epochs (JSON-able), saved with every checkpoint."""
+        return {}
+
+    def load_driver_state(self, state: dict[str, Any]) -> None:
+        """Restore ``driver_state`` (a resume)."""
 
     def privacy_events(self, *, epoch: int) -> list[Any]:
         """Privacy events released during ``epoch`` (for the accountant)."""

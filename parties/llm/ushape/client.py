@@ -246,7 +246,9 @@ class UClient(Node):
                 for k, v in part.state_dict().items() if "lora_" in k}
 
     def state(self) -> dict[str, Any]:
-        return {"lora": self.lora_state(), "optimizer": {} if self.optimizer is None else self.optimizer.state_dict()}
+        return {"lora": self.lora_state(), "optimizer": {} if self.optimizer is None else self.optimizer.state_dict(),
+                "epoch": {"stats": {ph: list(v) for ph, v in self.stats.items()},  # the epoch in progress's sums
+                          "step_losses": list(self.step_losses)}}
 
     def load_state(self, state: dict[str, Any]) -> None:
         if not state:
@@ -254,6 +256,9 @@ class UClient(Node):
         load_parts(head=self.head, tail=self.tail, lora=state["lora"])
         if self.optimizer is not None and state.get("optimizer"):
             self.optimizer.load_state_dict(state["optimizer"])
+        if "epoch" in state:
+            self.stats = {ph: [float(v[0]), int(v[1])] for ph, v in state["epoch"]["stats"].items()}
+            self.step_losses = [float(v) for v in state["epoch"]["step_losses"]]
 
 
 def flat_grad(head: Head) -> bool:
