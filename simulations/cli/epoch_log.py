@@ -78,7 +78,8 @@ def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε", head
              f"acc {_num(record.get('test_acc'), '.4f')}"]
     if record.get("epsilon") is not None:
         parts.append(f"{eps_mark} {_num(record['epsilon'], '.4g')}")
-    parts += [f"{k} {_num(record[k], '.4g')}" for k in headline if k != "epsilon" and record.get(k) is not None]
+    parts += [f"{k} {record[k] if isinstance(record[k], str) else _num(record[k], '.4g')}"  # a note: as it is
+              for k in headline if k != "epsilon" and record.get(k) is not None]
     mb = (record.get("bytes_up") or 0) + (record.get("bytes_down") or 0)
     parts.append(f"MB {mb / 1e6:.3f}")
     if isinstance(record.get("epoch_s"), (int, float)):

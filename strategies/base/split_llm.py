@@ -29,6 +29,7 @@ from strategies.base.llm_params import LoraParams, ModelParams
 from vfl.config.fields import param
 from vfl.core.errors import ProtocolError
 from vfl.data.dataset import DataSource
+from vfl.engine.progress import Phase, announce
 from vfl.engine.schema import RunConfig
 from vfl.engine.strategy import Progress
 from vfl.runtime import message as wire
@@ -200,22 +201,44 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         self._last.update(test_acc=m["acc"], test_f1=m["f1"], test_mcc=m["mcc"])
         return {"test_acc": m["acc"], "test_loss": m["loss"], "test_f1": m["f1"], "test_mcc": m["mcc"]}
 
-    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
-        """Leakage of what each server saw this epoch, and step timing (measured and parallel-server)."""
+    def partial_leak(self) -> str | None:
+        """Why the ``leak`` headline misses an attack the run could have played (None: it has every one):
+        ``params.leak_theta_steps: 0`` switches the θ-difference attack off, the strongest on P3EFT."""
+        p = self.params
+        if getattr(p, "leak_theta_steps", None) == 0 and self.recipe().adapters:
+            return "no leak_theta (params.leak_theta_steps=0): the theta-difference attack was not played"
+        return None
+
+    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, Any]:
+        """Leakage of what each server saw this epoch, and step timing (measured and parallel-server). The
+        scoring (each server's attacks at ``query.log``, then the driver's probes) says what it runs and
+        what it cost beside the epoch's training (``leak_scoring_s``)."""
         if self._leak is None:
             raise ProtocolError("epoch_metrics before prepare(): no labels to score the leakage with")
-        busy: list[float] = []
-        for s in range(self.params.servers):
-            rep = self._query(grid, Kind.QUERY_LOG, s, epoch)
-            self._leak.observe(server=s, log=partial(wire.get_array, rep, Record.LOG))
+        p, busy, t0 = self.params, [], time.perf_counter()
+        theta = getattr(p, "leak_theta_steps", 0) if self.recipe().adapters else 0
+        what = (f"θ-difference attack on {theta} adapter-state pair(s) per adapter set, {p.leak_theta_iters} CGLS "
+                "iterations each, then " if theta else "") + "the label probes"
+        for s in range(p.servers):
+            with Phase(f"epoch {epoch + 1}: leak scoring, server {s + 1}/{p.servers} ({what})"):
+                rep = self._query(grid, Kind.QUERY_LOG, s, epoch)
+                self._leak.observe(server=s, log=partial(wire.get_array, rep, Record.LOG))
             total = wire.metric_floats(rep.content.metric_records[Record.STATS])["busy_train_s"]
             busy.append(total - self._busy.get(s, 0.0))
             self._busy[s] = total
-        out = self._leak.epoch_summary()
+        out: dict[str, Any] = dict(self._leak.epoch_summary())
         steps = max(1, len(self._step_times))
         step_s = float(np.mean(self._step_times)) if self._step_times else math.nan
+        train_s, scoring_s = float(sum(self._step_times)), time.perf_counter() - t0
         out.update(step_s=step_s, server_s_per_step=sum(busy) / steps,
-                   step_s_parallel=step_s - (sum(busy) - max(busy, default=0.0)) / steps)
+                   step_s_parallel=step_s - (sum(busy) - max(busy, default=0.0)) / steps, leak_scoring_s=scoring_s)
+        if scoring_s >= 3.0:
+            cut = ("params.leak_theta_steps / leak_theta_iters set the θ-difference attack's share (0 steps: off)"
+                   if theta else "params.leak_window sets the probes' windows")
+            announce(f"epoch {epoch + 1}: leak scoring took {scoring_s:.0f} s, {scoring_s / max(train_s, 1e-9):.1f}× "
+                     f"the epoch's {train_s:.0f} s of training steps; {cut}")
+        if (why := self.partial_leak()) is not None:
+            out["leak_partial"] = why
         self._last.update(out)
         return out
 
@@ -224,6 +247,8 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         per_step = {k: {"direction": v["direction"], "bytes": v["bytes"] / steps, "messages": v["messages"] / steps}
                     for k, v in sorted(grid.ledger.by_kind.items()) if k.startswith("train.")}
         worst = self._leak.worst() if self._leak else {}
+        if (why := self.partial_leak()) is not None:
+            worst["leak_partial"] = why
         return {"test_acc": self._last.get("test_acc"), "test_f1": self._last.get("test_f1"),
                 "test_mcc": self._last.get("test_mcc"), **worst,
                 "step_s": self._last.get("step_s"), "step_s_parallel": self._last.get("step_s_parallel"),
