@@ -42,13 +42,16 @@ def _ushape(model_dir: str, every: int) -> dict:
             "params": {"model_dir": model_dir, "max_len": 24, "lora_rank": 2, "gen_samples": 2, "max_new_tokens": 3}}
 
 
-def _run(raw: dict, path, *, resume: bool = False, stop_at: tuple[int, int] | None = None):
+def _run(raw: dict, path, *, resume: bool = False, stop_at: tuple[int, int] | None = None,
+         steps: list | None = None):
     cfg = load_run_config(raw)
     run_dir = RunDir(path)
     if not resume:
         run_dir.write_config(cfg.to_dict())
 
     def on_step(epoch: int, done: int, engine: Engine) -> None:
+        if steps is not None:
+            steps.append((epoch, done))
         if (epoch, done) == stop_at:
             raise Stopped()
 
@@ -115,3 +118,32 @@ def test_without_step_checkpoints_a_run_stopped_in_its_first_epoch_leaves_none(l
 def test_a_strategy_without_mid_epoch_checkpoints_refuses_the_key():
     with pytest.raises(ConfigError, match=r"train\.checkpoint_every_steps.*at the end of each epoch only"):
         load_run_config({"strategy": "npq", "train": {"checkpoint_every_steps": 5}})
+
+
+def test_a_restart_goes_back_to_the_mid_epoch_checkpoint(llama, tmp_path, monkeypatch):
+    """``train.on_failure: restart``: the model server's host dies in the 4th step of epoch 0 (round train:0:3,
+    ``VFL_FAULT_INJECT``, once); the run returns to the snapshot after 2 steps and finishes as the
+    uninterrupted run does."""
+    import os
+
+    from vfl.runtime import faults
+
+    raw = {**_ushape(llama, 2), "train": {**_ushape(llama, 2)["train"], "on_failure": "restart", "max_restarts": 1}}
+    full, _ = _run(raw, tmp_path / "full")
+    monkeypatch.setenv(faults.FAULT_ENV, "server@0:3")
+    real = faults._die
+
+    def die(fault, replies, *, in_driver):
+        os.environ.pop(faults.FAULT_ENV, None)
+        real(fault, replies, in_driver=in_driver)
+
+    monkeypatch.setattr(faults, "_die", die)
+    steps: list = []
+    restarted, _ = _run(raw, tmp_path / "cut", steps=steps)
+    (restart,) = restarted.summary["restarts"]
+    assert restart["epoch"] == 0
+    # died in its 4th step; back to the snapshot after 2 steps: the 3rd runs again, not the 1st
+    assert steps[:5] == [(0, 1), (0, 2), (0, 3), (0, 3), (0, 4)]
+    for a, b in zip(full.history, restarted.history, strict=True):
+        assert _flat(a["step_loss"]) == pytest.approx(_flat(b["step_loss"]), rel=1e-6)
+        assert a["test_ppl"] == pytest.approx(b["test_ppl"], rel=1e-6)
