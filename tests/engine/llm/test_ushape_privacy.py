@@ -7,7 +7,7 @@ holds (the pretrained model: it owns it; the messages of a tapped run).
 2. Labels: no label, logit or dLoss/dlogits crosses the wire, but dLoss/d(body output) is a function of
    the response tokens. With ``tail_blocks 0`` (the tail is the final norm and the LM head) and the tail's
    pretrained weights (the adapters are zero at the first step) the server solves it for every label:
-   the U-shape hides the labels from the wire, not from the gradient (docs/llm.md); with a tail block
+   the U-shape hides the labels from the wire, not from the gradient (docs/llm-ushape.md); with a tail block
    (the bundled cut) the same holds, solved position by position from the end.
 """
 
@@ -157,6 +157,6 @@ def theta_difference_recovery(model_dir: str, **params) -> float:
 def test_the_theta_difference_names_response_tokens_and_theta_noise_closes_it(llama):
     """What private backprop leaves: the body's adapters move by the recombined gradient. Without θ-noise
     the first update names ≈ 18 % of the response tokens (chance 0.25 %); θ + z with σ = 0.1 (lr 0.01),
-    about what guessing does (the utility cost is in docs/llm.md)."""
+    about what guessing does (the utility cost is in docs/llm-ushape.md)."""
     assert theta_difference_recovery(llama) > 0.08  # control
     assert theta_difference_recovery(llama, theta_noise=0.1) < 0.02
