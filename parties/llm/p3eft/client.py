@@ -29,7 +29,7 @@ from parties.llm.common.metrics import confusion, glue_scores
 from parties.llm.common.tokens import encode
 from parties.llm.p3eft.adapters import init_adapters
 from parties.llm.p3eft.private_backprop import mix, mixing_weights, recombine, split_gradient
-from parties.llm.p3eft.regularizers import adversarial_loss, dcor_loss, fit_probe
+from parties.llm.p3eft.regularizers import adversarial_penalty, dcor_loss
 from parties.llm.p3eft.theta_cache import THETA, ThetaSender
 from parties.llm.p3eft.wire import (
     Kind,
@@ -252,9 +252,9 @@ class LlmClient(Node):
 
     def _regularizer(self, hs: list[torch.Tensor], y: torch.Tensor) -> torch.Tensor:
         r = self.recipe
-        if r.reg == "adversarial":
-            probes = [fit_probe(h, y, num_classes=self.num_classes, l2=r.probe_l2, steps=r.probe_steps) for h in hs]
-            return sum((adversarial_loss(h, y, probe=pr) for h, pr in zip(hs, probes, strict=True)), torch.zeros(()))
+        if r.reg == "adversarial":  # cross-fitted: each half's probe scored on the other half (regularizers.py)
+            return sum((adversarial_penalty(h, y, num_classes=self.num_classes, l2=r.probe_l2, steps=r.probe_steps)
+                        for h in hs), torch.zeros(()))
         if r.reg == "dcor":
             return sum((dcor_loss(h, y, num_classes=self.num_classes) for h in hs), torch.zeros(()))
         return torch.zeros(())
