@@ -22,10 +22,10 @@ from tqdm.auto import tqdm
 from vfl.core.errors import PartyFailure
 from vfl.data.dataset import DataSource
 from vfl.engine.progress import Phase, StepLines
-from vfl.engine.recovery import Recovery, Snapshot, epoch_or_none, label_privacy_charged
+from vfl.engine.recovery import MidEpoch, Recovery, Snapshot, epoch_or_none, label_privacy_charged
 from vfl.engine.rundir import RunDir
 from vfl.engine.schema import RunConfig
-from vfl.engine.step_checkpoint import MidEpoch, save_mid_epoch
+from vfl.engine.step_checkpoint import save_mid_epoch
 from vfl.engine.strategy import STRATEGIES, Strategy
 from vfl.privacy.accounting.budget import stop_after, stop_before
 from vfl.privacy.accounting.wal import LEDGER_FILE, ReleaseLedger, restore_accountant

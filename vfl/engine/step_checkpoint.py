@@ -4,7 +4,7 @@ progress, so a resume (or a restart) goes on after the last checkpointed step ex
 A mid-epoch checkpoint is ``checkpoints/step_EEEEE_KKKKKKK/`` (epoch E, after its K-th step;
 ``vfl/engine/checkpoint.py``) and holds, besides what an epoch's checkpoint holds (every node's state, the
 cumulative byte ledger, the accountant, the driver's state), the epoch's byte counters so far and its
-training seconds so far (``MidEpoch``). The nodes' states must hold what they sum over an epoch (the
+training seconds so far (``vfl/engine/recovery.py:MidEpoch``). The nodes' states must hold what they sum over an epoch (the
 label holder's loss and accuracy sums, a model server's observation log): a strategy says it does with
 ``Strategy.step_checkpoints``. Privacy: the accountant saved is the one before the epoch, and the
 write-ahead release it covers is the one before the epoch's record, so a resume charges the epoch's
@@ -14,42 +14,9 @@ an over-count of at most one epoch, never an under-count.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(frozen=True)
-class MidEpoch:
-    """Where an epoch stopped: ``step`` steps of ``epoch`` done; ``driver`` the strategy's driver state then,
-    ``ledger`` the epoch's byte counters, ``train_s`` its training seconds."""
-
-    epoch: int
-    step: int
-    fields: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def driver(self) -> dict[str, Any]:
-        return dict(self.fields.get("driver") or {})
-
-    @property
-    def train_s(self) -> float:
-        return float(self.fields.get("epoch_train_s") or 0.0)
-
-    def engine_fields(self) -> dict[str, Any]:
-        """What ``engine.json`` of the checkpoint adds for the epoch in progress."""
-        return {"epoch_ledger": self.fields.get("epoch_ledger", {}), "epoch_train_s": self.train_s}
-
-    @classmethod
-    def of(cls, epoch: int, step: int, engine: dict[str, Any]) -> MidEpoch | None:
-        """The epoch in progress of a loaded checkpoint's ``engine.json`` (None: an epoch's checkpoint)."""
-        if not step:
-            return None
-        return cls(epoch, step, {"driver": engine.get("driver") or {}, "epoch_ledger": engine.get("epoch_ledger") or {},
-                                 "epoch_train_s": engine.get("epoch_train_s") or 0.0})
-
-    def restore(self, ledger: Any) -> None:
-        """The epoch's byte counters back into the ledger (the driver's state is loaded with the nodes')."""
-        ledger.load_epoch_state(self.fields.get("epoch_ledger") or {})
+from vfl.engine.recovery import MidEpoch, Snapshot
 
 
 def save_mid_epoch(engine: Any, epoch: int, done: int, *, covered: int, train_s: float, wall_s: float) -> None:
@@ -58,8 +25,6 @@ def save_mid_epoch(engine: Any, epoch: int, done: int, *, covered: int, train_s:
     the last committed epoch's row; the accountant before this epoch and ``covered``, the write-ahead
     release before its record (so a resume charges this epoch's releases once more)."""
     import json
-
-    from vfl.engine.recovery import Snapshot
 
     nodes = engine.transport.get_state()
     ledger = json.loads(json.dumps(engine.ledger.state()))
