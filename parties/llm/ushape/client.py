@@ -58,7 +58,8 @@ class UClient(Node):
                  noise_rng: str = "crypto", seed: int = 0, device: str = "cpu") -> None:
         super().__init__(spec)
         self.train_rows, self.test_rows = rows
-        self.head, self.tail = head.to(device), tail.to(device)
+        self.head, self.tail = head.to(device).eval(), tail.to(device).eval()  # eval mode throughout: no dropout
+        self.head_trains = flat_grad(head)  # (parts.py: deterministic steps, exact resume)
         self.tokenizer, self.schedule, self.samples, self.eta, self.device = tokenizer, schedule, samples, eta, device
         self.node_noise = NodeNoise(noise_rng, seed=seed, node=spec.node_id)  # built here, never sent
         self.params = [p for part in (head, tail) for n, p in part.named_parameters() if "lora_" in n]
@@ -105,10 +106,8 @@ class UClient(Node):
         epoch, step = read_step(messages[-1])
         sel = self.schedule.train_ids(epoch, step)
         rows = self.train_rows
-        self.head.eval()  # no dropout in training either (parts.py: deterministic steps, exact resume)
-        self.tail.eval()
         flat, arrs = self._release(rows.ids[sel], rows.lengths[sel], phase="train", epoch=epoch, step=step,
-                                   grad=flat_grad(self.head))
+                                   grad=self.head_trains)
         self._pending = {"at": (epoch, step), "flat": flat, "labels": rows.labels[sel], "lengths": rows.lengths[sel]}
         return self._to_server(Kind.TRAIN_HEAD, messages[-1], phase="train", epoch=epoch, step=step, arrs=arrs)
 
@@ -159,8 +158,6 @@ class UClient(Node):
     def on_eval_step(self, messages: list[Message]) -> list[Message]:
         epoch, step = read_step(messages[-1])
         sel = self.schedule.test_ids(step)
-        self.head.eval()
-        self.tail.eval()
         rows = self.test_rows
         _, arrs = self._release(rows.ids[sel], rows.lengths[sel], phase="eval", epoch=epoch, step=step, grad=False)
         return self._to_server(Kind.EVAL_HEAD, messages[-1], phase="eval", epoch=epoch, step=step, arrs=arrs)
@@ -191,8 +188,6 @@ class UClient(Node):
         epoch, _ = read_step(messages[-1])
         if not self.samples.prompt_ids:
             return []
-        self.head.eval()
-        self.tail.eval()
         tok = self.tokenizer
         self._decode = _Decode(Greedy(self.samples.prompt_ids, eos=tok.eos_token_id, pad=tok.pad_token_id,
                                       max_new=self.samples.max_new, positions=self.samples.positions), epoch)

@@ -60,7 +60,7 @@ class PieceServer(Node):
 
     def __init__(self, spec: NodeSpec, *, body: Body, answers_forward: bool, device: str = "cpu") -> None:
         super().__init__(spec)
-        self.body, self.device, self.answers_forward = body.to(device), device, answers_forward
+        self.body, self.device, self.answers_forward = body.to(device).eval(), device, answers_forward
         self.adapters = body_adapters(self.body)
         self.theta = ThetaStore()
         self._pending: Pending | None = None
@@ -81,7 +81,6 @@ class PieceServer(Node):
 
     def _forward(self, m: Message, kind: str, phase: str) -> list[Message]:
         self._apply(m)
-        self.body.eval()
         return [forward_reply(self.body, m, kind=kind, phase=phase, src=self.node_id, device=self.device)]
 
     @handles(Kind.TRAIN_HEAD)
