@@ -12,7 +12,8 @@ each round timing both sides one after the other) and the rounds' ratios. Models
 (``split-lora``, ``p3eft``), a random d = 512 Llama (every strategy: ``--llama-blocks`` blocks, width 512,
 8 heads, saved with the tiny models' byte-level tokenizer) and the tiny Llama of ``vfl tiny-lm``
 (``ushape-lora``, ``ushape-p3eft``). ``p3eft`` runs two adapter sets and two pieces per step: its row is
-beside the others, not held to the same goal. One torch thread throughout (the machine may be shared:
+beside the others, not held to the same goal. ``--rows split-lora+fresh:minilm`` times the model server
+without its kept graph (two forwards per step, as before), the control. One torch thread throughout (the machine may be shared:
 the ratios, taken within a round, are what to read).
 """
 
@@ -151,15 +152,23 @@ def single_causal_steps(cfg: Any, client: Any, model_dir: str) -> list[float]:
 
 def measure(strategy: str, model: str, model_dir: str | None, *, steps: int, batch: int, repeats: int
             ) -> dict[str, Any]:
-    """One row: ``repeats`` rounds of (the split run, the one-process trainer) on the same batches."""
+    """One row: ``repeats`` rounds of (the split run, the one-process trainer) on the same batches.
+    ``strategy`` + ``+fresh``: the P3EFT-family model server without the kept graph (the backprop runs
+    its own forward: what it did before), the control of the one-forward step."""
+    from contextlib import nullcontext
+    from unittest import mock
+
+    from parties.llm.p3eft.adapters import LoraEncoder
     from vfl.engine.schema import load_run_config
 
-    cfg = load_run_config(run_config(strategy, model_dir, steps=steps, batch=batch))
+    name, fresh = strategy.removesuffix("+fresh"), strategy.endswith("+fresh")
+    cfg = load_run_config(run_config(name, model_dir, steps=steps, batch=batch))
     path = model_dir or str(_packaged())
     rounds = []
     for _ in range(repeats):
-        split, client = split_steps(cfg)
-        single = (single_causal_steps if strategy in CAUSAL else single_classifier_steps)(cfg, client, path)
+        with mock.patch.object(LoraEncoder, "keeps_graphs", lambda self, rows: False) if fresh else nullcontext():
+            split, client = split_steps(cfg)
+        single = (single_causal_steps if name in CAUSAL else single_classifier_steps)(cfg, client, path)
         s, o = statistics.median(split[1:]), statistics.median(single[1:])
         rounds.append((s, o))
     ratios = [s / o for s, o in rounds]
