@@ -83,10 +83,10 @@ def test_a_declared_name_is_listed_at_once_and_imported_when_first_asked_for(tmp
 
 
 def test_the_built_in_strategies_are_declared_and_each_module_registers_its_names():
-    import strategies
+    import strategies as builtin
     from vfl.engine.strategy import STRATEGIES
 
-    assert set(strategies.BUILTIN) <= set(STRATEGIES.names())
-    for name, module in strategies.BUILTIN.items():
+    assert set(builtin.BUILTIN) <= set(STRATEGIES.names())
+    for name, module in builtin.BUILTIN.items():
         assert STRATEGIES.get(name).__module__ == module, name
-    assert len(strategies.BUILTIN) >= 12
+    assert len(builtin.BUILTIN) >= 12

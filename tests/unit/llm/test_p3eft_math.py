@@ -18,7 +18,13 @@ from parties.llm.p3eft.private_backprop import (
     recombine,
     split_gradient,
 )
-from parties.llm.p3eft.regularizers import adversarial_loss, adversarial_penalty, dcor_loss, fit_probe, standardize
+from parties.llm.p3eft.regularizers import (
+    adversarial_loss,
+    adversarial_penalty,
+    dcor_loss,
+    fit_probe,
+    standardize,
+)
 from vfl.core.errors import ConfigError
 from vfl.core.rng import NoiseSource
 from vfl.privacy.mechanisms.label_dp import keep_probability, randomized_response
