@@ -377,8 +377,12 @@ class Engine:
             summary["stopped"] = self.stopped
         if self.grid is not None:
             summary.update(self.strategy.summary_extra(self.grid))
-            summary.update(label_privacy_charged(self.cfg, self.releases, self.recovery))
+            summary.update(self._label_privacy())
         return summary
+
+    def _label_privacy(self) -> dict[str, Any]:
+        """The defenses and the label ε over every epoch attempt (``recovery.label_privacy_charged``)."""
+        return label_privacy_charged(self.cfg, self.releases, self.recovery)
 
 
 def torch_threads(train: Any, kind: str) -> int:

@@ -1,4 +1,4 @@
-"""The compute threads of a process: torch's intra-op pool and the BLAS/OpenMP pools numpy, scipy and
+"""The compute threads of a process: torch's intra-op pool and the BLAS pools numpy, scipy and
 scikit-learn use (``threadpoolctl``, a scikit-learn dependency), set together.
 
 torch.set_num_threads leaves OpenBLAS at one thread per core. On a machine whose cores other processes
@@ -13,7 +13,8 @@ from typing import Any
 
 
 def set_compute_threads(threads: int) -> Callable[[], None]:
-    """torch and the BLAS/OpenMP pools to ``threads`` threads; returns what restores the previous settings."""
+    """torch and the BLAS pools to ``threads`` threads; returns what restores the previous settings. (OpenMP's
+    pool is torch's own: torch.set_num_threads sets it; limiting it here too would undo a restore.)"""
     import torch
 
     before = torch.get_num_threads()
@@ -22,13 +23,13 @@ def set_compute_threads(threads: int) -> Callable[[], None]:
     try:
         from threadpoolctl import threadpool_limits
 
-        limits = threadpool_limits(limits=threads)
+        limits = threadpool_limits(limits=threads, user_api="blas")  # OpenMP's pool is torch's: set above
     except ImportError:  # without scikit-learn's threadpoolctl the BLAS pools keep their size
         pass
 
     def restore() -> None:
-        torch.set_num_threads(before)
         if limits is not None:
             limits.restore_original_limits()
+        torch.set_num_threads(before)
 
     return restore
