@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 from parties.llm.p3eft.client import Recipe
 from strategies.base.llm_dp import DCOR_REFUSAL
-from strategies.base.split_llm import LoraParams, SplitLlm
+from strategies.base.split_llm import SplitLlm, SplitLoraParams
 from vfl.config.fields import param
 from vfl.engine.strategy import register
 
 
 @dataclass(frozen=True)
-class DcorParams(LoraParams):
+class DcorParams(SplitLoraParams):
     dcor_weight: float = param(0.3, ge=0, help="λ of the distance-correlation term λ·log dCor²(h, y)")
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from parties.llm.p3eft.client import Recipe
 from parties.llm.p3eft.private_backprop import PER_EXAMPLE
-from strategies.base.split_llm import LoraParams, SplitLlm
+from strategies.base.split_llm import SplitLlm, SplitLoraParams
 from vfl.config.fields import param
 from vfl.core.errors import ConfigError
 from vfl.core.logs import get_logger
@@ -28,7 +28,7 @@ from vfl.engine.strategy import register
 
 
 @dataclass(frozen=True)
-class P3eftParams(LoraParams):
+class P3eftParams(SplitLoraParams):
     servers: int = param(2, ge=1, le=8, help="model servers; pieces of one g_h go to different servers")
     n_adapters: int = param(2, ge=1, le=16, help="n adapter sets mixed by the frozen weights W")
     m: int = param(2, ge=0, le=64, help="pieces per private backprop: >= 2 random pieces over the servers, "

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 from parties.llm.p3eft.client import Recipe
 from strategies.base.llm_dp import PSLF_REFUSAL
-from strategies.base.split_llm import LoraParams, SplitLlm
+from strategies.base.split_llm import SplitLlm, SplitLoraParams
 from vfl.config.fields import param
 from vfl.engine.strategy import register
 
 
 @dataclass(frozen=True)
-class PslfParams(LoraParams):
+class PslfParams(SplitLoraParams):
     epsilon: float = param(1.0, ge=0, le=50, help="label-DP ε: keep a label with p = e^ε/(e^ε + K − 1)")
 
 

@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from parties.llm.common.lora import lora_spec_for
 from parties.llm.sap.customer import Privatizer, SapCustomer
 from parties.llm.sap.vendor import AttackBudget, SapVendor
 from parties.llm.sap.wire import CUSTOMER_ID, VENDOR_ID, Kind, Record, split_packed, step_config
 from strategies.base.llm import LlmDriver, optimizer_factory, schedule_lr, text_pairs
+from strategies.base.llm_params import LoraParams
 from vfl.attacks.attribute import PROBES, bootstrap_ci, majority_rate, split_labeled
 from vfl.attacks.inversion import token_recovery, token_recovery_counts
 from vfl.config.fields import param
@@ -38,7 +38,7 @@ from vfl.runtime.node import Node, NodeSpec
 
 
 @dataclass(frozen=True)
-class SapParams:
+class SapParams(LoraParams):
     split: int = param(0, ge=0, le=63, help="encoder blocks in the customer's bottom (0 = embedding layer only)")
     frozen_bottom: bool = param(True, help="frozen: release every sample once; else privatize each batch and "
                                 "train the bottom with the gradient the vendor sends back")
@@ -57,22 +57,9 @@ class SapParams:
     cti_factor: float = param(0.0, ge=0, le=1, help="noise multiplier on contributing tokens (η/factor); 0 = released "
                               "exact, as SAP's Algorithm 1 (noise on non-contributing tokens only)")
     cti_smoothing: float = param(1.0, gt=0, help="Laplace smoothing of the per-class token frequencies")
-    lora_rank: int = param(8, ge=1, le=1024, help="LoRA rank r of the adapters")
-    lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
     lora_dropout: float = param(0.0, ge=0, lt=1, help="dropout on the LoRA path (0 keeps calls deterministic)")
-    lora_targets: tuple[str, ...] = param((), help="module names in the top blocks that get LoRA; empty = the "
-                                          "model's defaults (the attention query/value projections, fused "
-                                          "qkv_proj on Phi-3); [all-linear] = every linear layer in the blocks")
     pooling: str | None = param(None, choices=("mean", "cls", "last"), help="sentence pooling before the head; "
                                 "null = the model's default (encoder: mean, decoder: last real token)")
-    max_len: int = param(64, ge=4, le=131072, help="tokens per text or sentence pair (truncation); at most "
-                         "the model's positions (config.max_position_embeddings, checked at prepare)")
-    model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
-                                  "rotary model (Llama, Mistral, Qwen2/3, Phi-3, Gemma2/3, Granite, GPT-NeoX, EuroBERT; default: "
-                                  "packaged MiniLM); a hub id must be in the local cache")
-    allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
-    dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
-                       "(LoRA, head and every gradient stay float32; a bf16 checkpoint loads in this dtype)")
     upload_chunk: int = param(256, ge=1, help="samples per message when a frozen bottom uploads a whole split")
     eia_samples: int = param(16, ge=0, help="training samples the vendor tries to invert (0 = no EIA)")
     eia_steps: int = param(100, ge=1, help="Adam steps of the optimization-based inversion (split >= 1)")
@@ -144,8 +131,7 @@ class SAP(LlmDriver):
             arch, encoder = self.model_arch(), load_encoder(path, dtype=p.dtype)
             self_check(encoder, split=p.split, pooling=p.pooling, model_dir=p.model_dir or path)  # or refused
             return SapVendor(spec, encoder=encoder, split=p.split, pooling=arch.check_pooling(p.pooling),
-                             lora=lora_spec_for(arch, rank=p.lora_rank, alpha=p.lora_alpha, dropout=p.lora_dropout,
-                                                targets=tuple(p.lora_targets)),
+                             lora=self.lora_spec(),
                              make_optimizer=optimizer_factory(t), seed=self.cfg.seed, device=t.device,
                              schedule_lr=partial(schedule_lr, t),
                              attack=AttackBudget(p.eia_samples, p.eia_steps, p.eia_lr, p.eia_temperature,

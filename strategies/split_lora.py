@@ -4,7 +4,7 @@ paper's Regular FT, the non-private upper bound)."""
 from __future__ import annotations
 
 from parties.llm.p3eft.client import Recipe
-from strategies.base.split_llm import LoraParams, SplitLlm
+from strategies.base.split_llm import SplitLlm, SplitLoraParams
 from vfl.engine.strategy import register
 
 
@@ -14,7 +14,7 @@ class SplitLora(SplitLlm):
 
     name = "split-lora"
     summary = "split LM fine-tuning, regular LoRA (one adapter set, plain backprop): the non-private upper bound"
-    Params = LoraParams
+    Params = SplitLoraParams
 
     def recipe(self) -> Recipe:
         return Recipe(adapters=1)

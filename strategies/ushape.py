@@ -3,7 +3,7 @@
 The client (data holder) keeps the embeddings and the first ``split`` blocks (head) and the last
 ``tail_blocks`` blocks, the final norm and the LM head (tail), each with LoRA; the model server runs
 the middle blocks with LoRA. Token ids, logits and labels (the response tokens) never leave the
-client (``parties/llm/causal/wire.py``). With ``params.eta`` the head's output is ηdχ-privatized
+client (``parties/llm/ushape/wire.py``). With ``params.eta`` the head's output is ηdχ-privatized
 before it leaves (SAP's release, without SAP's label exposure: the loss is the client's). Metrics:
 the response tokens' loss and perplexity (train, held out) and the ROUGE-L of greedy answers to the
 first ``gen_samples`` test prompts, decoded through the split (``vfl generate`` does it from a run).
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from parties.llm.causal.wire import CLIENT_ID, SERVER_ID, Kind, Record, step_config
-from parties.llm.common.lora import LoraSpec, lora_spec_for
+from parties.llm.ushape.wire import CLIENT_ID, SERVER_ID, Kind, Record, step_config
 from strategies.base.llm import LlmDriver, optimizer_factory, schedule_lr
+from strategies.base.llm_params import LoraParams
 from vfl.config.fields import param
 from vfl.core.errors import ConfigError, DataError
 from vfl.data.dataset import Dataset, DataSource
@@ -34,20 +34,13 @@ RESPONSE = "response"  # Dataset.extras key of the responses (train/test suffixe
 
 
 @dataclass(frozen=True)
-class UShapeParams:
+class UShapeParams(LoraParams):
     model_dir: str | None = param(None, help="local Hugging Face causal LM directory (Llama, Mistral, Qwen, GPT-2 ...); "
                                   "required (build a tiny Llama with `vfl tiny-lm llama DIR`)")
-    allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
-    dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
-                       "(LoRA and every gradient stay float32)")
+    max_len: int = param(64, ge=4, le=131072, help="tokens per prompt + response (truncation cuts the response)")
     split: int = param(1, ge=0, le=255, help="blocks in the client's head (after the embeddings); 0 = embeddings only")
     tail_blocks: int = param(1, ge=0, le=255, help="last blocks in the client's tail (before the final norm and "
                              "the LM head)")
-    max_len: int = param(64, ge=4, le=131072, help="tokens per prompt + response (truncation cuts the response)")
-    lora_rank: int = param(8, ge=1, le=1024, help="LoRA rank r of the adapters (head, body and tail)")
-    lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
-    lora_targets: tuple[str, ...] = param((), help="module names that get LoRA; empty = the model's defaults "
-                                          "(q_proj, v_proj on Llama); [all-linear] = every linear layer in the blocks")
     eta: float | None = param(None, gt=0, help="dχ privacy parameter η of the head's output (SAP's release, noise "
                               "density ∝ exp(−η‖n‖), E‖n‖ = d/η); null = released as computed")
     gen_samples: int = param(8, ge=0, le=4096, help="test prompts answered greedily through the split after each "
@@ -60,6 +53,8 @@ class UShapeLora(LlmDriver):
     """U-shaped split LoRA of a causal LM: the client holds head, tail, LM head and labels."""
 
     name = "ushape-lora"
+    headline = ("test_ppl", "rouge_l")  # a causal LM's result: held-out perplexity, ROUGE-L of the generations
+    step_checkpoints = True  # train.checkpoint_every_steps: the client's state holds the epoch's loss sums
     summary = ("causal-LM instruction tuning over a U-shaped split (head + tail + LM head with the client, body "
                "with LoRA on the model server; optional dχ on the head's output); perplexity, ROUGE-L, generation")
     Params = UShapeParams
@@ -77,21 +72,18 @@ class UShapeLora(LlmDriver):
                               "`vfl tiny-lm llama DIR`)")
 
     # ---- the model and its parts --------------------------------------------------------------
-    def lora_spec(self) -> LoraSpec:
-        p = self.params
-        return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets))
-
     def layout(self) -> list[NodeSpec]:
         return [NodeSpec(SERVER_ID, "server", "server", "server"), NodeSpec(CLIENT_ID, "party", "client", "client")]
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
-        from parties.llm.causal.build import build_parts
+        from parties.llm.ushape.build import build_parts
 
         p, t = self.params, self.cfg.train
         head, body, tail = build_parts(self.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
-                                       lora=self.lora_spec(), seed=self.cfg.seed)
+                                       lora=self.lora_spec(), seed=self.cfg.seed,
+                                       check=p.model_dir or self.model_path())
         if spec.is_server:  # the server gets the body only: never the data, the head, the tail or the labels
-            from parties.llm.causal.server import BodyServer
+            from parties.llm.ushape.server import BodyServer
 
             return BodyServer(spec, body=body, device=t.device, make_optimizer=optimizer_factory(t),
                               schedule_lr=partial(schedule_lr, t))
@@ -102,10 +94,10 @@ class UShapeLora(LlmDriver):
         ``ushape-p3eft``, whose client is ``PiecesClient``)."""
         from transformers import AutoConfig
 
-        from parties.llm.causal.client import Samples, UClient
-        from parties.llm.causal.instruct import IGNORE, encode_instructions, prompt_ids
         from parties.llm.common.backbone import load_tokenizer
         from parties.llm.common.tokens import max_positions
+        from parties.llm.ushape.client import Samples, UClient
+        from parties.llm.ushape.instruct import IGNORE, encode_instructions, prompt_ids
 
         p, t = self.params, self.cfg.train
         self._sizes = (ds.num_train, ds.num_test, ds.num_classes)
@@ -125,7 +117,7 @@ class UShapeLora(LlmDriver):
                   make_optimizer=optimizer_factory(t, self.total_steps(ds.num_train)), samples=samples,
                   eta=p.eta, noise_rng=self.cfg.privacy.noise_rng, seed=self.cfg.seed, device=t.device)
         if private:
-            from parties.llm.causal.private import PiecesClient
+            from parties.llm.ushape.private import PiecesClient
 
             return PiecesClient(spec, **private, **kw)
         return UClient(spec, **kw)
@@ -134,7 +126,7 @@ class UShapeLora(LlmDriver):
         """Instruction data (prompts with responses), a causal LM, and a cut that leaves the server a block."""
         from transformers import AutoConfig
 
-        from parties.llm.causal.ushape import check_cut
+        from parties.llm.ushape.parts import check_cut
 
         ds = self._text_dataset(data.dataset())
         responses(ds)
@@ -153,16 +145,16 @@ class UShapeLora(LlmDriver):
         self._converse(grid, self._control(kind, CLIENT_ID, tag, **{Record.STEP: step_config(epoch=epoch, step=step)}),
                        max_hops=hops)
 
-    def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, float]:
+    def _client_metrics(self, grid: Grid, epoch: int, phase: str) -> dict[str, Any]:
         return self._metrics(grid, CLIENT_ID, epoch, kind=Kind.QUERY_METRICS, record=Record.METRICS,
                              **{Record.WHICH: wire.config(phase=phase)})
 
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, float]:
-        for step in range(self.steps_per_epoch()):
+        for step in self.epoch_steps(epoch):
             self._step(grid, Kind.TRAIN_STEP, round_tag(epoch, step), epoch, step)
             progress(1)
         m = self._client_metrics(grid, epoch, "train")
-        return {"train_loss": m["loss"], "train_ppl": m["ppl"]}
+        return {"train_loss": m["loss"], "train_ppl": m["ppl"], "step_loss": m.get("step_loss", [])}
 
     def evaluate(self, grid: Grid, *, epoch: int) -> dict[str, float]:
         for step in range(self._schedule().eval_steps):
@@ -227,12 +219,13 @@ class UShapeP3eft(UShapeLora):
                 "theta_noise": p.theta_noise}
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
-        from parties.llm.causal.build import build_parts
-        from parties.llm.causal.private import PieceServer, body_adapters
+        from parties.llm.ushape.build import build_parts
+        from parties.llm.ushape.private import PieceServer, body_adapters
 
         p, t = self.params, self.cfg.train
         head, body, tail = build_parts(self.model_path(), dtype=p.dtype, split=p.split, tail=p.tail_blocks,
-                                       lora=self.lora_spec(), seed=self.cfg.seed)
+                                       lora=self.lora_spec(), seed=self.cfg.seed,
+                                       check=p.model_dir or self.model_path())
         if spec.is_server:
             return PieceServer(spec, body=body, answers_forward=spec.node_id == SERVER_ID, device=t.device)
         return self._client(spec, data.dataset(), head, tail, body_lora=body_adapters(body),
@@ -255,12 +248,12 @@ def generate_from_run(run_dir: str, prompts: list[str], *, max_new: int | None =
     """Greedy answers to ``prompts`` from a ``ushape-lora`` run directory's newest checkpoint: the three
     parts rebuilt from ``params.model_dir`` with the client's and the server's trained adapters, in one
     process (the one party holding both checkpoints: the experimenter's view)."""
-    from parties.llm.causal.build import build_parts
-    from parties.llm.causal.client import load_parts
-    from parties.llm.causal.generate import generate
-    from parties.llm.causal.instruct import prompt_ids
     from parties.llm.common.backbone import load_tokenizer
     from parties.llm.common.tokens import max_positions
+    from parties.llm.ushape.build import build_parts
+    from parties.llm.ushape.client import load_parts
+    from parties.llm.ushape.generate import generate
+    from parties.llm.ushape.instruct import prompt_ids
     from vfl.engine.rundir import RunDir
     from vfl.engine.schema import load_run_config
     from vfl.runtime.node import state_from_bytes

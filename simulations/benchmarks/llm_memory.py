@@ -1,7 +1,7 @@
 """Peak GPU memory of a P3EFT model server's calls on a Llama-shaped model built from a config (random
 weights, no download): the frozen weights after loading, a forward call, and a ``train.backprop`` call
 (k cotangent pieces, float32 VJPs) per (micro-batch, checkpointing) setting, in bf16 and NF4, beside
-docs/llm.md's arithmetic for the same shapes (``predicted``).
+docs/llm-p3eft.md's arithmetic for the same shapes (``predicted``).
 
 ``python -m simulations.benchmarks.llm_memory --out DIR --preset 7b`` (a CUDA device; NF4 also needs
 bitsandbytes). ``--preset tiny`` runs the same path anywhere (on a CPU the memory columns are None).
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 GB = 1e9
-# Llama-2-7B's shape (docs/llm.md "Memory of a 7B model server"); tiny: the same path in seconds on a CPU
+# Llama-2-7B's shape (docs/llm-p3eft.md "Memory of a 7B model server"); tiny: the same path in seconds on a CPU
 PRESETS: dict[str, dict[str, Any]] = {
     "7b": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
            "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096},
@@ -31,7 +31,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def predicted(*, d: int, f: int, layers: int, vocab: int, rank: int, tokens: int, checkpointing: bool,
               quantization: str, pieces: int) -> dict[str, float]:
-    """docs/llm.md's formulas in bytes: frozen weights during a backprop call (fp32 upcast, or NF4 +
+    """docs/llm-p3eft.md's formulas in bytes: frozen weights during a backprop call (fp32 upcast, or NF4 +
     fp32 embeddings/norms), LoRA slots, VJP results, and the activations kept for ``tokens`` tokens."""
     linear = layers * (4 * d * d + 3 * d * f)  # quantized (or plain) linear weights of the blocks
     rest = vocab * d + (2 * layers + 1) * d  # embeddings + norms

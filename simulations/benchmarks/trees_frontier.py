@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SETS = {"credit": {"dataset": "simulations.benchmarks.trees_data:credit_like", "real": "default-credit",
+SETS: dict[str, dict[str, Any]] = {"credit": {"dataset": "simulations.benchmarks.trees_data:credit_like", "real": "default-credit",
                    "num_parties": 2},
         "breast-cancer": {"dataset": "breast-cancer", "real": None, "num_parties": 3}}
 EPSILONS = (1.0, 2.0, 4.0, 8.0)

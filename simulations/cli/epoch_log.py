@@ -98,7 +98,8 @@ def epoch_line(record: dict[str, Any], *, total: int, eps_mark: str = "ε", head
     if record.get("epsilon") is not None:  # a label-only ε (trees' label DP) is named so
         parts.append(f"{eps_mark}{'_label' if label_only else ''} {_num(record['epsilon'], '.4g')}")
     skip = {"epsilon", "epsilon_label"} if label_only else {"epsilon"}
-    parts += [f"{k} {_num(record[k], '.4g')}" for k in headline if k not in skip and record.get(k) is not None]
+    parts += [f"{k} {record[k] if isinstance(record[k], str) else _num(record[k], '.4g')}"  # a note: as it is
+              for k in headline if k not in skip and record.get(k) is not None]
     mb = (record.get("bytes_up") or 0) + (record.get("bytes_down") or 0)
     parts.append(f"MB {mb / 1e6:.3f}")
     if isinstance(record.get("epoch_s"), (int, float)):
@@ -123,6 +124,28 @@ class EpochLog:
         unit = round_name(engine.cfg) if engine is not None else "epoch"
         line = self.prefix + epoch_line(record, total=total, eps_mark=_epsilon_mark(out), headline=keys, unit=unit)
         print(line, file=out, flush=True)
+
+
+@dataclass
+class PhaseLog:
+    """A ``vfl.engine.progress`` listener: the run's long phases (starting the nodes, evaluation, the leak
+    scoring, generation: each once it has run a few seconds, then with its seconds) and, with ``lines``, an
+    epoch's step progress every 20 s, flushed on ``stream`` (stdout) between the epoch lines; on a terminal
+    (``lines`` false) the phases only, above the bar (the bar shows the steps)."""
+
+    lines: bool
+    stream: TextIO | None = None
+
+    def __call__(self, text: str, kind: str = "phase") -> None:
+        if kind == "step" and not self.lines:
+            return
+        out = self.stream if self.stream is not None else sys.stdout
+        if self.lines:
+            print(f"  {text}", file=out, flush=True)
+        else:
+            from tqdm.auto import tqdm
+
+            tqdm.write(f"  {text}", file=out)
 
 
 class AttackLog:

@@ -136,24 +136,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import vfl.engine.api
-    from simulations.cli.epoch_log import (
-        EpochLog,
-        final_keys,
-        headline_keys,
-        quiet_library_bars,
-        wants_epoch_lines,
-    )
+    from simulations.cli.epoch_log import EpochLog, PhaseLog, quiet_library_bars, wants_epoch_lines
     from simulations.cli.run_facts import count_from_process_start
-    from simulations.cli.runner import default_out_dir
-    from vfl.privacy.accounting.noise_report import seeded_noise_warning
+    from vfl.engine.progress import listening
 
     count_from_process_start()  # summary.json's wall_s: from this process's start (run_facts.py)
-    progress = False if args.no_progress else None
     lines = wants_epoch_lines(no_progress=args.no_progress)  # off a terminal: one line per epoch
-    log_line = EpochLog() if lines else None  # stdout: stderr keeps the one-line error contract
     if lines:
         quiet_library_bars()  # transformers' weight-loading bar would interleave with the epoch lines
+    with listening(PhaseLog(lines=lines)):  # long phases (nodes starting, leak scoring ...) say what they do
+        return _run_and_print(args, progress=False if args.no_progress else None,  # stdout: stderr keeps the
+                              log_line=EpochLog() if lines else None)  # one-line error contract
+
+
+def _run_and_print(args: argparse.Namespace, *, progress: bool | None, log_line: Any) -> int:
+    """``vfl run``'s run (or resume) and its final JSON line."""
+    import vfl.engine.api
+    from simulations.cli.epoch_log import final_keys, headline_keys
+    from simulations.cli.runner import default_out_dir
+    from vfl.privacy.accounting.noise_report import seeded_noise_warning
     if args.resume:
         if args.config:
             raise ConfigError("--resume", "give either CONFIG or --resume DIR, not both")
@@ -181,7 +182,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if warning:
         log.warning("%s", warning.removeprefix("vfl: warning: "))
     keys = (*FINAL_KEYS, *headline_keys(result.config), *final_keys(result.config))  # + the strategy's own results
-    print(json.dumps({k: s[k] for k in keys if k in s}))
+    print(json.dumps({k: s[k] for k in keys if k in s  # no accuracy at all (a causal LM): its headline says it
+                      and not (k == "final_test_acc" and s[k] is None and len(keys) > len(FINAL_KEYS))}))
     print(f"run directory: {out}")
     if result.stopped:
         stop = result.stopped

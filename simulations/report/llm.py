@@ -55,17 +55,17 @@ MAX_JACOBIAN = 50_000_000  # V × d × tokens of the label attack's Jacobians a 
 @RUN_ATTACKS.register("ushape_leak", "U-shaped split: the response tokens a model server reads from the body gradient "
                       "(or its piece) and from the body adapters' first update; the prompt tokens from the head's release")
 def ushape_leak_attack(run: RunArtifacts) -> list[AttackResult]:
-    """The model server's attacks of ``parties/llm/causal/attacks.py`` on what it received at step 0:0
+    """The model server's attacks of ``parties/llm/ushape/attacks.py`` on what it received at step 0:0
     (recorded views), scored against the client's rows of that step (the experimenter's truth)."""
     import numpy as np
     import torch
 
-    from parties.llm.causal.attacks import labels_from_gradient, labels_from_update, tokens_nearest
-    from parties.llm.causal.build import build_parts
-    from parties.llm.causal.instruct import IGNORE
-    from parties.llm.causal.private import body_adapters
-    from parties.llm.causal.wire import CLIENT_ID, Kind
-    from parties.llm.sap.split import pack
+    from parties.llm.common.wire import pack
+    from parties.llm.ushape.attacks import labels_from_gradient, labels_from_update, tokens_nearest
+    from parties.llm.ushape.build import build_parts
+    from parties.llm.ushape.instruct import IGNORE
+    from parties.llm.ushape.private import body_adapters
+    from parties.llm.ushape.wire import CLIENT_ID, Kind
     from vfl.engine.strategy import STRATEGIES
 
     cfg = run.cfg
@@ -139,7 +139,7 @@ def ushape_leak_attack(run: RunArtifacts) -> list[AttackResult]:
                                         **common, "theta_noise": p.theta_noise},
                                     ci=wilson(int((guess[labelled] == truth[labelled]).sum()), n_lab), measured_on=on))
     if p.split == 0:
-        from parties.llm.causal.ushape import load_causal_lm
+        from parties.llm.ushape.parts import load_causal_lm
 
         lm: Any = load_causal_lm(strat.model_path(), dtype=p.dtype)
         table = lm.get_input_embeddings().weight.detach().float()

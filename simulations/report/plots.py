@@ -1,5 +1,6 @@
 """Curves of a run, PNG + PDF: accuracy, loss, cumulative bytes and ε per epoch, and whatever else of
-``style.METRICS`` the run logs (ROC AUC, RMSE, trees and seconds per tree of a tree ensemble), in the one
+``style.METRICS`` the run logs (ROC AUC, RMSE, trees and seconds per tree of a tree ensemble; a causal LM's perplexity and
+ROUGE-L, and no empty accuracy panel), in the one
 figure style of ``simulations/report/style.py`` (names, units and the run's identity from there). The x
 axis is the epoch counted 1..N as the run prints it (``epoch 3/10``; metrics.jsonl's ``epoch`` is
 0-based); split-LLM runs draw their loss per training step (``step_loss``, the mean of every
@@ -160,6 +161,14 @@ def run_figures(history: Sequence[dict[str, Any]], ident: RunIdentity) -> list[t
     if has("train_acc", "test_acc") or not history:
         figs.append(("accuracy", _pair(history, "train_acc", "test_acc", ident, unit="accuracy (fraction of rows)")))
     figs.append(("loss", loss_figure(history, title=ident.title, train_label=ident.train_label())))
+    if has("train_ppl", "test_ppl"):  # causal-LM runs (ushape-lora/-p3eft)
+        fig = _pair(history, "train_ppl", "test_ppl", ident, unit="perplexity (response tokens)")
+        log_or_linear(fig.axes[0], [y for k in ("train_ppl", "test_ppl") for y in _series(history, k)[1]])
+        figs.append(("perplexity", fig))
+    if has("rouge_l"):
+        m = metric("rouge_l")
+        figs.append(("rouge_l", curves_figure(history, (("rouge_l", "test generations", {}),), ylabel=m.axis(),
+                                              title=ident.title, legend=False)))
     figs.append(("bytes", curves_figure(history, UP_DOWN, ylabel="cumulative MB (10⁶ measured wire bytes)",
                                         title=ident.title, scale=1e-6, from_zero=True)))
     if has("epsilon"):

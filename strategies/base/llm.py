@@ -88,6 +88,17 @@ class LlmDriver(Strategy):
         """The architecture adapter (``parties.llm.common.arch``) of the configured model."""
         return self._model_info()[1]
 
+    def lora_spec(self) -> Any:
+        """The ``LoraSpec`` of ``params`` (``strategies/base/llm_params.py:LoraParams``) for this model's
+        family (``lora_targets`` empty: its defaults); None for a strategy without adapters."""
+        from parties.llm.common.lora import lora_spec_for
+
+        p = self.params
+        if not hasattr(p, "lora_rank"):
+            return None
+        return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha,
+                             dropout=getattr(p, "lora_dropout", 0.0), targets=tuple(p.lora_targets))
+
     def _model_info(self) -> tuple[str, Any]:
         if self._model is None:
             from transformers import AutoConfig

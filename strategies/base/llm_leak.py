@@ -50,6 +50,23 @@ class LeakTracker:
         self.probes: dict[str, float] = {}
         self._calls = 0
 
+    def state(self) -> dict[str, object]:
+        """JSON-able: the worst values so far and the per-stream maxima (NaN as None)."""
+        def clean(d: dict[str, float]) -> dict[str, float | None]:
+            return {k: None if math.isnan(v) else v for k, v in d.items()}
+
+        return {"worst": clean(self.worst_values), "epoch": clean(self.epoch_values), "streams": clean(self.streams),
+                "probes": clean(self.probes), "calls": self._calls}
+
+    def load_state(self, state: dict[str, object]) -> None:
+        def nan(d: object) -> dict[str, float]:
+            return {str(k): math.nan if v is None else float(v) for k, v in dict(d or {}).items()}  # type: ignore[call-overload]
+
+        self.worst_values.update(nan(state.get("worst")))
+        self.epoch_values.update(nan(state.get("epoch")))
+        self.streams, self.probes = nan(state.get("streams")), nan(state.get("probes"))
+        self._calls = int(state.get("calls") or 0)  # type: ignore[call-overload]
+
     def sample_ids(self, keys: np.ndarray) -> np.ndarray:
         """(epoch, step, adapter, row) keys -> training sample ids (via the seeded batch order)."""
         out = np.empty(len(keys), dtype=np.int64)

@@ -19,16 +19,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from parties.llm.common.lora import LoraSpec, lora_spec_for
 from parties.llm.common.quantization import QUANTIZATIONS, check_quantization
 from parties.llm.p3eft.client import Recipe
 from parties.llm.p3eft.wire import Kind, Record, StepTag, step_record
 from strategies.base.llm import optimizer_factory, text_pairs
 from strategies.base.llm_dp import DpLoraDriver
 from strategies.base.llm_leak import LeakTracker
+from strategies.base.llm_params import LoraParams, ModelParams
 from vfl.config.fields import param
 from vfl.core.errors import ProtocolError
 from vfl.data.dataset import DataSource
+from vfl.engine.progress import Phase, announce
 from vfl.engine.schema import RunConfig
 from vfl.engine.strategy import Progress
 from vfl.runtime import message as wire
@@ -38,16 +39,8 @@ from vfl.runtime.node import Node, NodeSpec
 
 
 @dataclass(frozen=True)
-class LlmParams:
+class LlmParams(ModelParams):
     servers: int = param(1, ge=1, le=8, help="model servers, each hosting the same frozen model")
-    max_len: int = param(64, ge=4, le=131072, help="tokens per text or sentence pair (truncation); at most "
-                         "the model's positions (config.max_position_embeddings, checked at prepare)")
-    model_dir: str | None = param(None, help="local Hugging Face model directory: BERT-like encoder, GPT-2 or "
-                                  "rotary model (Llama, Mistral, Qwen2/3, Phi-3, Gemma2/3, Granite, GPT-NeoX, EuroBERT; default: "
-                                  "packaged MiniLM); a hub id must be in the local cache")
-    allow_download: bool = param(False, help="let a hub id in model_dir download (also needs HF_HUB_OFFLINE=0)")
-    dtype: str = param("fp32", choices=("fp32", "bf16", "fp16"), help="dtype of the frozen pretrained weights "
-                       "(LoRA, head and every gradient stay float32; a bf16 checkpoint loads in this dtype)")
     pooling: str | None = param(None, choices=("mean", "cls", "last"), help="h(x, θ): mean of the last hidden "
                                 "states over real tokens, the first ([CLS]) or the last real token's state; "
                                 "null = the model's default (encoder: mean, decoder: last)")
@@ -68,12 +61,7 @@ class LlmParams:
 
 
 @dataclass(frozen=True)
-class LoraParams(LlmParams):
-    lora_rank: int = param(8, ge=1, le=1024, help="LoRA rank r of the adapters")
-    lora_alpha: float = param(16.0, gt=0, help="LoRA scaling numerator (scale = alpha / rank)")
-    lora_targets: tuple[str, ...] = param((), help="module names that get LoRA adapters; empty = the model's "
-                                          "defaults (the attention query/value projections, fused qkv_proj on "
-                                          "Phi-3); [all-linear] = every linear layer in the blocks")
+class SplitLoraParams(LoraParams, LlmParams):
     leak_theta_steps: int = param(2, ge=0, le=100_000, help="pairs of successive adapter states each model server "
                                   "attacks per epoch and adapter set (θ-difference attack: leak_theta); 0 = off")
     leak_theta_iters: int = param(60, ge=1, le=10_000, help="least-squares (CGLS) iterations of that attack")
@@ -86,7 +74,9 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
     """Shared driver of the split-LLM strategies; subclasses give the client's ``Recipe``."""
 
     Params: ClassVar[type] = LlmParams
-    headline: ClassVar[tuple[str, ...]] = ("leak",)  # the worst label leakage any server's view allowed
+    headline: ClassVar[tuple[str, ...]] = ("leak", "leak_partial")  # the worst label leakage any server's view
+    # allowed, and which attack was off when it is partial
+    step_checkpoints = True  # train.checkpoint_every_steps: the nodes' states hold the epoch's sums and logs
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
@@ -103,12 +93,6 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
     # ---- what varies between algorithms -------------------------------------------------------
     def recipe(self) -> Recipe:
         raise NotImplementedError
-
-    def lora_spec(self) -> LoraSpec | None:
-        p = self.params
-        if not hasattr(p, "lora_rank"):
-            return None
-        return lora_spec_for(self.model_arch(), rank=p.lora_rank, alpha=p.lora_alpha, targets=tuple(p.lora_targets))
 
     def curious(self) -> Any:
         """The attacks every model server runs on what it keeps (``parties.llm.p3eft.curious.Curious``), with
@@ -183,9 +167,22 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
                              **{Record.WHICH: wire.config(phase=phase)})
 
     # ---- driver round logic -----------------------------------------------------------------
+    def driver_state(self) -> dict[str, Any]:
+        return {"steps_run": self._steps_run, "step_times": list(self._step_times),
+                "busy": {str(k): v for k, v in self._busy.items()}, "leak": self._leak.state() if self._leak else {}}
+
+    def load_driver_state(self, state: dict[str, Any]) -> None:
+        self._steps_run = int(state.get("steps_run", 0))
+        self._step_times = [float(t) for t in state.get("step_times", [])]
+        self._busy = {int(k): float(v) for k, v in (state.get("busy") or {}).items()}
+        if self._leak is not None and state.get("leak"):
+            self._leak.load_state(state["leak"])
+
     def train_epoch(self, grid: Grid, *, epoch: int, progress: Progress) -> dict[str, Any]:
-        self._step_times = []
-        for step in range(self.steps_per_epoch()):
+        steps = self.epoch_steps(epoch)
+        if steps.start == 0:
+            self._step_times = []
+        for step in steps:
             t0 = time.perf_counter()
             self._converse(grid, self._control(Kind.TRAIN_STEP, self.client_id, round_tag(epoch, step),
                                                **{Record.STEP: step_record(StepTag(epoch, step))}))
@@ -204,22 +201,44 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         self._last.update(test_acc=m["acc"], test_f1=m["f1"], test_mcc=m["mcc"])
         return {"test_acc": m["acc"], "test_loss": m["loss"], "test_f1": m["f1"], "test_mcc": m["mcc"]}
 
-    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, float]:
-        """Leakage of what each server saw this epoch, and step timing (measured and parallel-server)."""
+    def partial_leak(self) -> str | None:
+        """Why the ``leak`` headline misses an attack the run could have played (None: it has every one):
+        ``params.leak_theta_steps: 0`` switches the θ-difference attack off, the strongest on P3EFT."""
+        p = self.params
+        if getattr(p, "leak_theta_steps", None) == 0 and self.recipe().adapters:
+            return "no leak_theta (params.leak_theta_steps=0): the theta-difference attack was not played"
+        return None
+
+    def epoch_metrics(self, grid: Grid, *, epoch: int) -> dict[str, Any]:
+        """Leakage of what each server saw this epoch, and step timing (measured and parallel-server). The
+        scoring (each server's attacks at ``query.log``, then the driver's probes) says what it runs and
+        what it cost beside the epoch's training (``leak_scoring_s``)."""
         if self._leak is None:
             raise ProtocolError("epoch_metrics before prepare(): no labels to score the leakage with")
-        busy: list[float] = []
-        for s in range(self.params.servers):
-            rep = self._query(grid, Kind.QUERY_LOG, s, epoch)
-            self._leak.observe(server=s, log=partial(wire.get_array, rep, Record.LOG))
+        p, busy, t0 = self.params, [], time.perf_counter()
+        theta = getattr(p, "leak_theta_steps", 0) if self.recipe().adapters else 0
+        what = (f"θ-difference attack on {theta} adapter-state pair(s) per adapter set, {p.leak_theta_iters} CGLS "
+                "iterations each, then " if theta else "") + "the label probes"
+        for s in range(p.servers):
+            with Phase(f"epoch {epoch + 1}: leak scoring, server {s + 1}/{p.servers} ({what})"):
+                rep = self._query(grid, Kind.QUERY_LOG, s, epoch)
+                self._leak.observe(server=s, log=partial(wire.get_array, rep, Record.LOG))
             total = wire.metric_floats(rep.content.metric_records[Record.STATS])["busy_train_s"]
             busy.append(total - self._busy.get(s, 0.0))
             self._busy[s] = total
-        out = self._leak.epoch_summary()
+        out: dict[str, Any] = dict(self._leak.epoch_summary())
         steps = max(1, len(self._step_times))
         step_s = float(np.mean(self._step_times)) if self._step_times else math.nan
+        train_s, scoring_s = float(sum(self._step_times)), time.perf_counter() - t0
         out.update(step_s=step_s, server_s_per_step=sum(busy) / steps,
-                   step_s_parallel=step_s - (sum(busy) - max(busy, default=0.0)) / steps)
+                   step_s_parallel=step_s - (sum(busy) - max(busy, default=0.0)) / steps, leak_scoring_s=scoring_s)
+        if scoring_s >= 3.0:
+            cut = ("params.leak_theta_steps / leak_theta_iters set the θ-difference attack's share (0 steps: off)"
+                   if theta else "params.leak_window sets the probes' windows")
+            announce(f"epoch {epoch + 1}: leak scoring took {scoring_s:.0f} s, {scoring_s / max(train_s, 1e-9):.1f}× "
+                     f"the epoch's {train_s:.0f} s of training steps; {cut}")
+        if (why := self.partial_leak()) is not None:
+            out["leak_partial"] = why
         self._last.update(out)
         return out
 
@@ -228,6 +247,8 @@ class SplitLlm(DpLoraDriver):  # privacy.bottom_dp: DP-SGD of the client's adapt
         per_step = {k: {"direction": v["direction"], "bytes": v["bytes"] / steps, "messages": v["messages"] / steps}
                     for k, v in sorted(grid.ledger.by_kind.items()) if k.startswith("train.")}
         worst = self._leak.worst() if self._leak else {}
+        if (why := self.partial_leak()) is not None:
+            worst["leak_partial"] = why
         return {"test_acc": self._last.get("test_acc"), "test_f1": self._last.get("test_f1"),
                 "test_mcc": self._last.get("test_mcc"), **worst,
                 "step_s": self._last.get("step_s"), "step_s_parallel": self._last.get("step_s_parallel"),

@@ -57,6 +57,9 @@ class TrainConfig:
     eval_batch_size: int = param(1000, ge=1, help="test batch size (at least batch_size is used)")
     log_every_steps: int = param(10, ge=1, le=1000000, help="split-LLM strategies: metrics.jsonl's step_loss holds "
                                  "the label holder's mean training loss of every N steps (the loss plot's curve)")
+    checkpoint_every_steps: int = param(0, ge=0, le=100_000_000, help="also checkpoint after every N training steps "
+                                        "inside an epoch (0 = at each epoch's end only); `vfl run --resume` goes on "
+                                        "from the step after the last one, exactly (split-LLM strategies but sap)")
     threads_per_actor: int = param(1, ge=1, le=256, help="torch intra-op threads inside each actor")
     driver_threads: int | None = param(None, ge=1, le=256, help="torch intra-op threads of the driver process, "
                                        "where every node computes with transport.kind: inprocess "

@@ -1,8 +1,9 @@
 """Checkpoints that verify themselves: a manifest records every file's size and SHA-256.
 
 A checkpoint is written into a hidden temporary folder (node states, ``engine.json``, then the
-manifest, each fsynced) and renamed into place, so ``epoch_NNNNN/`` either exists whole or not at
-all. Loading takes the newest folder whose files match its manifest; a newer damaged one is
+manifest, each fsynced) and renamed into place, so ``epoch_NNNNN/`` (after epoch N) or
+``step_NNNNN_KKKKKKK/`` (inside epoch N, after its K-th step: ``train.checkpoint_every_steps``) either
+exists whole or not at all. Loading takes the newest folder whose files match its manifest; a newer damaged one is
 skipped with one warning line, and when none is intact the error names the damaged file. The
 ``latest`` marker is only a hint for people: loading never trusts it.
 """
@@ -26,6 +27,7 @@ MANIFEST = "manifest.json"
 ENGINE = "engine.json"
 LATEST = "latest"
 PREFIX = "epoch_"
+STEP_PREFIX = "step_"
 
 Warn = Callable[[str], None]
 
@@ -54,10 +56,26 @@ def _digest(data: bytes) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    epoch: int
+    epoch: int  # the last epoch completed (-1: none)
     folder: Path
     nodes: dict[int, bytes]
     engine: dict[str, Any]
+    step: int = 0  # steps of epoch ``epoch + 1`` done (0: an epoch's checkpoint)
+
+
+def folder_name(epoch: int, step: int = 0) -> str:
+    """``epoch_NNNNN`` after epoch ``epoch``; ``step_NNNNN_KKKKKKK`` after ``step`` steps of the next one."""
+    return f"{PREFIX}{epoch:05d}" if step == 0 else f"{STEP_PREFIX}{epoch + 1:05d}_{step:07d}"
+
+
+def _order(name: str) -> tuple[int, int] | None:
+    """(epoch being trained, steps done) of a checkpoint folder's name: newer is larger (None: not one)."""
+    if name.startswith(PREFIX) and name[len(PREFIX):].isdigit():
+        return int(name[len(PREFIX):]) + 1, 0
+    parts = name[len(STEP_PREFIX):].split("_") if name.startswith(STEP_PREFIX) else []
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        return int(parts[0]), int(parts[1])
+    return None
 
 
 class Damaged(Exception):
@@ -73,12 +91,13 @@ class CheckpointStore:
         self.warn = warn
 
     # ---- writing ------------------------------------------------------------------------------
-    def save(self, epoch: int, nodes: dict[int, bytes], engine: dict[str, Any]) -> Path:
+    def save(self, epoch: int, nodes: dict[int, bytes], engine: dict[str, Any], *, step: int = 0) -> Path:
+        """After epoch ``epoch`` (``step`` 0), or after ``step`` steps of epoch ``epoch + 1``."""
         try:
             private_dir(self.root)
         except OSError as exc:
             raise RunDirError(f"cannot create {self.root}: {exc.strerror or exc}") from None
-        name = f"{PREFIX}{epoch:05d}"
+        name = folder_name(epoch, step)
         final, tmp = self.root / name, self.root / f".tmp_{name}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -91,7 +110,7 @@ class CheckpointStore:
         try:
             for fname, data in files.items():
                 write_bytes(tmp / fname, data)
-            manifest = {"epoch": epoch, "files": {f: _digest(d) for f, d in files.items()}}
+            manifest = {"epoch": epoch, "step": step, "files": {f: _digest(d) for f, d in files.items()}}
             write_bytes(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
             _fsync_dir(tmp)
             shutil.rmtree(final, ignore_errors=True)
@@ -112,11 +131,7 @@ class CheckpointStore:
         """Checkpoint folders, newest first (by the epoch in the name)."""
         if not self.root.is_dir():
             return []
-        found = []
-        for p in self.root.iterdir():
-            suffix = p.name[len(PREFIX):]
-            if p.name.startswith(PREFIX) and suffix.isdigit() and p.is_dir():
-                found.append((int(suffix), p))
+        found = [(key, p) for p in self.root.iterdir() if (key := _order(p.name)) is not None and p.is_dir()]
         return [p for _, p in sorted(found, reverse=True)]
 
     def latest_name(self) -> str | None:
@@ -146,6 +161,7 @@ class CheckpointStore:
             manifest = json.loads((folder / MANIFEST).read_bytes())
             listed = manifest["files"]
             epoch = int(manifest["epoch"])
+            step = int(manifest.get("step", 0))
         except FileNotFoundError:
             raise Damaged(f"checkpoint {folder} has no {MANIFEST}") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -167,4 +183,4 @@ class CheckpointStore:
         engine = json.loads(blobs.pop(ENGINE))
         nodes = {int(f[len("node_"):-len(".pt")]): d for f, d in blobs.items()
                  if f.startswith("node_") and f.endswith(".pt")}
-        return Checkpoint(epoch, folder, nodes, engine)
+        return Checkpoint(epoch, folder, nodes, engine, step)

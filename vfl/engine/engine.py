@@ -2,7 +2,8 @@
 
 It knows no algorithm: it asks the strategy for the layout and the per-epoch logic, counts bytes
 through the grid, turns privacy events into (epsilon, delta) with the accountant, and leaves a
-checkpoint and a metrics line after every epoch. A dead host is restarted from the last
+checkpoint and a metrics line after every epoch (and with ``train.checkpoint_every_steps`` a checkpoint
+after every N steps inside one, ``vfl/engine/step_checkpoint.py``). A dead host is restarted from the last
 checkpoint when ``train.on_failure`` is ``restart`` (``vfl/engine/recovery.py``). Before an epoch's first
 message leaves, its privacy events are made durable in the write-ahead ledger
 (``vfl/privacy/accounting/wal.py``), so a restart or resume charges the releases of a failed attempt.
@@ -20,9 +21,11 @@ from tqdm.auto import tqdm
 
 from vfl.core.errors import PartyFailure
 from vfl.data.dataset import DataSource
-from vfl.engine.recovery import Recovery, Snapshot, epoch_or_none
+from vfl.engine.progress import Phase, StepLines
+from vfl.engine.recovery import MidEpoch, Recovery, Snapshot, epoch_or_none
 from vfl.engine.rundir import RunDir
 from vfl.engine.schema import RunConfig
+from vfl.engine.step_checkpoint import save_mid_epoch
 from vfl.engine.strategy import STRATEGIES, Strategy
 from vfl.engine.summary import label_charge, run_summary
 from vfl.privacy.accounting.budget import stop_after, stop_before
@@ -70,6 +73,8 @@ class Engine:
                          if run_dir is not None else ReleaseLedger())  # the writer: a torn tail is cut here
         self.recovery = Recovery(cfg, self.releases)  # its restarts and resumes are the ledger's records
         self.snapshot: Snapshot | None = None  # what a restart returns to
+        self.mid: MidEpoch | None = None  # where the next epoch starts when a checkpoint left it mid-way
+        self._last_record: dict[str, Any] | None = None  # the last committed epoch's metrics row
         self.stopped: dict[str, Any] | None = None  # why the run ended early (privacy.epsilon_budget)
         self.extras: dict[str, Any] | None = None  # the strategy's end-of-run extras, asked once (``_party_reports``)
 
@@ -81,14 +86,16 @@ class Engine:
         self.groups = place(self.strategy.layout(), self.cfg.transport,
                             server_profile=self.strategy.server_profile)  # the runtime packs nodes into actors
         factory = NodeFactory(type(self.strategy), self.cfg, self.data)
-        while True:
-            try:
-                self.transport.start(self.groups, factory, threads=torch_threads(self.cfg.train, self.transport.kind))
-                break
-            except PartyFailure as exc:  # a host died while starting: start again (train.on_failure, its budget)
-                self.recovery.admit(exc, epoch=-1)
-                self.releases.note_restore(reason="restart", checkpoint_epoch=None, charged=[],
-                                           failure=self.recovery.failure)
+        with Phase(f"starting {sum(len(g.specs) for g in self.groups)} nodes in {len(self.groups)} host(s)"):
+            while True:
+                try:
+                    self.transport.start(self.groups, factory,
+                                         threads=torch_threads(self.cfg.train, self.transport.kind))
+                    break
+                except PartyFailure as exc:  # a host died while starting: start again (train.on_failure, its budget)
+                    self.recovery.admit(exc, epoch=-1)
+                    self.releases.note_restore(reason="restart", checkpoint_epoch=None, charged=[],
+                                               failure=self.recovery.failure)
         self.grid = Grid(self.transport, self.groups, self.ledger)
         while True:
             try:
@@ -133,8 +140,11 @@ class Engine:
         self.releases.note_restore(reason="resume", checkpoint_epoch=epoch, charged=charged)  # `resumes`
         if ckpt is None:
             return 0, history, 0.0
+        self.strategy.load_driver_state(state.get("driver") or {})
+        self._last_record = history[-1] if history else None
+        self.mid = MidEpoch.of(ckpt.epoch + 1, ckpt.step, state)
         self.snapshot = Snapshot(ckpt.epoch, ckpt.nodes, state["ledger"], self._accountant_json(),
-                                 covered=self.releases.last_seq)
+                                 covered=self.releases.last_seq, mid=self.mid, driver=state.get("driver") or {})
         return ckpt.epoch + 1, history, float(state.get("wall_s", 0.0))
 
     def restore_snapshot(self, snapshot: Snapshot) -> None:
@@ -150,6 +160,8 @@ class Engine:
                                    failure=self.recovery.failure)
         # a later restore to the same snapshot starts from what is charged now (nothing twice)
         self.snapshot = replace(snapshot, accountant=self._accountant_json(), covered=self.releases.last_seq)
+        self.mid = snapshot.mid  # a snapshot taken inside an epoch: the redo starts after its steps
+        self.strategy.load_driver_state(snapshot.driver)
         timeout = float(self.cfg.transport.round_timeout_s)  # a hung host: dead after this, not a fixed 120 s
         grid.count_rows(self.transport.restart(snapshot.nodes, timeout_s=timeout))  # what live hosts sent before dying
         self.protocol_setup(grid)  # fresh signing keys, alignment and SecAgg keys for the rebuilt nodes
@@ -179,7 +191,8 @@ class Engine:
             self._save_views(replaced_after=epoch - 1, reason="resume")
         if self.snapshot is None and self.recovery.enabled:  # a failure in epoch 0 restarts from here
             self.snapshot = Snapshot(-1, self.transport.get_state(), _copy(self.ledger.state()),
-                                     self._accountant_json(), covered=self.releases.last_seq)
+                                     self._accountant_json(), covered=self.releases.last_seq,
+                                     driver=self.strategy.driver_state())
         if self.on_started is not None:
             self.on_started(self)
         t_run = time.perf_counter() - wall_offset
@@ -207,6 +220,7 @@ class Engine:
                     failed = exc
                     continue
                 history.append(record)
+                self._last_record = record
                 outer.update(1)
                 outer.set_postfix({k: f"{record[k]:.3f}" for k in ("train_loss", "test_acc")
                                    if record.get(k) is not None})
@@ -242,27 +256,37 @@ class Engine:
         ledger = _copy(self.ledger.state())
         accountant = self._accountant_json()
         covered = self.releases.last_seq  # every release so far is committed (this epoch) or charged
+        driver = self.strategy.driver_state()
         if self.run_dir is not None:
             self._save_views()  # before the checkpoint: a kill in between leaves views a resume flags
             self.run_dir.save_checkpoint(epoch, nodes, {
                 "epoch": epoch, "ledger": ledger, "wall_s": record["wall_s"], "accountant": accountant,
                 "privacy_ledger_seq": covered, "recovery": self.recovery.state(), "record": record,
-                "history": [*history, record]})
+                "history": [*history, record], "driver": driver})
             self.run_dir.append_metrics(record)
         if self.recovery.enabled:
-            self.snapshot = Snapshot(epoch, nodes, ledger, accountant, covered=covered)
+            self.snapshot = Snapshot(epoch, nodes, ledger, accountant, covered=covered, driver=driver)
 
     def _no_bar(self) -> bool | None:
         return None if self.progress is None else not self.progress  # None: auto (only on a terminal)
 
     def _run_epoch(self, grid: Grid, epoch: int, steps: int, t_run: float) -> dict[str, Any]:
         cfg = self.cfg
-        self.ledger.start_epoch()
-        t0 = time.perf_counter()
-        with tqdm(total=steps or None, desc=f"epoch {epoch}", unit="batch", leave=False,
-                  disable=self._no_bar()) as bar:
-            done = 0
+        mid, self.mid = (self.mid, None) if self.mid is not None and self.mid.epoch == epoch else (None, self.mid)
+        if mid is None:
+            self.ledger.start_epoch()
+        else:  # after a mid-epoch checkpoint: its steps are done, their bytes and seconds counted
+            mid.restore(self.ledger)
+            self.strategy.start_at(epoch, mid.step)
+        t0 = time.perf_counter() - (mid.train_s if mid is not None else 0.0)
+        every = cfg.train.checkpoint_every_steps if self.strategy.step_checkpoints else 0
+        saving = every and (self.run_dir is not None or self.recovery.enabled)
+        with tqdm(total=steps or None, initial=mid.step if mid else 0, desc=f"epoch {epoch}", unit="batch",
+                  leave=False, disable=self._no_bar()) as bar:
+            done = mid.step if mid is not None else 0
+            covered = self.releases.last_seq  # a mid-epoch checkpoint charges none of this epoch's releases
             seq = self._write_ahead(epoch)
+            lines = StepLines(epoch, cfg.train.epochs, steps, first=done)  # in a log: a line every 20 s
 
             def progress(n: int = 1) -> None:
                 nonlocal done
@@ -270,8 +294,12 @@ class Engine:
                 done += n
                 if seq:  # a dropout may have lowered the parties summed: the cost of what left grew
                     self.releases.amend(seq, self.strategy.privacy_events(epoch=epoch))
+                if saving and done % every == 0 and done < steps:
+                    save_mid_epoch(self, epoch, done, covered=covered, train_s=time.perf_counter() - t0,
+                                   wall_s=time.perf_counter() - t_run)
                 if self.on_step is not None:
                     self.on_step(epoch, done, self)
+                lines(done)
 
             train = self.strategy.train_epoch(grid, epoch=epoch, progress=progress)
         train_s = time.perf_counter() - t0
@@ -279,8 +307,10 @@ class Engine:
         record.update(train)
         last = epoch == cfg.train.epochs - 1
         if last or (epoch + 1) % cfg.train.eval_every == 0:
-            record.update(self.strategy.evaluate(grid, epoch=epoch))
-        record.update(self.strategy.epoch_metrics(grid, epoch=epoch))
+            with Phase(f"epoch {epoch + 1}/{cfg.train.epochs}: evaluation"):
+                record.update(self.strategy.evaluate(grid, epoch=epoch))
+        with Phase(f"epoch {epoch + 1}/{cfg.train.epochs}: end-of-epoch metrics ({self.strategy.name})"):
+            record.update(self.strategy.epoch_metrics(grid, epoch=epoch))
         for key in ("train_loss", "train_acc", "test_acc"):
             record.setdefault(key, None)
         tot = self.ledger.epoch_totals("train")

@@ -17,7 +17,7 @@ killed or gave up before its next checkpoint; each says how many releases it cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vfl.core.errors import PartyFailure
@@ -33,14 +33,51 @@ def on_failure_mode(cfg: RunConfig) -> str:
 
 
 @dataclass(frozen=True)
+class MidEpoch:
+    """Where an epoch stopped: ``step`` steps of ``epoch`` done; ``driver`` the strategy's driver state then,
+    ``ledger`` the epoch's byte counters, ``train_s`` its training seconds."""
+
+    epoch: int
+    step: int
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def driver(self) -> dict[str, Any]:
+        return dict(self.fields.get("driver") or {})
+
+    @property
+    def train_s(self) -> float:
+        return float(self.fields.get("epoch_train_s") or 0.0)
+
+    def engine_fields(self) -> dict[str, Any]:
+        """What ``engine.json`` of the checkpoint adds for the epoch in progress."""
+        return {"epoch_ledger": self.fields.get("epoch_ledger", {}), "epoch_train_s": self.train_s}
+
+    @classmethod
+    def of(cls, epoch: int, step: int, engine: dict[str, Any]) -> MidEpoch | None:
+        """The epoch in progress of a loaded checkpoint's ``engine.json`` (None: an epoch's checkpoint)."""
+        if not step:
+            return None
+        return cls(epoch, step, {"driver": engine.get("driver") or {}, "epoch_ledger": engine.get("epoch_ledger") or {},
+                                 "epoch_train_s": engine.get("epoch_train_s") or 0.0})
+
+    def restore(self, ledger: Any) -> None:
+        """The epoch's byte counters back into the ledger (the driver's state is loaded with the nodes')."""
+        ledger.load_epoch_state(self.fields.get("epoch_ledger") or {})
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """What a restart returns to: the state after ``epoch`` (-1: after set-up, before epoch 0)."""
+    """What a restart returns to: the state after ``epoch`` (-1: after set-up, before epoch 0), or with
+    ``mid`` after that many steps of the next epoch (``train.checkpoint_every_steps``)."""
 
     epoch: int
     nodes: dict[int, bytes]
     ledger: dict[str, Any]
     accountant: str | None
     covered: int = 0  # the newest write-ahead release ``accountant`` already charges
+    mid: MidEpoch | None = None
+    driver: dict[str, Any] = field(default_factory=dict)  # the strategy's driver state then
 
 
 def _traffic(ledger_state: dict[str, Any]) -> dict[str, int]:

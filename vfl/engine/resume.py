@@ -19,6 +19,7 @@ SAFE_KEYS = (
     "train.eval_every",
     "train.eval_batch_size",
     "train.log_every_steps",  # how the steps' losses are averaged for the plot, not what trained
+    "train.checkpoint_every_steps",  # how often the state is saved, not what it computes
     "train.threads_per_actor",
     "train.on_failure",
     "train.max_restarts",

@@ -306,8 +306,9 @@ class RunDir:
         write_atomic(self.path / SUMMARY, json.dumps(_clean(summary), indent=2).encode())
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def save_checkpoint(self, epoch: int, nodes: dict[int, bytes], engine: dict[str, Any]) -> Path:
-        return self.checkpoints.save(epoch, nodes, _clean(engine))
+    def save_checkpoint(self, epoch: int, nodes: dict[int, bytes], engine: dict[str, Any], *, step: int = 0) -> Path:
+        """After epoch ``epoch``, or (``step`` > 0) after ``step`` steps of epoch ``epoch + 1``."""
+        return self.checkpoints.save(epoch, nodes, _clean(engine), step=step)
 
     def load_checkpoint(self) -> Checkpoint | None:
         """The newest intact checkpoint (see ``CheckpointStore.load_latest``)."""

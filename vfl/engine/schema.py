@@ -63,6 +63,7 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
     _check_colluders(cfg)
     _check_local_steps(cfg, strategy_cls)
     _check_lr_schedule(cfg, strategy_cls)
+    _check_step_checkpoints(cfg, strategy_cls)
     _check_attack(cfg)
     check_placement(cfg, server_profile=str(strategy_cls.server_profile))
     check_conflicts(cfg)  # vfl/config/conflicts.py: pairs of keys refused, or a warning naming which wins
@@ -118,6 +119,14 @@ def _check_lr_schedule(cfg: RunConfig, strategy_cls: Any) -> None:
         key = "train.lr_schedule" if t.lr_schedule != "constant" else "train.warmup_steps"
         raise ConfigError(key, f"strategy {cfg.strategy!r} trains with a constant train.lr; lr schedules and "
                           "warmup: the split-LLM strategies (sap, p3eft, split-lora, dcor, pslf, head-only)")
+
+
+def _check_step_checkpoints(cfg: RunConfig, strategy_cls: Any) -> None:
+    n = cfg.train.checkpoint_every_steps
+    if n and not getattr(strategy_cls, "step_checkpoints", False):
+        raise ConfigError("train.checkpoint_every_steps", f"got {n}; strategy {cfg.strategy!r} checkpoints at the "
+                          "end of each epoch only (set 0); mid-epoch checkpoints: p3eft, split-lora, dcor, pslf, "
+                          "head-only, ushape-lora, ushape-p3eft")
 
 
 def _check_attack(cfg: RunConfig) -> None:

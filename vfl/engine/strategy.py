@@ -58,10 +58,15 @@ class Strategy(ABC):
     supports_missing: ClassVar[bool] = False
     """Trains on tabular features with missing values (NaN cells, e.g. trees that route them); the others
     refuse such a dataset in one line before anything starts (``vfl/engine/data_support.py``)."""
+    step_checkpoints: ClassVar[bool] = False
+    """Whether ``train.checkpoint_every_steps`` applies: ``train_epoch`` runs ``epoch_steps(epoch)`` (so it can
+    start after a mid-epoch checkpoint), the nodes are quiet after each ``progress`` call, their ``state``
+    holds what they sum over an epoch, and so does ``driver_state`` for the driver."""
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
         self.params = cfg.params
+        self._first_step: tuple[int, int] | None = None  # (epoch, step) a mid-epoch checkpoint resumes at
 
     @classmethod
     def validate_config(cls, cfg: RunConfig) -> None:
@@ -114,6 +119,25 @@ class Strategy(ABC):
     def steps_per_epoch(self) -> int:
         """Batches per epoch (for progress bars)."""
         return 0
+
+    def start_at(self, epoch: int, step: int) -> None:
+        """The next ``train_epoch(epoch)`` starts at ``step`` (a resume from a mid-epoch checkpoint)."""
+        self._first_step = (epoch, step)
+
+    def epoch_steps(self, epoch: int) -> range:
+        """The steps ``train_epoch(epoch)`` runs: every one, or those after a mid-epoch checkpoint's."""
+        first = 0
+        if self._first_step is not None and self._first_step[0] == epoch:
+            first = self._first_step[1]
+        self._first_step = None
+        return range(first, self.steps_per_epoch())
+
+    def driver_state(self) -> dict[str, Any]:
+        """What the driver keeps between steps and epochs (JSON-able), saved with every checkpoint."""
+        return {}
+
+    def load_driver_state(self, state: dict[str, Any]) -> None:
+        """Restore ``driver_state`` (a resume)."""
 
     def privacy_events(self, *, epoch: int) -> list[Any]:
         """Privacy events released during ``epoch`` (for the accountant)."""

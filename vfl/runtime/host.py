@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
-import torch
 from flwr.common import Message
 
 from vfl.core.errors import ProtocolError, VFLError
@@ -24,6 +23,7 @@ from vfl.runtime.devices import ray_gpu_ids
 from vfl.runtime.faults import FaultPlan
 from vfl.runtime.message import BROADCAST, Wire, decode
 from vfl.runtime.node import Node, NodeSpec, state_from_bytes, state_to_bytes
+from vfl.runtime.threads import set_compute_threads
 from vfl.runtime.transport.socket.host import ChainHost
 from vfl.runtime.views import ViewLog
 
@@ -48,7 +48,7 @@ class NodeHost(ChainHost):
         self.in_driver = in_driver  # an in-process host shares the driver: no thread change, no exit
         self.faults: FaultPlan | None = None
         if threads > 0 and not in_driver:
-            torch.set_num_threads(threads)
+            set_compute_threads(threads)  # torch and the BLAS pools (vfl/runtime/threads.py)
         self.specs = list(specs)
         self.build = build
         self.outbox: list[tuple[int, int, str, str, int, int]] = []  # wires produced in pipelined mode

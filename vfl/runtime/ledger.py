@@ -120,6 +120,17 @@ class CommLedger:
         self._epoch = defaultdict(Counter)
         self.by_round = {}
 
+    def epoch_state(self) -> dict[str, list[int]]:
+        """The epoch in progress's counters (a mid-epoch checkpoint keeps them: ``load_epoch_state``)."""
+        return {"|".join(k): [c.bytes, c.payload, c.messages] for k, c in self._epoch.items()}
+
+    def load_epoch_state(self, state: dict[str, list[int]]) -> None:
+        """Continue an epoch whose first steps a checkpoint counted (``epoch_state``)."""
+        self.start_epoch()
+        for key, (nbytes, payload, messages) in state.items():
+            phase, direction = key.split("|")
+            self._epoch[(phase, direction)] = Counter(int(nbytes), int(payload), int(messages))
+
     def epoch_totals(self, phase: str = "train") -> dict[str, int]:
         up, down = self._epoch[(phase, UP)], self._epoch[(phase, DOWN)]
         return {

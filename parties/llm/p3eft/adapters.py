@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,6 +32,32 @@ from parties.llm.common.selfcheck import check_same, model_output, probe_batch
 from vfl.core.errors import ProtocolError
 
 Adapter = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A training forward's graph kept for the step's backprop (``LoraEncoder.forward(keep=...)``)."""
+
+    key: Hashable
+    ids: torch.Tensor
+    lengths: torch.Tensor
+    types: torch.Tensor | None
+    h: torch.Tensor
+    versions: tuple[int, ...]
+
+    def serves(self, key: Hashable, ids: torch.Tensor, lengths: torch.Tensor, types: torch.Tensor | None,
+               adapter: Mapping[str, Any], server: LoraEncoder) -> bool:
+        """Is this graph the backprop's: the same key and inputs, and the slots still hold ``adapter``,
+        untouched since (their version counters), so its gradient is the one a fresh forward gives?"""
+        if key != self.key or not torch.equal(ids, self.ids) or not torch.equal(lengths, self.lengths):
+            return False
+        if (types is None) != (self.types is None) or (types is not None and self.types is not None
+                                                          and not torch.equal(types, self.types)):
+            return False
+        if server._versions() != self.versions or set(adapter) != set(server.slots):
+            return False
+        return all(torch.equal(torch.as_tensor(adapter[n]).to(p.device, p.dtype).reshape(p.shape), p.detach())
+                   for n, p in server.slots.items())
 
 
 def adapter_shapes(model_config: Any, spec: LoraSpec, *, stack: str = "encoder") -> dict[str, tuple[int, ...]]:
@@ -96,6 +123,7 @@ class LoraEncoder:
         self.micro_batch = micro_batch  # rows per forward/backward (0: the whole batch); exact either way
         self.batched_vjp = batched_vjp  # k pieces' VJPs in one vmapped backward (False: one backward each)
         self.passes = 0  # forward passes run (the cost the shared forward of backprop_many saves)
+        self._kept: Kept | None = None  # the last training forward's graph, for the backprop that follows it
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -169,9 +197,33 @@ class LoraEncoder:
         """``rows`` in micro-batches of ``micro_batch`` (0: one chunk)."""
         return list(rows.split(self.micro_batch)) if self.micro_batch else [rows]
 
+    def kept_key(self) -> Hashable | None:
+        """The key of the training forward whose graph is kept (None: none is)."""
+        return None if self._kept is None else self._kept.key
+
+    def keeps_graphs(self, rows: int) -> bool:
+        """Whether a training forward of ``rows`` rows keeps its graph for the step's backprop: only where
+        that backprop would run the same computation (float32 weights, not quantized: a bf16/fp16/NF4
+        server backprops in float32) in one pass (``micro_batch`` off or at least the batch: a kept graph
+        of the whole batch would defeat the bound micro-batches set on activation memory)."""
+        return (bool(self.slots) and self.dtype == torch.float32 and not self.quantized
+                and (not self.micro_batch or self.micro_batch >= rows))
+
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any] | None,
-                types: torch.Tensor | None = None) -> torch.Tensor:
+                types: torch.Tensor | None = None, keep: Hashable | None = None) -> torch.Tensor:
+        """h(x, θ) for ``adapter``. ``keep``: a training forward's key (epoch, step, adapter set): where
+        ``keeps_graphs``, its graph is kept for ``backprop_many`` with the same key (one pending step: a
+        later forward or a load of other adapters drops it), so the step runs one forward, as a
+        single-process trainer does, not two."""
         self.load(adapter)
+        self._kept = None
+        if keep is not None and self.keeps_graphs(len(ids)):
+            width = max(1, int(lengths.max()))
+            with torch.enable_grad():
+                h = self.activations(ids[:, :width], lengths, None if types is None else types[:, :width])
+            self.passes += 1
+            self._kept = Kept(keep, ids, lengths, types, h, self._versions())
+            return h.detach()
         out = []
         with torch.no_grad():
             for rows in self._chunks(torch.arange(len(ids))):
@@ -187,13 +239,20 @@ class LoraEncoder:
         return self.backprop_many(ids, lengths, adapter, g.unsqueeze(0), types=types)[0]
 
     def backprop_many(self, ids: torch.Tensor, lengths: torch.Tensor, adapter: Mapping[str, Any],
-                      pieces: torch.Tensor, types: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]]:
-        """(∂h/∂θ)^T ĝ_j for each piece of ``pieces`` (k, B, d). Rows where a piece is zero contribute
+                      pieces: torch.Tensor, types: torch.Tensor | None = None, keep: Hashable | None = None
+                      ) -> list[dict[str, torch.Tensor]]:
+        """(∂h/∂θ)^T ĝ_j for each piece of ``pieces`` (k, B, d). With ``keep``, the graph the training forward
+        of that key kept is used when it is of these inputs and these adapters (``Kept.serves``) and every
+        piece touches every row: no second forward. Otherwise rows where a piece is zero contribute
         nothing (examples are independent in the encoder), so only the others are run: exact. Pieces
         that touch the same rows (m >= 2) share one forward and one batched backward per micro-batch
         (``batched_vjp``); pieces on disjoint rows (m = B) run their own rows only (one example each)."""
-        self.load(adapter)
         used = pieces.reshape(len(pieces), len(ids), -1).abs().sum(-1) > 0  # (k, B)
+        kept, self._kept = self._kept, None
+        if kept is not None and keep is not None and bool(used.all()) and kept.serves(keep, ids, lengths, types,
+                                                                                       adapter, self):
+            return self._vjp_kept(kept.h, pieces)
+        self.load(adapter)
         out = [{n: torch.zeros(p.shape, device=p.device) for n, p in self.slots.items()} for _ in pieces]
         union = torch.nonzero(used.any(0)).squeeze(1)
         if bool((used[:, union]).all()):  # every piece touches every row any piece touches
@@ -202,6 +261,20 @@ class LoraEncoder:
             for j in range(len(pieces)):
                 self._vjp(ids, lengths, torch.nonzero(used[j]).squeeze(1), pieces[j : j + 1], out[j : j + 1], types)
         return [{n: t.detach().cpu() for n, t in grads.items()} for grads in out]
+
+    def _versions(self) -> tuple[int, ...]:
+        """The LoRA slots' version counters: any write into them (``load``) changes one."""
+        return tuple(p._version for p in self.slots.values())
+
+    def _vjp_kept(self, h: torch.Tensor, pieces: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        """(∂h/∂θ)^T ĝ_j from a kept graph (freed after): one backward, batched over the k pieces."""
+        slots = list(self.slots.values())
+        cotangents = pieces.to(device=h.device, dtype=h.dtype)
+        if len(pieces) == 1:
+            grads: Any = [[g] for g in torch.autograd.grad(h, slots, grad_outputs=cotangents[0])]
+        else:
+            grads = torch.autograd.grad(h, slots, grad_outputs=cotangents, is_grads_batched=True)
+        return [{n: g[j].detach().cpu() for n, g in zip(self.slots, grads, strict=True)} for j in range(len(pieces))]
 
     def _vjp(self, ids: torch.Tensor, lengths: torch.Tensor, rows: torch.Tensor, pieces: torch.Tensor,
              out: list[dict[str, torch.Tensor]], types: torch.Tensor | None = None) -> None:

@@ -29,7 +29,7 @@ from parties.llm.common.metrics import confusion, glue_scores
 from parties.llm.common.tokens import encode
 from parties.llm.p3eft.adapters import init_adapters
 from parties.llm.p3eft.private_backprop import mix, mixing_weights, recombine, split_gradient
-from parties.llm.p3eft.regularizers import adversarial_loss, dcor_loss, fit_probe
+from parties.llm.p3eft.regularizers import adversarial_penalty, dcor_loss
 from parties.llm.p3eft.theta_cache import THETA, ThetaSender
 from parties.llm.p3eft.wire import (
     Kind,
@@ -252,9 +252,9 @@ class LlmClient(Node):
 
     def _regularizer(self, hs: list[torch.Tensor], y: torch.Tensor) -> torch.Tensor:
         r = self.recipe
-        if r.reg == "adversarial":
-            probes = [fit_probe(h, y, num_classes=self.num_classes, l2=r.probe_l2, steps=r.probe_steps) for h in hs]
-            return sum((adversarial_loss(h, y, probe=pr) for h, pr in zip(hs, probes, strict=True)), torch.zeros(()))
+        if r.reg == "adversarial":  # cross-fitted: each half's probe scored on the other half (regularizers.py)
+            return sum((adversarial_penalty(h, y, num_classes=self.num_classes, l2=r.probe_l2, steps=r.probe_steps)
+                        for h in hs), torch.zeros(()))
         if r.reg == "dcor":
             return sum((dcor_loss(h, y, num_classes=self.num_classes) for h in hs), torch.zeros(()))
         return torch.zeros(())
@@ -360,6 +360,11 @@ class LlmClient(Node):
             "g_rms": dict(self.g_rms)}
         if self.recipe.label_epsilon is not None:  # PSLF's labels were randomized once: keep them
             out["y_used"] = torch.from_numpy(self.y_used.copy())
+        # what the epoch in progress summed so far (a mid-epoch checkpoint: train.checkpoint_every_steps)
+        out["epoch"] = {"stats": {ph: list(v) for ph, v in self.stats.items()}, "step_losses": list(self.step_losses),
+                        "confusion": {ph: torch.from_numpy(c.copy()) for ph, c in self.confusion.items()}}
+        if self.recipe.adapters == 0:  # head-only: the frozen features fetched so far
+            out["cache"] = {ph: torch.from_numpy(c.copy()) for ph, c in self.cache.items()}
         return out
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -377,3 +382,10 @@ class LlmClient(Node):
         self.g_rms = {int(k): float(v) for k, v in state.get("g_rms", {}).items()}
         if "y_used" in state:  # the labels randomized once: a resume must not draw (and leak) them again
             self.y_used = state["y_used"].numpy().astype(np.int64)
+        if "epoch" in state:
+            sums = state["epoch"]
+            self.stats = {ph: list(v) for ph, v in sums["stats"].items()}
+            self.step_losses = [float(v) for v in sums["step_losses"]]
+            self.confusion = {ph: c.numpy().astype(np.int64) for ph, c in sums["confusion"].items()}
+        if "cache" in state:
+            self.cache = {ph: c.numpy().astype(np.float32) for ph, c in state["cache"].items()}

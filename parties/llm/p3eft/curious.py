@@ -123,6 +123,16 @@ class Curious:
         if (epoch, step) not in per and tensors:
             per[(epoch, step)] = Seen(ids.clone(), lengths.clone(), {k: torch.as_tensor(v).clone() for k, v in tensors.items()})
 
+    def state(self) -> dict[str, Any]:
+        """What it keeps, as a checkpoint holds it (tensors, lists, ints)."""
+        return {"seen": [[a, e, t, seen.ids, seen.lengths, dict(seen.adapter), seen.attacked]
+                         for a, per in sorted(self.seen.items()) for (e, t), seen in sorted(per.items())]}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.seen = {}
+        for a, e, t, ids, lengths, adapter, attacked in state.get("seen", []):
+            self.seen.setdefault(int(a), {})[(int(e), int(t))] = Seen(ids, lengths, dict(adapter), bool(attacked))
+
     def _targets(self) -> list[int]:
         spe = self.steps_per_epoch
         return sorted({int(round(x)) for x in np.linspace(0, max(spe - 4, 0), self.steps)}) if self.steps else []

@@ -58,6 +58,14 @@ class Observed:
     rows: list[np.ndarray] = field(default_factory=list)
     keys: list[np.ndarray] = field(default_factory=list)
 
+    def state(self) -> dict[str, list[torch.Tensor]]:
+        """What is not drained yet (a mid-epoch checkpoint keeps it: the epoch's leak is scored on all of it)."""
+        return {"rows": [torch.from_numpy(r) for r in self.rows], "keys": [torch.from_numpy(k) for k in self.keys]}
+
+    def load(self, state: dict[str, list[torch.Tensor]]) -> None:
+        self.rows = [r.numpy() for r in state.get("rows", [])]
+        self.keys = [k.numpy() for k in state.get("keys", [])]
+
     def add(self, rows: np.ndarray, *, epoch: int, step: int, adapter: int, index: np.ndarray) -> None:
         self.rows.append(np.asarray(rows, dtype=np.float32))
         k = np.zeros((len(index), 4), dtype=np.int64)
@@ -111,7 +119,8 @@ class ModelServer(Node):
             tag = read_step(m)
             ids, lengths = read_inputs(m)
             adapter = self._adapter(m, tag.adapter)
-            out_h = self.model.forward(ids, lengths, adapter, types=read_types(m))
+            keep = (tag.epoch, tag.step, tag.adapter) if train else None  # the step's backprop reuses the graph
+            out_h = self.model.forward(ids, lengths, adapter, types=read_types(m), keep=keep)
             h = out_h.cpu().numpy().astype(np.float32)
             self.calls["forward"] += 1
             if train:
@@ -138,7 +147,8 @@ class ModelServer(Node):
     @handles(Kind.TRAIN_BACKPROP)
     def on_backprop(self, messages: list[Message]) -> list[Message]:
         out = []
-        for m in messages:
+        kept = self.model.kept_key()  # the pieces of the adapter set whose forward graph is kept go first
+        for m in sorted(messages, key=lambda m: (read_step(m).epoch, read_step(m).step, read_step(m).adapter) != kept):
             tag = read_step(m)
             ids, lengths = read_inputs(m)
             adapter = self._adapter(m, tag.adapter)
@@ -151,7 +161,7 @@ class ModelServer(Node):
                 nz = np.flatnonzero(g.abs().sum(1).numpy() > 0)
                 self.gradients.add(g.numpy()[nz], epoch=tag.epoch, step=tag.step, adapter=tag.adapter, index=nz)
             for grads in self.model.backprop_many(ids, lengths, adapter, pieces,  # one forward for dense pieces
-                                                  types=read_types(m)):
+                                                  types=read_types(m), keep=(tag.epoch, tag.step, tag.adapter)):
                 for name, t in grads.items():
                     stacked.setdefault(name, []).append(t)
                 self.calls["backprop"] += 1
@@ -174,7 +184,16 @@ class ModelServer(Node):
         return [wire.reply(messages[-1], content=wire.records(**named))]
 
     def state(self) -> dict[str, Any]:
-        return {}  # stateless API: nothing to resume (the adapter copies are re-sent whole after a load)
+        """Stateless API: nothing about the client's training to resume (the adapter copies are re-sent whole
+        after a load); the observation log not drained yet and what the curious keep holds, so a resume from
+        a mid-epoch checkpoint scores the epoch's leakage on everything it saw."""
+        return {"activations": self.activations.state(), "gradients": self.gradients.state(),
+                "curious": self.curious.state() if self.curious is not None else {}}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.theta.forget()  # the client forgets what it sent too: the next request carries all of θ
+        if state:
+            self.activations.load(state.get("activations", {}))
+            self.gradients.load(state.get("gradients", {}))
+            if self.curious is not None:
+                self.curious.load(state.get("curious", {}))

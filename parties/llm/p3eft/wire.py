@@ -55,39 +55,27 @@ def step_record(t: StepTag) -> ConfigRecord:
     return wire.config(epoch=t.epoch, step=t.step, tag=t.tag, adapter=t.adapter)
 
 
-def _step_config(m: Message) -> ConfigRecord:
-    """The STEP record, read straight from the message (flwr's ``config_records`` view copies every
-    record); KeyError when absent, as the view's lookup."""
-    c = wire.record_of(m, Record.STEP, ConfigRecord)
-    if c is None:
-        raise KeyError(Record.STEP)
-    return c
-
-
 def read_step(m: Message) -> StepTag:
+    c = common.step_of(m)
     try:
-        c = _step_config(m)
         return StepTag(*(wire.config_int(c, k) for k in ("epoch", "step", "tag", "adapter")))
     except KeyError:
         raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step record") from None
 
 
-def request(kind: str, *, src: int, dst: int, phase: str, tag: StepTag, reply_to: str = "",
+def request(kind: str, *, src: int, dst: int, phase: str, tag: StepTag,
             records: Mapping[str, Mapping[str, np.ndarray]] | None = None,
             configs: Mapping[str, ConfigRecord] | None = None, **arrays: Mapping[str, np.ndarray]) -> Message:
     """A protocol message: the step record plus named array records (``inputs={"ids": ...}``, or
     ``records={Record.INPUTS: {...}}`` when the names are the vocabulary's constants) and ``configs``
     (more config records, e.g. the ``theta`` versions of an adapter delta)."""
-    named: dict[str, ArrayRecord | ConfigRecord] = {Record.STEP: step_record(tag), **(configs or {})}
-    named.update({k: wire.arrays(**v) for k, v in {**(records or {}), **arrays}.items()})
-    content = wire.records(**named)
-    return wire.make(kind, src=src, dst=dst, round=wire.round_tag(tag.epoch, tag.step, phase), content=content,
-                     reply_to=reply_to)
+    return common.send(kind, src=src, dst=dst, phase=phase, step=step_record(tag), records={**(records or {}), **arrays},
+                       configs=configs)
 
 
 def respond(to: Message, kind: str, **arrays: Mapping[str, np.ndarray]) -> Message:
     """The reply to ``to``: same round and step record, new arrays."""
-    content = wire.records(**{Record.STEP: _step_config(to)}, **{k: wire.arrays(**v) for k, v in arrays.items()})
+    content = wire.records(**{Record.STEP: common.step_of(to)}, **{k: wire.arrays(**v) for k, v in arrays.items()})
     return wire.reply(to, kind, content=content)
 
 

@@ -19,8 +19,9 @@ from flwr.common import Message
 from parties.llm.common.backbone import OptimizerFactory
 from parties.llm.common.metrics import confusion, glue_scores
 from parties.llm.common.tokens import encode
+from parties.llm.common.wire import pack
 from parties.llm.sap import cti
-from parties.llm.sap.split import BottomModel, build_bottom, pack
+from parties.llm.sap.split import BottomModel, build_bottom
 from parties.llm.sap.wire import VENDOR_ID, Kind, Mode, Record, read_step, send
 from vfl.core.errors import ProtocolError
 from vfl.core.rng import NodeNoise, NoiseSource, derive_seed

@@ -26,6 +26,7 @@ from torch import nn
 from parties.llm.common.arch import Arch, arch_of
 from parties.llm.common.backbone import pool
 from parties.llm.common.selfcheck import check_same, model_output, probe_batch, probe_mask
+from parties.llm.common.wire import pack, unpack
 from vfl.core.errors import ConfigError
 
 
@@ -190,19 +191,3 @@ def self_check(encoder: nn.Module, *, split: int, pooling: str | None, model_dir
     return check_same(split=lambda: split_output(encoder, split=split, pooling=how, ids=ids, lengths=lengths),
                       want=want, dtype=next(encoder.parameters()).dtype, model_dir=model_dir,
                       what=f"SAP's split at block {split}")
-
-
-def pack(h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """(B, L, d) padded -> (sum(lengths), d): only real tokens go on the wire."""
-    mask = torch.arange(h.shape[1], device=h.device).unsqueeze(0) < lengths.to(h.device).unsqueeze(1)
-    return h[mask]
-
-
-def unpack(flat: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(T, d) packed -> (B, max(lengths), d) zero-padded and the (B, L) attention mask."""
-    lengths = lengths.to(torch.long)
-    width = int(lengths.max()) if len(lengths) else 0
-    mask = torch.arange(width, device=flat.device).unsqueeze(0) < lengths.to(flat.device).unsqueeze(1)
-    out = flat.new_zeros(len(lengths), width, flat.shape[-1])
-    out[mask] = flat
-    return out, mask.to(torch.long)

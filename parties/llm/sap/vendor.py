@@ -20,8 +20,9 @@ from torch import nn
 
 from parties.llm.common.backbone import OptimizerFactory
 from parties.llm.common.lora import LoraSpec, inject_lora
+from parties.llm.common.wire import pack, unpack
 from parties.llm.sap.customer import Privatizer, resolve_eta, sanitize
-from parties.llm.sap.split import bottom_state, pack, split_encoder, unpack
+from parties.llm.sap.split import bottom_state, split_encoder
 from parties.llm.sap.wire import CUSTOMER_ID, Kind, Mode, Record, read_step, send, split_packed
 from vfl.attacks.attribute import PROBES, Probe, attacker_inference, transformer_attribute_inference
 from vfl.attacks.inversion import (

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-from flwr.common import ArrayRecord, ConfigRecord, Message
+from flwr.common import ConfigRecord, Message
 
 from parties.llm.common import wire as common
 from vfl.core.errors import ProtocolError
@@ -63,8 +63,8 @@ def step_config(*, epoch: int, step: int, mode: str = Mode.BATCH, offset: int = 
 
 def read_step(m: Message) -> tuple[int, int, str, int]:
     """(epoch, step, mode, offset) of a message."""
+    c = common.step_of(m)
     try:
-        c = m.content.config_records[Record.STEP]
         return (wire.config_int(c, "epoch"), wire.config_int(c, "step"), str(c["mode"]),
                 wire.config_int(c, "offset"))
     except KeyError:
@@ -76,12 +76,9 @@ def send(kind: str, *, src: int, dst: int, to: Message | None, phase: str, epoch
          **arrays: Mapping[str, np.ndarray]) -> Message:
     """A protocol message carrying named array records (``reps={"h": ..., "lengths": ...}``, or
     ``records={Record.REPS: {...}}`` when the names are the vocabulary's constants)."""
-    named: dict[str, ArrayRecord | ConfigRecord] = {
-        Record.STEP: step_config(epoch=epoch, step=step, mode=mode, offset=offset)}
-    named.update({name: wire.arrays(**arrs) for name, arrs in {**(records or {}), **arrays}.items()})
-    content = wire.records(**named)
-    return wire.make(kind, src=src, dst=dst, round=wire.round_tag(epoch, step, phase), content=content,
-                     reply_to=to.metadata.message_id if to is not None else "")
+    return common.send(kind, src=src, dst=dst, to=to, phase=phase,
+                       step=step_config(epoch=epoch, step=step, mode=mode, offset=offset),
+                       records={**(records or {}), **arrays})
 
 
 def split_packed(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:

@@ -121,7 +121,9 @@ def test_servers_never_receive_labels_head_or_gradients(monkeypatch, tiny_bert):
     slots = set(servers[0].model.slots)
     y = np.concatenate([src.dataset().y_train, src.dataset().y_test])
     for server in servers:
-        assert server.state() == {}
+        state = server.state()  # no training state of the client: its observation log (drained after the
+        assert set(state) == {"activations", "gradients", "curious"}  # epoch) and what the curious keep holds
+        assert state["activations"]["rows"] == [] and state["gradients"]["rows"] == []
         assert server.received and seen[server.node_id]  # the checks below see real traffic
         for entry in server.received:  # the server's own log of what it was sent
             assert entry.kind in {"train.forward", "train.backprop", "evaluate.forward", "query.log"}

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from parties.llm.causal.generate import generate
-from parties.llm.causal.ushape import real_mask
-from parties.llm.causal.wire import CLIENT_ID, SERVER_ID, Kind
+from parties.llm.ushape.generate import generate
+from parties.llm.ushape.parts import real_mask
+from parties.llm.ushape.wire import CLIENT_ID, SERVER_ID, Kind
 from simulations.data.source import ConfigDataSource
 from vfl.core.errors import ConfigError
 from vfl.engine.engine import Engine
@@ -43,7 +43,7 @@ def trained(llama):
 
 def _run_tapped(engine: Engine, seen: list):
     """Run with the server node's ``handle`` wrapped to keep what it receives."""
-    from parties.llm.causal.server import BodyServer
+    from parties.llm.ushape.server import BodyServer
 
     orig = BodyServer.handle
 
@@ -100,8 +100,8 @@ def test_the_wire_generations_are_the_parts_generations(trained):
 
 def test_the_trained_split_is_a_whole_model_with_merged_adapters(trained, llama):
     """Probe: the split's logits equal one causal LM whose blocks carry the three parts' trained adapters."""
-    from parties.llm.causal.ushape import load_causal_lm, split_causal_lm
     from parties.llm.common.lora import LoraSpec, inject_lora
+    from parties.llm.ushape.parts import load_causal_lm, split_causal_lm
 
     _, client, server, _ = trained
     lm = load_causal_lm(llama)

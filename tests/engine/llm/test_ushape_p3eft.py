@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from parties.llm.causal.private import PiecesClient, PieceServer
-from parties.llm.causal.wire import CLIENT_ID, SERVER_ID, Kind
+from parties.llm.ushape.private import PiecesClient, PieceServer
+from parties.llm.ushape.wire import CLIENT_ID, SERVER_ID, Kind
 from simulations.data.source import ConfigDataSource
 from tests.engine.llm.test_ushape import ushape_config
 from vfl.engine.engine import Engine
@@ -45,7 +45,7 @@ def run_tapped(cfg_dict: dict, server_cls) -> tuple:
 @pytest.fixture(scope="module")
 def pair(llama):
     """The same 2-epoch run as ushape-lora (control) and ushape-p3eft."""
-    from parties.llm.causal.server import BodyServer
+    from parties.llm.ushape.server import BodyServer
 
     base = ushape_config(llama, epochs=2, gen_samples=2)
     plain = run_tapped(base, BodyServer)

@@ -7,7 +7,7 @@ holds (the pretrained model: it owns it; the messages of a tapped run).
 2. Labels: no label, logit or dLoss/dlogits crosses the wire, but dLoss/d(body output) is a function of
    the response tokens. With ``tail_blocks 0`` (the tail is the final norm and the LM head) and the tail's
    pretrained weights (the adapters are zero at the first step) the server solves it for every label:
-   the U-shape hides the labels from the wire, not from the gradient (docs/llm.md); with a tail block
+   the U-shape hides the labels from the wire, not from the gradient (docs/llm-ushape.md); with a tail block
    (the bundled cut) the same holds, solved position by position from the end.
 """
 
@@ -18,11 +18,11 @@ import pytest
 import torch
 
 import strategies  # noqa: F401
-from parties.llm.causal.attacks import labels_from_gradient, labels_from_update, tokens_nearest
-from parties.llm.causal.instruct import IGNORE
-from parties.llm.causal.ushape import load_causal_lm, split_causal_lm
-from parties.llm.causal.wire import CLIENT_ID, SERVER_ID, Kind
-from parties.llm.sap.split import pack
+from parties.llm.common.wire import pack
+from parties.llm.ushape.attacks import labels_from_gradient, labels_from_update, tokens_nearest
+from parties.llm.ushape.instruct import IGNORE
+from parties.llm.ushape.parts import load_causal_lm, split_causal_lm
+from parties.llm.ushape.wire import CLIENT_ID, SERVER_ID, Kind
 from simulations.data.source import ConfigDataSource
 from tests.engine.llm.test_ushape import _run_tapped, ushape_config
 from vfl.engine.engine import Engine
@@ -80,7 +80,7 @@ def step0(seen) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def label_recovery(client, seen, model_dir: str, *, oracle_support: bool = False, tail_blocks: int = 0,
                    rows: int | None = None) -> float:
-    """The server's attack on step 0:0 (``parties/llm/causal/attacks.py:labels_from_gradient``), scored on the
+    """The server's attack on step 0:0 (``parties/llm/ushape/attacks.py:labels_from_gradient``), scored on the
     labelled positions (of the first ``rows`` rows). ``oracle_support``: the attacker is also told which
     positions are labelled (a piece of ``ushape-p3eft`` is non-zero everywhere)."""
     _, body, tail = split_causal_lm(load_causal_lm(model_dir), split=1, tail=tail_blocks)
@@ -111,7 +111,7 @@ def test_private_backprop_leaves_each_server_a_piece_that_names_no_response_toke
     """``ushape-p3eft`` (two model servers, each with one piece of the gradient): the same attack on each
     server's piece, even told the labelled positions, names about as many tokens as guessing
     (1 / vocabulary); the control is ``ushape-lora``'s single gradient."""
-    from parties.llm.causal.private import PieceServer
+    from parties.llm.ushape.private import PieceServer
     from tests.engine.llm.test_ushape_p3eft import run_tapped
 
     client, _, seen = tapped_run(llama, split=1, tail_blocks=0)
@@ -132,9 +132,9 @@ def theta_difference_recovery(model_dir: str, **params) -> float:
     pattern s are y_t = argmin_y (∂logits_t/∂θ · s)_y: one directional derivative of the server's own
     forward (body + pretrained tail) along s names every position's token. Scored on the labelled
     positions of step 0:0 (chance 1 / vocabulary)."""
-    from parties.llm.causal.build import build_parts
-    from parties.llm.causal.private import PieceServer, body_adapters
     from parties.llm.p3eft.wire import read_record
+    from parties.llm.ushape.build import build_parts
+    from parties.llm.ushape.private import PieceServer, body_adapters
     from strategies.ushape import UShapeP3eft
     from tests.engine.llm.test_ushape_p3eft import run_tapped
 
@@ -157,6 +157,6 @@ def theta_difference_recovery(model_dir: str, **params) -> float:
 def test_the_theta_difference_names_response_tokens_and_theta_noise_closes_it(llama):
     """What private backprop leaves: the body's adapters move by the recombined gradient. Without θ-noise
     the first update names ≈ 18 % of the response tokens (chance 0.25 %); θ + z with σ = 0.1 (lr 0.01),
-    about what guessing does (the utility cost is in docs/llm.md)."""
+    about what guessing does (the utility cost is in docs/llm-ushape.md)."""
     assert theta_difference_recovery(llama) > 0.08  # control
     assert theta_difference_recovery(llama, theta_noise=0.1) < 0.02

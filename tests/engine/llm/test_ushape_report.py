@@ -1,5 +1,5 @@
 """``vfl report`` / ``vfl attack ushape_leak`` on U-shaped runs with recorded views: the model server's
-attacks (``parties/llm/causal/attacks.py``) replayed on what it received, scored against the client's
+attacks (``parties/llm/ushape/attacks.py``) replayed on what it received, scored against the client's
 first batch. ``ushape-lora`` is the control (its gradient names every response token); ``ushape-p3eft``'s
 pieces name none; at split 0 without noise the head's release names every token."""
 

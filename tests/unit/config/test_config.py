@@ -54,3 +54,39 @@ def test_registry_refuses_duplicates():
         reg.add("a", 2)
     with pytest.raises(ConfigError, match="allowed: a"):
         reg.get("b")
+
+
+def test_a_declared_name_is_listed_at_once_and_imported_when_first_asked_for(tmp_path, monkeypatch):
+    """``Registry.declare``: the built-in strategies are listed without importing their modules
+    (strategies/__init__.py); ``get`` imports the module, which registers the object; a plugin may not
+    take a declared name."""
+    import sys
+
+    (tmp_path / "lazy_thing.py").write_text("import tests_lazy_registry as r\n@r.REG.register('late')\nclass Late:\n"
+                                            "    '''A late thing.'''\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg: Registry[type] = Registry("thing")
+    holder = type(sys)("tests_lazy_registry")
+    holder.REG = reg  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tests_lazy_registry", holder)
+    reg.declare("late", "lazy_thing")
+    assert "late" in reg and reg.names() == ["late"] and "lazy_thing" not in sys.modules
+    assert reg.loaded() == []
+    assert reg.help("late") == "A late thing." and "lazy_thing" in sys.modules
+    assert reg.get("late").__name__ == "Late" and reg.loaded() == ["late"]
+    with pytest.raises(ValueError, match="already registered"):
+        reg.declare("late", "elsewhere")
+    reg.declare("other", "lazy_other")
+    with pytest.raises(ValueError, match="already declared by lazy_other"):
+        reg.add("other", int)
+    monkeypatch.delitem(sys.modules, "lazy_thing")
+
+
+def test_the_built_in_strategies_are_declared_and_each_module_registers_its_names():
+    import strategies as builtin
+    from vfl.engine.strategy import STRATEGIES
+
+    assert set(builtin.BUILTIN) <= set(STRATEGIES.names())
+    for name, module in builtin.BUILTIN.items():
+        assert STRATEGIES.get(name).__module__ == module, name
+    assert len(builtin.BUILTIN) >= 12

@@ -97,7 +97,7 @@ def _llama_saved(tmp_path, *, layers, checkpointing, d=64, f=160, rank=4, batch=
 
 
 def test_docs_activation_formula(tmp_path):
-    """docs/llm.md's 7B arithmetic: per token and block, float32 (8d + 4f + 7r + 6) values kept without
+    """docs/llm-p3eft.md's 7B arithmetic: per token and block, float32 (8d + 4f + 7r + 6) values kept without
     checkpointing (all-linear LoRA of rank r), d with it (the block's input)."""
     d, f, rank, tokens = 64, 160, 4, 2 * 32
     for checkpointing, floats in ((False, 8 * d + 4 * f + 7 * rank + 6), (True, d)):

@@ -15,8 +15,9 @@ from parties.llm.common.arch import ALL_LINEAR, arch_of
 from parties.llm.common.backbone import load_encoder, load_tokenizer, pool
 from parties.llm.common.lora import inject_lora, lora_spec_for
 from parties.llm.common.tiny import ENCODERS, FAMILIES
+from parties.llm.common.wire import pack, unpack
 from parties.llm.p3eft.adapters import LoraEncoder, adapter_shapes
-from parties.llm.sap.split import bottom_state, build_bottom, pack, split_encoder, unpack
+from parties.llm.sap.split import bottom_state, build_bottom, split_encoder
 from tests.support.p3eft_step import check_private_backprop_step
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

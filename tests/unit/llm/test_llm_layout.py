@@ -62,4 +62,29 @@ def test_llm_nodes_and_drivers_take_message_kinds_from_their_wire_module():
 def test_one_package_per_algorithm_and_no_old_modules():
     llm = ROOT / "parties" / "llm"
     assert sorted(p.name for p in llm.iterdir() if p.suffix == ".py") == ["__init__.py"]
-    assert {p.name for p in llm.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {"causal", "common", "p3eft", "sap"}
+    assert {p.name for p in llm.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {"common", "p3eft", "sap", "ushape"}
+
+
+def _declared(name: str) -> list[str]:
+    """Strategy modules whose class bodies declare a field ``name`` (an annotated assignment)."""
+    return sorted({p.relative_to(ROOT).as_posix() for p in _sources("strategies") for node in ast.walk(ast.parse(p.read_text()))
+                   if isinstance(node, ast.ClassDef) for stmt in node.body
+                   if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name})
+
+
+def test_the_model_and_lora_parameters_are_declared_once():
+    """sap, ushape and the P3EFT family share one declaration (the U-shape narrows the help of two keys)."""
+    for key in ("allow_download", "dtype", "lora_rank", "lora_alpha", "lora_targets"):
+        assert _declared(key) == ["strategies/base/llm_params.py"], key
+    for key in ("model_dir", "max_len"):
+        assert _declared(key) == ["strategies/base/llm_params.py", "strategies/ushape.py"], key
+
+
+def test_one_packed_rows_codec_and_one_message_builder():
+    defs = [(p.relative_to(ROOT).as_posix(), n.name) for p in _sources("parties/llm", "strategies")
+            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.name in ("pack", "unpack")]
+    assert sorted(defs) == [("parties/llm/common/wire.py", "pack"), ("parties/llm/common/wire.py", "unpack")]
+    builders = sorted({p.relative_to(ROOT).as_posix() for p in _sources("parties/llm") for n in ast.walk(ast.parse(p.read_text()))
+                       if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "records"
+                       and isinstance(n.func.value, ast.Name) and n.func.value.id == "wire"})
+    assert "parties/llm/common/wire.py" in builders and not {"parties/llm/sap/wire.py", "parties/llm/ushape/wire.py"} & set(builders)

@@ -1,4 +1,4 @@
-"""``simulations.benchmarks.llm_memory``: docs/llm.md's 7B arithmetic as code, and the benchmark's path
+"""``simulations.benchmarks.llm_memory``: docs/llm-p3eft.md's 7B arithmetic as code, and the benchmark's path
 (a random Llama built from a config, the model server's forward and backprop per setting) on a tiny preset."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ GB = 1e9
 
 def test_predicted_matches_the_docs_7b_table():
     """Llama-2-7B (AutoModel, no lm_head): fp32 weights in backprop, LoRA r = 16, 9.85 MB of activations
-    per token without checkpointing, 0.83 MB with it; NF4 weights 3.87 GB (docs/llm.md)."""
+    per token without checkpointing, 0.83 MB with it; NF4 weights 3.87 GB (docs/llm-p3eft.md)."""
     shape = {"d": 4096, "f": 11008, "layers": 32, "vocab": 32000, "rank": 16, "pieces": 2}
     plain = predicted(**shape, tokens=1, checkpointing=False, quantization="none")
     ckpt = predicted(**shape, tokens=1, checkpointing=True, quantization="none")

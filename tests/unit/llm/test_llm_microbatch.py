@@ -56,3 +56,34 @@ def test_micro_batched_server_equals_the_whole_batch(setup, m):
         for ga, gs in zip(a, singles, strict=True):
             for name in ga:
                 torch.testing.assert_close(gs[name], ga[name], rtol=1e-4, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_a_training_forward_keeps_its_graph_for_the_steps_backprop(setup, m):
+    """One forward per step, not two: the backprop that follows a training forward (same key, inputs and
+    adapters) reuses its graph and gives the gradients a fresh forward gives (the control: the server
+    without the kept graph runs two passes). Other adapters in between, or another key: a fresh forward."""
+    path, ids, lengths = setup
+    kept, fresh = _server(path, 0), _server(path, 0)
+    gen = torch.Generator().manual_seed(1)
+    adapter = {k: v if ".lora_A." in k else 0.1 * torch.randn(v.shape, generator=gen)
+               for k, v in init_adapters(kept.shapes, generator=gen).items()}
+    g_h = 0.01 * torch.randn(len(TEXTS), 32, generator=gen)
+    pieces, _ = split_gradient(g_h, m=m, std=0.3, noise=NoiseSource.seeded("test-kept", m)) if m > 1 else (g_h[None], 0)
+    h = kept.forward(ids, lengths, adapter, keep=(0, 0, 0))
+    torch.testing.assert_close(h, fresh.forward(ids, lengths, adapter))
+    got = kept.backprop_many(ids, lengths, adapter, pieces, keep=(0, 0, 0))
+    want = fresh.backprop_many(ids, lengths, adapter, pieces)
+    assert kept.passes == 1 and fresh.passes == 2
+    scale = max(float(t.abs().max()) for g in want for t in g.values())
+    for a, b in zip(got, want, strict=True):
+        assert a.keys() == b.keys() and len(a) > 2
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6 * scale)
+    other = {k: v + 0.01 for k, v in adapter.items()}
+    kept.forward(ids, lengths, adapter, keep=(0, 1, 0))
+    moved = kept.backprop_many(ids, lengths, other, pieces, keep=(0, 1, 0))  # the slots no longer hold `adapter`
+    assert kept.passes == 3  # a fresh forward for `other`
+    for a, b in zip(moved, fresh.backprop_many(ids, lengths, other, pieces), strict=True):
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6 * scale)

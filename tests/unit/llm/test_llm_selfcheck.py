@@ -136,3 +136,32 @@ def test_the_server_check_counts_no_pass_and_tolerances_follow_the_dtype(tiny_lm
     server = LoraEncoder(enc, lora_spec_for(arch_of(enc), rank=2, alpha=4.0), pooling="last")
     assert server.self_check(model_dir="m", what="x") <= 1e-6 and server.passes == 0
     assert TOLERANCE[torch.float32] < TOLERANCE[torch.float16] < TOLERANCE[torch.bfloat16] <= 0.05
+
+
+CAUSAL = sorted(set(FAMILIES) - {"bert", "roberta", "distilbert", "electra", "mpnet", "deberta_v2", "modernbert",
+                                 "eurobert", "t5"})
+
+
+def _ushape_server(path: str):
+    """The ``ushape-lora`` model server as the strategy builds it (``build_parts`` with its self-check)."""
+    cfg = load_run_config({"strategy": "ushape-lora", "dataset": "tiny-instruct", "num_parties": 1, "seed": 0,
+                           "train": {"batch_size": 4}, "params": {"model_dir": path, "max_len": 24, "lora_rank": 2}})
+    strat = STRATEGIES.get("ushape-lora")(cfg)
+    return strat.build_node(SERVER, ConfigDataSource.from_config(cfg))
+
+
+@pytest.mark.parametrize("family", CAUSAL)
+def test_every_causal_family_passes_the_ushape_self_check(tiny_lm, family):
+    """Head, body and tail against the model's own ``ForCausalLM.forward``: logits and loss (fp32, ≤ 1e-4)."""
+    assert type(_ushape_server(tiny_lm(family))).__name__ == "BodyServer"
+
+
+@pytest.mark.parametrize(("family", "off"), [("granite", 6.0), ("gemma2", 1e-4)])
+def test_a_tail_without_the_models_logit_transform_is_refused(tiny_lm, monkeypatch, family, off):
+    """The control: the tail as it was (the LM head's output taken as the logits) misses Granite's division
+    by ``logits_scaling`` (8) and Gemma 2's ``final_logit_softcapping`` (30): refused in one line."""
+    import parties.llm.ushape.parts as parts
+
+    monkeypatch.setattr(parts.LogitsOut, "forward", lambda self, z: z)
+    line = _refused(r"U-shaped split .* differs from the model's own forward", _ushape_server, tiny_lm(family))
+    assert float(line.split("forward on a probe input by ")[1].split(" ")[0]) > off

@@ -14,9 +14,10 @@ import strategies  # noqa: F401
 from parties.llm.common.backbone import load_encoder, load_tokenizer, pool
 from parties.llm.common.metrics import confusion, f1, glue_scores, mcc
 from parties.llm.common.tokens import check_max_len, encode, max_positions, uses_token_types
+from parties.llm.common.wire import pack, unpack
 from parties.llm.p3eft.adapters import LoraEncoder
 from parties.llm.p3eft.wire import StepTag, inputs, read_inputs, read_types, request
-from parties.llm.sap.split import bottom_state, build_bottom, pack, split_encoder, unpack
+from parties.llm.sap.split import bottom_state, build_bottom, split_encoder
 from simulations.data import load_dataset
 from simulations.data.gen_pairs import dumps, generate
 from vfl.core.errors import ConfigError, DataError

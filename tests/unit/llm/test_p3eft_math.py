@@ -18,7 +18,13 @@ from parties.llm.p3eft.private_backprop import (
     recombine,
     split_gradient,
 )
-from parties.llm.p3eft.regularizers import adversarial_loss, dcor_loss, fit_probe, standardize
+from parties.llm.p3eft.regularizers import (
+    adversarial_loss,
+    adversarial_penalty,
+    dcor_loss,
+    fit_probe,
+    standardize,
+)
 from vfl.core.errors import ConfigError
 from vfl.core.rng import NoiseSource
 from vfl.privacy.mechanisms.label_dp import keep_probability, randomized_response
@@ -116,6 +122,32 @@ def test_probe_and_adversarial_regularizer_push_towards_wrong_labels():
     two = adversarial_loss(h, y, probe=probe)
     flipped = torch.nn.functional.cross_entropy(standardize(h) @ probe[0].T + probe[1], 1 - y)
     torch.testing.assert_close(two, flipped)  # binary: CE towards the wrong label
+
+
+def test_the_cross_fitted_penalty_reads_no_leak_in_noise_and_the_batch_fitted_one_does():
+    """Activations that hold nothing about the labels (16 rows, 384 dims, as a MiniLM batch): a probe fitted
+    and scored on the same rows separates them anyway (accuracy 1.0), so the old penalty reads a leak, ≈ 1.0
+    against ln 2 at chance, with a gradient that moves the adapters for nothing (the control: it collapsed
+    p3eft-rt's seed 1). Scored on the half it was not fitted on (stratified halves), the probe is at chance:
+    ≈ ln 2. On rows that do hold the label (a shift along one direction) the cross-fitted penalty reads it,
+    and descending it lowers it."""
+    y = torch.tensor([0, 1] * 8)
+    noise_h = torch.randn(16, 384, generator=gen(15), dtype=torch.float64)
+    probe = fit_probe(noise_h, y, num_classes=2, l2=0.1, steps=20)
+    assert float(((standardize(noise_h) @ probe[0].T + probe[1]).argmax(1) == y).double().mean()) == 1.0
+    old = float(adversarial_loss(noise_h, y, probe=probe))
+    new = float(adversarial_penalty(noise_h, y, num_classes=2, l2=0.1, steps=20))
+    assert old > math.log(2) + 0.2  # control: "leak" in pure noise
+    assert abs(new - math.log(2)) < 0.1
+    leaky = noise_h + 10.0 * (2 * y.unsqueeze(1).double() - 1) * torch.eye(384, dtype=torch.float64)[0]
+    start = float(adversarial_penalty(leaky, y, num_classes=2, l2=0.1, steps=20))
+    assert start > new + 0.3
+    x = leaky.clone().requires_grad_(True)
+    for _ in range(30):
+        (grad,) = torch.autograd.grad(adversarial_penalty(x, y, num_classes=2, l2=0.1, steps=20), x)
+        x = (x - 5.0 * grad).detach().requires_grad_(True)
+    assert float(adversarial_penalty(x, y, num_classes=2, l2=0.1, steps=20).detach()) < start - 0.05
+    assert float(adversarial_penalty(noise_h[:1], y[:1], num_classes=2, l2=0.1, steps=5)) == 0.0  # no other half
 
 
 def test_distance_correlation():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulations.benchmarks import sap_curve
+from simulations.benchmarks import sap_curve, sap_curve_figures
 
 
 def _row(seed: int, eta: float | None, acc: float, ep: float, frac: float | None = None) -> dict:
@@ -30,13 +30,13 @@ def test_cti_summary_mean_std_and_relative_utility() -> None:
     rows = [_row(0, None, 0.8, 0.0), _row(1, None, 0.6, 0.0),
             _row(0, 100.0, 0.4, 0.2), _row(1, 100.0, 0.3, 0.4),
             _row(0, 100.0, 0.8, 0.1, frac=0.05), _row(1, 100.0, 0.6, 0.3, frac=0.05)]
-    by = {r["setting"]: r for r in sap_curve.cti_summary(rows)}
+    by = {r["setting"]: r for r in sap_curve_figures.cti_summary(rows)}
     assert set(by) == {"no privatization", "eta 100, no CTI", "eta 100, CTI 0.05"}
     assert by["eta 100, no CTI"]["test_acc_mean"] == pytest.approx(0.35)
     assert by["eta 100, no CTI"]["relative_utility_mean"] == pytest.approx(0.5)
     assert by["eta 100, no CTI"]["ep_eia_std"] == pytest.approx(0.1414, abs=1e-3)
     assert by["eta 100, CTI 0.05"]["relative_utility_std"] == pytest.approx(0.0)
-    assert "± " in sap_curve.cti_table(list(by.values()))
+    assert "± " in sap_curve_figures.cti_table(list(by.values()))
 
 
 def test_a_finished_point_is_reused_only_with_the_same_config(tmp_path) -> None:
@@ -65,5 +65,5 @@ def test_defense_series_is_the_sap_attack_defense_matrix(tmp_path) -> None:
     assert raw["params"]["eta"] == "auto" and raw["params"]["eia_target"] == 0.1  # the run config gets both
     rows = [{"series": "defense", "dataset": "d", "defense": lab, "test_acc": 0.8 - 0.1 * i, "ep_eia": 0.1 * i,
              "ep_inverter": 0.1 * i} for i, lab in enumerate(labels)]
-    assert sap_curve.plot_defense(rows, tmp_path).exists()
-    assert "ep_inverter" in sap_curve.table([{**r, "eta": None, "split": 0, "cti": False} for r in rows])
+    assert sap_curve_figures.plot_defense(rows, tmp_path).exists()
+    assert "ep_inverter" in sap_curve_figures.table([{**r, "eta": None, "split": 0, "cti": False} for r in rows])

@@ -9,14 +9,8 @@ import torch
 
 from parties.llm.common.backbone import load_encoder, load_tokenizer
 from parties.llm.common.lora import LoraSpec, inject_lora
-from parties.llm.sap.split import (
-    bottom_state,
-    build_bottom,
-    check_split,
-    pack,
-    split_encoder,
-    unpack,
-)
+from parties.llm.common.wire import pack, unpack
+from parties.llm.sap.split import bottom_state, build_bottom, check_split, split_encoder
 from vfl.core.errors import ConfigError
 
 TEXTS = ["a fine, moving film", "the rock is destined to be the 21st century's new conan", "dull"]

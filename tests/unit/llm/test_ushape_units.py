@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from parties.llm.causal.generate import Greedy, generate
-from parties.llm.causal.instruct import IGNORE, encode_instructions, prompt_ids, response_nll
-from parties.llm.causal.ushape import check_cut, load_causal_lm, real_mask, split_causal_lm
 from parties.llm.common.metrics import lcs_length, rouge_l
+from parties.llm.ushape.generate import Greedy, generate
+from parties.llm.ushape.instruct import IGNORE, encode_instructions, prompt_ids, response_nll
+from parties.llm.ushape.parts import check_cut, load_causal_lm, real_mask, split_causal_lm
 from simulations.data import load_dataset
 from simulations.data.gen_instruct import generate as gen_lines
 from simulations.data.gen_pairs import dumps

@@ -72,3 +72,13 @@ def test_epoch_lines_turn_the_hugging_face_bars_off(monkeypatch) -> None:
     monkeypatch.setattr(hf_logging, "_tqdm_active", True)
     assert main(["run", "demo", "--transport", "inprocess", "--no-progress", "--dry-run"]) == 0
     assert hf_logging.is_progress_bar_enabled()
+
+
+def test_a_partial_leak_says_so_in_the_epoch_line():
+    """params.leak_theta_steps: 0 switches the θ-difference attack off: the line says the leak is partial."""
+    from simulations.cli.epoch_log import epoch_line
+
+    row = {"epoch": 0, "train_loss": 0.68, "test_acc": 0.6, "leak": 0.596, "leak_partial": "no leak_theta"}
+    line = epoch_line(row, total=1, headline=("leak", "leak_partial"))
+    assert "leak 0.596 leak_partial no leak_theta" in line
+    assert "leak_partial" not in epoch_line({**row, "leak_partial": None}, total=1, headline=("leak", "leak_partial"))

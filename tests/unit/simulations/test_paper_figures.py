@@ -132,3 +132,13 @@ def test_a_sweep_axis_names_only_the_swept_key_and_the_title_the_fixed_ones(tmp_
     plots.sweep_figure(rows, ["params.b", "train.epochs"], ["final_test_acc"], tmp_path / "sweep.png")
     assert seen["ticks"] == ["8", "64"] and seen["xlabel"] == "params.b"  # old-style labels: "params.b=8 train.epochs=3"
     assert seen["title"] == "fixed: train.epochs=3\nmean ± std over 2 seed(s) per setting"
+
+
+def test_a_causal_lm_run_draws_perplexity_and_rouge_and_no_empty_accuracy_panel(tmp_path):
+    """ushape-lora's rows have no accuracy: the plots are its loss per step, perplexity and ROUGE-L."""
+    rows = [{"epoch": e, "train_loss": 5.0 - e, "train_ppl": 150.0 / (e + 1), "test_loss": 5.1 - e,
+             "test_ppl": 160.0 / (e + 1), "rouge_l": 0.1 * e, "train_acc": None, "test_acc": None,
+             "step_loss": [[4 * e + 2, 5.2 - e], [4 * e + 4, 5.0 - e]], "cum_bytes_up": 1e5 * e,
+             "cum_bytes_down": 1e5 * e} for e in range(3)]
+    written = {p.name for p in plots.plot_run(rows, tmp_path, title="u")}
+    assert written == {f"{n}.{ext}" for n in ("loss", "perplexity", "rouge_l", "bytes") for ext in ("png", "pdf")}

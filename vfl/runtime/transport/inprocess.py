@@ -8,7 +8,7 @@ replaces it with a fresh host built from its specs (as Ray replaces a dead actor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,16 +35,16 @@ class InProcessTransport(Transport):
         self.dead: dict[str, InjectedCrash] = {}
         self.threads = 0  # torch intra-op threads the driver computed with (0 = not started)
         self._build: NodeBuilder | None = None
-        self._saved_threads = 0
+        self._restore_threads: Callable[[], None] | None = None
 
     def start(self, groups: Sequence[HostGroup], build: NodeBuilder, *, threads: int = 1) -> None:
         """Hosts in the driver; the driver computes with ``threads`` torch threads until ``shutdown``
         (``train.driver_threads``, else ``train.threads_per_actor``; torch's default was every core)."""
-        import torch
+        from vfl.runtime.threads import set_compute_threads
 
         if threads > 0:
-            self._saved_threads = self._saved_threads or torch.get_num_threads()
-            torch.set_num_threads(threads)
+            restore = set_compute_threads(threads)  # torch and the BLAS pools numpy/scikit-learn use
+            self._restore_threads = self._restore_threads or restore  # the first settings come back at shutdown
             self.threads = threads
         self._build = build
         for g in groups:
@@ -158,8 +158,6 @@ class InProcessTransport(Transport):
 
     def shutdown(self) -> None:
         self.hosts.clear()
-        if self._saved_threads:  # a library caller gets its own thread setting back
-            import torch
-
-            torch.set_num_threads(self._saved_threads)
-            self._saved_threads = 0
+        if self._restore_threads is not None:  # a library caller gets its own thread settings back
+            self._restore_threads()
+            self._restore_threads = None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from parties.llm.causal.ushape import real_mask
+from parties.llm.ushape.parts import real_mask
 
 
 class Greedy:

@@ -26,8 +26,7 @@ import torch
 from flwr.common import ConfigRecord, Message
 
 from parties.llm.common import wire as common
-from parties.llm.sap.split import pack, unpack
-from vfl.core.errors import ProtocolError
+from parties.llm.common.wire import pack, unpack
 from vfl.runtime import message as wire
 
 SERVER_ID, CLIENT_ID = 0, 1
@@ -58,11 +57,8 @@ def step_config(*, epoch: int, step: int) -> ConfigRecord:
 
 def read_step(m: Message) -> tuple[int, int]:
     """(epoch, step) of a message."""
-    try:
-        c = m.content.config_records[Record.STEP]
-        return wire.config_int(c, "epoch"), wire.config_int(c, "step")
-    except KeyError:
-        raise ProtocolError(f"{m.metadata.message_type} from node {m.metadata.src_node_id} has no step config") from None
+    c = common.step_of(m)
+    return wire.config_int(c, "epoch"), wire.config_int(c, "step")
 
 
 def send(kind: str, *, src: int, dst: int, to: Message | None, phase: str, epoch: int, step: int,
@@ -70,10 +66,8 @@ def send(kind: str, *, src: int, dst: int, to: Message | None, phase: str, epoch
          ) -> Message:
     """A protocol message carrying named array records (``{Record.HIDDEN: {"h": ..., "lengths": ...}}``)
     and config records besides its step."""
-    content = wire.records(**{Record.STEP: step_config(epoch=epoch, step=step)}, **(configs or {}),
-                           **{name: wire.arrays(**arrs) for name, arrs in records.items()})
-    return wire.make(kind, src=src, dst=dst, round=wire.round_tag(epoch, step, phase), content=content,
-                     reply_to=to.metadata.message_id if to is not None else "")
+    return common.send(kind, src=src, dst=dst, to=to, phase=phase, step=step_config(epoch=epoch, step=step),
+                       records=records, configs=configs)
 
 
 def received_hidden(m: Message, device: str) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:

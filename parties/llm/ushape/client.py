@@ -17,13 +17,13 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm.causal.generate import Greedy, last_logits
-from parties.llm.causal.instruct import Rows, response_nll
-from parties.llm.causal.ushape import Head, Tail, real_mask
-from parties.llm.causal.wire import SERVER_ID, Kind, Record, read_step, received_hidden, send
 from parties.llm.common.backbone import OptimizerFactory
 from parties.llm.common.metrics import rouge_l
-from parties.llm.sap.split import pack
+from parties.llm.common.wire import pack
+from parties.llm.ushape.generate import Greedy, last_logits
+from parties.llm.ushape.instruct import Rows, response_nll
+from parties.llm.ushape.parts import Head, Tail, real_mask
+from parties.llm.ushape.wire import SERVER_ID, Kind, Record, read_step, received_hidden, send
 from vfl.core.errors import ProtocolError
 from vfl.core.rng import NodeNoise
 from vfl.data.sampling import Schedule
@@ -58,7 +58,8 @@ class UClient(Node):
                  noise_rng: str = "crypto", seed: int = 0, device: str = "cpu") -> None:
         super().__init__(spec)
         self.train_rows, self.test_rows = rows
-        self.head, self.tail = head.to(device), tail.to(device)
+        self.head, self.tail = head.to(device).eval(), tail.to(device).eval()  # eval mode throughout: no dropout
+        self.head_trains = flat_grad(head)  # (parts.py: deterministic steps, exact resume)
         self.tokenizer, self.schedule, self.samples, self.eta, self.device = tokenizer, schedule, samples, eta, device
         self.node_noise = NodeNoise(noise_rng, seed=seed, node=spec.node_id)  # built here, never sent
         self.params = [p for part in (head, tail) for n, p in part.named_parameters() if "lora_" in n]
@@ -68,6 +69,7 @@ class UClient(Node):
         self._decode: _Decode | None = None
         self.generations: list[str] = []
         self.stats = {"train": [0.0, 0], "eval": [0.0, 0]}  # summed nll, response tokens
+        self.step_losses: list[float] = []  # each training step's loss since the last metrics query (the loss plot)
         self.rouge: list[float] = []
 
     def _own_body_params(self) -> list[torch.nn.Parameter]:
@@ -104,10 +106,8 @@ class UClient(Node):
         epoch, step = read_step(messages[-1])
         sel = self.schedule.train_ids(epoch, step)
         rows = self.train_rows
-        self.head.train()
-        self.tail.train()
         flat, arrs = self._release(rows.ids[sel], rows.lengths[sel], phase="train", epoch=epoch, step=step,
-                                   grad=flat_grad(self.head))
+                                   grad=self.head_trains)
         self._pending = {"at": (epoch, step), "flat": flat, "labels": rows.labels[sel], "lengths": rows.lengths[sel]}
         return self._to_server(Kind.TRAIN_HEAD, messages[-1], phase="train", epoch=epoch, step=step, arrs=arrs)
 
@@ -131,6 +131,7 @@ class UClient(Node):
         (nll / max(count, 1)).backward()
         self.stats["train"][0] += float(nll.detach())
         self.stats["train"][1] += count
+        self.step_losses.append(float(nll.detach()) / max(count, 1))
         grad = pack(h.grad if h.grad is not None else torch.zeros_like(h), torch.as_tensor(lengths, device=self.device))
         return self._send_body_grad(m, grad, *pend["at"])
 
@@ -157,8 +158,6 @@ class UClient(Node):
     def on_eval_step(self, messages: list[Message]) -> list[Message]:
         epoch, step = read_step(messages[-1])
         sel = self.schedule.test_ids(step)
-        self.head.eval()
-        self.tail.eval()
         rows = self.test_rows
         _, arrs = self._release(rows.ids[sel], rows.lengths[sel], phase="eval", epoch=epoch, step=step, grad=False)
         return self._to_server(Kind.EVAL_HEAD, messages[-1], phase="eval", epoch=epoch, step=step, arrs=arrs)
@@ -189,8 +188,6 @@ class UClient(Node):
         epoch, _ = read_step(messages[-1])
         if not self.samples.prompt_ids:
             return []
-        self.head.eval()
-        self.tail.eval()
         tok = self.tokenizer
         self._decode = _Decode(Greedy(self.samples.prompt_ids, eos=tok.eos_token_id, pad=tok.pad_token_id,
                                       max_new=self.samples.max_new, positions=self.samples.positions), epoch)
@@ -224,7 +221,11 @@ class UClient(Node):
         if phase == "eval" and self.rouge:
             out["rouge_l"] = float(np.mean(self.rouge))
         self.stats[phase] = [0.0, 0]
-        return [wire.metrics_reply(m, **out)]
+        records: dict[str, Any] = {Record.METRICS: wire.metrics(**out)}
+        if phase == "train":
+            records[Record.STEP_LOSS] = wire.arrays(loss=np.asarray(self.step_losses, dtype=np.float64))
+            self.step_losses = []
+        return [wire.reply(m, content=wire.records(**records))]
 
     @handles(Kind.QUERY_SAMPLES)
     def on_samples(self, messages: list[Message]) -> list[Message]:
@@ -240,7 +241,9 @@ class UClient(Node):
                 for k, v in part.state_dict().items() if "lora_" in k}
 
     def state(self) -> dict[str, Any]:
-        return {"lora": self.lora_state(), "optimizer": {} if self.optimizer is None else self.optimizer.state_dict()}
+        return {"lora": self.lora_state(), "optimizer": {} if self.optimizer is None else self.optimizer.state_dict(),
+                "epoch": {"stats": {ph: list(v) for ph, v in self.stats.items()},  # the epoch in progress's sums
+                          "step_losses": list(self.step_losses)}}
 
     def load_state(self, state: dict[str, Any]) -> None:
         if not state:
@@ -248,6 +251,9 @@ class UClient(Node):
         load_parts(head=self.head, tail=self.tail, lora=state["lora"])
         if self.optimizer is not None and state.get("optimizer"):
             self.optimizer.load_state_dict(state["optimizer"])
+        if "epoch" in state:
+            self.stats = {ph: [float(v[0]), int(v[1])] for ph, v in state["epoch"]["stats"].items()}
+            self.step_losses = [float(v) for v in state["epoch"]["step_losses"]]
 
 
 def flat_grad(head: Head) -> bool:

@@ -13,8 +13,10 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm.causal.ushape import Body
-from parties.llm.causal.wire import (
+from parties.llm.common.backbone import OptimizerFactory
+from parties.llm.common.wire import pack, unpack
+from parties.llm.ushape.parts import Body
+from parties.llm.ushape.wire import (
     CLIENT_ID,
     Kind,
     Record,
@@ -23,8 +25,6 @@ from parties.llm.causal.wire import (
     received_hidden,
     send,
 )
-from parties.llm.common.backbone import OptimizerFactory
-from parties.llm.sap.split import pack, unpack
 from vfl.core.errors import ProtocolError
 from vfl.runtime import message as wire
 from vfl.runtime.node import Node, NodeSpec, handles
@@ -36,7 +36,7 @@ class BodyServer(Node):
     def __init__(self, spec: NodeSpec, *, body: Body, make_optimizer: OptimizerFactory,
                  schedule_lr: Callable[[torch.optim.Optimizer, int], torch.optim.Optimizer], device: str = "cpu") -> None:
         super().__init__(spec)
-        self.body, self.device = body.to(device), device
+        self.body, self.device = body.to(device).eval(), device  # eval mode throughout: no dropout (parts.py)
         self.params = [p for n, p in body.named_parameters() if "lora_" in n]
         self.make_optimizer, self.schedule_lr = make_optimizer, schedule_lr
         self.optimizer: torch.optim.Optimizer | None = None  # built at INIT, when the run's step count is known
@@ -79,12 +79,10 @@ class BodyServer(Node):
 
     @handles(Kind.EVAL_HEAD)
     def on_eval_head(self, messages: list[Message]) -> list[Message]:
-        self.body.eval()
         return [r for m in messages for r in self._forward(m, Kind.EVAL_BODY, "eval")]
 
     @handles(Kind.GEN_HEAD)
     def on_gen_head(self, messages: list[Message]) -> list[Message]:
-        self.body.eval()
         return [r for m in messages for r in self._forward(m, Kind.GEN_BODY, "eval")]
 
     def lora_state(self) -> dict[str, torch.Tensor]:
@@ -112,7 +110,6 @@ def train_forward(body: Body, m: Message, device: str) -> Pending:
     epoch, step = read_step(m)
     h, mask, lengths = received_hidden(m, device)
     h.requires_grad_(True)
-    body.train()
     return epoch, step, h, body(h, mask), lengths
 
 

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from parties.llm.causal.ushape import Body, Tail
-from parties.llm.sap.split import pack, unpack
+from parties.llm.common.wire import pack, unpack
+from parties.llm.ushape.parts import Body, Tail
 from vfl.privacy.mechanisms.dchi import nearest_rows
 
 NONE = -1  # a position the attack names no token for

@@ -24,26 +24,26 @@ import numpy as np
 import torch
 from flwr.common import Message
 
-from parties.llm.causal.client import UClient
-from parties.llm.causal.server import (
+from parties.llm.common.wire import pack
+from parties.llm.p3eft.private_backprop import recombine, split_gradient
+from parties.llm.p3eft.theta_cache import THETA, ThetaSender, ThetaStore
+from parties.llm.p3eft.wire import read_record, to_numpy
+from parties.llm.ushape.client import UClient
+from parties.llm.ushape.parts import Body
+from parties.llm.ushape.server import (
     Pending,
     body_reply,
     forward_reply,
     take_pending,
     train_forward,
 )
-from parties.llm.causal.ushape import Body
-from parties.llm.causal.wire import (
+from parties.llm.ushape.wire import (
     CLIENT_ID,
     Kind,
     Record,
     read_step,
     send,
 )
-from parties.llm.p3eft.private_backprop import recombine, split_gradient
-from parties.llm.p3eft.theta_cache import THETA, ThetaSender, ThetaStore
-from parties.llm.p3eft.wire import read_record, to_numpy
-from parties.llm.sap.split import pack
 from vfl.core.errors import ProtocolError
 from vfl.runtime import message as wire
 from vfl.runtime.node import Node, NodeSpec, handles
@@ -60,7 +60,7 @@ class PieceServer(Node):
 
     def __init__(self, spec: NodeSpec, *, body: Body, answers_forward: bool, device: str = "cpu") -> None:
         super().__init__(spec)
-        self.body, self.device, self.answers_forward = body.to(device), device, answers_forward
+        self.body, self.device, self.answers_forward = body.to(device).eval(), device, answers_forward
         self.adapters = body_adapters(self.body)
         self.theta = ThetaStore()
         self._pending: Pending | None = None
@@ -81,7 +81,6 @@ class PieceServer(Node):
 
     def _forward(self, m: Message, kind: str, phase: str) -> list[Message]:
         self._apply(m)
-        self.body.eval()
         return [forward_reply(self.body, m, kind=kind, phase=phase, src=self.node_id, device=self.device)]
 
     @handles(Kind.TRAIN_HEAD)
