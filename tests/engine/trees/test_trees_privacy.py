@@ -45,10 +45,13 @@ def test_the_label_holder_orders_a_partys_column_from_its_splits(tmp_path):
 
 
 def test_label_dp_bounds_the_instance_space_attack(tmp_path, control):
-    got, _ = _attacks(tmp_path / "dp", *CLEAR, "params.label_dp={noise_multiplier: 8.0, clip: 1.0}")
-    r = got["instance_space"]
-    assert r.details["epsilon_label"] < 3
-    assert r.value <= r.baseline + 0.06 < control["instance_space"].value
+    """At ε_label < 1 (8 trees) the attack keeps less than half the control's advantage over chance. The noise
+    is seeded so the test replays (the same distribution as the crypto source; its spread over seeds: docs/trees.md)."""
+    got, _ = _attacks(tmp_path / "dp", *CLEAR, "params.label_dp={noise_multiplier: 16.0, clip: 1.0}",
+                      "privacy.noise_rng=seeded")
+    r, c = got["instance_space"], control["instance_space"]
+    assert r.details["epsilon_label"] < 1
+    assert r.value - r.baseline < (c.value - c.baseline) / 2
 
 
 def test_hidden_instance_spaces_leave_the_attack_at_chance(tmp_path, control):
