@@ -77,8 +77,11 @@ def make_codec(g: np.ndarray, h: np.ndarray) -> tuple[Codec, np.ndarray, np.ndar
 
 
 def exact_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Per-group sums of int64 ``values`` (|total| < 2^61), exactly, at bincount speed."""
+    """Per-group sums of int64 ``values`` (|total| < 2^61), exactly, at bincount speed: one float64 bincount
+    when every partial sum stays below 2^53 (then exact), else two over 26-bit pieces."""
     v = np.asarray(values, dtype=np.int64)
+    if len(v) * int(np.max(np.abs(v), initial=0)) < 2**53:
+        return np.rint(np.bincount(groups, weights=v.astype(np.float64), minlength=n_groups)).astype(np.int64)
     lo = (v & ((1 << _SPLIT) - 1)).astype(np.float64)
     hi = (v >> _SPLIT).astype(np.float64)
     s_lo = np.bincount(groups, weights=lo, minlength=n_groups)

@@ -97,13 +97,10 @@ class Columns:
         return self.x_train.shape[1]
 
     def entries(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(slot, row) of every non-implicit cell of ``rows``, sorted by slot."""
+        """(slot, row) of every non-implicit cell of ``rows`` (row-major: no order is needed to sum them)."""
         s = self.slot[rows]
         keep = s >= 0
-        slots = s[keep]
-        rr = np.broadcast_to(rows[:, None], s.shape)[keep]
-        order = np.argsort(slots, kind="stable")
-        return slots[order], rr[order]
+        return s[keep], np.broadcast_to(rows[:, None], s.shape)[keep]
 
     def plain_sums(self, rows: np.ndarray, g: np.ndarray, h: np.ndarray) -> np.ndarray:
         """(slots, 2) exact integer (G, H) sums of ``rows`` (int64 g, h of every training row)."""

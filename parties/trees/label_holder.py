@@ -71,6 +71,7 @@ class LabelHolder(Node):
         self._tree_tag = ""  # the round tag of the tree growing now
         self._masks: dict[int, np.ndarray] = {}
         self._asked: dict[int, list[int]] = {}
+        self._scored: tuple[tuple[int, int], dict[str, float]] = ((-1, -1), {})
         self.columns: Columns | None = None
         self.labels = labels
 
@@ -91,6 +92,7 @@ class LabelHolder(Node):
         self.test_margins = np.tile(self.margins[:1] if len(self.margins) else np.zeros((1, k), np.float32),
                                     (len(labels.y_test), 1)).astype(np.float32)
         self.trees, self.outputs, self.applied = [], [], 0
+        self._scored = ((-1, -1), {})
 
     def _owners(self) -> dict[int, Layout]:
         """Every owner's layout in tie-break order: the label holder's columns, then the parties'."""
@@ -359,9 +361,13 @@ class LabelHolder(Node):
         assert self.margins is not None and self.test_margins is not None
         out: dict[str, float] = {"n_trees": float(len(self.trees)), "outputs": float(self.objective.outputs),
                                  "num_classes": float(self.labels.num_classes)}
-        out.update(self.objective.metrics(self.margins, self.labels.y_train, "train_"))
-        if self.applied == len(self.trees):
-            out.update(self.objective.metrics(self.test_margins, self.labels.y_test, "test_"))
+        key = (len(self.trees), self.applied)  # the metrics of these margins, computed once (AUC sorts every row)
+        if self._scored[0] != key:
+            scored = self.objective.metrics(self.margins, self.labels.y_train, "train_")
+            if self.applied == len(self.trees):
+                scored.update(self.objective.metrics(self.test_margins, self.labels.y_test, "test_"))
+            self._scored = (key, scored)
+        out.update(self._scored[1])
         return [wire.metrics_reply(messages[-1], **out)]
 
     @handles(Kind.MODEL)
