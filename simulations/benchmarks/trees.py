@@ -9,7 +9,7 @@ publishes ≈ 3 s a tree on 8 cores), ``a9a`` (32,561 × 123 sparse binary: 61 +
 publishes 34 s a tree on 16 threads), ``bc`` (the bundled breast cancer, 30 columns: 10 + 10 + 10, depth 4).
 Each row of ``DIR/trees.json``: ``shape``, ``he``, ``transport``, ``s_per_tree`` (median over the trees after
 the first), ``test_auc``, ``xgboost_test_auc`` and ``xgboost_s_per_tree`` (``xgboost.train``, hist, same
-hyper-parameters, every core), the phases of a tree summed over every process (``vfl.runtime.profile``:
+hyper-parameters, one thread), the phases of a tree summed over every process (``vfl.runtime.profile``:
 gradients, encrypt, party histograms (grouped sums + packing), decrypt, own histograms, split finding;
 ``messaging_s`` = wall − the phases, in-process only), ``bytes_per_tree`` and ``payload_bytes_per_tree``
 measured (the ledger's bytes, and their array data alone) beside ``formula_bytes_per_tree``, the payload's
@@ -68,7 +68,8 @@ def _xgboost(cfg: Any, data: Any) -> dict[str, Any]:
     ds = data.dataset()
     p = cfg.params
     params = {"objective": p.objective, "tree_method": "hist", "max_depth": p.max_depth, "eta": p.learning_rate,
-              "max_bin": p.max_bin, "reg_lambda": p.reg_lambda, "min_child_weight": p.min_child_weight}
+              "max_bin": p.max_bin, "reg_lambda": p.reg_lambda, "min_child_weight": p.min_child_weight,
+              "nthread": 1}  # one thread, as the plaintext path computes (OpenMP beside other processes spins)
     dtrain = xgb.QuantileDMatrix(ds.x_train, label=ds.y_train, missing=np.nan, max_bin=p.max_bin)  # cuts: not timed
     xgb.train(params, dtrain, 2)  # warm-up (thread pool, caches)
     rounds = max(p.n_estimators, 20)  # enough trees for a stable time per tree

@@ -103,8 +103,9 @@ def _labels(arrays: dict[str, np.ndarray], target: str) -> np.ndarray:
 
 
 def _checked(ds: Dataset, target: str) -> Dataset:
-    """Sizes, label range (a regression ``Dataset`` checked its targets itself) and no NaN: what the
-    partitioners and losses assume."""
+    """Sizes, label range (a regression ``Dataset`` checked its targets itself), no infinity, and NaN only as a
+    tabular column's missing value (a strategy that cannot route it refuses it before the run:
+    ``vfl/engine/data_support.py``)."""
     if ds.num_train == 0 or ds.num_test == 0:
         raise ConfigError("dataset", f"{target!r} returned {ds.num_train} train and {ds.num_test} test samples; "
                           "both splits must be non-empty")
@@ -115,6 +116,8 @@ def _checked(ds: Dataset, target: str) -> Dataset:
     if ds.modality != "text":
         for k in ("x_train", "x_test"):
             x = getattr(ds, k)
-            if len(x) and not np.all(np.isfinite(x)):
-                raise ConfigError("dataset", f"{target!r} returned {k} with NaN or infinite values")
+            if len(x) and np.any(np.isinf(x)):
+                raise ConfigError("dataset", f"{target!r} returned {k} with infinite values")
+            if len(x) and ds.modality != "tabular" and np.any(np.isnan(x)):  # tabular NaN: missing values
+                raise ConfigError("dataset", f"{target!r} returned {k} with NaN values")
     return ds
