@@ -100,6 +100,17 @@ def _formula(cfg: Any, n_train: int, slots: list[int]) -> int:
     return n_train * c + hist + masks
 
 
+def party_slots(shards: Any, max_bin: int) -> list[int]:
+    """Histogram slots each passive party sends per node (its layout: bins but the implicit one, missing)."""
+    from parties.trees.columns import Columns
+
+    out = []
+    for shard in shards:
+        x = np.asarray(shard.x_train, dtype=np.float32).reshape(len(shard.x_train), -1)
+        out.append(Columns(x, x[:0], max_bin=max_bin).layout.num_slots())
+    return out
+
+
 def run_one(shape: str, *, he: str, transport: str, trees: int, key_bits: int, data_dir: str | None) -> dict[str, Any]:
     from simulations.cli.runner import execute
     from simulations.data.source import make_data_source
@@ -138,7 +149,7 @@ def run_one(shape: str, *, he: str, transport: str, trees: int, key_bits: int, d
     payload_per_tree = statistics.median([r["payload_up"] + r["payload_down"] for r in later])
     ds = data.dataset()
     shards, _ = data.partition()
-    slots = [int(s_.x_train.shape[1]) * (cfg.params.max_bin - 1) for s_ in shards[1:]]
+    slots = party_slots(shards[1:], cfg.params.max_bin)
     row: dict[str, Any] = {
         "shape": shape, "he": he, "transport": transport, "trees": trees, "n_train": ds.num_train,
         "features": int(ds.x_train.shape[1]), "depth": cfg.params.max_depth, "max_bin": cfg.params.max_bin,
