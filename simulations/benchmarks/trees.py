@@ -2,6 +2,10 @@
 
     python -m simulations.benchmarks.trees --out DIR                 # bank and a9a shapes, both he modes, in-process and Ray
     python -m simulations.benchmarks.trees --out DIR --shapes bank --he paillier --transports inprocess --trees 2
+    python -m simulations.benchmarks.trees --out DIR --shapes bc,bank --he paillier,hidden --transports inprocess
+
+``--he hidden`` is Paillier with ``params.hide_instance_space: true`` (rows say ``he: paillier`` and
+``hide_instance_space: true``; the formula column covers the plain exchange only).
 
 Shapes (``simulations/benchmarks/trees_data.py``; the real files when ``--data-dir`` holds them):
 ``bank`` (45,211 × 16: the label holder 8 columns + one passive party 8, depth 5, 10 bins; SecretFlow SGB
@@ -48,11 +52,14 @@ def _config(shape: str, *, he: str, transport: str, trees: int, key_bits: int, d
     from simulations.cli.runner import resolve_config
 
     s = SHAPES[shape]
+    hide = he == "hidden"
+    he = "paillier" if hide else he
     real = bool(data_dir and s["real"])
     over = [f"dataset={s['real'] if real else s['dataset']}", f"num_parties={s['num_parties']}",
             f"params.n_estimators={trees}", f"params.max_depth={s['max_depth']}", f"params.max_bin={s['max_bin']}",
             "params.label_holder_features=true", f"params.he={he}", f"params.key_bits={key_bits}",
-            "params.allow_insecure=true", f"transport.kind={transport}", "name=bench-trees"]
+            "params.allow_insecure=true", f"transport.kind={transport}", "name=bench-trees",
+            f"params.hide_instance_space={str(hide).lower()}"]
     if real:
         over.append(f"data.data_dir={data_dir}")
     return resolve_config("secureboost-bc", over)
@@ -150,14 +157,15 @@ def run_one(shape: str, *, he: str, transport: str, trees: int, key_bits: int, d
     ds = data.dataset()
     shards, _ = data.partition()
     slots = party_slots(shards[1:], cfg.params.max_bin)
+    hide = bool(cfg.params.hide_instance_space)
     row: dict[str, Any] = {
-        "shape": shape, "he": he, "transport": transport, "trees": trees, "n_train": ds.num_train,
+        "shape": shape, "he": cfg.params.he, "hide_instance_space": hide, "transport": transport, "trees": trees, "n_train": ds.num_train,
         "features": int(ds.x_train.shape[1]), "depth": cfg.params.max_depth, "max_bin": cfg.params.max_bin,
-        "key_bits": key_bits if he == "paillier" else None, "s_per_tree": statistics.median(per_tree),
+        "key_bits": key_bits if cfg.params.he == "paillier" else None, "s_per_tree": statistics.median(per_tree),
         "test_auc": s.get("final_test_auc"), "phases_s_per_tree": phases,
         "messaging_s": (statistics.median(per_tree) - sum(phases.values())) if transport == "inprocess" else None,
         "bytes_per_tree": bytes_per_tree, "payload_bytes_per_tree": payload_per_tree,
-        "formula_bytes_per_tree": _formula(cfg, ds.num_train, slots),
+        "formula_bytes_per_tree": None if hide else _formula(cfg, ds.num_train, slots),
         "published": SHAPES[shape]["published"], "real_data": bool(data_dir and SHAPES[shape]["real"]),
     }
     row.update(_xgboost(cfg, data))
@@ -168,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m simulations.benchmarks.trees", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output directory (trees.json)")
     p.add_argument("--shapes", default="bank,a9a", help=f"comma list of {', '.join(SHAPES)}")
-    p.add_argument("--he", default="none,paillier", help="comma list of none, paillier")
+    p.add_argument("--he", default="none,paillier", help="comma list of none, paillier, hidden (paillier with "
+                   "params.hide_instance_space)")
     p.add_argument("--transports", default="inprocess,ray", help="comma list of inprocess, ray")
     p.add_argument("--trees", type=int, default=3, help="trees per run (the first is not timed)")
     p.add_argument("--key-bits", type=int, default=2048)
@@ -187,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 print(f"{shape:6} {he:9} {transport:10} {row['s_per_tree']:8.3f} {row['xgboost_s_per_tree'] or 0:10.4f} "
                       f"{row['test_auc'] or 0:7.4f} {row['xgboost_test_auc'] or 0:7.4f} {row['bytes_per_tree'] / 1e6:8.3f} "
-                      f"{row['formula_bytes_per_tree'] / 1e6:8.3f}", flush=True)
+                      f"{(row['formula_bytes_per_tree'] or 0) / 1e6:8.3f}", flush=True)
                 (out / "trees.json").write_text(json.dumps({"rows": rows, "machine": {
                     "cpus": os.cpu_count(), "platform": platform.platform()}}, indent=2) + "\n")
     return 0

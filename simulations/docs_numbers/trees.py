@@ -16,11 +16,13 @@ def trees_table(data: Json) -> str:
     lines = ["| shape | rows × columns | depth, bins | he | transport | s/tree | xgboost s/tree | test AUC | xgboost AUC "
              "| MB/tree: all (payload; formula) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
-        lines.append(f"| {r['shape']} | {r['n_train']} × {r['features']} | {r['depth']}, {r['max_bin']} | {r['he']} | "
+        he = f"{r['he']}, hidden" if r.get("hide_instance_space") else r["he"]
+        formula = r["formula_bytes_per_tree"]
+        lines.append(f"| {r['shape']} | {r['n_train']} × {r['features']} | {r['depth']}, {r['max_bin']} | {he} | "
                      f"{r['transport']} | {_f(r['s_per_tree'], '.3g')} | {_f(r.get('xgboost_s_per_tree'), '.3g')} | "
                      f"{_f(r['test_auc'], '.4f')} | {_f(r.get('xgboost_test_auc'), '.4f')} | "
                      f"{r['bytes_per_tree'] / 1e6:.2f} ({r['payload_bytes_per_tree'] / 1e6:.2f}; "
-                     f"{r['formula_bytes_per_tree'] / 1e6:.2f}) |")
+                     f"{_f(formula and formula / 1e6, '.2f')}) |")
     machine = data.get("machine", {})
     lines.append(f"\n{machine.get('cpus', '?')} cores; {data.get('note', '')}".rstrip())
     return "\n".join(lines)
