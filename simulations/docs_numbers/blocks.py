@@ -14,7 +14,9 @@ from vfl.core.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = "docs/measurements"
-BLOCK = re.compile(r"(<!-- numbers: (?P<name>[\w.\-]+) -->\n)(?P<body>.*?)(\n<!-- /numbers -->)", re.S)
+# a block's body never holds another block's marker, and may be empty (a new block, not rendered yet)
+BLOCK = re.compile(r"(<!-- numbers: (?P<name>[\w.\-]+) -->\n)(?P<body>(?:(?!<!-- /?numbers).)*?)(\n?<!-- /numbers -->)",
+                   re.S)
 INLINE = re.compile(r"(<!-- n: (?P<name>[\w.\-]+) -->)(?P<body>.*?)(<!-- /n -->)")
 
 
@@ -54,7 +56,7 @@ def _pass(text: str, root: Path, doc: str, bad: list[Mismatch] | None) -> str:
         want = render(m.group("name"), root)
         if bad is not None and m.group("body") != want:
             bad.append(Mismatch(doc, m.group("name"), m.group("body"), want))
-        return m.group(1) + want + m.group(4)
+        return m.group(1) + want + ("\n<!-- /numbers -->" if m.re is BLOCK else m.group(4))
 
     return INLINE.sub(sub, BLOCK.sub(sub, text))
 

@@ -54,6 +54,19 @@ def test_an_edited_doc_number_or_json_number_fails_and_regenerating_repairs_it(c
     assert "<!-- n: peers.step_ms.vfl.ray.5 -->7.7<!-- /n -->" in (copy / "README.md").read_text()
 
 
+def test_a_new_empty_block_is_filled_and_the_text_between_blocks_kept(copy):
+    """An empty block (just added) once matched up to the next block's end and ate the prose between them."""
+    doc = copy / "docs" / "new.md"
+    doc.write_text("<!-- numbers: trees_exact.table -->\n<!-- /numbers -->\n\nKEEP ME\n\n"
+                   "<!-- numbers: paillier.table -->\n<!-- /numbers -->\nAND ME\n")
+    assert {m.name for m in check(copy)} == {"trees_exact.table", "paillier.table"}
+    regenerate(copy)
+    text = doc.read_text()
+    assert "\n\nKEEP ME\n\n" in text and text.endswith("<!-- /numbers -->\nAND ME\n")
+    assert text.count("<!-- /numbers -->") == 2 and "| breast-cancer" in text and "2048-bit" in text
+    assert check(copy) == []
+
+
 def test_an_unknown_name_is_one_line_naming_the_known_ones():
     with pytest.raises(DataError, match="no renderer peers.nope; known: .*peers.table"):
         render("peers.nope")
