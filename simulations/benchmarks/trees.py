@@ -172,6 +172,15 @@ def run_one(shape: str, *, he: str, transport: str, trees: int, key_bits: int, d
     return row
 
 
+def _cell(value: float | None, width: int, digits: int) -> str:
+    """A table cell: the number, or a dash where the row has none (the hidden mode has no formula)."""
+    return f"{'—':>{width}}" if value is None else f"{value:{width}.{digits}f}"
+
+
+def _mb(n_bytes: int | None) -> float | None:
+    return None if n_bytes is None else n_bytes / 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m simulations.benchmarks.trees", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output directory (trees.json)")
@@ -194,9 +203,10 @@ def main(argv: list[str] | None = None) -> int:
                 row = run_one(shape, he=he, transport=transport, trees=args.trees, key_bits=args.key_bits,
                               data_dir=args.data_dir)
                 rows.append(row)
-                print(f"{shape:6} {he:9} {transport:10} {row['s_per_tree']:8.3f} {row['xgboost_s_per_tree'] or 0:10.4f} "
-                      f"{row['test_auc'] or 0:7.4f} {row['xgboost_test_auc'] or 0:7.4f} {row['bytes_per_tree'] / 1e6:8.3f} "
-                      f"{(row['formula_bytes_per_tree'] or 0) / 1e6:8.3f}", flush=True)
+                print(f"{shape:6} {he:9} {transport:10} {row['s_per_tree']:8.3f} "
+                      f"{_cell(row['xgboost_s_per_tree'], 10, 4)} {_cell(row['test_auc'], 7, 4)} "
+                      f"{_cell(row['xgboost_test_auc'], 7, 4)} {row['bytes_per_tree'] / 1e6:8.3f} "
+                      f"{_cell(_mb(row['formula_bytes_per_tree']), 8, 3)}", flush=True)
                 (out / "trees.json").write_text(json.dumps({"rows": rows, "machine": {
                     "cpus": os.cpu_count(), "platform": platform.platform()}}, indent=2) + "\n")
     return 0
