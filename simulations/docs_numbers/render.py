@@ -125,6 +125,38 @@ def scaling_growth(data: Json, steps: str) -> str:
     return f"{data['rss_growth_gib'][steps]:.3f}"
 
 
+# ---- split_cost: a split step against the same model in one process (docs/llm-p3eft.md) ---------------
+_SPLIT_STRATEGIES = ("split-lora", "ushape-lora", "p3eft", "ushape-p3eft")
+_SPLIT_GOAL = ("split-lora", "ushape-lora")  # held to ≤ 1.2×; the others are beside them
+_SPLIT_MODELS = {"minilm": "packaged MiniLM", "llama512": "Llama d = 512, 4 blocks",
+                 "tiny-llama": "tiny Llama of `vfl tiny-lm` (d = 32)"}
+
+
+def _split_row(r: Json, label: str, *, goal: bool) -> str:
+    """One row; a ratio held to the goal and within it is bold."""
+    ratio = f"{r['ratio']:.2f}×"
+    if goal and r["ratio"] <= 1.2:
+        ratio = f"**{ratio}**"
+    return (f"| {label} | {_SPLIT_MODELS.get(r['model'], r['model'])} | {1000 * r['split_s_per_step']:.0f} | "
+            f"{1000 * r['single_s_per_step']:.0f} | {ratio} | {', '.join(f'{x:.2f}' for x in r['ratios'])} |")
+
+
+def split_cost_table(data: Json) -> str:
+    models = list(_SPLIT_MODELS)
+    rows = sorted(data["rows"], key=lambda r: (_SPLIT_STRATEGIES.index(r["strategy"]), models.index(r["model"])))
+    lines = ["| strategy | model | split ms/step | single ms/step | ratio | the rounds |",
+             "|---|---|---:|---:|---:|---|"]
+    for r in rows:
+        goal = r["strategy"] in _SPLIT_GOAL
+        lines.append(_split_row(r, f"`{r['strategy']}`" + ("" if goal else " (beside)"), goal=goal))
+    for r in data.get("control", {}).get("rows", []):
+        fresh = r["strategy"].endswith("+fresh")
+        base = r["strategy"].removesuffix("+fresh")
+        label = (f"control, own run: `{base}` without the kept graph" if fresh else f"the same run: `{base}`")
+        lines.append(_split_row(r, label, goal=False))
+    return "\n".join(lines)
+
+
 RENDERERS: dict[tuple[str, str], Callable[..., str]] = {
     ("peers", "table"): peers_table,
     ("peers", "step_ms"): peers_value("step_ms", ".1f"),
@@ -140,5 +172,6 @@ RENDERERS: dict[tuple[str, str], Callable[..., str]] = {
     ("p3eft_table", "ray_ratio"): p3eft_ray_ratio,
     ("scaling", "table"): scaling_table,
     ("scaling", "growth"): scaling_growth,
+    ("split_cost", "table"): split_cost_table,
     **TREES,
 }
