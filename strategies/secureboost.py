@@ -70,7 +70,8 @@ class SecureBoostParams:
     he_workers: int = param(1, ge=0, le=64, help="processes that precompute encryption randomness off the critical "
                             "path at the label holder (0 = inline)")
     label_holder_features: bool = param(False, help="the label holder also holds the first column block (SecureBoost's "
-                                        "active party): its histograms stay plaintext; num_parties counts it")
+                                        "active party): its histograms stay plaintext; num_parties counts it; with per-party files "
+                                        "data.parties[0] is its table")
     label_dp: LabelDPParams | None = param(None, help="{noise_multiplier, clip}: label DP towards the passive "
                                            "parties (epsilon_label); null = off")
     hide_instance_space: bool = param(False, help="each row's (g, h) encrypted in the slot of its node, every level: "
@@ -127,9 +128,6 @@ class SecureBoost(Strategy):
         if p.label_dp is not None and p.base_score is None and p.objective == "reg:squarederror":
             raise ConfigError("params.base_score", "with params.label_dp a regression needs a fixed base_score (the "
                               "labels' mean would be a release no noise covers): set it, e.g. a public prior")
-        if p.label_holder_features and cfg.data.parties:
-            raise ConfigError("params.label_holder_features", "not available with per-party files (data.parties): "
-                              "give the label holder's columns to a party file")
 
     def objective(self, num_classes: int) -> Objective:
         return Objective(self.params.objective, num_class=num_classes if self.params.objective.startswith("multi:") else 1)
@@ -237,8 +235,9 @@ class SecureBoost(Strategy):
         return TreeParty(spec, shard=shard, max_bin=self.params.max_bin, schedule=sched, party_scheme=party_scheme)
 
     def build_node(self, spec: NodeSpec, data: DataSource) -> Node:
-        if isinstance(data, KeyedDataSource):
-            return build_aligned_node(self, spec, data)
+        if isinstance(data, KeyedDataSource):  # with label_holder_features, data.parties[0] is the label holder's
+            return build_aligned_node(self, spec, data, own_table=0 if self.params.label_holder_features else None,
+                                      tables={n: self.shard_of(n) for n in self.party_ids()})
         shards, labels = data.partition()
         sched = self.schedule(len(labels.y_train), len(labels.y_test))
         if spec.is_server:

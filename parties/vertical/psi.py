@@ -162,15 +162,10 @@ class PartyAlignment:
 
     def _bind(self, train_ids: list[str], test_ids: list[str]) -> None:
         """Bind this party's rows in the broadcast order (``node.shard`` and the schedule sizes)."""
-        row = {k: i for i, k in enumerate(self.ids)}
-        tr = np.asarray([row[k] for k in train_ids], dtype=np.int64)
-        te = np.asarray([row[k] for k in test_ids], dtype=np.int64)
-        x_tr, x_te = self.table.x[tr], self.table.x[te]
-        if self.table.standardize:
-            x_tr, x_te = standardize(x_tr, x_te)  # NaN-aware: a missing cell stays missing
+        x_tr, x_te = _rows_of(self.table, train_ids, test_ids)
         node: Any = self.node
         node.shard = PartyShard(self.index, x_tr, x_te, f"{len(self.table.columns)} columns of {self.table.source}")
-        node.schedule = dataclasses.replace(node.schedule, num_train=len(tr), num_test=len(te))
+        node.schedule = dataclasses.replace(node.schedule, num_train=len(x_tr), num_test=len(x_te))
         self.split = (list(train_ids), list(test_ids))
 
     def state(self) -> dict[str, Any]:
@@ -190,9 +185,10 @@ class ServerAlignment:
     """The label holder's side: chained PSI with every party, the split, and the broadcast order."""
 
     def __init__(self, node: Node, labels: KeyedLabels, *, parties: Mapping[int, str], seed: int,
-                 noise_rng: str = "crypto") -> None:
+                 noise_rng: str = "crypto", own: KeyedTable | None = None) -> None:
         self.node = node
         self.labels = labels
+        self.own = own  # the label holder's own columns (secureboost's label_holder_features), or None
         self.parties = dict(sorted(parties.items()))
         self.seed = seed
         self.noise_rng = noise_rng
@@ -208,7 +204,13 @@ class ServerAlignment:
     @handles(pw.Kind.START)
     def on_start(self, messages: list[Message]) -> list[Message]:
         """Driver's control message: start the chain with the first party."""
-        self._common = sorted(str(i) for i in self.labels.ids)
+        ids = {str(i) for i in self.labels.ids}
+        if self.own is not None:  # its own rows: those in both of its tables
+            ids &= {str(i) for i in self.own.ids}
+            if not ids:
+                raise DataError(f"PSI: {self.own.source} shares no sample ID with {self.labels.source} (both the "
+                                "label holder's)")
+        self._common = sorted(ids)
         self._sizes = {"label_holder": len(self._common)}
         self._chain, self._warnings = {}, []
         self._queue = list(self.parties)
@@ -286,6 +288,8 @@ class ServerAlignment:
                             f"of the {len(y_tr) + len(y_te)} common samples; allowed: every class in common "
                             "training rows")
         node: Any = self.node
+        if self.own is not None:
+            node.own_x = _rows_of(self.own, train_ids, test_ids)  # before the labels: binding them builds its columns
         node.labels = LabelShard(y_tr, y_te, self.labels.num_classes, self.labels.metric)
         node.schedule = dataclasses.replace(node.schedule, num_train=len(y_tr), num_test=len(y_te))
         self.split = (list(train_ids), list(test_ids))
@@ -317,3 +321,14 @@ class ServerAlignment:
             pw.Key.NAMES: list(names), pw.Key.SIZES: [int(r["set_sizes"][n]) for n in names],
             pw.Key.CHAIN: [int(self._chain.get(n, r["set_sizes"][n])) for n in names],
             pw.Key.WARNINGS: list(self._warnings) or [""]})}))]
+
+
+def _rows_of(table: KeyedTable, train_ids: list[str], test_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``table``'s rows in the broadcast order, z-scored by the training rows where the file asks for it
+    (NaN-aware: a missing cell stays missing)."""
+    row = {str(k): i for i, k in enumerate(table.ids)}
+    if any(k not in row for k in (*train_ids, *test_ids)):
+        raise DataError(f"PSI: the checkpoint's split names sample IDs that {table.source} no longer holds")
+    x_tr = table.x[np.asarray([row[k] for k in train_ids], dtype=np.int64)]
+    x_te = table.x[np.asarray([row[k] for k in test_ids], dtype=np.int64)]
+    return standardize(x_tr, x_te) if table.standardize else (x_tr, x_te)

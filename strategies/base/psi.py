@@ -8,12 +8,13 @@ chain with a control message and reads back only the sizes it needs to drive the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
 
 from parties.vertical.psi import PartyAlignment, ServerAlignment
-from parties.vertical.wire import SERVER_ID, party_node_id
+from parties.vertical.wire import party_node_id
 from vfl.core.errors import ProtocolError
 from vfl.core.logs import get_logger
 from vfl.data import psi_wire as pw
@@ -38,25 +39,30 @@ class BuildsVerticalNodes(Protocol):
     def party_node(self, spec: NodeSpec, shard: PartyShard, sched: Any) -> Node: ...
 
 
-def build_aligned_node(strategy: BuildsVerticalNodes, spec: NodeSpec, data: KeyedDataSource) -> Node:
-    """The strategy's node for ``spec`` over its own table only, with the PSI handlers attached."""
+def build_aligned_node(strategy: BuildsVerticalNodes, spec: NodeSpec, data: KeyedDataSource, *,
+                       tables: Mapping[int, int] | None = None, own_table: int | None = None) -> Node:
+    """The strategy's node for ``spec`` over its own table only, with the PSI handlers attached.
+
+    ``tables``: each party node's table index (default: party k's node reads ``data.parties[k]``);
+    ``own_table``: a table the label holder reads beside its labels (its own columns), or None."""
     sched = strategy.schedule(0, 0)  # the sizes come with the alignment
+    tables = dict(tables) if tables is not None else {party_node_id(i): i for i in range(strategy.cfg.num_parties)}
+    missing = bool(getattr(strategy, "supports_missing", False))
     if spec.is_server:
         lab = data.label_table()
         empty = np.zeros(0, dtype=np.int64)
         node = strategy.server_node(spec, LabelShard(empty, empty, lab.num_classes, lab.metric), sched)
-        parties = {party_node_id(i): f"party{i}" for i in range(strategy.cfg.num_parties)}
-        server = ServerAlignment(node, lab, parties=parties, seed=strategy.cfg.seed,
-                                 noise_rng=strategy.cfg.privacy.noise_rng)
+        own = None if own_table is None else data.party_table(own_table, allow_missing=missing)
+        server = ServerAlignment(node, lab, parties={n: f"party{i}" for n, i in tables.items()}, seed=strategy.cfg.seed,
+                                 noise_rng=strategy.cfg.privacy.noise_rng, own=own)
         node.attach(server)
         return _keeps_state(node, server)
-    if spec.node_id == SERVER_ID:
-        raise ProtocolError(f"node {spec.name} has the server's id but the party role")
-    index = spec.node_id - 1
-    table = data.party_table(index, allow_missing=bool(getattr(strategy, "supports_missing", False)))
+    if spec.node_id not in tables:
+        raise ProtocolError(f"node {spec.name} (id {spec.node_id}) reads no party table of this run")
+    index = tables[spec.node_id]
+    table = data.party_table(index, allow_missing=missing)
     node = strategy.party_node(spec, PartyShard(index, table.x[:0], table.x[:0], table.source), sched)
-    peers = [party_node_id(i) for i in range(strategy.cfg.num_parties)]
-    party = PartyAlignment(node, table, index, peers=peers, run=str(strategy.cfg.name))
+    party = PartyAlignment(node, table, index, peers=list(tables), run=str(strategy.cfg.name))
     node.attach(party)
     return _keeps_state(node, party)
 

@@ -101,6 +101,42 @@ def test_per_party_files_are_aligned_by_psi_then_boosted(tmp_path):
     assert np.isfinite(result.summary["final_train_loss"])
 
 
+class _Joined:
+    """The files' intersection joined by ID (``tests.support.party_data.joined``) as an in-memory source."""
+
+    def __init__(self, joined):
+        self.joined, self.num_parties = joined, joined.num_parties
+
+    def partition(self):
+        return self.joined.partition()
+
+    def dataset(self):
+        from vfl.data.dataset import Dataset
+
+        shards, lab = self.joined.partition()
+        return Dataset("joined", np.hstack([s.x_train for s in shards]), lab.y_train,
+                       np.hstack([s.x_test for s in shards]), lab.y_test, lab.num_classes)
+
+
+def test_the_label_holders_own_file_is_aligned_with_its_labels_and_grows_the_joined_tables_trees(tmp_path):
+    pytest.importorskip("private_set_intersection")
+    from tests.support.party_data import joined
+
+    data, _ = write_blob_parties(tmp_path, num_parties=3)
+    params = {"n_estimators": 2, "max_depth": 3, "objective": "multi:softprob", "he": "none", "allow_insecure": True,
+              "label_holder_features": True}
+    files = {"parties": [{"path": str(tmp_path / f"party{i}.csv"), "id": "id"} for i in range(3)],
+             "labels": {"path": str(tmp_path / "labels.csv"), "id": "id", "label": "label", "split": "split"}}
+    keyed = _run(load_run_config({"strategy": "secureboost", "num_parties": 3, "seed": 0, "data": files,
+                                  "params": params}), data, path=tmp_path / "keyed")
+    ref = _run(load_run_config({"strategy": "secureboost", "num_parties": 3, "seed": 0, "params": params}),
+               _Joined(joined(tmp_path, 3)), path=tmp_path / "ref")
+    assert _trees(tmp_path / "keyed") == _trees(tmp_path / "ref")
+    owners = keyed.summary["gain_importance"]
+    assert "label_holder" in owners and set(owners) <= {"label_holder", "party1", "party2"}
+    assert keyed.summary["final_test_acc"] == ref.summary["final_test_acc"]
+
+
 def test_regression_on_the_bundled_diabetes_set():
     from simulations.data.source import make_data_source
 
