@@ -92,6 +92,7 @@ class SecureBoost(Strategy):
     bottom_dp_refusal = "trees have no party bottom model (label privacy for trees: see docs/trees.md)"
     supports_regression: ClassVar[bool] = True
     supports_missing: ClassVar[bool] = True
+    reads_party_files: ClassVar[bool] = True
     rounds_param: ClassVar[str] = "n_estimators"
     round_name = "tree"
     headline = ("epsilon_label", "test_auc", "test_rmse", "s_per_tree")

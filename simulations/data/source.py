@@ -118,14 +118,14 @@ def make_data_source(cfg: RunConfig) -> Any:
 
 
 def _check_party_files(cfg: RunConfig) -> None:
-    from strategies.base.vertical import VerticalStrategy
     from vfl.core.errors import ConfigError
     from vfl.engine.strategy import STRATEGIES
 
     d = cfg.data
-    if not issubclass(STRATEGIES.get(cfg.strategy, "strategy"), VerticalStrategy):
+    if not STRATEGIES.get(cfg.strategy, "strategy").reads_party_files:
+        able = sorted(n for n in STRATEGIES.names() if STRATEGIES.get(n, "strategy").reads_party_files)
         raise ConfigError("data.parties", f"strategy {cfg.strategy!r} reads a registered dataset; per-party files "
-                          "(aligned by PSI) work with the vertical strategies: npq, npq+secagg, pbm, ldp")
+                          f"(aligned by PSI) work with {', '.join(able)}")
     if d.split_parties is not None:
         if d.parties or d.labels is not None:
             raise ConfigError("data.split_parties", "give either data.split_parties or data.parties + data.labels")

@@ -55,6 +55,7 @@ class VerticalStrategy(Strategy):
     SYNC = 16  # steps between driver syncs in the pipelined training loop
     bottom_dp_refusal: ClassVar[str | None] = ("it releases each sample's embedding without DP noise, so no end-to-end epsilon "
                          "exists (DP-SGD protects the model, not what the server sees); use pbm or ldp")
+    reads_party_files: ClassVar[bool] = True  # strategies/base/psi.py builds its nodes over their own tables
     supports_local_steps = True  # train.local_steps (FedBCD): see parties/vertical/local_updates.py
     defense_sites = ("labels", "gradient", "forward", "head")  # `defenses:` the server / parties apply (vfl/privacy/defenses.py)
 

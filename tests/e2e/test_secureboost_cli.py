@@ -38,6 +38,17 @@ def test_the_bundled_config_prints_a_line_per_tree_and_the_trees_results(tmp_pat
     assert all(set(o) == {"gain", "splits", "by_feature"} for o in owners.values())  # no threshold anywhere
 
 
+def test_per_party_files_through_psi_with_the_label_holders_own_columns(tmp_path, capsys):
+    pytest.importorskip("private_set_intersection")
+    out = tmp_path / "run"
+    assert main(["run", "secureboost-bc", "--transport", "inprocess", "--set", "params.n_estimators=2",
+                 "--set", "params.max_depth=3", "--set", "params.he=none", "--set", "params.allow_insecure=true",
+                 "--set", f"data.split_parties.dir={tmp_path / 'files'}", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["psi_intersection_size"] > 0 and summary["final_test_auc"] > 0.9
+    assert "label_holder" in summary["gain_importance"]  # its columns: data.parties[0], read where the labels are
+
+
 @pytest.mark.parametrize("overrides,needle", [
     (["params.key_bits=1024"], "params.key_bits"),
     (["params.he=none"], "allow_insecure"),

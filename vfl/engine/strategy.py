@@ -58,6 +58,9 @@ class Strategy(ABC):
     supports_missing: ClassVar[bool] = False
     """Trains on tabular features with missing values (NaN cells, e.g. trees that route them); the others
     refuse such a dataset in one line before anything starts (``vfl/engine/data_support.py``)."""
+    reads_party_files: ClassVar[bool] = False
+    """Its nodes can read per-party files aligned by PSI (``data.parties``, ``data.split_parties``); the others
+    refuse them in one line before anything starts (``simulations/data/source.py``)."""
     step_checkpoints: ClassVar[bool] = False
     """Whether ``train.checkpoint_every_steps`` applies: ``train_epoch`` runs ``epoch_steps(epoch)`` (so it can
     start after a mid-epoch checkpoint), the nodes are quiet after each ``progress`` call, their ``state``
