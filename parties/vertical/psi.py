@@ -35,9 +35,8 @@ from flwr.common import ArrayRecord, ConfigRecord, Message
 from vfl.core.errors import AlignmentRefused, DataError, ProtocolError
 from vfl.core.rng import NoiseSource
 from vfl.data import psi_wire as pw
-from vfl.data.dataset import KeyedLabels, KeyedTable, LabelShard, PartyShard
+from vfl.data.dataset import KeyedLabels, KeyedTable, PartyShard
 from vfl.data.psi import PsiClient, pack_ids, request_size, respond, uniform_test_mask, unpack_ids
-from vfl.data.scaling import standardize
 from vfl.runtime import message as wire
 from vfl.runtime.message import BROADCAST
 from vfl.runtime.node import Node, handles
@@ -162,7 +161,7 @@ class PartyAlignment:
 
     def _bind(self, train_ids: list[str], test_ids: list[str]) -> None:
         """Bind this party's rows in the broadcast order (``node.shard`` and the schedule sizes)."""
-        x_tr, x_te = _rows_of(self.table, train_ids, test_ids)
+        x_tr, x_te = self.table.rows(train_ids, test_ids)
         node: Any = self.node
         node.shard = PartyShard(self.index, x_tr, x_te, f"{len(self.table.columns)} columns of {self.table.source}")
         node.schedule = dataclasses.replace(node.schedule, num_train=len(x_tr), num_test=len(x_te))
@@ -276,11 +275,8 @@ class ServerAlignment:
 
     def _bind(self, train_ids: list[str], test_ids: list[str]) -> None:
         """The label holder's rows in the broadcast order (``node.labels`` and the schedule sizes)."""
-        index = {str(k): i for i, k in enumerate(self.labels.ids)}
-        if any(k not in index for k in (*train_ids, *test_ids)):
-            raise DataError(f"PSI: the checkpoint's split names sample IDs that {self.labels.source} no longer holds")
-        y_tr = self.labels.y[np.asarray([index[k] for k in train_ids], dtype=np.int64)]
-        y_te = self.labels.y[np.asarray([index[k] for k in test_ids], dtype=np.int64)]
+        shard = self.labels.shard(train_ids, test_ids)
+        y_tr, y_te = shard.y_train, shard.y_test
         only_test = [] if self.labels.is_regression else sorted(set(y_te.tolist()) - set(y_tr.tolist()))
         if only_test and self.labels.is_test is not None:  # the file's split: its train rows of it all unmatched
             names = self.labels.class_names or tuple(map(str, range(self.labels.num_classes)))
@@ -289,8 +285,8 @@ class ServerAlignment:
                             "training rows")
         node: Any = self.node
         if self.own is not None:
-            node.own_x = _rows_of(self.own, train_ids, test_ids)  # before the labels: binding them builds its columns
-        node.labels = LabelShard(y_tr, y_te, self.labels.num_classes, self.labels.metric)
+            node.own_x = self.own.rows(train_ids, test_ids)  # before the labels: binding them builds its columns
+        node.labels = shard
         node.schedule = dataclasses.replace(node.schedule, num_train=len(y_tr), num_test=len(y_te))
         self.split = (list(train_ids), list(test_ids))
         self.result = {"intersection": len(y_tr) + len(y_te), "num_train": len(y_tr), "num_test": len(y_te),
@@ -322,13 +318,3 @@ class ServerAlignment:
             pw.Key.CHAIN: [int(self._chain.get(n, r["set_sizes"][n])) for n in names],
             pw.Key.WARNINGS: list(self._warnings) or [""]})}))]
 
-
-def _rows_of(table: KeyedTable, train_ids: list[str], test_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``table``'s rows in the broadcast order, z-scored by the training rows where the file asks for it
-    (NaN-aware: a missing cell stays missing)."""
-    row = {str(k): i for i, k in enumerate(table.ids)}
-    if any(k not in row for k in (*train_ids, *test_ids)):
-        raise DataError(f"PSI: the checkpoint's split names sample IDs that {table.source} no longer holds")
-    x_tr = table.x[np.asarray([row[k] for k in train_ids], dtype=np.int64)]
-    x_te = table.x[np.asarray([row[k] for k in test_ids], dtype=np.int64)]
-    return standardize(x_tr, x_te) if table.standardize else (x_tr, x_te)

@@ -280,7 +280,40 @@ class PartyTableSource:
 
     def dataset(self) -> Dataset:
         raise DataError("per-party files are never loaded as one dataset; their rows are aligned by PSI "
-                        "in the setup phase (use a vertical strategy: npq, npq+secagg, pbm, ldp)")
+                        "in the setup phase (use a strategy that reads party files: `vfl strategies`)")
 
     def partition(self) -> tuple[list[PartyShard], LabelShard]:
         return self.dataset()  # type: ignore[return-value]
+
+    def aligned(self, train_ids: list[str], test_ids: list[str], *, name: str) -> AlignedTables:
+        """Every file joined in a run's aligned order (the split its checkpoint keeps): the experimenter's
+        ground truth that scores ``vfl report``'s attacks. No node ever holds it."""
+        table_of_labels = self.label_table()
+        labels = table_of_labels.shard(train_ids, test_ids)
+        shards = []
+        for k in range(self.num_parties):
+            table = self.party_table(k, allow_missing=True)
+            x_tr, x_te = table.rows(train_ids, test_ids)
+            shards.append(PartyShard(k, x_tr, x_te, f"{len(table.columns)} columns of {table.source}"))
+        return AlignedTables(name=name, shards=tuple(shards), labels=labels, num_parties=self.num_parties,
+                             class_names=table_of_labels.class_names)
+
+
+@dataclass(frozen=True)
+class AlignedTables:
+    """Per-party files joined on a run's aligned rows, as an in-memory data source (``PartyTableSource.aligned``)."""
+
+    name: str
+    shards: tuple[PartyShard, ...]
+    labels: LabelShard
+    num_parties: int
+    class_names: tuple[str, ...] = ()
+
+    def partition(self) -> tuple[list[PartyShard], LabelShard]:
+        return list(self.shards), self.labels
+
+    def dataset(self) -> Dataset:
+        lab = self.labels
+        return Dataset(self.name, np.hstack([s.x_train for s in self.shards]), lab.y_train,
+                       np.hstack([s.x_test for s in self.shards]), lab.y_test, lab.num_classes, metric=lab.metric,
+                       class_names=self.class_names)

@@ -18,7 +18,9 @@ import torch
 from torch import nn
 
 import strategies  # noqa: F401  (registers the strategies the config may name)
-from simulations.data.source import ConfigDataSource
+from simulations.data.party_tables import AlignedTables, PartyTableSource
+from simulations.data.source import ConfigDataSource, make_data_source
+from strategies.base.psi import STATE_KEY
 from strategies.base.vertical import VerticalStrategy
 from vfl.core.errors import ConfigError, DataError, RunFileError
 from vfl.core.rng import NoiseSource
@@ -111,8 +113,19 @@ class RunArtifacts:
 
     # ---- the experimenter's ground truth (scores attacks; never an attacker input) -----------
     @cached_property
-    def data(self) -> ConfigDataSource:
-        return ConfigDataSource.from_config(self.cfg)
+    def data(self) -> ConfigDataSource | AlignedTables:
+        """The registered dataset, or, for per-party files, every file joined on the rows the run aligned
+        (the split its checkpoint keeps), in the order the nodes bound them."""
+        d = self.cfg.data
+        if not (d.parties or d.split_parties):
+            return ConfigDataSource.from_config(self.cfg)
+        source = make_data_source(self.cfg)
+        ckpt = RunDir(self.path).latest_checkpoint()
+        split = next((st[STATE_KEY] for b in (ckpt[0].values() if ckpt else ()) if (st := state_from_bytes(b)).get(
+            STATE_KEY)), None)
+        if split is None or not isinstance(source, PartyTableSource):
+            raise Skipped("per-party files: no checkpoint holds the aligned rows to score the attacks with")
+        return source.aligned(list(split["train_ids"]), list(split["test_ids"]), name=str(self.cfg.dataset))
 
     @cached_property
     def dataset(self) -> Dataset:

@@ -37,8 +37,6 @@ def _tree_views(run: RunArtifacts) -> tuple[dict[str, NodeView], NodeView]:
 
 
 def _labels(run: RunArtifacts) -> tuple[np.ndarray, int]:
-    if run.cfg.data.parties:
-        raise Skipped("per-party files: the report has no joined ground truth for the aligned rows")
     labels = run.parts[1]
     if labels.num_classes < 2:
         raise Skipped("a regression target: no label classes to infer")

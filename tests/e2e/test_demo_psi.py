@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simulations.cli.main import main
@@ -28,7 +29,7 @@ def test_demo_psi_trains_like_demo_on_the_intersection(tmp_path, capsys, monkeyp
     monkeypatch.setenv("VFL_CACHE_DIR", str(tmp_path / "cache"))  # its own: other runs of a worker split the digits too
     out = tmp_path / "run"
     argv = ["run", "demo-psi", "--out", str(out), "--transport", "inprocess", "--no-progress"]
-    assert main([*argv, *(x for o in SHORT for x in ("--set", o))]) == 0
+    assert main([*argv, *(x for o in [*SHORT, "privacy.record_views=true"] for x in ("--set", o))]) == 0
     printed = json.loads(next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("{")))
     s = json.loads((out / "summary.json").read_text())
     assert printed["psi_intersection_size"] == s["psi_intersection_size"] == round(0.8 * 1797)
@@ -44,6 +45,17 @@ def test_demo_psi_trains_like_demo_on_the_intersection(tmp_path, capsys, monkeyp
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["train_loss"] for r in lines] == pytest.approx([h["train_loss"] for h in ref.history], rel=1e-6)
     assert s["final_test_acc"] == ref.summary["final_test_acc"]
+    # `vfl report` scores its attacks on the rows the run aligned (it read the registered set before)
+    from simulations.report.run import load_run
+
+    shards, labels = load_run(out).parts
+    j_shards, j_labels = joined(_cache(), 4).partition()
+    assert np.array_equal(labels.y_train, j_labels.y_train) and np.array_equal(labels.y_test, j_labels.y_test)
+    assert all(np.array_equal(a.x_train, b.x_train) for a, b in zip(shards, j_shards, strict=True))
+    capsys.readouterr()
+    assert main(["report", str(out), "--attacks", "label_inference", "--no-progress"]) == 0
+    (attack,) = json.loads((out / "report.json").read_text())["attacks"]
+    assert attack["name"] == "label_inference" and attack["value"] > attack["baseline"]
 
 
 def _broken_config(tmp_path) -> Path:

@@ -43,10 +43,15 @@ def test_per_party_files_through_psi_with_the_label_holders_own_columns(tmp_path
     out = tmp_path / "run"
     assert main(["run", "secureboost-bc", "--transport", "inprocess", "--set", "params.n_estimators=2",
                  "--set", "params.max_depth=3", "--set", "params.he=none", "--set", "params.allow_insecure=true",
-                 "--set", f"data.split_parties.dir={tmp_path / 'files'}", "--out", str(out)]) == 0
+                 "--set", f"data.split_parties.dir={tmp_path / 'files'}", "--set", "privacy.record_views=true",
+                 "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["psi_intersection_size"] > 0 and summary["final_test_auc"] > 0.9
     assert "label_holder" in summary["gain_importance"]  # its columns: data.parties[0], read where the labels are
+    assert main(["report", str(out), "--attacks", "instance_space,feature_order", "--no-progress"]) == 0
+    attacks = {a["name"]: a for a in json.loads((out / "report.json").read_text())["attacks"]}  # the aligned rows
+    assert attacks["instance_space"]["value"] > attacks["instance_space"]["baseline"]
+    assert attacks["feature_order"]["value"] > 0.3
 
 
 @pytest.mark.parametrize("overrides,needle", [

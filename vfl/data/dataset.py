@@ -19,6 +19,7 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 
 from vfl.core.errors import DataError
+from vfl.data.scaling import standardize
 
 Modality = Literal["tabular", "image", "multiview", "text"]
 Metric = Literal["accuracy", "auprc", "rmse"]
@@ -155,6 +156,20 @@ class KeyedTable:
     columns: tuple[str, ...]
     standardize: bool = False
 
+    def rows(self, train_ids: list[str], test_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of ``train_ids`` and ``test_ids`` in that order (PSI's broadcast order), z-scored by the
+        training rows where the file asks for it (a missing cell stays missing): what a node binds."""
+        x_tr = self.x[_positions(self.ids, train_ids, self.source)]
+        x_te = self.x[_positions(self.ids, test_ids, self.source)]
+        return standardize(x_tr, x_te) if self.standardize else (x_tr, x_te)
+
+
+def _positions(ids: np.ndarray, wanted: list[str], source: str) -> np.ndarray:
+    row = {str(k): i for i, k in enumerate(ids)}
+    if any(k not in row for k in wanted):
+        raise DataError(f"PSI: the split names sample IDs that {source} does not hold (was the file changed?)")
+    return np.asarray([row[k] for k in wanted], dtype=np.int64)
+
 
 @dataclass(frozen=True)
 class KeyedLabels:
@@ -173,6 +188,11 @@ class KeyedLabels:
     @property
     def is_regression(self) -> bool:
         return self.metric in REGRESSION_METRICS
+
+    def shard(self, train_ids: list[str], test_ids: list[str]) -> LabelShard:
+        """The labels of ``train_ids`` and ``test_ids`` in that order (PSI's broadcast order)."""
+        return LabelShard(self.y[_positions(self.ids, train_ids, self.source)],
+                          self.y[_positions(self.ids, test_ids, self.source)], self.num_classes, self.metric)
 
 
 @runtime_checkable

@@ -1,5 +1,5 @@
 """Z-scoring with the training rows' statistics, for loaders (``simulations/data``) and for a party that
-standardizes its own aligned table (``parties/vertical/psi.py``)."""
+standardizes its own aligned table (``KeyedTable.rows``)."""
 
 from __future__ import annotations
 
