@@ -42,7 +42,9 @@ def add_sweep_parser(sub: Any) -> None:
     s.add_argument("--set", dest="grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="values of a config key to sweep (repeatable: the grid is their product)")
     s.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
-    s.add_argument("--metrics", default=",".join(METRICS), help="summary keys to tabulate")
+    s.add_argument("--metrics", default=None, help="summary keys to tabulate (default: "
+                   f"{','.join(METRICS)}, then the strategy's own results where the runs have them, e.g. a tree "
+                   "ensemble's final_test_auc)")
     s.add_argument("--out", help="sweep directory (default runs/sweep-<name>-<time>/)")
     s.add_argument("--transport", choices=("ray", "inprocess"), help="override transport.kind")
     s.add_argument("--parallel", type=int, default=1, metavar="N",
@@ -253,7 +255,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import vfl.engine.api
 
     grid, seeds = parse_grid(args.grid), parse_seeds(args.seeds)
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     keys = [k for k, _ in grid]
     points = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(v for _, v in grid))]
     runs = [(p, s, [f"{k}={v}" for k, v in p.items()] + [f"seed={s}"]) for p in points for s in seeds]
@@ -273,12 +275,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                               "(continue an interrupted sweep there with --resume)")
         check_plan(out, grid_digest(resolved), resume=args.resume)
         args.run_dir = str(out)
-        return _sweep_into(args, out, grid, seeds, metrics, keys, runs, resolved, base)
+        return _sweep_into(args, out, grid, seeds, metrics, keys, runs, resolved)
 
 
-def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int], metrics: list[str],
-                keys: list[str], runs: list[Any], resolved: list[Any], base: Any) -> int:
+def strategy_metrics(cfg: Any) -> list[str]:
+    """The strategy's own results beyond ``METRICS``: its headline and final-line summary keys."""
+    from simulations.cli.epoch_log import final_keys, headline_keys
+
+    return [k for k in dict.fromkeys((*final_keys(cfg), *headline_keys(cfg))) if k not in METRICS]
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int], asked: list[str] | None,
+                keys: list[str], runs: list[Any], resolved: list[Any]) -> int:
     """The sweep itself, in ``out`` (locked by the caller)."""
+    metrics = asked or [*METRICS, *dict.fromkeys(k for c in resolved for k in strategy_metrics(c))]
     names = [safe_name("-".join(f"{k}={v}" for k, v in p.items()) or "base") + f"-seed{s}" for p, s, _ in runs]
     dirs = [out / f"{i:03d}-{name}" for i, name in enumerate(names)]
     notes = [f"created by: vfl sweep ({name})" for name in names]
@@ -305,6 +319,8 @@ def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int]
     # run_dir relative to the sweep directory (sweep.json sits in it): the directory can be moved whole
     results = [{"setting": point, "seed": seed, "run_dir": d.relative_to(out).as_posix(), "summary": summary}
                for (point, seed, _), d, summary in zip(runs, dirs, summaries, strict=True)]
+    if asked is None:  # the strategy's keys the runs have (a classifier has no final_test_rmse)
+        metrics = [m for m in metrics if m in METRICS or any(_numeric(r.get(m)) for r in summaries)]
     rows = table_rows(results, keys, metrics)
     with open(out / "sweep.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -320,7 +336,8 @@ def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int]
     from simulations.report.plots import sweep_figure  # matplotlib: only once the table is there
     from simulations.report.style import run_identity
 
-    title = run_identity(base, omit=[*keys, "seed"]).title  # the config; the swept keys are the figure's axis
+    varied = [*keys, "seed", *(["train.epochs"] if len({c.train.epochs for c in resolved}) > 1 else [])]
+    title = run_identity(resolved[0], omit=varied).title  # the config; the swept keys are the figure's axis
     figure = sweep_figure(rows, keys, metrics, out / "sweep.png", identity=title, variance=note)  # PNG + PDF
     if figure is not None:
         print(f"sweep figure: {figure}")

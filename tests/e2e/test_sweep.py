@@ -50,6 +50,16 @@ def test_sweep_writes_one_row_per_setting_with_mean_and_std(tmp_path, capsys):
     assert f"sweep figure: {out / 'sweep.png'}" in printed and (out / "sweep.pdf").read_bytes().startswith(b"%PDF")
 
 
+def test_the_default_table_adds_the_strategys_own_results_the_runs_have(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "secureboost-bc", "--transport", "inprocess", "--set", "params.n_estimators=2",
+                 "--set", "params.max_depth=2,3", "--set", "params.he=none", "--set", "params.allow_insecure=true",
+                 "--out", str(out)]) == 0
+    (row, _) = json.loads((out / "sweep.json").read_text())["table"]
+    assert {"final_test_auc_mean", "n_trees_mean", "final_test_acc_mean"} <= set(row)
+    assert "final_test_rmse_mean" not in row  # a classifier's runs have none: not a column of dashes
+
+
 def test_a_bad_value_anywhere_in_the_grid_fails_before_any_run(tmp_path, capsys):
     out = tmp_path / "sweep"
     code = main(["sweep", "demo", "--set", "train.lr=0.1,-1", "--seeds", "0", "--out", str(out)])
