@@ -26,7 +26,7 @@ import numpy as np
 
 from simulations.data.common import labels_to_ids, resolve_data_dir
 from vfl.config.party_files import LabelFile, PartyFile, canonical_id, normalised
-from vfl.core.errors import DataError, install_hint
+from vfl.core.errors import ConfigError, DataError, install_hint
 from vfl.core.logs import get_logger
 from vfl.data.dataset import Dataset, KeyedLabels, KeyedTable, LabelShard, PartyShard
 
@@ -265,8 +265,13 @@ class PartyTableSource:
             p = Path(path).expanduser()
             return str(p if p.is_absolute() else (base / p).absolute())
 
-        return cls(len(parties), tuple(replace(p, path=absolute(p.path)) for p in parties),
-                   replace(labels, path=absolute(labels.path)))
+        out = cls(len(parties), tuple(replace(p, path=absolute(p.path)) for p in parties),
+                  replace(labels, path=absolute(labels.path)))
+        for i, p in enumerate(out.parties):  # a label holder's one table: its labels and its own columns
+            if p.path == out.labels.path and (not p.columns or out.labels.label in p.columns):
+                raise ConfigError(f"data.parties[{i}].columns", f"{p.path} is also the label file: list its "
+                                  f"feature columns, without the label {out.labels.label!r}")
+        return out
 
     @property
     def is_regression(self) -> bool:

@@ -118,17 +118,29 @@ class _Joined:
                        np.hstack([s.x_test for s in shards]), lab.y_test, lab.num_classes)
 
 
-def test_the_label_holders_own_file_is_aligned_with_its_labels_and_grows_the_joined_tables_trees(tmp_path):
+@pytest.mark.parametrize("one_file", [False, True], ids=["own file", "one file with the labels"])
+def test_the_label_holders_own_file_is_aligned_with_its_labels_and_grows_the_joined_tables_trees(tmp_path, one_file):
     pytest.importorskip("private_set_intersection")
+    import pandas as pd
+
+    from simulations.data.party_export import ID, LABEL, SPLIT
+    from simulations.data.source import make_data_source
     from tests.support.party_data import joined
 
-    data, _ = write_blob_parties(tmp_path, num_parties=3)
+    write_blob_parties(tmp_path, num_parties=3)
     params = {"n_estimators": 2, "max_depth": 3, "objective": "multi:softprob", "he": "none", "allow_insecure": True,
               "label_holder_features": True}
-    files = {"parties": [{"path": str(tmp_path / f"party{i}.csv"), "id": "id"} for i in range(3)],
-             "labels": {"path": str(tmp_path / "labels.csv"), "id": "id", "label": "label", "split": "split"}}
-    keyed = _run(load_run_config({"strategy": "secureboost", "num_parties": 3, "seed": 0, "data": files,
-                                  "params": params}), data, path=tmp_path / "keyed")
+    files = {"parties": [{"path": str(tmp_path / f"party{i}.csv"), "id": ID} for i in range(3)],
+             "labels": {"path": str(tmp_path / "labels.csv"), "id": ID, "label": LABEL, "split": SPLIT}}
+    if one_file:  # SecureBoost's active party: one table with its labels and its own columns
+        own = pd.read_csv(tmp_path / "party0.csv", dtype={ID: str})
+        active = pd.read_csv(tmp_path / "labels.csv", dtype={ID: str}).merge(own, on=ID)
+        active.to_csv(tmp_path / "active.csv", index=False)
+        files["labels"]["path"] = str(tmp_path / "active.csv")
+        files["parties"][0] = {"path": str(tmp_path / "active.csv"), "id": ID,
+                               "columns": [c for c in own.columns if c != ID]}
+    cfg = load_run_config({"strategy": "secureboost", "num_parties": 3, "seed": 0, "data": files, "params": params})
+    keyed = _run(cfg, make_data_source(cfg), path=tmp_path / "keyed")
     ref = _run(load_run_config({"strategy": "secureboost", "num_parties": 3, "seed": 0, "params": params}),
                _Joined(joined(tmp_path, 3)), path=tmp_path / "ref")
     assert _trees(tmp_path / "keyed") == _trees(tmp_path / "ref")

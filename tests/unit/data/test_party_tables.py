@@ -183,3 +183,16 @@ def test_a_ragged_csv_row_is_one_line(tmp_path):
     with pytest.raises(DataError) as exc:
         read_party_table(PartyFile(path=str(path), id="cid"), key="data.parties[0]")
     assert "\n" not in str(exc.value) and "Expected 2 fields in line 3, saw 3" in str(exc.value)
+
+
+def test_a_label_file_read_as_a_partys_table_must_name_its_feature_columns(tmp_path):
+    """The label holder may keep labels and its own columns in one file; read whole, the label would be a feature."""
+    pd.DataFrame({"id": ["a", "b"], "y": [0, 1], "f": [0.5, 1.5]}).to_csv(tmp_path / "active.csv", index=False)
+    labels = LabelFile(path=str(tmp_path / "active.csv"), id="id", label="y")
+    for columns in ((), ("f", "y")):
+        with pytest.raises(ConfigError, match=r"data.parties\[0\].columns: .* also the label file.*'y'"):
+            PartyTableSource.from_files((PartyFile(path=str(tmp_path / "active.csv"), id="id", columns=columns),),
+                                        labels)
+    source = PartyTableSource.from_files((PartyFile(path=str(tmp_path / "active.csv"), id="id", columns=("f",)),),
+                                         labels)
+    assert source.party_table(0).columns == ("f",)
