@@ -317,4 +317,3 @@ class ServerAlignment:
             pw.Key.NAMES: list(names), pw.Key.SIZES: [int(r["set_sizes"][n]) for n in names],
             pw.Key.CHAIN: [int(self._chain.get(n, r["set_sizes"][n])) for n in names],
             pw.Key.WARNINGS: list(self._warnings) or [""]})}))]
-

@@ -285,10 +285,6 @@ def strategy_metrics(cfg: Any) -> list[str]:
     return [k for k in dict.fromkeys((*final_keys(cfg), *headline_keys(cfg))) if k not in METRICS]
 
 
-def _numeric(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int], asked: list[str] | None,
                 keys: list[str], runs: list[Any], resolved: list[Any]) -> int:
     """The sweep itself, in ``out`` (locked by the caller)."""
@@ -320,7 +316,7 @@ def _sweep_into(args: argparse.Namespace, out: Path, grid: Any, seeds: list[int]
     results = [{"setting": point, "seed": seed, "run_dir": d.relative_to(out).as_posix(), "summary": summary}
                for (point, seed, _), d, summary in zip(runs, dirs, summaries, strict=True)]
     if asked is None:  # the strategy's keys the runs have (a classifier has no final_test_rmse)
-        metrics = [m for m in metrics if m in METRICS or any(_numeric(r.get(m)) for r in summaries)]
+        metrics = [m for m in metrics if m in METRICS or any(isinstance(r.get(m), (int, float)) for r in summaries)]
     rows = table_rows(results, keys, metrics)
     with open(out / "sweep.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
